@@ -1,0 +1,14 @@
+"""Hive small-file compaction: planning from the Metastore, safe merges, statistics refresh.
+
+One module per concern:
+
+- ``config``     the tables to maintain and their policy (the YAML file users edit)
+- ``metastore``  reading partitions and writing statistics through the Hive Metastore
+- ``sizing``     which files of a partition are merged together (Hudi's small-file rules)
+- ``planning``   which partitions are candidates, packed into a bounded number of Spark jobs
+- ``paths``      location checks that keep every change inside the partition it names
+- ``hadoop_fs``  the Hadoop FileSystem API, reached from PySpark (HDFS, S3A, ABFS, file://)
+- ``commit``     the journaled commit protocol that never loses nor duplicates a row
+- ``merge``      the Spark side: rewrite, verify, commit one batch of partitions
+- ``report``     the run report
+"""

@@ -1,0 +1,124 @@
+"""The commit protocol on the file system: every crash point has exactly one correct outcome.
+
+Per partition, after the merged outputs are staged outside the partition and verified:
+
+1. ``journal/<partition-id>.json`` is written (atomically) with the planned inputs and the
+   staged outputs. From here on the commit is decided: it will be rolled forward.
+2. Each input is moved from the partition into ``trash/<run>/<partition-id>/``.
+3. Each staged output is moved into the partition under a visible name.
+4. A manifest (the record used by rollback and trash cleanup) is written, the journal and the
+   staging folder are removed.
+
+A crash before 1 leaves only staging garbage outside the partition. A crash after 1 is finished
+by ``recover`` at the start of the next attempt on that partition, which replays steps 2-4 (each
+step is idempotent). Only the files named in the journal are ever moved, so files that arrive
+while a merge runs stay where they are. Readers listing the partition between steps 2 and 3 see
+neither the old nor the new files of the merged groups (never both: no row is ever visible twice);
+the window lasts as long as a handful of renames.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+from .hadoop_fs import HadoopFS
+
+log = logging.getLogger(__name__)
+
+# Test-only: name of a step at which the job kills itself with SIGKILL (see KILL_POINTS).
+KILL_ENV = "HIVE_COMPACTION_TEST_KILL_AT"
+KILL_POINTS = ("staged", "journaled", "input_moved", "inputs_moved", "output_moved", "outputs_moved",
+               "manifest_written")
+
+
+def fault_point(name: str) -> None:
+    if os.environ.get(KILL_ENV) == name:
+        log.warning("test kill point %s reached: killing the job with SIGKILL", name)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dataclass(frozen=True)
+class WorkArea:
+    """The folders of one table's work area (outside every partition path)."""
+    root: str
+
+    def staging(self, run: str, pid: str) -> str:
+        return f"{self.root}/staging/{run}/{pid}"
+
+    def journal(self, pid: str) -> str:
+        return f"{self.root}/journal/{pid}.json"
+
+    def trash(self, run: str, pid: str) -> str:
+        return f"{self.root}/trash/{run}/{pid}"
+
+    def manifest(self, run: str, pid: str) -> str:
+        return f"{self.root}/manifests/{run}/{pid}.json"
+
+    def results(self, run: str, batch: str) -> str:
+        return f"{self.root}/runs/{run}/results-{batch}.json"
+
+
+def commit(fs: HadoopFS, area: WorkArea, record: dict) -> dict:
+    """Publish staged outputs and retire the inputs of one partition. ``record`` keys:
+    run, pid, table, partition, location, inputs [{name,size}], outputs [{staged,name,size}]."""
+    fs.write_text_atomic(area.journal(record["pid"]), json.dumps(record, indent=1))
+    fault_point("journaled")
+    return _apply(fs, area, record)
+
+
+def recover(fs: HadoopFS, area: WorkArea, pid: str) -> dict | None:
+    """Finish a commit a crashed attempt left behind for this partition; None if there was none."""
+    journal = area.journal(pid)
+    if not fs.exists(journal):
+        return None
+    record = json.loads(fs.read_text(journal))
+    log.warning("recovering the interrupted commit of %s (run %s) from %s",
+                record["partition"] or record["table"], record["run"], journal)
+    return _apply(fs, area, record)
+
+
+def _apply(fs: HadoopFS, area: WorkArea, record: dict) -> dict:
+    run, pid, location = record["run"], record["pid"], record["location"].rstrip("/")
+    trash = area.trash(run, pid)
+    # Roll forward only if every output still exists, staged or already published.
+    missing = [o["name"] for o in record["outputs"]
+               if not fs.exists(o["staged"]) and not fs.exists(f"{location}/{o['name']}")]
+    if missing:
+        _roll_back(fs, record, trash, location)
+        fs.delete(area.journal(pid))
+        raise RuntimeError(f"staged outputs {missing} of {record['partition']} are gone: "
+                           "the commit was rolled back, the original files are in place")
+    for i, f in enumerate(record["inputs"]):
+        src = f"{location}/{f['name']}"
+        if fs.exists(src):
+            fs.rename(src, f"{trash}/{f['name']}")
+            if i == 0:
+                fault_point("input_moved")
+    fault_point("inputs_moved")
+    for i, o in enumerate(record["outputs"]):
+        if fs.exists(o["staged"]):
+            fs.rename(o["staged"], f"{location}/{o['name']}")
+            if i == 0:
+                fault_point("output_moved")
+    fault_point("outputs_moved")
+    manifest = {**record, "committed_at": time.time(), "trash": trash}
+    fs.write_text_atomic(area.manifest(run, pid), json.dumps(manifest, indent=1))
+    fault_point("manifest_written")
+    fs.delete(area.journal(pid))
+    fs.delete(area.staging(run, pid), recursive=True)
+    return manifest
+
+
+def _roll_back(fs: HadoopFS, record: dict, trash: str, location: str) -> None:
+    for o in record["outputs"]:
+        published = f"{location}/{o['name']}"
+        if fs.exists(published) and not fs.exists(o["staged"]):
+            fs.rename(published, o["staged"])
+    for f in record["inputs"]:
+        moved = f"{trash}/{f['name']}"
+        if fs.exists(moved) and not fs.exists(f"{location}/{f['name']}"):
+            fs.rename(moved, f"{location}/{f['name']}")

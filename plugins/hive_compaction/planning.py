@@ -1,0 +1,176 @@
+"""Which partitions are candidates, and how they are packed into a bounded number of Spark jobs.
+
+Pure logic: the Metastore is read by ``metastore``; the files of a partition are listed again by
+the Spark job at merge time (``sizing``), so stale statistics can never cause a wrong merge.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import math
+import zlib
+from dataclasses import asdict, dataclass, field
+
+from .config import FanOut, TablePolicy
+from .metastore import NUM_FILES, NUM_ROWS, TOTAL_SIZE, PartitionInfo, TableInfo
+from .paths import default_work_dir, location_problem
+
+# One command-line argument may not exceed 128 KiB on Linux (MAX_ARG_STRLEN); stay well below.
+MAX_ENCODED_BATCH = 96 * 1024
+
+
+@dataclass(frozen=True)
+class PartitionTask:
+    """One partition to look at in a Spark job; everything the job needs, nothing it must ask."""
+    database: str
+    table: str
+    partition: str
+    values: tuple[str, ...]
+    location: str
+    table_location: str
+    storage_format: str
+    work_dir: str
+    target_file_size: int
+    small_file_limit: int
+    min_small_files: int
+    merge_mode: str
+    num_files: int | None = None
+    total_size: int | None = None
+    num_rows: int | None = None
+    table_parameters: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def table_name(self) -> str:
+        return f"{self.database}.{self.table}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.table_name}/{self.partition}" if self.partition else self.table_name
+
+
+@dataclass(frozen=True)
+class Skipped:
+    table: str
+    partition: str
+    reason: str
+
+
+def table_refusal(table: TableInfo) -> str | None:
+    """Why a whole table is not compacted, or None."""
+    if table.table_type.upper() == "VIRTUAL_VIEW":
+        return "is a view"
+    if table.transactional:
+        return "is a transactional (ACID) table: Hive's own compactor owns its files"
+    if table.bucketed:
+        return f"is bucketed ({table.num_buckets} buckets): merging files would break the bucket layout"
+    if table.storage_format is None:
+        return f"has an unsupported storage format ({table.input_format or 'unknown'}); only ORC and Parquet are merged"
+    return None
+
+
+def candidate(partition: PartitionInfo, policy: TablePolicy) -> bool:
+    """From statistics: worth listing at merge time? Missing statistics mean yes (list it)."""
+    if policy.small_file_limit <= 0:
+        return False
+    num_files = partition.stat(NUM_FILES)
+    return num_files is None or num_files >= policy.min_small_files
+
+
+def plan_table(table: TableInfo, policy: TablePolicy, partitions, work_root: str | None = None):
+    """(tasks, skipped) for one table's partitions (an iterable of PartitionInfo)."""
+    tasks: list[PartitionTask] = []
+    skipped: list[Skipped] = []
+    refusal = table_refusal(table)
+    if refusal:
+        return tasks, [Skipped(table.name, "", refusal)]
+    work_dir = default_work_dir(table.location, table.database, table.table, policy.work_dir or work_root)
+    for p in partitions:
+        if not candidate(p, policy):
+            continue
+        problem = location_problem(p.location, table.location, bool(table.partition_keys))
+        if problem:
+            skipped.append(Skipped(table.name, p.name, problem))
+            continue
+        tasks.append(PartitionTask(
+            database=table.database, table=table.table, partition=p.name, values=p.values,
+            location=p.location, table_location=table.location,
+            storage_format=table.storage_format, work_dir=work_dir,
+            target_file_size=policy.target_file_size, small_file_limit=policy.small_file_limit,
+            min_small_files=policy.min_small_files, merge_mode=policy.merge_mode,
+            num_files=p.stat(NUM_FILES), total_size=p.stat(TOTAL_SIZE), num_rows=p.stat(NUM_ROWS),
+            table_parameters={k: v for k, v in table.parameters.items()
+                              if k in ("orc.compress", "parquet.compression")},
+        ))
+    return tasks, skipped
+
+
+def pack_batches(tasks: list[PartitionTask], fan_out: FanOut, max_map_length: int = 1024):
+    """(batches, deferred): tasks spread over at most ``min(max_spark_jobs, max_map_length)`` jobs.
+
+    The number of jobs grows with the bytes and the partition count to be merged; each job gets
+    at most ``max_partitions_per_job`` partitions; the biggest partitions are placed first, each on
+    the least loaded job (LPT), so jobs finish close together. What does not fit is deferred to
+    the next run rather than making more jobs than allowed.
+    """
+    if not tasks:
+        return [], []
+    limit = max(1, min(fan_out.max_spark_jobs, max_map_length))
+    total = sum(t.total_size or 0 for t in tasks)
+    wanted = max(math.ceil(total / fan_out.max_bytes_per_job), math.ceil(len(tasks) / fan_out.max_partitions_per_job), 1)
+    n = min(limit, wanted)
+    batches: list[list[PartitionTask]] = [[] for _ in range(n)]
+    load = [0] * n
+    deferred: list[PartitionTask] = []
+    for t in sorted(tasks, key=lambda t: (-(t.total_size or 0), t.table_name, t.partition)):
+        open_batches = [i for i in range(n) if len(batches[i]) < fan_out.max_partitions_per_job]
+        if not open_batches:
+            deferred.append(t)
+            continue
+        i = min(open_batches, key=lambda i: (load[i], len(batches[i]), i))
+        batches[i].append(t)
+        load[i] += t.total_size or 0
+    return [sorted(b, key=lambda t: (t.table_name, t.partition)) for b in batches if b], deferred
+
+
+def batch_label(batch: list[PartitionTask], shown: int = 3) -> str:
+    """What the Airflow UI shows for a mapped merge task: its tables and partitions."""
+    by_table: dict[str, list[str]] = {}
+    for t in batch:
+        by_table.setdefault(t.table_name, []).append(t.partition or "(table)")
+    parts = []
+    for table, names in by_table.items():
+        more = f" +{len(names) - shown} more" if len(names) > shown else ""
+        parts.append(f"{table}: {', '.join(names[:shown])}{more}")
+    return "; ".join(parts)
+
+
+def encode_batch(payload: dict) -> str:
+    raw = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
+    return base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode()
+
+
+def decode_batch(text: str) -> dict:
+    return json.loads(zlib.decompress(base64.urlsafe_b64decode(text.encode())))
+
+
+def task_to_dict(t: PartitionTask) -> dict:
+    d = asdict(t)
+    d["values"] = list(t.values)
+    return d
+
+
+def task_from_dict(d: dict) -> PartitionTask:
+    return PartitionTask(**{**d, "values": tuple(d["values"])})
+
+
+def split_oversized(batches: list[list[PartitionTask]], encode) -> list[list[PartitionTask]]:
+    """Halve any batch whose encoded payload would not fit on a command line."""
+    out: list[list[PartitionTask]] = []
+    stack = list(reversed(batches))
+    while stack:
+        b = stack.pop()
+        if len(b) > 1 and len(encode(b)) > MAX_ENCODED_BATCH:
+            stack.extend([b[len(b) // 2:], b[:len(b) // 2]])
+        else:
+            out.append(b)
+    return out

@@ -1,0 +1,164 @@
+"""The embedded local stack: a real Hive Metastore Thrift service from the pyspark wheel's jars.
+
+    python scripts/local_stack.py start|stop|status [--state DIR] [--port 9083]
+
+Embedded Derby holds the metadata, the warehouse is on the local file system, both under the
+state folder (``.state/`` by default, ignored by git). Starting twice is harmless; ``stop``
+ends the service cleanly. Tests use ``Metastore`` directly, with a state folder of their own.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_STATE = ROOT / ".state"
+
+HIVE_SITE = """<?xml version="1.0"?>
+<configuration>
+  <property><name>javax.jdo.option.ConnectionURL</name><value>jdbc:derby:;databaseName={state}/metastore_db;create=true</value></property>
+  <property><name>javax.jdo.option.ConnectionDriverName</name><value>org.apache.derby.jdbc.EmbeddedDriver</value></property>
+  <property><name>hive.metastore.warehouse.dir</name><value>file://{state}/warehouse</value></property>
+  <property><name>datanucleus.schema.autoCreateAll</name><value>true</value></property>
+  <property><name>hive.metastore.schema.verification</name><value>false</value></property>
+  <property><name>hive.metastore.event.db.notification.api.auth</name><value>false</value></property>
+</configuration>
+"""
+
+
+class StackError(RuntimeError):
+    pass
+
+
+def spark_jars() -> Path:
+    import pyspark
+    return Path(pyspark.__file__).resolve().parent / "jars"
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def answers(port: int) -> bool:
+    """True when a Hive Metastore answers a Thrift call on the port."""
+    import logging
+    from hmsclient import hmsclient
+    logging.getLogger("thrift.transport.TSocket").setLevel(logging.CRITICAL)
+    try:
+        with hmsclient.HMSClient(host="127.0.0.1", port=port) as c:
+            c.get_all_databases()
+        return True
+    except Exception:  # noqa: BLE001 - anything but an answer means "not ready"
+        return False
+
+
+class Metastore:
+    def __init__(self, state: Path, port: int = 9083):
+        self.state = Path(state).resolve()
+        self.port = port
+        self.pid_file = self.state / "metastore.pid"
+        self.log_file = self.state / "metastore.log"
+
+    @property
+    def uri(self) -> str:
+        return f"thrift://127.0.0.1:{self.port}"
+
+    @property
+    def warehouse(self) -> str:
+        return f"file://{self.state}/warehouse"
+
+    def pid(self) -> int | None:
+        try:
+            pid = int(self.pid_file.read_text())
+            os.kill(pid, 0)
+            return pid
+        except (OSError, ValueError):
+            return None
+
+    def start(self, timeout: float = 120) -> None:
+        if self.pid() and answers(self.port):
+            print(f"Hive Metastore already running at {self.uri} (pid {self.pid()})")
+            return
+        if shutil.which("java") is None:
+            raise StackError("java not found: install a Java 17 runtime (e.g. apt-get install openjdk-17-jre-headless)")
+        if port_in_use(self.port):
+            raise StackError(f"port {self.port} is in use by another program: stop it or choose another port (--port)")
+        conf = self.state / "metastore-conf"
+        conf.mkdir(parents=True, exist_ok=True)
+        (self.state / "warehouse").mkdir(exist_ok=True)
+        (conf / "hive-site.xml").write_text(HIVE_SITE.format(state=self.state))
+        cmd = ["java", "-Xmx1g", "-Dlog4j2.contextSelector=org.apache.logging.log4j.core.selector.BasicContextSelector",
+               f"-Dderby.system.home={self.state}",
+               "-cp", f"{conf}:{spark_jars()}/*", "org.apache.hadoop.hive.metastore.HiveMetaStore", "-p", str(self.port)]
+        with open(self.log_file, "ab") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.state,
+                                    start_new_session=True)
+        self.pid_file.write_text(str(proc.pid))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise StackError(f"the Hive Metastore exited with code {proc.returncode}; see {self.log_file}")
+            if answers(self.port):
+                print(f"Hive Metastore listening at {self.uri} (pid {proc.pid}, log {self.log_file})")
+                return
+            time.sleep(1)
+        self.stop()
+        raise StackError(f"the Hive Metastore did not answer within {timeout:.0f}s; see {self.log_file}")
+
+    def stop(self) -> None:
+        pid = self.pid()
+        if pid is None:
+            self.pid_file.unlink(missing_ok=True)
+            return
+        os.killpg(pid, signal.SIGTERM)
+        for _ in range(50):
+            try:
+                os.kill(pid, 0)
+            except OSError:
+                break
+            time.sleep(0.2)
+        else:
+            os.killpg(pid, signal.SIGKILL)
+        self.pid_file.unlink(missing_ok=True)
+        print(f"Hive Metastore (pid {pid}) stopped")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("action", choices=["start", "stop", "status"])
+    p.add_argument("--state", default=os.environ.get("HIVE_COMPACTION_STATE", str(DEFAULT_STATE)))
+    p.add_argument("--port", type=int, default=int(os.environ.get("HIVE_METASTORE_PORT", "9083")))
+    args = p.parse_args()
+    ms = Metastore(Path(args.state), args.port)
+    try:
+        if args.action == "start":
+            ms.start()
+        elif args.action == "stop":
+            ms.stop()
+        else:
+            up = ms.pid() is not None and answers(args.port)
+            print(f"Hive Metastore at {ms.uri}: {'up' if up else 'down'}")
+            return 0 if up else 1
+    except StackError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""Spark entry point: compact one batch of Hive partitions planned by the Airflow DAG.
+
+    spark-submit compact_partitions.py --batch <encoded plan> [--dry-run]
+
+Exit code 0 when every partition was merged, skipped with a reason or had nothing to do;
+1 when any partition failed (the others are still done, and every failure left its
+partition's files as they were).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+# In local and client mode the driver runs beside the package; in cluster mode ship it with --py-files.
+_PLUGINS = Path(__file__).resolve().parents[1] / "plugins"
+if _PLUGINS.is_dir() and str(_PLUGINS) not in sys.path:
+    sys.path.insert(0, str(_PLUGINS))
+
+from pyspark.sql import SparkSession  # noqa: E402
+
+from hive_compaction.merge import BatchRunner  # noqa: E402
+from hive_compaction.planning import decode_batch, task_from_dict  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", required=True, help="the encoded batch the planning task made")
+    parser.add_argument("--dry-run", action="store_true", help="list and group, change nothing")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout,
+                        format="%(asctime)s %(levelname)s hive_compaction: %(message)s")
+    payload = decode_batch(args.batch)
+    tasks = [task_from_dict(t) for t in payload["tasks"]]
+    spark = SparkSession.builder.appName(f"hive-compaction {payload['run']} batch {payload['batch']}").getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")  # our own progress lines stay readable in the task log
+    try:
+        results = BatchRunner(spark, payload["run"], str(payload["batch"]),
+                              dry_run=args.dry_run or payload.get("dry_run", False)).run_batch(tasks)
+    finally:
+        spark.stop()
+    failed = [r for r in results if r.status == "failed"]
+    for r in failed:
+        print(f"FAILED {r.table} {r.partition}: {r.reason}", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
