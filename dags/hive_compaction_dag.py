@@ -29,7 +29,7 @@ with DAG(
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
-    default_args={"retries": 2, "retry_delay": timedelta(minutes=1), "retry_exponential_backoff": True},
+    default_args={"retries": SETTINGS.retries, "retry_delay": timedelta(minutes=1), "retry_exponential_backoff": True},
     params={
         "tables": Param([], type="array", items={"type": "string"},
                         description="Tables to compact (database.table); empty means all configured tables"),

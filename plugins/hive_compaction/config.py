@@ -60,6 +60,7 @@ class Settings:
     metastore_conn_id: str = "hive_metastore"
     spark_conn_id: str = "spark_default"
     pool: str = "default_pool"
+    retries: int = 2
     fan_out: FanOut = field(default_factory=FanOut)
     spark_conf: dict[str, str] = field(default_factory=dict)
     py_files: str | None = None
@@ -135,7 +136,7 @@ def parse(raw: Any, source: str = "<config>") -> Settings:
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: expected a mapping at the top level")
     known = {"tables", "defaults", "metastore_conn_id", "spark_conn_id", "pool", "fan_out",
-             "spark_conf", "py_files"}
+             "spark_conf", "py_files", "retries"}
     unknown = set(raw) - known
     if unknown:
         raise ConfigError(f"{source}: unknown key(s) {', '.join(sorted(unknown))}")
@@ -177,6 +178,8 @@ def parse(raw: Any, source: str = "<config>") -> Settings:
         raise ConfigError(f"{source}: spark_conf: expected a mapping")
     out = Settings(tables=tuple(tables), fan_out=fan, source=source,
                    spark_conf={str(k): str(v) for k, v in spark_conf.items()})
+    if raw.get("retries") is not None:
+        out = replace(out, retries=_int(raw["retries"], f"{source}: retries", 0))
     for key in ("metastore_conn_id", "spark_conn_id", "pool", "py_files"):
         if raw.get(key) is not None:
             if not isinstance(raw[key], str) or not raw[key]:

@@ -1,0 +1,32 @@
+# Two entry points: `make demo` (the whole job on the embedded local stack) and `make test`.
+# Both create and reuse .venv from requirements.txt; the local stack's state lives in .state/.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+STAMP := $(VENV)/.installed-$(shell cat requirements.txt | cksum | cut -d' ' -f1)
+
+.PHONY: venv demo test test-all stack-start stack-stop clean
+
+$(STAMP): requirements.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] >= (3, 10) else "error: Python 3.10+ is needed")'
+	@command -v java >/dev/null || { echo "error: java not found: install a Java 17 runtime (apt-get install openjdk-17-jre-headless)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements.txt
+	@rm -f $(VENV)/.installed-*; touch $@
+
+venv: $(STAMP)
+
+demo: venv
+	@source scripts/env.sh && python scripts/demo.py
+
+test: venv
+	@source scripts/env.sh && python -m pytest -q tests
+
+stack-start: venv
+	@source scripts/env.sh && python scripts/local_stack.py start
+
+stack-stop: venv
+	@source scripts/env.sh && python scripts/local_stack.py stop
+
+clean: stack-stop
+	rm -rf .state spark-warehouse
