@@ -5,144 +5,15 @@ serve the whole session; each test makes its own database and tables.
 """
 from __future__ import annotations
 
-import hashlib
-import itertools
-import json
-import os
-import re
-import subprocess
 import sys
-from dataclasses import dataclass
-from datetime import datetime, timedelta
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "plugins"), str(ROOT / "scripts")]
 
-from local_stack import Metastore, free_port  # noqa: E402
-
-_dates = itertools.count()
-
-
-@dataclass
-class DagRun:
-    returncode: int
-    log: str
-    run_id: str
-    states: dict[str, list[str]]  # task_id -> states (one per map index)
-
-    @property
-    def state(self) -> str:
-        m = re.search(r"DagRun Finished: .*?state=(\w+)", self.log)
-        return m.group(1) if m else "unknown"
-
-
-class Stack:
-    def __init__(self, state: Path):
-        self.state = state
-        self.metastore = Metastore(state / "hms", free_port())
-        self.airflow_home = state / "airflow"
-        self._spark = None
-
-    @property
-    def port(self) -> int:
-        return self.metastore.port
-
-    def env(self, config_path: Path | None = None, **extra) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update({
-            "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '')}",
-            "AIRFLOW_HOME": str(self.airflow_home),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-            "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
-            "AIRFLOW_CONN_HIVE_METASTORE": json.dumps({"conn_type": "generic", "host": "127.0.0.1", "port": self.port}),
-            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-            "SPARK_LOCAL_IP": "127.0.0.1",
-            "PYSPARK_PYTHON": sys.executable,
-        })
-        if config_path:
-            env["HIVE_COMPACTION_CONFIG"] = str(config_path)
-        env.update(extra)
-        return env
-
-    def start(self) -> None:
-        self.metastore.start()
-        self.airflow_home.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["airflow", "db", "migrate"], env=self.env(), check=True, capture_output=True)
-
-    @property
-    def spark(self):
-        if self._spark is None:
-            os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-            from demo_tables import spark_session
-            self._spark = spark_session(self.metastore.uri, self.metastore.warehouse, app="hive-compaction-tests")
-            self._spark.sparkContext.setLogLevel("ERROR")
-        return self._spark
-
-    def stop(self) -> None:
-        if self._spark is not None:
-            self._spark.stop()
-        self.metastore.stop()
-
-    # --- data -------------------------------------------------------------------------------
-    def make_table(self, db: str, table: str, storage: str, dates: list[str], files: int = 5, rows: int = 400,
-                   single_file_dates: tuple[str, ...] = ()) -> None:
-        from demo_tables import create_table, fill
-        create_table(self.spark, db, table, storage)
-        fill(self.spark, db, table, dates, files, rows, single_file_dates)
-
-    def partition_location(self, db: str, table: str, partition: str) -> Path:
-        from hmsclient import hmsclient
-        with hmsclient.HMSClient(host="127.0.0.1", port=self.port) as c:
-            return Path(urlsplit(c.get_partition_by_name(db, table, partition).sd.location).path)
-
-    def content(self, db: str, table: str) -> dict[str, tuple[int, str]]:
-        """Per partition: (rows, digest of the sorted rows, all columns incl. partition columns).
-
-        Read through the Metastore as users read the table; exact multiset comparison, so a
-        lost, changed or duplicated row changes the digest."""
-        self.spark.sql(f"REFRESH TABLE {db}.{table}")
-        rows: dict[str, list[str]] = {}
-        for r in self.spark.table(f"{db}.{table}").collect():
-            rows.setdefault(f"dt={r['dt']}", []).append(repr(tuple(r)))
-        return {k: (len(v), hashlib.sha256("\n".join(sorted(v)).encode()).hexdigest()) for k, v in rows.items()}
-
-    def snapshot(self, db: str, table: str) -> dict[str, dict]:
-        from demo import partition_snapshot
-        return partition_snapshot(self.port, db, table)
-
-    # --- Airflow ----------------------------------------------------------------------------
-    def write_config(self, path: Path, tables: list, **top) -> Path:
-        raw = {"metastore_conn_id": "hive_metastore", "spark_conn_id": "spark_default", "retries": 0,
-               "spark_conf": {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"},
-               "tables": tables, **top}
-        path.write_text(yaml.safe_dump(raw))
-        return path
-
-    def run_dag(self, config_path: Path, conf: dict | None = None, **env) -> DagRun:
-        logical = (datetime(2030, 1, 1) + timedelta(hours=next(_dates))).isoformat()
-        cmd = ["airflow", "dags", "test", "hive_compaction", logical]
-        if conf:
-            cmd += ["--conf", json.dumps(conf)]
-        p = subprocess.run(cmd, env=self.env(config_path, **env), capture_output=True, text=True, timeout=900)
-        log = p.stdout + p.stderr
-        m = re.search(r"DagRun Finished: .*?run_id=([^,]+),", log)
-        run_id = m.group(1) if m else ""
-        return DagRun(p.returncode, log, run_id, self.task_states(run_id, config_path) if run_id else {})
-
-    def task_states(self, run_id: str, config_path: Path) -> dict[str, list[str]]:
-        p = subprocess.run(["airflow", "tasks", "states-for-dag-run", "hive_compaction", run_id, "-o", "json"],
-                           env=self.env(config_path), capture_output=True, text=True, check=True)
-        out: dict[str, list[str]] = {}
-        for row in json.loads(p.stdout[p.stdout.index("["):]):
-            out.setdefault(row["task_id"], []).append(row["state"])
-        return out
+from harness import Stack  # noqa: E402
 
 
 @pytest.fixture(scope="session")

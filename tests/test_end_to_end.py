@@ -77,28 +77,26 @@ def test_failed_merge_blocks_refresh_and_loses_nothing(stack, tmp_path):
     content_before = stack.content(db, table)
     before = stack.snapshot(db, table)
     bad_dir = stack.partition_location(db, table, "dt=2026-03-02")
-    corrupt = bad_dir / "part-99999-corrupt.c000.zstd.orc"
-    corrupt.write_bytes(b"this is not an ORC file" * 100)
     bad_before = files_with_times(bad_dir)
 
-    # One partition per Spark job, so the healthy partitions merge in jobs of their own.
+    # One partition per Spark job, so the healthy partitions merge in jobs of their own; the job
+    # of dt=2026-03-02 dies (SIGKILL) once its commit is journaled, before any file moved.
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}],
                              fan_out={"max_spark_jobs": 8, "max_partitions_per_job": 1})
-    run = stack.run_dag(cfg)
+    run = stack.run_dag(cfg, HIVE_COMPACTION_TEST_KILL_AT="journaled:dt=2026-03-02")
     assert run.state == "failed"
     assert sorted(run.states["merge"]) == ["failed", "success", "success"]
     assert run.states["refresh_metastore"] == ["upstream_failed"]
-    assert "dt=2026-03-02" in run.log and "FAILED e2e_fail.events dt=2026-03-02" in run.log
+    assert "test kill point journaled reached for e2e_fail.events/dt=2026-03-02" in run.log
 
     after = stack.snapshot(db, table)
     assert files_with_times(bad_dir) == bad_before  # the failing partition: not one file changed
     for name in ("dt=2026-03-01", "dt=2026-03-03"):
         assert after[name]["num_files"] == 1
         assert after[name]["hms_num_files"] == before[name]["hms_num_files"]  # refresh did not run
-    corrupt.unlink()
     assert stack.content(db, table) == content_before  # no row lost or duplicated anywhere
 
-    # The next run, with the bad file gone, finishes the job and repairs the statistics.
+    # The next run finishes the interrupted commit and repairs the statistics.
     rerun = stack.run_dag(cfg)
     assert rerun.state == "success", rerun.log[-5000:]
     assert stack.content(db, table) == content_before

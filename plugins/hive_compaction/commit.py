@@ -29,15 +29,33 @@ from .hadoop_fs import HadoopFS
 
 log = logging.getLogger(__name__)
 
-# Test-only: name of a step at which the job kills itself with SIGKILL (see KILL_POINTS).
+# Test-only hooks, so tests reach every step of the protocol without relying on timing:
+# KILL_ENV="<point>[:<text>]" kills the job with SIGKILL at that point (for the partition whose
+# label contains <text>, if given); HOOK_ENV="<point>" runs the command in HOOK_CMD_ENV there,
+# with the partition's folder in HIVE_COMPACTION_PARTITION_DIR.
 KILL_ENV = "HIVE_COMPACTION_TEST_KILL_AT"
+HOOK_ENV = "HIVE_COMPACTION_TEST_HOOK_AT"
+HOOK_CMD_ENV = "HIVE_COMPACTION_TEST_HOOK_CMD"
 KILL_POINTS = ("staged", "journaled", "input_moved", "inputs_moved", "output_moved", "outputs_moved",
                "manifest_written")
 
 
-def fault_point(name: str) -> None:
-    if os.environ.get(KILL_ENV) == name:
-        log.warning("test kill point %s reached: killing the job with SIGKILL", name)
+def _matches(setting: str | None, point: str, label: str) -> bool:
+    if not setting:
+        return False
+    name, _, text = setting.partition(":")
+    return name == point and text in label
+
+
+def fault_point(point: str, label: str = "", location: str = "") -> None:
+    if _matches(os.environ.get(HOOK_ENV), point, label):
+        import subprocess
+        log.warning("test hook at %s for %s", point, label)
+        from urllib.parse import urlsplit
+        subprocess.run(os.environ[HOOK_CMD_ENV], shell=True, check=True,
+                       env={**os.environ, "HIVE_COMPACTION_PARTITION_DIR": urlsplit(location).path})
+    if _matches(os.environ.get(KILL_ENV), point, label):
+        log.warning("test kill point %s reached for %s: killing the job with SIGKILL", point, label)
         os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -66,7 +84,7 @@ def commit(fs: HadoopFS, area: WorkArea, record: dict) -> dict:
     """Publish staged outputs and retire the inputs of one partition. ``record`` keys:
     run, pid, table, partition, location, inputs [{name,size}], outputs [{staged,name,size}]."""
     fs.write_text_atomic(area.journal(record["pid"]), json.dumps(record, indent=1))
-    fault_point("journaled")
+    fault_point("journaled", _label(record), record["location"])
     return _apply(fs, area, record)
 
 
@@ -97,20 +115,24 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict) -> dict:
         if fs.exists(src):
             fs.rename(src, f"{trash}/{f['name']}")
             if i == 0:
-                fault_point("input_moved")
-    fault_point("inputs_moved")
+                fault_point("input_moved", _label(record), location)
+    fault_point("inputs_moved", _label(record), location)
     for i, o in enumerate(record["outputs"]):
         if fs.exists(o["staged"]):
             fs.rename(o["staged"], f"{location}/{o['name']}")
             if i == 0:
-                fault_point("output_moved")
-    fault_point("outputs_moved")
+                fault_point("output_moved", _label(record), location)
+    fault_point("outputs_moved", _label(record), location)
     manifest = {**record, "committed_at": time.time(), "trash": trash}
     fs.write_text_atomic(area.manifest(run, pid), json.dumps(manifest, indent=1))
-    fault_point("manifest_written")
+    fault_point("manifest_written", _label(record), location)
     fs.delete(area.journal(pid))
     fs.delete(area.staging(run, pid), recursive=True)
     return manifest
+
+
+def _label(record: dict) -> str:
+    return f"{record['table']}/{record['partition']}"
 
 
 def _roll_back(fs: HadoopFS, record: dict, trash: str, location: str) -> None:

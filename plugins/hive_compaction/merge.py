@@ -141,6 +141,9 @@ class BatchRunner:
         groups = pack_small_files(files, small_file_limit=task.small_file_limit,
                                   target_file_size=task.target_file_size,
                                   min_small_files=task.min_small_files)
+        bad = self.unreadable(task, [f for g in groups for f in g])
+        if bad:
+            return self._skip(result, "unreadable or foreign file(s): " + "; ".join(bad[:3]))
         result.groups = len(groups)
         result.files_merged = sum(len(g) for g in groups)
         if not groups:
@@ -159,7 +162,7 @@ class BatchRunner:
             staged, rows = self._rewrite_group(task, group, f"{staging}/group-{g}", codec)
             outputs += staged
             result.rows_merged += rows
-        fault_point("staged")
+        fault_point("staged", task.label, task.location)
         self._check_unchanged(task, [f for g in groups for f in g])
         record = {
             "run": self.run, "pid": pid, "table": task.table_name, "partition": task.partition,
@@ -211,25 +214,47 @@ class BatchRunner:
         return [{"staged": e.path, "name": f"part-compacted-{tag}-{n:05d}{_suffix(e.name)}", "size": e.size}
                 for n, e in enumerate(staged)], expected[0]
 
-    def codec(self, task: PartitionTask, sample: DataFile) -> str:
-        """The inputs' own compression codec (never Spark's session default)."""
+    def unreadable(self, task: PartitionTask, files: list[DataFile]) -> list[str]:
+        """Inputs whose footer cannot be read as the table's format (corrupt, truncated, foreign)."""
+        bad = []
+        for f in files:
+            try:
+                self._footer(task.storage_format, f.path, lambda reader: None)
+            except Exception as e:  # py4j wraps the Java reader's exception
+                detail = str(e).splitlines()
+                java = next((line for line in detail if "Exception" in line), detail[0] if detail else "")
+                bad.append(f"{f.name} ({java.strip()[:160]})")
+        return bad
+
+    def _footer(self, fmt: str, path: str, use):
+        """Open a file's footer with the ORC or Parquet Java reader and apply ``use`` to it."""
         jvm = self.spark._jvm
         conf = self.spark._jsc.hadoopConfiguration()
-        path = jvm.org.apache.hadoop.fs.Path(sample.path)
-        if task.storage_format == "orc":
-            reader = jvm.org.apache.orc.OrcFile.createReader(path, jvm.org.apache.orc.OrcFile.readerOptions(conf))
-            try:
-                return _ORC_CODECS.get(str(reader.getCompressionKind().name()), "snappy")
-            finally:
-                reader.close()
-        input_file = jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(path, conf)
-        reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(input_file)
+        p = jvm.org.apache.hadoop.fs.Path(path)
+        if fmt == "orc":
+            reader = jvm.org.apache.orc.OrcFile.createReader(p, jvm.org.apache.orc.OrcFile.readerOptions(conf))
+        else:
+            reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(
+                jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(p, conf))
         try:
-            blocks = reader.getFooter().getBlocks()
-            if blocks.size() and blocks.get(0).getColumns().size():
-                return _PARQUET_CODECS.get(str(blocks.get(0).getColumns().get(0).getCodec().name()), "snappy")
+            return use(reader)
         finally:
             reader.close()
+
+    def codec(self, task: PartitionTask, sample: DataFile) -> str:
+        """The inputs' own compression codec (never Spark's session default)."""
+        if task.storage_format == "orc":
+            kind = self._footer("orc", sample.path, lambda r: str(r.getCompressionKind().name()))
+            return _ORC_CODECS.get(kind, "snappy")
+
+        def first_codec(reader):
+            blocks = reader.getFooter().getBlocks()
+            if blocks.size() and blocks.get(0).getColumns().size():
+                return str(blocks.get(0).getColumns().get(0).getCodec().name())
+            return None
+        kind = self._footer("parquet", sample.path, first_codec)
+        if kind:
+            return _PARQUET_CODECS.get(kind, "snappy")
         return (task.table_parameters.get("parquet.compression") or "snappy").lower()
 
 

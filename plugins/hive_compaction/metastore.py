@@ -69,10 +69,23 @@ class PartitionInfo:
         return value if value >= 0 else None
 
 
+def _num_buckets(hive_buckets: int | None, parameters: dict[str, str]) -> int:
+    """Hive keeps buckets in the storage descriptor, Spark's data source tables in a parameter."""
+    if (hive_buckets or 0) > 0:
+        return hive_buckets
+    try:
+        return max(0, int(parameters.get("spark.sql.sources.schema.numBuckets", 0)))
+    except ValueError:
+        return 0
+
+
 def storage_format(input_format: str, parameters: dict[str, str]) -> str | None:
     provider = (parameters.get("spark.sql.sources.provider") or "").lower()
     if provider in ("orc", "parquet"):
         return provider
+    # Another data source (delta, hudi, ...) or a Hudi input format: that format owns the file layout.
+    if provider not in ("", "hive") or "hudi" in input_format.lower() or "hoodie" in input_format.lower():
+        return None
     if "orc" in input_format.lower():
         return "orc"
     if "parquet" in input_format.lower():
@@ -124,7 +137,7 @@ class Metastore:
             partition_keys=tuple((k.name, k.type) for k in (t.partitionKeys or [])),
             table_type=t.tableType or "",
             parameters=params,
-            num_buckets=t.sd.numBuckets if (t.sd.numBuckets or 0) > 0 else 0,
+            num_buckets=_num_buckets(t.sd.numBuckets, params),
             sort_columns=tuple((c.col, c.order) for c in (t.sd.sortCols or [])),
         )
 

@@ -1,0 +1,122 @@
+"""Data safety on the real stack: kills at every commit step, concurrent writers, refusals."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from hive_compaction.commit import KILL_POINTS
+
+from test_end_to_end import assert_statistics_match_disk, files_with_times
+
+pytestmark = pytest.mark.integration
+
+
+def partition_files(folder: Path) -> list[str]:
+    """Every entry of a partition folder except the local file system's own .crc side files."""
+    return sorted(f.name for f in folder.iterdir() if not (f.name.startswith(".") and f.name.endswith(".crc")))
+
+
+def test_a_kill_at_every_commit_step_is_repaired_by_the_next_run(stack, tmp_path):
+    db = "faults"
+    cases = [(storage, point) for storage in ("ORC", "PARQUET") for point in KILL_POINTS]
+    tables = {case: f"k_{case[0].lower()}_{case[1]}" for case in cases}
+    for (storage, _), table in tables.items():
+        stack.make_table(db, table, storage, ["2026-04-01", "2026-04-02"], files=4, rows=250)
+    before = {t: stack.content(db, t) for t in tables.values()}
+
+    for (storage, point), table in tables.items():
+        cfg = stack.write_config(tmp_path / f"{table}.yaml", [{"name": f"{db}.{table}"}])
+        planned = stack.plan_batches(cfg, run_id=f"killed-{table}")
+        assert len(planned["spark_args"]) == 1
+        p = stack.spark_submit(planned["spark_args"][0]["application_args"][1],
+                               HIVE_COMPACTION_TEST_KILL_AT=f"{point}:dt=2026-04-02")
+        assert p.returncode != 0, p.stdout[-3000:]
+        assert f"test kill point {point} reached for {db}.{table}/dt=2026-04-02" in p.stdout + p.stderr
+
+    cfg = stack.write_config(tmp_path / "all.yaml", [{"name": f"{db}.{t}"} for t in tables.values()])
+    run = stack.run_dag(cfg)
+    assert run.state == "success", run.log[-5000:]
+    for table in tables.values():
+        assert stack.content(db, table) == before[table], table  # no row lost, none duplicated
+        snap = stack.snapshot(db, table)
+        assert all(p["num_files"] == 1 for p in snap.values()), (table, snap)
+        for name in snap:
+            folder = stack.partition_location(db, table, name)
+            assert partition_files(folder) == sorted(snap[name]["files"]), (table, name)  # no leftovers
+        assert_statistics_match_disk(stack, db, table, before[table])
+        work = Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db" / ".hive_compaction" / table
+        assert not list((work / "journal").glob("*.json")), table
+
+
+def test_files_added_during_a_merge_stay_where_they_are(stack, tmp_path):
+    db, table = "writers", "events"
+    stack.make_table(db, table, "ORC", ["2026-04-03"], files=4, rows=300)
+    # A file the "other writer" drops into the partition while the merge runs.
+    stack.make_table(db, "late", "ORC", ["2026-04-03"], files=1, rows=50)
+    late_dir = stack.partition_location(db, "late", "dt=2026-04-03")
+    late_file = next(f for f in late_dir.iterdir() if f.suffix == ".orc")
+    late_rows = stack.rows(db, "late")["dt=2026-04-03"]
+    rows_before = stack.rows(db, table)["dt=2026-04-03"]
+
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])
+    run = stack.run_dag(cfg, HIVE_COMPACTION_TEST_HOOK_AT="staged",
+                        HIVE_COMPACTION_TEST_HOOK_CMD=f'cp "{late_file}" "$HIVE_COMPACTION_PARTITION_DIR/part-late-arrival.zstd.orc"')
+    assert run.state == "success", run.log[-5000:]
+    folder = stack.partition_location(db, table, "dt=2026-04-03")
+    names = partition_files(folder)
+    assert "part-late-arrival.zstd.orc" in names and len(names) == 2, names
+    assert (folder / "part-late-arrival.zstd.orc").read_bytes() == late_file.read_bytes()
+    assert stack.rows(db, table)["dt=2026-04-03"] == sorted(rows_before + late_rows)
+    snap = stack.snapshot(db, table)["dt=2026-04-03"]
+    assert snap["hms_num_files"] == "2" and snap["hms_total_size"] == str(snap["bytes"])
+
+
+def test_unsafe_or_unsupported_inputs_are_skipped_with_a_reason_and_left_byte_for_byte(stack, tmp_path):
+    from hmsclient import hmsclient
+    db = "refusals"
+    stack.make_table(db, "events", "ORC", ["2026-05-01", "2026-05-02", "2026-05-03", "2026-05-04",
+                                          "2026-05-05", "2026-05-06"], files=3, rows=120)
+    stack.make_table(db, "other", "ORC", ["2026-05-01"], files=3, rows=120)
+    stack.make_table(db, "parquet_src", "PARQUET", ["2026-05-01"], files=1, rows=10)
+    loc = lambda dt: stack.partition_location(db, "events", f"dt={dt}")  # noqa: E731
+    (loc("2026-05-01") / "part-99999-corrupt.c000.zstd.orc").write_bytes(b"not an ORC file" * 64)
+    (loc("2026-05-02") / "part-99998-empty.c000.zstd.orc").write_bytes(b"")
+    foreign = next(stack.partition_location(db, "parquet_src", "dt=2026-05-01").glob("*.parquet"))
+    shutil.copy(foreign, loc("2026-05-03") / "part-99997-foreign.c000.zstd.orc")
+
+    # Partition locations that would reach outside the partition.
+    table_root = loc("2026-05-04").parent
+    other_partition = stack.partition_location(db, "other", "dt=2026-05-01")
+    with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
+        for dt, where in (("2026-05-04", "file:/"), ("2026-05-05", f"file:{table_root}"),
+                          ("2026-05-06", f"file:{other_partition}")):
+            p = c.get_partition_by_name(db, "events", f"dt={dt}")
+            p.sd.location = where
+            c.alter_partition(db, "events", p)
+    stack.spark.sql(f"CREATE TABLE {db}.bucketed (id BIGINT, dt STRING) USING ORC PARTITIONED BY (dt) "
+                    "CLUSTERED BY (id) INTO 4 BUCKETS")
+    stack.spark.sql(f"CREATE TABLE {db}.text_table (id BIGINT) PARTITIONED BY (dt STRING) STORED AS TEXTFILE")
+    folders = [loc(d) for d in ("2026-05-01", "2026-05-02", "2026-05-03")] + [other_partition]
+    before = {f: files_with_times(f) for f in folders}
+    root_before = sorted(p.name for p in table_root.iterdir())
+
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{t}"} for t in ("events", "bucketed", "text_table")])
+    run = stack.run_dag(cfg)
+    assert run.state == "success", run.log[-5000:]
+    report = run.log[run.log.index("run report"):]
+    expected = {
+        "dt=2026-05-01": "unreadable or foreign file(s): part-99999-corrupt",
+        "dt=2026-05-02": "zero-byte file(s) ['part-99998-empty",
+        "dt=2026-05-03": "unreadable or foreign file(s): part-99997-foreign",
+        "dt=2026-05-04": "is the file system root",
+        "dt=2026-05-05": "is the table root",
+        "dt=2026-05-06": "is outside the table location",
+    }
+    lines = report.splitlines()
+    for partition, reason in expected.items():
+        assert any(partition in line and "skipped" in line and reason in line for line in lines), (partition, reason)
+    assert any("refusals.bucketed" in line and "is bucketed" in line for line in lines)
+    assert any("refusals.text_table" in line and "unsupported storage format" in line for line in lines)
+    assert {f: files_with_times(f) for f in folders} == before  # not one byte changed
+    assert sorted(p.name for p in table_root.iterdir()) == root_before
