@@ -34,6 +34,8 @@ class TablePolicy:
     partition_filter: str | None = None
     merge_mode: str = "auto"
     work_dir: str | None = None
+    quiet_period_minutes: int = 10  # a partition written to more recently than this is left for later
+    trash_retention_days: int = 7  # replaced inputs are kept this long for rollback
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,7 @@ def _policy(raw: dict, base: TablePolicy, where: str) -> TablePolicy:
             values[key] = parse_size(value, at)
         elif key == "min_small_files":
             values[key] = _int(value, at, 2)
-        elif key == "partition_lag_days":
+        elif key in ("partition_lag_days", "quiet_period_minutes", "trash_retention_days"):
             values[key] = _int(value, at, 0)
         elif key == "merge_mode":
             if value not in MERGE_MODES:
@@ -139,18 +141,20 @@ def parse(raw: Any, source: str = "<config>") -> Settings:
              "spark_conf", "py_files", "retries"}
     unknown = set(raw) - known
     if unknown:
-        raise ConfigError(f"{source}: unknown key(s) {', '.join(sorted(unknown))}")
+        raise ConfigError(f"{source}: unknown key(s) {', '.join(sorted(map(str, unknown)))}")
     defaults = _policy(raw.get("defaults") or {}, TablePolicy(), f"{source}: defaults")
 
     tables = []
     seen = set()
+    if not isinstance(raw.get("tables") or [], list):
+        raise ConfigError(f"{source}: tables: expected a list of tables, got {type(raw['tables']).__name__}")
     for i, entry in enumerate(raw.get("tables") or []):
         if isinstance(entry, str):
             entry = {"name": entry}
         if not isinstance(entry, dict) or "name" not in entry:
             raise ConfigError(f"{source}: tables[{i}]: expected a mapping with a 'name' key")
         name = entry["name"]
-        if not isinstance(name, str) or not _TABLE_NAME.match(name):
+        if not isinstance(name, str) or not _TABLE_NAME.fullmatch(name):
             raise ConfigError(f"{source}: tables[{i}]: name must be 'database.table', got {name!r}")
         if name.lower() in seen:
             raise ConfigError(f"{source}: table {name} is listed twice")
@@ -197,8 +201,8 @@ def load(path: str | os.PathLike | None = None) -> Settings:
     p = Path(path) if path else config_path()
     try:
         text = p.read_text()
-    except OSError as e:
-        raise ConfigError(f"{p}: cannot read the config file ({e.strerror or e})") from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{p}: cannot read the config file ({getattr(e, 'strerror', None) or e})") from e
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as e:

@@ -36,6 +36,8 @@ def location_problem(location: str, table_location: str, partitioned: bool) -> s
     _, _, path = split_uri(location)
     if ".." in path.split("/"):
         return f"location {location} contains '..'"
+    if "." in path.split("/"):
+        return f"location {location} contains a '.' segment"
     if path == "/":
         return f"location {location} is the file system root"
     if not partitioned:
@@ -69,4 +71,5 @@ def partition_id(table: str, partition: str) -> str:
 
 def run_tag(run_id: str) -> str:
     """An Airflow run id made safe for a path segment (run ids hold ':' and '+')."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", run_id).strip("-")[:120] or "run"
+    tag = re.sub(r"[^A-Za-z0-9_.-]+", "-", run_id).strip("-")[:120]
+    return tag if tag not in ("", ".", "..") else "run"

@@ -1,0 +1,361 @@
+"""The YAML configuration: defaults, validation messages naming table and key, lenient loading."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hive_compaction import config
+from hive_compaction.config import ConfigError, FanOut, Settings, TablePolicy, load, load_lenient, parse, parse_size
+
+MB = 1024**2
+GB = 1024**3
+SHIPPED = Path(__file__).resolve().parents[1] / "dags" / "hive_compaction.yaml"
+
+GOOD = """
+metastore_conn_id: hms
+spark_conn_id: spark_yarn
+pool: compaction
+retries: 5
+py_files: hdfs:///libs/hive_compaction.zip
+defaults:
+  target_file_size: 256MB
+  small_file_limit: 200MB
+  min_small_files: 3
+tables:
+  - sales.orders
+  - name: Sales.Events
+    target_file_size: 1GB
+    merge_mode: copy
+    partition_filter: "dt >= '2024-01-01'"
+    work_dir: hdfs:///tmp/work
+  - name: logs.clicks
+    small_file_limit: 0
+    partition_lag_days: 0
+fan_out:
+  max_spark_jobs: 3
+  max_partitions_per_job: 100
+  max_bytes_per_job: 5GB
+spark_conf:
+  spark.executor.memory: 4g
+  spark.executor.instances: 10
+"""
+
+
+def errors_of(raw) -> str:
+    with pytest.raises(ConfigError) as e:
+        parse(raw, "cfg.yaml")
+    return str(e.value)
+
+
+def table_error(**entry) -> str:
+    return errors_of({"tables": [{"name": "db.tbl", **entry}]})
+
+
+# --- parse_size -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value, expected", [
+    (0, 0), (134217728, 134217728), ("134217728", 134217728), ("128MB", 128 * MB), ("128mb", 128 * MB),
+    ("128M", 128 * MB), ("128 MB", 128 * MB), (" 1.5 GB ", int(1.5 * GB)), ("1g", GB), ("10KB", 10240),
+    ("10K", 10240), ("2TB", 2 * 1024**4), ("7B", 7), ("7", 7), ("0.5MB", MB // 2),
+])
+def test_parse_size(value, expected):
+    assert parse_size(value, "here") == expected
+
+
+@pytest.mark.parametrize("value", ["", "MB", "12 XB", "1e6", "-5MB", "ten", "1,5GB", "12 MiB", True, False, None, [1]])
+def test_parse_size_rejects(value):
+    with pytest.raises(ConfigError) as e:
+        parse_size(value, "cfg.yaml: table db.t: key 'target_file_size'")
+    assert "db.t" in str(e.value) and "target_file_size" in str(e.value)
+
+
+def test_parse_size_negative_int():
+    with pytest.raises(ConfigError, match="must not be negative"):
+        parse_size(-1, "where")
+
+
+# --- good configurations ----------------------------------------------------------------------
+
+def test_empty_config_is_all_defaults():
+    for raw in (None, {}):
+        s = parse(raw)
+        assert s.tables == ()
+        assert s.fan_out == FanOut()
+        assert (s.metastore_conn_id, s.spark_conn_id, s.pool, s.retries, s.py_files) == \
+               ("hive_metastore", "spark_default", "default_pool", 2, None)
+        assert s.spark_conf == {}
+
+
+def test_defaults_of_a_table_without_settings():
+    s = parse({"tables": ["db.t"]})
+    assert s.tables[0].policy == TablePolicy()
+    p = TablePolicy()
+    assert (p.target_file_size, p.small_file_limit, p.min_small_files, p.partition_lag_days, p.merge_mode) == \
+           (128 * MB, 100 * MB, 2, 1, "auto")
+    assert p.partition_filter is None and p.work_dir is None
+
+
+def test_good_config():
+    s = parse(yaml.safe_load(GOOD), "cfg.yaml")
+    assert s.source == "cfg.yaml"
+    assert (s.metastore_conn_id, s.spark_conn_id, s.pool, s.retries) == ("hms", "spark_yarn", "compaction", 5)
+    assert s.py_files == "hdfs:///libs/hive_compaction.zip"
+    assert [t.name for t in s.tables] == ["sales.orders", "sales.events", "logs.clicks"]
+
+    orders = s.table("sales.orders").policy
+    assert (orders.target_file_size, orders.small_file_limit, orders.min_small_files) == (256 * MB, 200 * MB, 3)
+    assert orders.merge_mode == "auto" and orders.partition_lag_days == 1
+
+    events = s.table("sales.events")
+    assert (events.database, events.table) == ("sales", "events")
+    assert events.policy.target_file_size == GB
+    assert events.policy.small_file_limit == 200 * MB  # inherited from defaults
+    assert events.policy.merge_mode == "copy"
+    assert events.policy.partition_filter == "dt >= '2024-01-01'"
+    assert events.policy.work_dir == "hdfs:///tmp/work"
+
+    clicks = s.table("logs.clicks").policy
+    assert clicks.small_file_limit == 0 and clicks.partition_lag_days == 0
+
+    assert s.fan_out == FanOut(max_spark_jobs=3, max_partitions_per_job=100, max_bytes_per_job=5 * GB)
+    assert s.spark_conf == {"spark.executor.memory": "4g", "spark.executor.instances": "10"}
+
+
+def test_table_lookup_of_unknown_table_names_it():
+    s = parse({"tables": ["db.t"]}, "cfg.yaml")
+    with pytest.raises(ConfigError, match=r"cfg\.yaml: table 'db\.nope' is not configured"):
+        s.table("db.nope")
+
+
+def test_small_file_limit_equal_to_target_is_fine():
+    s = parse({"tables": [{"name": "db.t", "target_file_size": "64MB", "small_file_limit": "64MB"}]})
+    assert s.tables[0].policy.small_file_limit == 64 * MB
+
+
+def test_max_bytes_per_job_zero_is_raised_to_one():
+    assert parse({"fan_out": {"max_bytes_per_job": 0}}).fan_out.max_bytes_per_job == 1
+
+
+def test_shipped_config_parses():
+    s = load(SHIPPED)
+    assert s.source == str(SHIPPED)
+    assert [t.name for t in s.tables] == ["demo.events_orc", "demo.events_parquet"]
+    assert s.fan_out.max_spark_jobs == 4
+    assert s.fan_out.max_bytes_per_job == 20 * GB
+    for t in s.tables:
+        assert t.policy.target_file_size == 128 * MB
+        assert t.policy.small_file_limit == 100 * MB
+    assert load_lenient(SHIPPED) == (s, None)
+
+
+def test_default_config_path_is_the_shipped_file(monkeypatch):
+    monkeypatch.delenv(config.CONFIG_ENV, raising=False)
+    assert config.config_path() == SHIPPED
+    monkeypatch.setenv(config.CONFIG_ENV, "/etc/elsewhere.yaml")
+    assert config.config_path() == Path("/etc/elsewhere.yaml")
+
+
+def test_load_reads_the_env_path(tmp_path, monkeypatch):
+    p = tmp_path / "c.yaml"
+    p.write_text("tables: [a.b]\n")
+    monkeypatch.setenv(config.CONFIG_ENV, str(p))
+    assert [t.name for t in load().tables] == ["a.b"]
+
+
+# --- bad values in a table: the message names the table and the key ---------------------------
+
+@pytest.mark.parametrize("entry, key", [
+    ({"target_size": "1GB"}, "target_size"),  # unknown key
+    ({"target_file_size": -1}, "target_file_size"),
+    ({"target_file_size": "lots"}, "target_file_size"),
+    ({"target_file_size": 0}, "target_file_size"),
+    ({"small_file_limit": "-3MB"}, "small_file_limit"),
+    ({"small_file_limit": True}, "small_file_limit"),
+    ({"small_file_limit": "200MB", "target_file_size": "128MB"}, "small_file_limit"),
+    ({"small_file_limit": 128 * MB + 1, "target_file_size": "128MB"}, "small_file_limit"),
+    ({"merge_mode": "fast"}, "merge_mode"),
+    ({"merge_mode": None}, "merge_mode"),
+    ({"min_small_files": 1}, "min_small_files"),
+    ({"min_small_files": "3"}, "min_small_files"),
+    ({"min_small_files": True}, "min_small_files"),
+    ({"partition_lag_days": -1}, "partition_lag_days"),
+    ({"partition_lag_days": 1.5}, "partition_lag_days"),
+    ({"partition_filter": 5}, "partition_filter"),
+    ({"work_dir": ["a"]}, "work_dir"),
+])
+def test_bad_table_value_names_table_and_key(entry, key):
+    msg = table_error(**entry)
+    assert msg.startswith("cfg.yaml: ")
+    assert "table db.tbl" in msg
+    assert f"'{key}'" in msg
+
+
+def test_small_file_limit_above_target_message_gives_both_values():
+    msg = table_error(small_file_limit="200MB", target_file_size="128MB")
+    assert str(200 * MB) in msg and str(128 * MB) in msg and "target_file_size" in msg
+
+
+def test_inherited_default_can_conflict_with_a_table_override():
+    # defaults keep small_file_limit at 100MB: a table lowering only its target must say which key
+    msg = table_error(target_file_size="64MB")
+    assert "table db.tbl" in msg and "'small_file_limit'" in msg
+
+
+def test_bad_default_value_names_defaults_and_key():
+    msg = errors_of({"defaults": {"merge_mode": "yolo"}})
+    assert "defaults" in msg and "'merge_mode'" in msg
+    msg = errors_of({"defaults": {"bogus": 1}})
+    assert "defaults" in msg and "'bogus'" in msg and "known:" in msg
+
+
+@pytest.mark.parametrize("name", ["nodot", "a.b.c", "db.t-1", "db.", ".t", "db t.x", 42, None, "db.t\n"])
+def test_bad_table_name(name):
+    msg = errors_of({"tables": [{"name": name}]})
+    assert "tables[0]" in msg and "name" in msg and repr(name) in msg
+
+
+def test_table_entry_without_name():
+    msg = errors_of({"tables": ["a.b", {"target_file_size": "1GB"}]})
+    assert "tables[1]" in msg and "'name'" in msg
+
+
+@pytest.mark.parametrize("entry", [42, ["a.b"], None])
+def test_table_entry_not_a_mapping(entry):
+    msg = errors_of({"tables": [entry]})
+    assert "tables[0]" in msg and "mapping" in msg and "'name'" in msg
+
+
+def test_duplicate_table_names_it():
+    msg = errors_of({"tables": ["sales.orders", {"name": "Sales.Orders", "merge_mode": "copy"}]})
+    assert "Sales.Orders" in msg and "twice" in msg
+
+
+@pytest.mark.parametrize("tables", [{"db.t": {"target_file_size": "1GB"}}, "db.t", 5])
+def test_tables_must_be_a_list(tables):
+    # a mapping of tables would silently drop every table's settings
+    msg = errors_of({"tables": tables})
+    assert "tables" in msg and "list" in msg
+
+
+@pytest.mark.parametrize("raw", [[1, 2], "tables: x", 3])
+def test_top_level_not_a_mapping(raw):
+    assert "top level" in errors_of(raw)
+
+
+def test_defaults_not_a_mapping():
+    msg = errors_of({"defaults": ["target_file_size"]})
+    assert "defaults" in msg and "mapping" in msg
+
+
+def test_unknown_top_level_keys_are_listed():
+    msg = errors_of({"table": ["a.b"], "fanout": {}})
+    assert "fanout" in msg and "table" in msg
+
+
+def test_non_string_top_level_key_is_a_config_error():
+    msg = errors_of({2024: "x", "tables": []})
+    assert "2024" in msg
+
+
+@pytest.mark.parametrize("fan_out, key", [
+    ({"max_spark_jobs": 0}, "max_spark_jobs"),
+    ({"max_partitions_per_job": "many"}, "max_partitions_per_job"),
+    ({"max_bytes_per_job": "-1GB"}, "max_bytes_per_job"),
+    ({"jobs": 3}, "jobs"),
+])
+def test_bad_fan_out(fan_out, key):
+    msg = errors_of({"fan_out": fan_out})
+    assert "fan_out" in msg and f"'{key}'" in msg
+
+
+def test_fan_out_not_a_mapping():
+    assert "fan_out" in errors_of({"fan_out": [1]})
+
+
+def test_spark_conf_not_a_mapping():
+    assert "spark_conf" in errors_of({"spark_conf": "spark.x=1"})
+
+
+@pytest.mark.parametrize("key", ["metastore_conn_id", "spark_conn_id", "pool", "py_files"])
+@pytest.mark.parametrize("value", ["", 5, ["x"]])
+def test_bad_connection_strings(key, value):
+    assert key in errors_of({key: value})
+
+
+@pytest.mark.parametrize("value", [-1, "2", True, 1.0])
+def test_bad_retries(value):
+    assert "retries" in errors_of({"retries": value})
+
+
+def test_retries_zero_is_allowed():
+    assert parse({"retries": 0}).retries == 0
+
+
+# --- load / load_lenient ----------------------------------------------------------------------
+
+def test_load_error_names_the_file(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("tables:\n  - name: db.t\n    merge_mode: fast\n")
+    with pytest.raises(ConfigError) as e:
+        load(p)
+    assert str(e.value).startswith(str(p)) and "table db.t" in str(e.value) and "'merge_mode'" in str(e.value)
+
+
+def test_load_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read"):
+        load(tmp_path / "nope.yaml")
+
+
+def test_load_invalid_yaml(tmp_path):
+    p = tmp_path / "broken.yaml"
+    p.write_text("tables: [a.b\n  - : :\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load(p)
+
+
+def test_load_undecodable_file_is_a_config_error(tmp_path):
+    p = tmp_path / "binary.yaml"
+    p.write_bytes(b"\xff\xfe\x00garbage\x9c")
+    with pytest.raises(ConfigError) as e:
+        load(p)
+    assert str(p) in str(e.value)
+
+
+def write(tmp_path, text: str) -> Path:
+    p = tmp_path / "c.yaml"
+    p.write_text(text)
+    return p
+
+
+@pytest.mark.parametrize("make_path", [
+    lambda d: d / "missing.yaml",
+    lambda d: d,  # a directory
+    lambda d: write(d, "tables: [a.b\n"),  # invalid YAML
+    lambda d: write(d, "!!python/object/apply:os.system ['true']\n"),  # unsafe YAML
+    lambda d: write(d, "- just\n- a list\n"),
+    lambda d: write(d, "tables:\n  - name: a.b\n    target_file_size: -1\n"),
+    lambda d: write(d, "tables:\n  - a.b\n  - A.B\n"),
+    lambda d: write(d, "fan_out: 3\n"),
+    lambda d: write(d, "2024: x\n"),
+])
+def test_load_lenient_never_raises(tmp_path, make_path):
+    path = make_path(tmp_path)
+    settings, error = load_lenient(path)
+    assert settings == Settings()
+    assert isinstance(error, str) and error
+    assert str(path) in error
+
+
+def test_load_lenient_undecodable_file(tmp_path):
+    p = tmp_path / "binary.yaml"
+    p.write_bytes(b"\xff\xfe\x00garbage\x9c")
+    settings, error = load_lenient(p)
+    assert settings == Settings() and error
+
+
+def test_load_lenient_good_file(tmp_path):
+    settings, error = load_lenient(write(tmp_path, GOOD))
+    assert error is None
+    assert len(settings.tables) == 3

@@ -1,0 +1,141 @@
+"""The run report: summary counts and the fixed-width table for the task log."""
+from __future__ import annotations
+
+import pytest
+
+from hive_compaction.report import _size, render, summarize
+
+MB = 1024**2
+
+
+def result(table="db.t", partition="dt=1", status="merged", files_before=10, files_after=2,
+           bytes_before=100 * MB, bytes_after=99 * MB, **extra) -> dict:
+    return {"table": table, "partition": partition, "status": status, "files_before": files_before,
+            "files_after": files_after, "bytes_before": bytes_before, "bytes_after": bytes_after, **extra}
+
+
+RESULTS = [
+    result(partition="dt=2", rows=1000, rows_merged=900, mode="rewrite", seconds=12.34),
+    result(partition="dt=1", files_before=5, files_after=1, bytes_before=10 * MB, bytes_after=9 * MB,
+           rows=50, rows_merged=50, mode="copy", seconds=1.0),
+    result(partition="dt=3", status="nothing_to_do", files_before=3, files_after=3, bytes_before=7,
+           bytes_after=7, mode="rewrite"),
+    result(partition="dt=4", status="skipped", files_before=4, files_after=4, reason="holds sub-folders ['x']"),
+    result(table="db.a", partition="", status="failed", files_before=8, files_after=8, bytes_before=None,
+           bytes_after=None, reason="RuntimeError: boom", rows=None, rows_merged=None),
+]
+SKIPPED = [{"table": "db.v", "partition": "", "reason": "is a view"},
+           {"table": "db.t", "partition": "dt=9", "reason": "location x is outside the table location y"}]
+DEFERRED = [{"table": "db.t", "partition": "dt=10"}, {"table": "db.t", "partition": "dt=11"}]
+
+
+@pytest.mark.parametrize("n, text", [
+    (None, "-"), (0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (1536, "1.5 KiB"),
+    (5 * MB, "5.0 MiB"), (3 * 1024**3, "3.0 GiB"), (2 * 1024**4, "2.0 TiB"), (2048 * 1024**4, "2048.0 TiB"),
+])
+def test_size(n, text):
+    assert _size(n) == text
+
+
+def test_summarize_counts_only_merged_partitions_for_files_and_bytes():
+    s = summarize(RESULTS, SKIPPED, DEFERRED)
+    assert s == {
+        "partitions_examined": 5,
+        "partitions_merged": 2,
+        "files_before": 15,
+        "files_after": 3,
+        "bytes_before": 110 * MB,
+        "bytes_after": 108 * MB,
+        "rows_merged": 950,
+        "skipped": 3,  # two from planning, one from the merge job
+        "deferred": 2,
+        "failed": 1,
+    }
+
+
+def test_summarize_counts_skipped_and_failed_separately():
+    rs = [result(partition="dt=1", status="skipped"), result(partition="dt=2", status="skipped"),
+          result(partition="dt=3", status="would_merge"), result(partition="dt=4", status="failed")]
+    s = summarize(rs, [], [{"table": "db.t", "partition": "dt=5"}])
+    assert (s["skipped"], s["failed"], s["deferred"], s["partitions_merged"]) == (2, 1, 1, 0)
+    assert s["files_before"] == 0  # only merged partitions count
+
+
+def test_summarize_empty():
+    s = summarize([], [], [])
+    assert s["partitions_examined"] == 0 and s["partitions_merged"] == 0
+    assert s["files_before"] == s["bytes_after"] == s["rows_merged"] == 0
+    assert (s["skipped"], s["deferred"], s["failed"]) == (0, 0, 0)
+
+
+def test_summarize_missing_rows_merged_counts_as_zero():
+    s = summarize([result(), result(partition="dt=2", rows_merged=None)], [], [])
+    assert s["rows_merged"] == 0 and s["partitions_merged"] == 2
+
+
+def test_render_table_layout():
+    text = render(RESULTS, SKIPPED, DEFERRED)
+    lines = text.split("\n")
+    assert lines[0].split() == ["table", "partition", "status", "files", "bytes", "rows", "mode", "secs", "reason"]
+    assert set(lines[1].replace(" ", "")) == {"-"}
+    # columns line up: every header word starts where its column starts
+    header = lines[0]
+    starts = [header.index(w) for w in ("partition", "status")]
+    body = lines[2:2 + len(RESULTS) + len(SKIPPED) + len(DEFERRED)]
+    assert len(body) == 9
+    for line in body:
+        assert line[starts[0] - 2:starts[0]] == "  "
+        assert line[starts[1] - 2:starts[1]] == "  "
+    assert lines[-2] == ""
+    assert all(line == line.rstrip() for line in lines)
+
+
+def test_render_rows_sorted_and_formatted():
+    lines = render(RESULTS, SKIPPED, DEFERRED).split("\n")
+    body = lines[2:11]
+    # results sorted by (table, partition); then planning skips; then deferred
+    assert [l.split()[:3] for l in body[:5]] == [
+        ["db.a", "-", "failed"], ["db.t", "dt=1", "merged"], ["db.t", "dt=2", "merged"],
+        ["db.t", "dt=3", "nothing_to_do"], ["db.t", "dt=4", "skipped"]]
+    merged = body[2]
+    assert "10 -> 2" in merged and "100.0 MiB -> 99.0 MiB" in merged
+    assert " 1000 " in merged and "rewrite" in merged and "12.3" in merged
+    failed = body[0]
+    assert "8 -> 8" in failed and "- -> -" in failed and failed.endswith("RuntimeError: boom")
+    assert " 0.0 " in failed  # no seconds recorded
+    assert body[4].endswith("holds sub-folders ['x']")
+    assert body[5].split()[:3] == ["db.v", "-", "skipped"] and body[5].endswith("is a view")
+    assert body[6].split()[:3] == ["db.t", "dt=9", "skipped"]
+    assert body[7].split()[:3] == ["db.t", "dt=10", "deferred"]
+    assert body[7].endswith("fan-out limit reached; planned again next run")
+    assert body[8].split()[:3] == ["db.t", "dt=11", "deferred"]
+
+
+def test_render_summary_line():
+    last = render(RESULTS, SKIPPED, DEFERRED).split("\n")[-1]
+    assert last == ("2 of 5 partitions merged: 15 -> 3 files, 110.0 MiB -> 108.0 MiB, 950 rows verified; "
+                    "3 skipped, 2 deferred, 1 failed")
+
+
+def test_render_empty_run():
+    text = render([], [], [])
+    lines = text.split("\n")
+    assert lines[0].split()[0] == "table"
+    assert lines[-1] == "0 of 0 partitions merged: 0 -> 0 files, 0 B -> 0 B, 0 rows verified; " \
+                        "0 skipped, 0 deferred, 0 failed"
+    assert len(lines) == 4  # header, rule, blank, summary
+
+
+def test_render_accepts_merge_job_result_dicts():
+    """The merge job writes ``asdict(PartitionResult)``: exactly those keys must render."""
+    from dataclasses import asdict, fields
+
+    merge = pytest.importorskip("hive_compaction.merge")
+    r = merge.PartitionResult("db.t", "dt=1", "hdfs://nn/wh/t/dt=1", "merged", files_before=4, files_after=1,
+                              bytes_before=4000, bytes_after=3900, rows=10, rows_merged=10, mode="copy",
+                              seconds=0.25)
+    d = asdict(r)
+    assert {f.name for f in fields(merge.PartitionResult)} == set(d)
+    text = render([d], [], [])
+    assert "4 -> 1" in text and "3.9 KiB -> 3.8 KiB" in text and "copy" in text and "0.2" in text
+    assert summarize([d], [], [])["rows_merged"] == 10
