@@ -47,17 +47,27 @@ with DAG(
         with dag_tasks.metastore_from_connection(settings.metastore_conn_id) as hms:
             planned = dag_tasks.plan(settings, hms, run_id, tables=params["tables"] or None,
                                      dry_run=params["dry_run"],
-                                     max_map_length=conf.getint("core", "max_map_length", fallback=1024))
+                                     max_map_length=conf.getint("core", "max_map_length", fallback=1024),
+                                     read_journals=dag_tasks.read_json_files)
         ti.xcom_push(key="plan", value=planned["plan"])
         return planned["spark_args"]
 
     @task(trigger_rule="none_failed")  # runs when every merge succeeded (or there was none)
     def refresh_metastore(plan: dict):
-        from airflow.sdk import ObjectStoragePath
         from hive_compaction import dag_tasks
         settings = config.load()
         with dag_tasks.metastore_from_connection(settings.metastore_conn_id) as hms:
-            return dag_tasks.refresh(settings, hms, plan, lambda uri: ObjectStoragePath(uri).read_text())
+            return dag_tasks.refresh(settings, hms, plan, dag_tasks.read_text)
+
+    @task
+    def purge_expired_trash(params=None):
+        """Beside the merges (it only deletes runs older than the retention), never blocking them."""
+        from hive_compaction import dag_tasks
+        if params["dry_run"]:
+            return 0
+        settings = config.load()
+        with dag_tasks.metastore_from_connection(settings.metastore_conn_id) as hms:
+            return len(dag_tasks.purge_expired(settings, hms))
 
     planned = plan()
     merges = SparkSubmitOperator.partial(
@@ -70,3 +80,4 @@ with DAG(
         map_index_template="{{ task.name }}",
     ).expand_kwargs(planned)
     merges >> refresh_metastore(planned["plan"])
+    planned >> purge_expired_trash()

@@ -128,6 +128,7 @@ class Stack:
         raw = {"metastore_conn_id": "hive_metastore", "spark_conn_id": "spark_default", "retries": 0,
                "spark_conf": {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"},
                "tables": tables, **top}
+        raw.setdefault("defaults", {}).setdefault("quiet_period_minutes", 0)  # tables are written just before
         path.write_text(yaml.safe_dump(raw))
         return path
 

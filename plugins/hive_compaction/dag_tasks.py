@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import time
 import logging
 from dataclasses import asdict
 
@@ -11,7 +12,7 @@ from .metastore import (NUM_FILES, NUM_ROWS, SPARK_NUM_ROWS, SPARK_TOTAL_SIZE, T
 from .commit import WorkArea
 from .paths import canonical, run_tag
 from .planning import (batch_label, encode_batch, pack_batches, plan_table, split_oversized,
-                       task_to_dict)
+                       table_work_dir, task_to_dict)
 from .report import render, summarize
 
 log = logging.getLogger(__name__)
@@ -34,22 +35,36 @@ def selected_tables(settings: config_mod.Settings, names: list[str] | None):
     return [settings.table(n) for n in names]
 
 
+def pending_commits(work_dir: str, read_journals) -> frozenset[str]:
+    """Partitions of a table whose commit was interrupted (a journal is left in its work area)."""
+    if read_journals is None:
+        return frozenset()
+    return frozenset(j["partition"] for j in read_journals(canonical(f"{work_dir}/journal")))
+
+
 def plan(settings: config_mod.Settings, hms: Metastore, run_id: str, tables: list[str] | None = None,
-         dry_run: bool = False, max_map_length: int = 1024) -> dict:
+         dry_run: bool = False, max_map_length: int = 1024, read_journals=None) -> dict:
     """Candidates from the Metastore, packed into Spark jobs. Returns the mapped tasks' kwargs
-    (``spark_args``) and the plan the refresh task reads (``plan``)."""
+    (``spark_args``) and the plan the refresh task reads (``plan``). ``read_journals(uri)``
+    returns the journals in a folder (none when it does not exist)."""
     run = run_tag(run_id)
     tasks, skipped = [], []
     for tc in selected_tables(settings, tables):
         table = hms.table(tc.database, tc.table)
         partitions = hms.partitions(table, filter_expr=tc.policy.partition_filter)
-        t, s = plan_table(table, tc.policy, partitions)
+        pending = pending_commits(table_work_dir(table, tc.policy), read_journals)
+        if pending:
+            log.warning("%s: %d interrupted commit(s) to finish first: %s", tc.name, len(pending), sorted(pending)[:5])
+        t, s = plan_table(table, tc.policy, partitions, pending=pending)
         log.info("%s: %d candidate partition(s), %d skipped", tc.name, len(t), len(s))
         tasks += t
         skipped += s
     batches, deferred = pack_batches(tasks, settings.fan_out, max_map_length)
     batches = split_oversized(batches, lambda b: encode_batch({"tasks": [task_to_dict(t) for t in b]}))
-    batches = batches[:max_map_length]
+    limit = max(1, min(settings.fan_out.max_spark_jobs, max_map_length))
+    for overflow in batches[limit:]:  # splitting for the command line made too many: next run
+        deferred += overflow
+    batches = batches[:limit]
     spark_args, described = [], []
     for i, batch in enumerate(batches):
         payload = {"run": run, "batch": i, "dry_run": dry_run, "tasks": [task_to_dict(t) for t in batch]}
@@ -117,3 +132,61 @@ def refresh(settings: config_mod.Settings, hms: Metastore, plan: dict, read_text
     log.info("run report\n%s", text)
     return {"summary": summarize(results, plan["skipped"], plan["deferred"]), "partitions": results,
             "skipped": plan["skipped"], "deferred": plan["deferred"], "dry_run": plan.get("dry_run", False)}
+
+
+def read_text(uri: str) -> str:
+    """Read a small file the Spark job wrote, on any file system Airflow's ObjectStoragePath knows."""
+    from airflow.sdk import ObjectStoragePath
+    return ObjectStoragePath(uri).read_text()
+
+
+def read_json_files(folder: str) -> list[dict]:
+    """Every ``*.json`` in a folder (none when the folder does not exist)."""
+    from airflow.sdk import ObjectStoragePath
+    path = ObjectStoragePath(folder)
+    if not path.exists():
+        return []
+    return [json.loads(p.read_text()) for p in sorted(path.glob("*.json"))]
+
+
+WORK_FOLDERS = ("trash", "manifests", "runs", "staging")
+
+
+def purge_expired(settings: config_mod.Settings, hms: Metastore, now: float | None = None) -> list[str]:
+    """Delete work-area folders (trash, manifests, results, staging) of runs older than each
+    table's ``trash_retention_days``. A run's age is the newest change in any of its folders; a
+    run with an interrupted commit (a journal) is never purged. Returns the folders deleted."""
+    from airflow.sdk import ObjectStoragePath
+    now = time.time() if now is None else now
+    deleted = []
+    for tc in settings.tables:
+        try:
+            table = hms.table(tc.database, tc.table)
+        except Exception as e:  # noqa: BLE001 - a dropped table must not stop the others' cleanup
+            log.warning("%s: cannot read the table (%s); its work area is left alone", tc.name, e)
+            continue
+        root = ObjectStoragePath(canonical(table_work_dir(table, tc.policy)))
+        if not root.exists():
+            continue
+        pending_runs = {j["run"] for j in read_json_files(str(root / "journal"))}
+        ages: dict[str, float] = {}
+        for folder in WORK_FOLDERS:
+            if not (root / folder).exists():
+                continue
+            for run_dir in (root / folder).iterdir():
+                changed = max([run_dir.fs.modified(run_dir.path).timestamp()]
+                              + [c.fs.modified(c.path).timestamp() for c in run_dir.iterdir()] if run_dir.is_dir()
+                              else [run_dir.fs.modified(run_dir.path).timestamp()])
+                ages[run_dir.name] = max(ages.get(run_dir.name, 0.0), changed)
+        cutoff = now - tc.policy.trash_retention_days * 86400
+        for run, changed in sorted(ages.items()):
+            if changed >= cutoff or run in pending_runs:
+                continue
+            for folder in WORK_FOLDERS:
+                target = root / folder / run
+                if target.exists():
+                    target.fs.rm(target.path, recursive=True)
+                    deleted.append(str(target))
+        log.info("%s: %d expired folder(s) purged from %s", tc.name,
+                 sum(1 for d in deleted if d.startswith(str(root))), root)
+    return deleted

@@ -135,6 +135,11 @@ class BatchRunner:
         result.files_after, result.bytes_after = result.files_before, result.bytes_before
         if folders:
             return self._skip(result, f"holds sub-folders {folders[:3]}: not a flat Hive partition")
+        quiet_ms = task.quiet_period_minutes * 60_000
+        newest = max((f.modification_time for f in files), default=0)
+        if quiet_ms and time.time() * 1000 - newest < quiet_ms:
+            return self._skip(result, f"written to {(time.time() * 1000 - newest) / 60_000:.1f} min ago, "
+                                      f"within the quiet period of {task.quiet_period_minutes} min")
         empty = [f.name for f in files if f.size == 0]
         if empty:
             return self._skip(result, f"holds zero-byte file(s) {empty[:3]}")

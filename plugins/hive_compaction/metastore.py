@@ -171,13 +171,14 @@ class Metastore:
         )
 
     def update_statistics(self, table: TableInfo, stats: dict[str, dict[str, str]]) -> int:
-        """Write parameters (statistics) to partitions, keyed by partition name; batched."""
+        """Write parameters (statistics) to partitions, keyed by partition name; batched.
+        A value of None removes the key."""
         if not stats:
             return 0
         ctx = ttypes.EnvironmentContext(properties={DO_NOT_UPDATE_STATS: "true"})
         if not table.partition_keys:
             t = self._call("get_table", table.database, table.table)
-            t.parameters = {**(t.parameters or {}), **stats[""]}
+            t.parameters = _merged(t.parameters, stats[""])
             self._call("alter_table_with_environment_context", table.database, table.table, t, ctx)
             return 1
         names = list(stats)
@@ -185,10 +186,15 @@ class Metastore:
         for i in range(0, len(names), self.batch_size):
             batch = self._call("get_partitions_by_names", table.database, table.table, names[i:i + self.batch_size])
             for p in batch:
-                p.parameters = {**(p.parameters or {}), **stats[partition_name(table.partition_keys, p.values)]}
+                p.parameters = _merged(p.parameters, stats[partition_name(table.partition_keys, p.values)])
             self._call("alter_partitions_with_environment_context", table.database, table.table, batch, ctx)
             done += len(batch)
         return done
+
+
+def _merged(parameters: dict | None, updates: dict[str, str | None]) -> dict[str, str]:
+    out = {**(parameters or {}), **updates}
+    return {k: v for k, v in out.items() if v is not None}
 
 
 _ESCAPE = set('"#%\'*/:=?\\\x7f{[]^')

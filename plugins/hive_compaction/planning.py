@@ -34,6 +34,7 @@ class PartitionTask:
     small_file_limit: int
     min_small_files: int
     merge_mode: str
+    quiet_period_minutes: int = 0
     num_files: int | None = None
     total_size: int | None = None
     num_rows: int | None = None
@@ -76,16 +77,24 @@ def candidate(partition: PartitionInfo, policy: TablePolicy) -> bool:
     return num_files is None or num_files >= policy.min_small_files
 
 
-def plan_table(table: TableInfo, policy: TablePolicy, partitions, work_root: str | None = None):
-    """(tasks, skipped) for one table's partitions (an iterable of PartitionInfo)."""
+def table_work_dir(table: TableInfo, policy: TablePolicy, work_root: str | None = None) -> str:
+    return default_work_dir(table.location, table.database, table.table, policy.work_dir or work_root)
+
+
+def plan_table(table: TableInfo, policy: TablePolicy, partitions, work_root: str | None = None,
+               pending: frozenset[str] = frozenset()):
+    """(tasks, skipped) for one table's partitions (an iterable of PartitionInfo).
+
+    ``pending`` names partitions with an interrupted commit: they are planned whatever their
+    statistics say, so the merge job finishes that commit first."""
     tasks: list[PartitionTask] = []
     skipped: list[Skipped] = []
     refusal = table_refusal(table)
     if refusal:
         return tasks, [Skipped(table.name, "", refusal)]
-    work_dir = default_work_dir(table.location, table.database, table.table, policy.work_dir or work_root)
+    work_dir = table_work_dir(table, policy, work_root)
     for p in partitions:
-        if not candidate(p, policy):
+        if p.name not in pending and not candidate(p, policy):
             continue
         problem = location_problem(p.location, table.location, bool(table.partition_keys))
         if problem:
@@ -97,6 +106,7 @@ def plan_table(table: TableInfo, policy: TablePolicy, partitions, work_root: str
             storage_format=table.storage_format, work_dir=work_dir,
             target_file_size=policy.target_file_size, small_file_limit=policy.small_file_limit,
             min_small_files=policy.min_small_files, merge_mode=policy.merge_mode,
+            quiet_period_minutes=policy.quiet_period_minutes,
             num_files=p.stat(NUM_FILES), total_size=p.stat(TOTAL_SIZE), num_rows=p.stat(NUM_ROWS),
             table_parameters={k: v for k, v in table.parameters.items()
                               if k in ("orc.compress", "parquet.compression")},

@@ -1,0 +1,68 @@
+"""Spark entry point: roll back the compactions one run committed, for a table (or some partitions).
+
+    spark-submit spark_jobs/rollback.py --table db.table --run RUN_ID [--partition dt=...]...
+        [--metastore host:port] [--config path/to/hive_compaction.yaml]
+
+Restores each partition's original files (kept in the trash area) and the statistics it had
+before the run. RUN_ID is the Airflow run id (or its path form shown in the run report).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+_PLUGINS = Path(__file__).resolve().parents[1] / "plugins"
+if _PLUGINS.is_dir() and str(_PLUGINS) not in sys.path:
+    sys.path.insert(0, str(_PLUGINS))
+
+from pyspark.sql import SparkSession  # noqa: E402
+
+from hive_compaction import config  # noqa: E402
+from hive_compaction.commit import WorkArea  # noqa: E402
+from hive_compaction.hadoop_fs import HadoopFS  # noqa: E402
+from hive_compaction.metastore import NUM_FILES, NUM_ROWS, TOTAL_SIZE, Metastore  # noqa: E402
+from hive_compaction.paths import run_tag  # noqa: E402
+from hive_compaction.planning import table_work_dir  # noqa: E402
+from hive_compaction.rollback import RollbackError, rollback_run  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--table", required=True)
+    p.add_argument("--run", required=True)
+    p.add_argument("--partition", action="append")
+    p.add_argument("--metastore", default="127.0.0.1:9083", help="host:port of the Metastore's Thrift service")
+    p.add_argument("--config", help="the DAG's config file (for a table's work_dir); default: the DAG's")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(levelname)s hive_compaction: %(message)s")
+    settings = config.load(args.config)
+    db, tbl = args.table.lower().split(".", 1)
+    policy = settings.table(f"{db}.{tbl}").policy
+    host, _, port = args.metastore.rpartition(":")
+    spark = SparkSession.builder.appName(f"hive-compaction rollback {args.table} {args.run}").getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    try:
+        with Metastore(host, int(port)) as hms:
+            table = hms.table(db, tbl)
+            area = WorkArea(table_work_dir(table, policy))
+            done = rollback_run(HadoopFS(spark), area, run_tag(args.run), args.partition)
+            # Exactly the statistics the partition had: a key it did not have is removed again.
+            stats = {m["partition"]: {k: None if v is None else str(v) for k, v in m["stats_before"].items()}
+                     for m in done}
+            hms.update_statistics(table, stats)
+            for m in done:
+                print(f"rolled back {args.table} {m['partition'] or '(table)'}: "
+                      f"{len(m['inputs'])} original file(s) restored; statistics "
+                      f"{ {k: m['stats_before'].get(k) for k in (NUM_FILES, TOTAL_SIZE, NUM_ROWS)} }", flush=True)
+    except (RollbackError, config.ConfigError) as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
