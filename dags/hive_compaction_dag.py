@@ -6,21 +6,35 @@ tasks, so a mistake in it fails a task with a clear message instead of breaking 
 """
 from __future__ import annotations
 
+import logging
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, AssetAlias, Param, task
 
 _ROOT = Path(__file__).resolve().parents[1]
 if str(_ROOT / "plugins") not in sys.path:  # Airflow adds plugins/ itself; tests and CLIs may not
     sys.path.insert(0, str(_ROOT / "plugins"))
 
-from hive_compaction import config  # noqa: E402
+from hive_compaction import config, run_params  # noqa: E402
 
 SETTINGS, _ = config.load_lenient()
 MERGE_JOB = str(_ROOT / "spark_jobs" / "compact_partitions.py")
+# Downstream DAGs can schedule on this alias: one asset event per compacted table,
+# with the partitions and dates in its extra.
+COMPACTED = AssetAlias("hive_compaction")
+
+
+def _report_failed_merge(context):
+    """Name the tables and partitions of a failed merge in the log (and wherever alerts go)."""
+    ti = context["ti"]
+    logging.getLogger("hive_compaction").error(
+        "compaction failed for %s (map index %s, try %s); the partitions' files are as they were or "
+        "will be finished by the next run; statistics are refreshed once every merge succeeds",
+        getattr(ti, "rendered_map_index", None) or ti.task_id, ti.map_index, ti.try_number)
+
 
 with DAG(
     dag_id="hive_compaction",
@@ -29,35 +43,42 @@ with DAG(
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
-    default_args={"retries": SETTINGS.retries, "retry_delay": timedelta(minutes=1), "retry_exponential_backoff": True},
-    params={
-        "tables": Param([], type="array", items={"type": "string"},
-                        description="Tables to compact (database.table); empty means all configured tables"),
-        "dry_run": Param(False, type="boolean", description="Plan and report; change nothing"),
-    },
+    default_args={"retries": SETTINGS.retries, "retry_delay": timedelta(minutes=1),
+                  "retry_exponential_backoff": True, "max_retry_delay": timedelta(minutes=30)},
+    params={name: Param(run_params.PARAM_DEFAULTS[name], **schema)
+            for name, schema in run_params.params_schema([t.name for t in SETTINGS.tables]).items()},
     tags=["maintenance", "hive", "spark"],
+    doc_md=__doc__,
 ) as dag:
 
     @task
-    def plan(params=None, run_id=None, ti=None):
+    def plan(params=None, run_id=None, dag_run=None, logical_date=None, ti=None):
         """Returns the merge tasks' kwargs; the plan itself goes to XCom key "plan"."""
         from airflow.configuration import conf
+        from airflow.sdk.exceptions import AirflowFailException
         from hive_compaction import dag_tasks
-        settings = config.load()
+        try:  # a wrong config or form value is not worth a retry
+            settings = config.load()
+            selection = run_params.select(settings, dict(params), str(dag_run.run_type), logical_date)
+        except (config.ConfigError, run_params.ParamError) as e:
+            raise AirflowFailException(str(e)) from e
         with dag_tasks.metastore_from_connection(settings.metastore_conn_id) as hms:
-            planned = dag_tasks.plan(settings, hms, run_id, tables=params["tables"] or None,
-                                     dry_run=params["dry_run"],
+            planned = dag_tasks.plan(settings, hms, run_id, selection=selection,
                                      max_map_length=conf.getint("core", "max_map_length", fallback=1024),
                                      read_journals=dag_tasks.read_json_files)
         ti.xcom_push(key="plan", value=planned["plan"])
         return planned["spark_args"]
 
-    @task(trigger_rule="none_failed")  # runs when every merge succeeded (or there was none)
-    def refresh_metastore(plan: dict):
+    @task(trigger_rule="none_failed", outlets=[COMPACTED])  # runs when every merge succeeded (or none ran)
+    def refresh_metastore(plan: dict, outlet_events=None):
+        from airflow.sdk import Asset
         from hive_compaction import dag_tasks
         settings = config.load()
         with dag_tasks.metastore_from_connection(settings.metastore_conn_id) as hms:
-            return dag_tasks.refresh(settings, hms, plan, dag_tasks.read_text)
+            report = dag_tasks.refresh(settings, hms, plan, dag_tasks.read_text)
+        for table, extra in dag_tasks.compacted_tables(report).items():
+            outlet_events[COMPACTED].add(Asset(name=table, uri=f"hive://{table.replace('.', '/')}"), extra=extra)
+        return report
 
     @task
     def purge_expired_trash(params=None):
@@ -78,6 +99,7 @@ with DAG(
         conf=SETTINGS.spark_conf,
         pool=SETTINGS.pool,
         map_index_template="{{ task.name }}",
+        on_failure_callback=_report_failed_merge,
     ).expand_kwargs(planned)
     merges >> refresh_metastore(planned["plan"])
     planned >> purge_expired_trash()

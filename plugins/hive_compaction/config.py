@@ -36,6 +36,8 @@ class TablePolicy:
     work_dir: str | None = None
     quiet_period_minutes: int = 10  # a partition written to more recently than this is left for later
     trash_retention_days: int = 7  # replaced inputs are kept this long for rollback
+    date_column: str = "dt"  # the partition column that holds the partition's date
+    date_format: str = "%Y-%m-%d"  # how dates are written in it (strftime)
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,11 @@ from dataclasses import asdict
 
 from . import config as config_mod
 from .metastore import (NUM_FILES, NUM_ROWS, SPARK_NUM_ROWS, SPARK_TOTAL_SIZE, TOTAL_SIZE, Metastore,
-                        PartitionInfo)
+                        PartitionInfo, TableInfo, unescape_path_name)
 from .commit import WorkArea
 from .paths import canonical, run_tag
-from .planning import (batch_label, encode_batch, pack_batches, plan_table, split_oversized,
+from .run_params import RunSelection, partition_date
+from .planning import (Skipped, batch_label, encode_batch, pack_batches, plan_table, split_oversized,
                        table_work_dir, task_to_dict)
 from .report import render, summarize
 
@@ -42,16 +43,55 @@ def pending_commits(work_dir: str, read_journals) -> frozenset[str]:
     return frozenset(j["partition"] for j in read_journals(canonical(f"{work_dir}/journal")))
 
 
+def partitions_in_dates(hms: Metastore, table: TableInfo, tc: config_mod.TableConfig,
+                        dates: tuple | None, skipped: list[Skipped]):
+    """The table's partitions (of the date range, when there is one), fetched in batches.
+
+    Dates are matched against partition names client-side, so no user input ever becomes part
+    of a Metastore filter expression."""
+    if dates is None or not table.partition_keys:
+        return hms.partitions(table, filter_expr=tc.policy.partition_filter)
+    if tc.policy.date_column not in [k for k, _ in table.partition_keys]:
+        skipped.append(Skipped(tc.name, "", f"has no partition column {tc.policy.date_column!r} to select "
+                                            "dates by (set date_column for it in the config)"))
+        return []
+    first, last = dates
+    if tc.policy.partition_filter:
+        return [p for p in hms.partitions(table, filter_expr=tc.policy.partition_filter)
+                if _in_range(dict(zip([k for k, _ in table.partition_keys], p.values)), tc, first, last)]
+    names = [n for n in hms.partition_names(table) if _in_range(name_values(n), tc, first, last)]
+    return hms.partitions(table, names=names) if names else []
+
+
+def _in_range(values: dict[str, str], tc: config_mod.TableConfig, first, last) -> bool:
+    d = partition_date(values, tc.policy.date_column, tc.policy.date_format)
+    return d is not None and first <= d <= last
+
+
+def name_values(name: str) -> dict[str, str]:
+    """``dt=2024-01-01/hr=%2F`` -> {"dt": "2024-01-01", "hr": "/"}."""
+    out = {}
+    for part in name.split("/"):
+        key, _, value = part.partition("=")
+        out[unescape_path_name(key)] = unescape_path_name(value)
+    return out
+
+
 def plan(settings: config_mod.Settings, hms: Metastore, run_id: str, tables: list[str] | None = None,
-         dry_run: bool = False, max_map_length: int = 1024, read_journals=None) -> dict:
+         dry_run: bool = False, max_map_length: int = 1024, read_journals=None,
+         selection: RunSelection | None = None) -> dict:
     """Candidates from the Metastore, packed into Spark jobs. Returns the mapped tasks' kwargs
     (``spark_args``) and the plan the refresh task reads (``plan``). ``read_journals(uri)``
-    returns the journals in a folder (none when it does not exist)."""
+    returns the journals in a folder (none when it does not exist); ``selection`` (the run's
+    validated form values) overrides ``tables`` and ``dry_run``."""
+    if selection is None:
+        selection = RunSelection(tuple(selected_tables(settings, tables)), {}, dry_run)
+    dry_run = selection.dry_run
     run = run_tag(run_id)
     tasks, skipped = [], []
-    for tc in selected_tables(settings, tables):
+    for tc in selection.tables:
         table = hms.table(tc.database, tc.table)
-        partitions = hms.partitions(table, filter_expr=tc.policy.partition_filter)
+        partitions = partitions_in_dates(hms, table, tc, selection.dates.get(tc.name), skipped)
         pending = pending_commits(table_work_dir(table, tc.policy), read_journals)
         if pending:
             log.warning("%s: %d interrupted commit(s) to finish first: %s", tc.name, len(pending), sorted(pending)[:5])
@@ -79,6 +119,7 @@ def plan(settings: config_mod.Settings, hms: Metastore, run_id: str, tables: lis
     return {
         "spark_args": spark_args,
         "plan": {"run": run, "dry_run": dry_run, "batches": described,
+                 "dates": {k: [str(v[0]), str(v[1])] if v else None for k, v in selection.dates.items()},
                  "skipped": [asdict(s) for s in skipped],
                  "deferred": [{"table": t.table_name, "partition": t.partition} for t in deferred]},
     }
@@ -131,7 +172,8 @@ def refresh(settings: config_mod.Settings, hms: Metastore, plan: dict, read_text
     text = render(results, plan["skipped"], plan["deferred"])
     log.info("run report\n%s", text)
     return {"summary": summarize(results, plan["skipped"], plan["deferred"]), "partitions": results,
-            "skipped": plan["skipped"], "deferred": plan["deferred"], "dry_run": plan.get("dry_run", False)}
+            "skipped": plan["skipped"], "deferred": plan["deferred"], "dry_run": plan.get("dry_run", False),
+            "dates": plan.get("dates", {}), "run": plan["run"]}
 
 
 def read_text(uri: str) -> str:
@@ -190,3 +232,20 @@ def purge_expired(settings: config_mod.Settings, hms: Metastore, now: float | No
         log.info("%s: %d expired folder(s) purged from %s", tc.name,
                  sum(1 for d in deleted if d.startswith(str(root))), root)
     return deleted
+
+
+def compacted_tables(report: dict) -> dict[str, dict]:
+    """Per table that had partitions merged: the asset event's extra (partitions, dates, figures)."""
+    if report.get("dry_run"):
+        return {}
+    out: dict[str, dict] = {}
+    for r in report["partitions"]:
+        if r["status"] != "merged":
+            continue
+        e = out.setdefault(r["table"], {"partitions": [], "files_before": 0, "files_after": 0})
+        e["partitions"].append(r["partition"])
+        e["files_before"] += r["files_before"]
+        e["files_after"] += r["files_after"]
+    for table, e in out.items():
+        e["dates"] = (report.get("dates") or {}).get(table)
+    return out

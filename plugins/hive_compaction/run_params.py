@@ -1,0 +1,140 @@
+"""What one DAG run compacts: the trigger form's values, validated, and the partition dates.
+
+Three kinds of run: scheduled (each table's partitions of the run's date minus its lag),
+backfill (the partitions of the run's date: a backfill names partition dates) and manual (the
+form's date or date range, or every partition). Every value is checked here before anything
+reaches the Metastore or a path; errors name the field.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from .config import ConfigError, Settings, TableConfig
+
+MAX_SIZE_MB = 16 * 1024
+MAX_RANGE_DAYS = 366
+
+
+class ParamError(ValueError):
+    """A trigger-form value is wrong; the message names the field."""
+
+
+def params_schema(table_names: list[str]) -> dict[str, dict]:
+    """JSON schema of each form field (the Airflow UI renders these as a form)."""
+    table_items: dict[str, Any] = {"type": "string", "pattern": r"^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$"}
+    if table_names:
+        table_items["enum"] = sorted(table_names)
+    return {
+        "tables": {"type": "array", "items": table_items, "uniqueItems": True,
+                   "title": "Tables", "description": "Configured tables to compact; empty means all of them"},
+        "partition_date": {"type": ["null", "string"], "format": "date", "title": "Partition date",
+                           "description": "Only partitions of this date (YYYY-MM-DD); empty: every partition"},
+        "partition_date_to": {"type": ["null", "string"], "format": "date", "title": "Up to partition date",
+                              "description": "With a partition date: compact the range up to this date too"},
+        "dry_run": {"type": "boolean", "title": "Dry run", "description": "Plan and report; change nothing"},
+        "target_file_size_mb": {"type": ["null", "integer"], "minimum": 1, "maximum": MAX_SIZE_MB,
+                                "title": "Target file size (MB)", "description": "Override the configured target"},
+        "small_file_limit_mb": {"type": ["null", "integer"], "minimum": 0, "maximum": MAX_SIZE_MB,
+                                "title": "Small-file limit (MB)", "description": "Override; 0 merges nothing"},
+    }
+
+
+PARAM_DEFAULTS = {"tables": [], "partition_date": None, "partition_date_to": None, "dry_run": False,
+                  "target_file_size_mb": None, "small_file_limit_mb": None}
+
+
+@dataclass(frozen=True)
+class RunSelection:
+    tables: tuple[TableConfig, ...]
+    dates: dict[str, tuple[date, date] | None]  # per table: inclusive partition-date range, None = all
+    dry_run: bool
+
+
+def _date(value: Any, field: str) -> date | None:
+    if value in (None, ""):
+        return None
+    if not isinstance(value, str):
+        raise ParamError(f"{field}: expected a date YYYY-MM-DD, got {value!r}")
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise ParamError(f"{field}: expected a date YYYY-MM-DD, got {value!r}") from None
+
+
+def _size_mb(value: Any, field: str, minimum: int) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= MAX_SIZE_MB:
+        raise ParamError(f"{field}: expected a whole number of MB from {minimum} to {MAX_SIZE_MB}, got {value!r}")
+    return value
+
+
+def select(settings: Settings, params: dict, run_type: str, logical_date: datetime | date | None) -> RunSelection:
+    unknown = set(params) - set(PARAM_DEFAULTS)
+    if unknown:
+        raise ParamError(f"unknown field(s): {', '.join(sorted(unknown))}")
+    p = {**PARAM_DEFAULTS, **params}
+    names = p["tables"] or []
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ParamError(f"tables: expected a list of table names, got {names!r}")
+    try:
+        tables = [settings.table(n.lower()) for n in names] if names else list(settings.tables)
+    except ConfigError as e:
+        raise ParamError(f"tables: {e}") from None
+    if not tables:
+        raise ParamError(f"tables: no table is configured in {settings.source}")
+    if not isinstance(p["dry_run"], bool):
+        raise ParamError(f"dry_run: expected true or false, got {p['dry_run']!r}")
+
+    target = _size_mb(p["target_file_size_mb"], "target_file_size_mb", 1)
+    limit = _size_mb(p["small_file_limit_mb"], "small_file_limit_mb", 0)
+    overridden = []
+    for t in tables:
+        policy = t.policy
+        if target is not None:
+            policy = replace(policy, target_file_size=target * 1024**2)
+        if limit is not None:
+            policy = replace(policy, small_file_limit=limit * 1024**2)
+        if policy.small_file_limit > policy.target_file_size:
+            raise ParamError(f"small_file_limit_mb: {policy.small_file_limit // 1024**2} MB exceeds the target file "
+                             f"size of {t.name} ({policy.target_file_size // 1024**2} MB)")
+        overridden.append(replace(t, policy=policy))
+
+    start, end = _date(p["partition_date"], "partition_date"), _date(p["partition_date_to"], "partition_date_to")
+    if end and not start:
+        raise ParamError("partition_date_to: needs partition_date too")
+    if start and end and end < start:
+        raise ParamError(f"partition_date_to: {end} is before partition_date {start}")
+    if start and end and (end - start).days >= MAX_RANGE_DAYS:
+        raise ParamError(f"partition_date_to: a range of at most {MAX_RANGE_DAYS} days, got {(end - start).days + 1}")
+
+    dates: dict[str, tuple[date, date] | None] = {}
+    for t in overridden:
+        if start:
+            dates[t.name] = (start, end or start)
+        elif run_type == "scheduled" and logical_date is not None:
+            d = _as_date(logical_date) - timedelta(days=t.policy.partition_lag_days)
+            dates[t.name] = (d, d)
+        elif run_type == "backfill" and logical_date is not None:
+            d = _as_date(logical_date)
+            dates[t.name] = (d, d)
+        else:
+            dates[t.name] = None
+    return RunSelection(tuple(overridden), dates, p["dry_run"])
+
+
+def _as_date(value: datetime | date) -> date:
+    return value.date() if isinstance(value, datetime) else value
+
+
+def partition_date(values: dict[str, str], column: str, fmt: str) -> date | None:
+    """The date a partition holds in its date column, or None when it has none that parses."""
+    raw = values.get(column)
+    if raw is None:
+        return None
+    try:
+        return datetime.strptime(raw, fmt).date()
+    except ValueError:
+        return None
