@@ -1,0 +1,43 @@
+"""Smoke run of benchmarks/planning_scale.py: its own Metastore, two small tables, the plan task."""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "planning_scale.py"
+
+
+@pytest.mark.integration
+def test_planning_scale_quick(tmp_path):
+    out = tmp_path / "figures.json"
+    batch_size = 100  # several get_partitions_by_names calls per table even at the quick sizes
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--batch-size", str(batch_size), "--repeat", "1",
+         "--json", str(out)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
+    figures = json.loads(out.read_text())
+
+    assert figures["ok"] is True
+    assert all(c["ok"] for c in figures["checks"]), figures["checks"]
+    results = figures["results"]
+    assert [r["partitions"] for r in results] == [300, 600]
+    assert [r["partitions"] for r in figures["registration"]] == [300, 600]
+    for r in results:
+        assert 1 <= r["batches"] <= figures["max_spark_jobs"]
+        # get_table + get_partition_names + one get_partitions_by_names per batch of names
+        assert r["calls"] == 2 + math.ceil(r["partitions"] / batch_size)
+        # every registered partition has numFiles >= 2: all are candidates, all fit in this run
+        assert r["planned"] == r["partitions"] and r["deferred"] == 0 and r["skipped"] == 0
+        assert sum(r["partitions_per_batch"]) == r["partitions"]
+        assert r["planning_seconds"] > 0
+    small, large = results
+    assert large["calls"] > small["calls"]
+    assert figures["ratios"]["calls"] == pytest.approx(large["calls"] / small["calls"], rel=1e-3)
