@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from hive_compaction.commit import KILL_POINTS
 
-from test_end_to_end import assert_statistics_match_disk, files_with_times
+from reliability import kill_matrix
+from test_end_to_end import files_with_times
 
 pytestmark = pytest.mark.integration
 
@@ -18,35 +19,16 @@ def partition_files(folder: Path) -> list[str]:
 
 
 def test_a_kill_at_every_commit_step_is_repaired_by_the_next_run(stack, tmp_path):
-    db = "faults"
-    cases = [(storage, point) for storage in ("ORC", "PARQUET") for point in KILL_POINTS]
-    tables = {case: f"k_{case[0].lower()}_{case[1]}" for case in cases}
-    for (storage, _), table in tables.items():
-        stack.make_table(db, table, storage, ["2026-04-01", "2026-04-02"], files=4, rows=250)
-    before = {t: stack.content(db, t) for t in tables.values()}
-
-    for (storage, point), table in tables.items():
-        cfg = stack.write_config(tmp_path / f"{table}.yaml", [{"name": f"{db}.{table}"}])
-        planned = stack.plan_batches(cfg, run_id=f"killed-{table}")
-        assert len(planned["spark_args"]) == 1
-        p = stack.spark_submit(planned["spark_args"][0]["application_args"][1],
-                               HIVE_COMPACTION_TEST_KILL_AT=f"{point}:dt=2026-04-02")
-        assert p.returncode != 0, p.stdout[-3000:]
-        assert f"test kill point {point} reached for {db}.{table}/dt=2026-04-02" in p.stdout + p.stderr
-
-    cfg = stack.write_config(tmp_path / "all.yaml", [{"name": f"{db}.{t}"} for t in tables.values()])
-    run = stack.run_dag(cfg)
-    assert run.state == "success", run.log[-5000:]
-    for table in tables.values():
-        assert stack.content(db, table) == before[table], table  # no row lost, none duplicated
-        snap = stack.snapshot(db, table)
-        assert all(p["num_files"] == 1 for p in snap.values()), (table, snap)
-        for name in snap:
-            folder = stack.partition_location(db, table, name)
-            assert partition_files(folder) == sorted(snap[name]["files"]), (table, name)  # no leftovers
-        assert_statistics_match_disk(stack, db, table, before[table])
-        work = Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db" / ".hive_compaction" / table
-        assert not list((work / "journal").glob("*.json")), table
+    """The reliability script's matrix, for ORC and Parquet: every kill point, then one DAG run."""
+    figures = kill_matrix(stack, tmp_path, formats=("ORC", "PARQUET"), points=KILL_POINTS,
+                          partitions=2, files=4, rows=250, db="faults")
+    assert figures["kill_points_tried"] == 2 * len(KILL_POINTS)
+    assert figures["recovery_run"] == "success"
+    assert figures["partitions_checked"] == 2 * 2 * len(KILL_POINTS)
+    assert figures["rows_checked"] == 2 * 2 * len(KILL_POINTS) * 250
+    assert figures["rows_lost"] == 0 and figures["rows_duplicated"] == 0
+    assert figures["leftovers"] == 0 and figures["kills_not_reached"] == 0
+    assert figures["problems"] == []
 
 
 def test_files_added_during_a_merge_stay_where_they_are(stack, tmp_path):

@@ -1,0 +1,87 @@
+"""The trigger form and run selection: good input accepted, bad input rejected naming the field."""
+from __future__ import annotations
+
+from datetime import date, datetime, timezone
+
+import pytest
+from airflow.sdk import Param
+from airflow.sdk.definitions.param import ParamsDict
+
+from hive_compaction import config
+from hive_compaction.run_params import PARAM_DEFAULTS, ParamError, params_schema, select
+
+SETTINGS = config.parse({
+    "defaults": {"partition_lag_days": 1},
+    "tables": [{"name": "db.events"}, {"name": "db.late", "partition_lag_days": 3, "target_file_size": "64MB",
+                                       "small_file_limit": "32MB"}],
+})
+
+
+def form(**values):
+    """Validate values the way Airflow validates the UI form / REST conf against the Params."""
+    params = ParamsDict({name: Param(PARAM_DEFAULTS[name], **schema)
+                         for name, schema in params_schema([t.name for t in SETTINGS.tables]).items()})
+    params.update(values)
+    params.validate()
+    return dict(params)
+
+
+def test_good_form_input_is_accepted_and_selects_tables_and_dates():
+    values = form(tables=["db.late"], partition_date="2026-03-01", partition_date_to="2026-03-03",
+                  dry_run=True, target_file_size_mb=256, small_file_limit_mb=100)
+    s = select(SETTINGS, values, "manual", datetime(2026, 3, 10, tzinfo=timezone.utc))
+    assert [t.name for t in s.tables] == ["db.late"]
+    assert s.dates == {"db.late": (date(2026, 3, 1), date(2026, 3, 3))}
+    assert s.dry_run is True
+    assert s.tables[0].policy.target_file_size == 256 * 1024**2
+    assert s.tables[0].policy.small_file_limit == 100 * 1024**2
+
+
+@pytest.mark.parametrize("field, value", [
+    ("tables", ["db.unknown"]), ("tables", ["not a table"]), ("tables", "db.events"),
+    ("partition_date", "2026-13-01"), ("partition_date", "yesterday"), ("partition_date", 20260301),
+    ("dry_run", "yes"), ("target_file_size_mb", 0), ("target_file_size_mb", 10**6),
+    ("small_file_limit_mb", -1), ("small_file_limit_mb", 1.5),
+])
+def test_the_form_rejects_bad_values_naming_the_field(field, value):
+    from airflow.sdk.exceptions import ParamValidationError
+    with pytest.raises(ParamValidationError, match=field):
+        form(**{field: value})
+
+
+@pytest.mark.parametrize("values, field", [
+    ({"tables": ["db.unknown"]}, "tables"),
+    ({"partition_date": "2026-02-30"}, "partition_date"),
+    ({"partition_date_to": "2026-03-01"}, "partition_date_to"),
+    ({"partition_date": "2026-03-05", "partition_date_to": "2026-03-01"}, "partition_date_to"),
+    ({"partition_date": "2025-01-01", "partition_date_to": "2026-03-01"}, "partition_date_to"),
+    ({"small_file_limit_mb": 100, "tables": ["db.late"]}, "small_file_limit_mb"),
+    ({"dry_run": "true"}, "dry_run"),
+    ({"target_file_size_mb": True}, "target_file_size_mb"),
+    ({"surprise": 1}, "surprise"),
+])
+def test_selection_rejects_what_the_form_cannot_catch_naming_the_field(values, field):
+    """What reaches the plan task through `dags test --conf` or the API is checked again."""
+    with pytest.raises(ParamError, match=field):
+        select(SETTINGS, values, "manual", None)
+
+
+def test_scheduled_runs_compact_each_tables_date_minus_its_lag():
+    s = select(SETTINGS, {}, "scheduled", datetime(2026, 3, 10, tzinfo=timezone.utc))
+    assert s.dates == {"db.events": (date(2026, 3, 9),) * 2, "db.late": (date(2026, 3, 7),) * 2}
+
+
+def test_backfill_runs_compact_the_partition_date_they_name():
+    s = select(SETTINGS, {}, "backfill", datetime(2026, 3, 10, tzinfo=timezone.utc))
+    assert s.dates == {"db.events": (date(2026, 3, 10),) * 2, "db.late": (date(2026, 3, 10),) * 2}
+
+
+def test_manual_runs_without_a_date_compact_every_partition_and_a_date_wins_over_the_schedule():
+    assert select(SETTINGS, {}, "manual", datetime(2026, 3, 10)).dates == {"db.events": None, "db.late": None}
+    s = select(SETTINGS, {"partition_date": "2026-01-02"}, "scheduled", datetime(2026, 3, 10))
+    assert s.dates["db.events"] == (date(2026, 1, 2), date(2026, 1, 2))
+
+
+def test_an_empty_config_is_an_error_naming_tables():
+    with pytest.raises(ParamError, match="tables: no table is configured"):
+        select(config.parse({}), {}, "manual", None)
