@@ -59,7 +59,7 @@ with DAG(
         from hive_compaction import dag_tasks
         try:  # a wrong config or form value is not worth a retry
             settings = config.load()
-            selection = run_params.select(settings, dict(params), str(dag_run.run_type), logical_date)
+            selection = run_params.select(settings, dict(params), dag_run.run_type, logical_date)
         except (config.ConfigError, run_params.ParamError) as e:
             raise AirflowFailException(str(e)) from e
         with dag_tasks.metastore_from_connection(settings.metastore_conn_id) as hms:

@@ -71,6 +71,15 @@ def test_scheduled_runs_compact_each_tables_date_minus_its_lag():
     assert s.dates == {"db.events": (date(2026, 3, 9),) * 2, "db.late": (date(2026, 3, 7),) * 2}
 
 
+def test_the_task_sdks_run_type_enum_is_understood():
+    """Inside a task, dag_run.run_type is the SDK's DagRunType enum, whose str() is not its value."""
+    from airflow.sdk.api.datamodels._generated import DagRunType
+    day = datetime(2026, 3, 10, tzinfo=timezone.utc)
+    assert select(SETTINGS, {}, DagRunType.SCHEDULED, day).dates["db.events"] == (date(2026, 3, 9),) * 2
+    assert select(SETTINGS, {}, DagRunType.BACKFILL, day).dates["db.events"] == (date(2026, 3, 10),) * 2
+    assert select(SETTINGS, {}, DagRunType.MANUAL, day).dates["db.events"] is None
+
+
 def test_backfill_runs_compact_the_partition_date_they_name():
     s = select(SETTINGS, {}, "backfill", datetime(2026, 3, 10, tzinfo=timezone.utc))
     assert s.dates == {"db.events": (date(2026, 3, 10),) * 2, "db.late": (date(2026, 3, 10),) * 2}

@@ -36,6 +36,7 @@ class TablePolicy:
     work_dir: str | None = None
     quiet_period_minutes: int = 10  # a partition written to more recently than this is left for later
     trash_retention_days: int = 7  # replaced inputs are kept this long for rollback
+    copy_min_block_size: int = 1024**2  # auto mode copies only stripes / row groups this big on average
     date_column: str = "dt"  # the partition column that holds the partition's date
     date_format: str = "%Y-%m-%d"  # how dates are written in it (strftime)
 
@@ -109,7 +110,7 @@ def _policy(raw: dict, base: TablePolicy, where: str) -> TablePolicy:
         at = f"{where}: key {key!r}"
         if key not in known:
             raise ConfigError(f"{where}: unknown key {key!r} (known: {', '.join(sorted(known))})")
-        if key in ("target_file_size", "small_file_limit"):
+        if key in ("target_file_size", "small_file_limit", "copy_min_block_size"):
             values[key] = parse_size(value, at)
         elif key == "min_small_files":
             values[key] = _int(value, at, 2)

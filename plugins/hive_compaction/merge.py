@@ -1,8 +1,19 @@
-"""The Spark side: for each partition of a batch, list, group, rewrite, verify, commit.
+"""The Spark side: for the partitions of one batch, list, group, stage, verify, commit.
 
-Inputs are removed from a partition only after the merged output is durable and verified
-against them: same row count and same order-independent content checksum (the sum of a 64-bit
-hash of every row, so a lost, altered or duplicated row changes it).
+Three phases, so the cluster stays busy and the commit window stays short:
+
+1. *prepare* each partition: finish an interrupted commit, list its files, read their footers
+   (a corrupt or foreign file skips the partition), and group the small files: ``copy`` groups
+   (same schema, codec and version, blocks above the floor) and ``rewrite`` groups.
+2. *stage* every group outside the partitions: all rewrite groups of a table in one Spark job
+   (one output file per group, written by one task each), copy groups by concatenating ORC
+   stripes / Parquet row groups. Each staged output is verified against its inputs before any
+   input moves: a rewrite by row count and an order-independent content checksum (the sum of a
+   64-bit hash of every row, taken in the same pass as the write and again from the output); a
+   copy by its footer (rows per block) and a hash of every copied byte range.
+3. *commit* each partition with the journaled protocol of ``commit``.
+
+A failing partition never stops the others; its files stay as they were.
 """
 from __future__ import annotations
 
@@ -11,22 +22,27 @@ import logging
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
+from functools import reduce
 
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .commit import WorkArea, commit, fault_point, recover
+from .copy_merge import CopyMergeError, FileFooter, copy_merge, footer_info, verify_copy
 from .hadoop_fs import HadoopFS, is_hidden
 from .paths import partition_id
 from .planning import PartitionTask
-from .sizing import DataFile, pack_small_files
+from .sizing import DataFile, pack_small_files, small_files
 
 log = logging.getLogger(__name__)
 
-_ORC_CODECS = {"NONE": "none", "ZLIB": "zlib", "SNAPPY": "snappy", "LZO": "lzo", "LZ4": "lz4", "ZSTD": "zstd"}
-_PARQUET_CODECS = {"UNCOMPRESSED": "none", "SNAPPY": "snappy", "GZIP": "gzip", "LZO": "lzo",
-                   "BROTLI": "brotli", "LZ4": "lz4", "ZSTD": "zstd", "LZ4_RAW": "lz4_raw"}
+# Footer codec names -> the writer's "compression" option.
+_CODECS = {"NONE": "none", "UNCOMPRESSED": "none", "ZLIB": "zlib", "SNAPPY": "snappy", "LZO": "lzo",
+           "LZ4": "lz4", "ZSTD": "zstd", "GZIP": "gzip", "BROTLI": "brotli", "LZ4_RAW": "lz4_raw"}
+# Rewrite groups per Spark job: each group adds two observed aggregates to the job.
+MAX_GROUPS_PER_JOB = 200
+GROUP_COLUMN = "__hive_compaction_group"
 
 
 @dataclass
@@ -50,6 +66,29 @@ class PartitionResult:
     outputs: list[str] = field(default_factory=list)
 
 
+@dataclass
+class Group:
+    mode: str  # "copy" | "rewrite"
+    files: list[DataFile]
+    staged: list[dict] = field(default_factory=list)  # {"staged", "name", "size"}
+    rows: int = 0
+
+
+@dataclass
+class Work:
+    """One partition on its way through the phases."""
+    task: PartitionTask
+    pid: str
+    area: WorkArea
+    result: PartitionResult
+    files: list[DataFile]
+    footers: dict[str, FileFooter]
+    groups: list[Group]
+    codec: str
+    started: float
+    error: str | None = None
+
+
 def _contains_map(dt: T.DataType) -> bool:
     if isinstance(dt, T.MapType):
         return True
@@ -60,23 +99,19 @@ def _contains_map(dt: T.DataType) -> bool:
     return False
 
 
-def row_hash(df: DataFrame):
+def row_hash(df: DataFrame, exclude: tuple[str, ...] = ()):
     """A 64-bit hash over every column of a row; null flags keep (null, 1) apart from (1, null)."""
     cols = []
     for f in df.schema.fields:
+        if f.name in exclude:
+            continue
         c = F.col(f"`{f.name}`")
         cols += [F.to_json(c) if _contains_map(f.dataType) else c, c.isNull()]
     return F.xxhash64(*cols)
 
 
-def checksum_columns(df: DataFrame):
-    return [F.count(F.lit(1)).alias("rows"),
-            F.coalesce(F.sum(row_hash(df).cast("decimal(38,0)")), F.lit(0).cast("decimal(38,0)")).alias("checksum")]
-
-
-def content_checksum(df: DataFrame) -> tuple[int, int]:
-    row = df.agg(*checksum_columns(df)).collect()[0]
-    return int(row["rows"]), int(row["checksum"])
+def _decimal(c):
+    return c.cast("decimal(38,0)")
 
 
 class BatchRunner:
@@ -86,29 +121,43 @@ class BatchRunner:
         self.run = run
         self.batch_id = batch_id
         self.dry_run = dry_run
+        self.job_dirs: dict[str, list[Work]] = {}  # staging folders shared by several partitions
 
+    # --- the batch --------------------------------------------------------------------------
     def run_batch(self, tasks: list[PartitionTask]) -> list[PartitionResult]:
-        results = []
-        total_bytes = sum(t.total_size or 0 for t in tasks)
-        done_bytes = 0
-        for i, task in enumerate(tasks, 1):
-            log.info("[%d/%d] %s: starting", i, len(tasks), task.label)
+        results: dict[int, PartitionResult] = {}
+        works: list[tuple[int, Work]] = []
+        for i, task in enumerate(tasks):
             started = time.monotonic()
             try:
-                result = self.compact(task)
+                prepared = self.prepare(task, started)
             except Exception as e:  # one bad partition must not stop the others
-                log.exception("%s: failed", task.label)
-                result = PartitionResult(task.table_name, task.partition, task.location, "failed",
-                                         reason=f"{type(e).__name__}: {e}".splitlines()[0][:500])
-            result.seconds = round(time.monotonic() - started, 3)
-            done_bytes += task.total_size or result.bytes_before
-            log.info("[%d/%d] %s: %s %s (%d -> %d files, %d -> %d bytes) in %.1fs; %s of ~%s bytes done",
-                     i, len(tasks), task.label, result.status, result.reason, result.files_before,
-                     result.files_after, result.bytes_before, result.bytes_after, result.seconds,
-                     done_bytes, total_bytes)
-            results.append(result)
-        self._write_results(tasks, results)
-        return results
+                log.exception("%s: failed while preparing", task.label)
+                prepared = self._failed(task, e)
+            if isinstance(prepared, Work):
+                works.append((i, prepared))
+            else:
+                prepared.seconds = round(time.monotonic() - started, 3)
+                results[i] = prepared
+                self._progress(len(results), len(tasks), prepared)
+        self.stage_rewrites([w for _, w in works])
+        for i, work in works:
+            self.stage_copies(work)
+            results[i] = self.finish(work)
+            self._progress(len(results), len(tasks), results[i])
+        self._clean_job_dirs()
+        ordered = [results[i] for i in range(len(tasks))]
+        self._write_results(tasks, ordered)
+        return ordered
+
+    def _progress(self, done: int, total: int, r: PartitionResult) -> None:
+        log.info("[%d/%d] %s %s: %s %s(%d -> %d files, %d -> %d bytes, %s) in %.1fs", done, total, r.table,
+                 r.partition or "(table)", r.status, f"{r.reason} " if r.reason else "", r.files_before,
+                 r.files_after, r.bytes_before, r.bytes_after, r.mode or "-", r.seconds)
+
+    def _failed(self, task: PartitionTask, e: Exception) -> PartitionResult:
+        return PartitionResult(task.table_name, task.partition, task.location, "failed",
+                               reason=f"{type(e).__name__}: {e}".splitlines()[0][:500])
 
     def _write_results(self, tasks: list[PartitionTask], results: list[PartitionResult]) -> None:
         by_area: dict[str, list[dict]] = {}
@@ -118,80 +167,229 @@ class BatchRunner:
             self.fs.write_text_atomic(WorkArea(work_dir).results(self.run, self.batch_id),
                                       json.dumps(items, indent=1))
 
+    # --- phase 1: prepare -------------------------------------------------------------------
     def data_files(self, location: str) -> tuple[list[DataFile], list[str]]:
         """(visible data files, visible sub-folders) of a partition folder."""
         entries = [e for e in self.fs.list(location) if not is_hidden(e.name)]
         return ([e.as_data_file() for e in entries if not e.is_dir],
                 [e.name for e in entries if e.is_dir])
 
-    def compact(self, task: PartitionTask) -> PartitionResult:
+    def prepare(self, task: PartitionTask, started: float) -> Work | PartitionResult:
         area = WorkArea(task.work_dir)
         pid = partition_id(task.table_name, task.partition)
         recovered = recover(self.fs, area, pid) is not None if not self.dry_run else False
         files, folders = self.data_files(task.location)
         result = PartitionResult(task.table_name, task.partition, task.location, "nothing_to_do",
                                  files_before=len(files), bytes_before=sum(f.size for f in files),
-                                 recovered=recovered, mode="rewrite")
-        result.files_after, result.bytes_after = result.files_before, result.bytes_before
+                                 files_after=len(files), bytes_after=sum(f.size for f in files),
+                                 recovered=recovered)
+
+        def skip(reason: str) -> PartitionResult:
+            result.status, result.reason = "skipped", reason
+            return result
+
         if folders:
-            return self._skip(result, f"holds sub-folders {folders[:3]}: not a flat Hive partition")
-        quiet_ms = task.quiet_period_minutes * 60_000
-        newest = max((f.modification_time for f in files), default=0)
-        if quiet_ms and time.time() * 1000 - newest < quiet_ms:
-            return self._skip(result, f"written to {(time.time() * 1000 - newest) / 60_000:.1f} min ago, "
-                                      f"within the quiet period of {task.quiet_period_minutes} min")
+            return skip(f"holds sub-folders {folders[:3]}: not a flat Hive partition")
+        age_ms = time.time() * 1000 - max((f.modification_time for f in files), default=0)
+        if task.quiet_period_minutes and age_ms < task.quiet_period_minutes * 60_000:
+            return skip(f"written to {age_ms / 60_000:.1f} min ago, within the quiet period of "
+                        f"{task.quiet_period_minutes} min")
         empty = [f.name for f in files if f.size == 0]
         if empty:
-            return self._skip(result, f"holds zero-byte file(s) {empty[:3]}")
-        groups = pack_small_files(files, small_file_limit=task.small_file_limit,
-                                  target_file_size=task.target_file_size,
-                                  min_small_files=task.min_small_files)
-        bad = self.unreadable(task, [f for g in groups for f in g])
+            return skip(f"holds zero-byte file(s) {empty[:3]}")
+        small = small_files(files, task.small_file_limit)
+        if len(small) < max(task.min_small_files, 2):
+            result.rows = task.num_rows if task.num_rows is not None and not recovered else self._rows(task, files)
+            return result
+        footers, bad = {}, []
+        for f in files:
+            try:
+                footers[f.path] = footer_info(self.spark, task.storage_format, f.path)
+            except CopyMergeError as e:
+                if f in small:  # a big file we will not touch may be anything
+                    bad.append(f"{f.name} ({str(e).split(': ', 1)[-1][:160]})")
         if bad:
-            return self._skip(result, "unreadable or foreign file(s): " + "; ".join(bad[:3]))
+            return skip("unreadable or foreign file(s): " + "; ".join(bad[:3]))
+        if task.merge_mode == "copy" and task.sort_columns:
+            return skip("merge_mode copy cannot keep the table's SORTED BY order; use auto or rewrite")
+        groups = self.group(task, files, small, footers)
         result.groups = len(groups)
-        result.files_merged = sum(len(g) for g in groups)
+        result.files_merged = sum(len(g.files) for g in groups)
+        result.mode = "+".join(sorted({g.mode for g in groups}))
         if not groups:
-            result.rows = self._count_rows(task, files) if task.num_rows is None or recovered else task.num_rows
+            result.rows = sum(ft.rows for ft in footers.values())
             return result
         if self.dry_run:
             result.status = "would_merge"
             result.files_after = result.files_before - result.files_merged + len(groups)
             return result
+        self.fs.delete(area.staging(self.run, pid), recursive=True)  # an earlier attempt's leftovers
+        codec = _CODECS.get(footers[groups[0].files[0].path].compression.split("+")[0], "snappy")
+        return Work(task, pid, area, result, files, footers, groups, codec, started)
 
-        staging = area.staging(self.run, pid)
-        self.fs.delete(staging, recursive=True)  # leftovers of an earlier attempt of this run
-        codec = self.codec(task, groups[0][0])
-        outputs = []
-        for g, group in enumerate(groups):
-            staged, rows = self._rewrite_group(task, group, f"{staging}/group-{g}", codec)
-            outputs += staged
-            result.rows_merged += rows
-        fault_point("staged", task.label, task.location)
-        self._check_unchanged(task, [f for g in groups for f in g])
-        record = {
-            "run": self.run, "pid": pid, "table": task.table_name, "partition": task.partition,
-            "location": task.location,
-            "inputs": [{"name": f.name, "size": f.size} for g in groups for f in g],
-            "outputs": [{"staged": o["staged"], "name": o["name"], "size": o["size"]} for o in outputs],
-            "stats_before": {"numFiles": task.num_files, "totalSize": task.total_size, "numRows": task.num_rows},
-        }
-        commit(self.fs, area, record)
-        after, _ = self.data_files(task.location)
-        result.status = "merged"
-        result.outputs = [o["name"] for o in outputs]
-        result.files_after, result.bytes_after = len(after), sum(f.size for f in after)
-        result.rows = self._count_rows(task, after)
+    def group(self, task: PartitionTask, files: list[DataFile], small: list[DataFile],
+              footers: dict[str, FileFooter]) -> list[Group]:
+        """Copy groups where the inputs allow it, rewrite groups for the rest (Hudi-style packing)."""
+        pack = dict(small_file_limit=task.small_file_limit, min_small_files=2)
+        groups: list[Group] = []
+        rest = list(small)
+        if task.merge_mode in ("auto", "copy") and not task.sort_columns:
+            floor = task.copy_min_block_size if task.merge_mode == "auto" else 0
+            compatible: dict[tuple, list[DataFile]] = {}
+            for f in small:
+                ft = footers[f.path]
+                blocks = len(ft.block_bytes)
+                if blocks and sum(ft.block_bytes) / blocks >= floor:
+                    compatible.setdefault(ft.copy_key, []).append(f)
+            for candidates in compatible.values():
+                groups += [Group("copy", g) for g in
+                           pack_small_files(candidates, target_file_size=task.target_file_size, **pack)]
+            copied = {f.path for g in groups for f in g.files}
+            rest = [f for f in small if f.path not in copied] if task.merge_mode == "auto" else []
+        if rest:
+            # Re-encoding changes the size: pack by the output size predicted from bytes per row.
+            capacity = int(task.target_file_size / self.expansion(files, rest, footers))
+            groups += [Group("rewrite", g) for g in pack_small_files(rest, target_file_size=capacity, **pack)]
+        return groups
+
+    @staticmethod
+    def expansion(files: list[DataFile], rewrite: list[DataFile], footers: dict[str, FileFooter]) -> float:
+        """Predicted output bytes per input byte for a rewrite, Hudi-style from earlier writes: the
+        bytes per row of the partition's big (already compacted) files over that of the small ones.
+        1.0 (outputs no bigger than their inputs) when there is nothing to learn from."""
+        names = {f.path for f in rewrite}
+        big = [f for f in files if f.path not in names and f.path in footers and footers[f.path].rows]
+        in_rows = sum(footers[f.path].rows for f in rewrite)
+        if not big or not in_rows:
+            return 1.0
+        out_per_row = sum(f.size for f in big) / sum(footers[f.path].rows for f in big)
+        in_per_row = sum(f.size for f in rewrite) / in_rows
+        return min(1.0, max(0.25, out_per_row / in_per_row))
+
+    # --- phase 2: stage ---------------------------------------------------------------------
+    def stage_rewrites(self, works: list[Work]) -> None:
+        """All rewrite groups of a table (and codec) in one Spark job, a group per task."""
+        jobs: dict[tuple, list[tuple[Work, Group]]] = {}
+        for w in works:
+            for g in w.groups:
+                if g.mode == "rewrite":
+                    jobs.setdefault((w.task.table_name, w.codec), []).append((w, g))
+        for items in jobs.values():
+            for i in range(0, len(items), MAX_GROUPS_PER_JOB):
+                chunk = items[i:i + MAX_GROUPS_PER_JOB]
+                try:
+                    self._rewrite(chunk)
+                except Exception as e:
+                    if len({id(w) for w, _ in chunk}) == 1:
+                        chunk[0][0].error = f"{type(e).__name__}: {e}".splitlines()[0][:500]
+                        log.exception("%s: rewrite failed", chunk[0][0].task.label)
+                        continue
+                    # Isolate the partition that broke the job: retry each one on its own.
+                    log.warning("a rewrite job of %d groups failed (%s); retrying partition by partition",
+                                len(chunk), str(e).splitlines()[0][:200])
+                    for w in {id(w): w for w, _ in chunk}.values():
+                        self.stage_rewrites([w])
+
+    def _rewrite(self, items: list[tuple[Work, Group]]) -> None:
+        first = items[0][0]
+        fmt = first.task.storage_format
+        frames = [self.spark.read.format(fmt).option("mergeSchema", "true").load([f.path for f in g.files])
+                  .withColumn(GROUP_COLUMN, F.lit(n)) for n, (_, g) in enumerate(items)]
+        df = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
+        h = _decimal(row_hash(df, exclude=(GROUP_COLUMN,)))
+        gid = F.col(GROUP_COLUMN)
+        metrics = []
+        for n in range(len(items)):
+            metrics += [F.count(F.when(gid == n, 1)).alias(f"rows_{n}"),
+                        F.coalesce(F.sum(F.when(gid == n, h)), _decimal(F.lit(0))).alias(f"sum_{n}")]
+        observed = Observation(f"in-{uuid.uuid4().hex[:8]}")
+        out = df.observe(observed, *metrics).repartition(len(items), gid)
+        sort = [c for c in first.task.sort_columns if c in df.columns]
+        out = out.sortWithinPartitions(gid, *sort)
+        # Not inside one partition's staging folder: that is removed when its partition commits.
+        job_dir = f"{first.area.root}/staging/{self.run}/jobs/rewrite-{uuid.uuid4().hex[:8]}"
+        self.job_dirs[job_dir] = [w for w, _ in items]
+        out.write.partitionBy(GROUP_COLUMN).format(fmt).option("compression", first.codec).save(job_dir)
+        expected = observed.get
+
+        written = self.spark.read.format(fmt).load(job_dir)
+        actual = {int(r[GROUP_COLUMN]): (int(r["rows"]), int(r["checksum"])) for r in
+                  written.groupBy(GROUP_COLUMN).agg(
+                      F.count(F.lit(1)).alias("rows"),
+                      F.sum(_decimal(row_hash(written, exclude=(GROUP_COLUMN,)))).alias("checksum")).collect()}
+        for n, (w, g) in enumerate(items):
+            want = (int(expected[f"rows_{n}"]), int(expected[f"sum_{n}"]))
+            got = actual.get(n, (0, 0))
+            if got != want:
+                w.error = (f"verification failed: inputs had {want[0]} rows (checksum {want[1]}), the staged "
+                           f"output has {got[0]} (checksum {got[1]}); nothing was committed")
+                continue
+            staged = [e for e in self.fs.list(f"{job_dir}/{GROUP_COLUMN}={n}") if not is_hidden(e.name)]
+            tag = uuid.uuid4().hex[:12]
+            g.staged = [{"staged": e.path, "name": f"part-compacted-{tag}-{k:05d}{_suffix(e.name)}", "size": e.size}
+                        for k, e in enumerate(staged)]
+            g.rows = want[0]
+
+    def stage_copies(self, work: Work) -> None:
+        """Concatenate stripes / row groups in the driver's JVM, then check footers and bytes."""
+        if work.error:
+            return
+        fmt = work.task.storage_format
+        for n, g in enumerate(work.groups):
+            if g.mode != "copy":
+                continue
+            name = f"part-compacted-{uuid.uuid4().hex[:12]}-c{n:04d}{_suffix(g.files[0].name)}"
+            staged = f"{work.area.staging(self.run, work.pid)}/{name}"
+            try:
+                footer = copy_merge(self.spark, fmt, [f.path for f in g.files], staged)
+                verify_copy(self.spark, fmt, [f.path for f in g.files], staged)
+            except CopyMergeError as e:
+                work.error = str(e)[:500]
+                return
+            g.staged = [{"staged": staged, "name": name, "size": self.fs.status(staged).size}]
+            g.rows = footer.rows
+
+    def _clean_job_dirs(self) -> None:
+        """Remove shared staging folders once no journal of theirs still needs their files."""
+        for job_dir, works in self.job_dirs.items():
+            if not any(self.fs.exists(w.area.journal(w.pid)) for w in works):
+                self.fs.delete(job_dir, recursive=True)
+
+    # --- phase 3: commit --------------------------------------------------------------------
+    def finish(self, work: Work) -> PartitionResult:
+        task, result = work.task, work.result
+        try:
+            if work.error:
+                raise RuntimeError(work.error)
+            fault_point("staged", task.label, task.location)
+            inputs = [f for g in work.groups for f in g.files]
+            self._check_unchanged(task, inputs)
+            outputs = [o for g in work.groups for o in g.staged]
+            commit(self.fs, work.area, {
+                "run": self.run, "pid": work.pid, "table": task.table_name, "partition": task.partition,
+                "location": task.location,
+                "inputs": [{"name": f.name, "size": f.size} for f in inputs],
+                "outputs": outputs,
+                "stats_before": {"numFiles": task.num_files, "totalSize": task.total_size, "numRows": task.num_rows},
+            })
+            after, _ = self.data_files(task.location)
+            result.status = "merged"
+            result.outputs = [o["name"] for o in outputs]
+            result.rows_merged = sum(g.rows for g in work.groups)
+            result.files_after, result.bytes_after = len(after), sum(f.size for f in after)
+            result.rows = self._rows(task, after, work.footers)
+        except Exception as e:
+            log.exception("%s: failed", task.label)
+            result = self._failed(task, e)
+            result.files_before, result.bytes_before = work.result.files_before, work.result.bytes_before
+            result.files_after, result.bytes_after = result.files_before, result.bytes_before
+        result.seconds = round(time.monotonic() - work.started, 3)
         return result
 
-    def _skip(self, result: PartitionResult, reason: str) -> PartitionResult:
-        result.status, result.reason = "skipped", reason
-        return result
-
-    def _count_rows(self, task: PartitionTask, files: list[DataFile]) -> int | None:
-        if not files:
-            return 0
-        return self.spark.read.format(task.storage_format).load([f.path for f in files]).count()
+    def _rows(self, task: PartitionTask, files: list[DataFile], known: dict[str, FileFooter] | None = None) -> int:
+        """Rows in the partition, from the files' footers (no data is read)."""
+        known = known or {}
+        return sum((known.get(f.path) or footer_info(self.spark, task.storage_format, f.path)).rows for f in files)
 
     def _check_unchanged(self, task: PartitionTask, inputs: list[DataFile]) -> None:
         for f in inputs:
@@ -199,68 +397,6 @@ class BatchRunner:
             if st is None or st.size != f.size or st.modification_time != f.modification_time:
                 raise RuntimeError(f"input {f.name} of {task.label} changed while it was being merged; "
                                    "nothing was committed, the next run will plan it again")
-
-    def _rewrite_group(self, task: PartitionTask, group: list[DataFile], staging: str,
-                       codec: str) -> tuple[list[dict], int]:
-        """Rewrite a group into one staged file; (staged outputs, rows) once verified."""
-        fmt = task.storage_format
-        df = self.spark.read.format(fmt).load([f.path for f in group])
-        observed = Observation(f"in-{uuid.uuid4().hex[:8]}")
-        (df.observe(observed, *checksum_columns(df)).coalesce(1)
-           .write.format(fmt).option("compression", codec).mode("errorifexists").save(staging))
-        expected = (int(observed.get["rows"]), int(observed.get["checksum"]))
-        staged = [e for e in self.fs.list(staging) if not e.is_dir and not is_hidden(e.name)]
-        actual = content_checksum(self.spark.read.format(fmt).load([e.path for e in staged])) if staged else (0, 0)
-        if actual != expected:
-            raise RuntimeError(f"verification failed for {task.label}: inputs had {expected[0]} rows "
-                               f"(checksum {expected[1]}), staged output has {actual[0]} (checksum {actual[1]}); "
-                               "nothing was committed")
-        tag = uuid.uuid4().hex[:12]
-        return [{"staged": e.path, "name": f"part-compacted-{tag}-{n:05d}{_suffix(e.name)}", "size": e.size}
-                for n, e in enumerate(staged)], expected[0]
-
-    def unreadable(self, task: PartitionTask, files: list[DataFile]) -> list[str]:
-        """Inputs whose footer cannot be read as the table's format (corrupt, truncated, foreign)."""
-        bad = []
-        for f in files:
-            try:
-                self._footer(task.storage_format, f.path, lambda reader: None)
-            except Exception as e:  # py4j wraps the Java reader's exception
-                detail = str(e).splitlines()
-                java = next((line for line in detail if "Exception" in line), detail[0] if detail else "")
-                bad.append(f"{f.name} ({java.strip()[:160]})")
-        return bad
-
-    def _footer(self, fmt: str, path: str, use):
-        """Open a file's footer with the ORC or Parquet Java reader and apply ``use`` to it."""
-        jvm = self.spark._jvm
-        conf = self.spark._jsc.hadoopConfiguration()
-        p = jvm.org.apache.hadoop.fs.Path(path)
-        if fmt == "orc":
-            reader = jvm.org.apache.orc.OrcFile.createReader(p, jvm.org.apache.orc.OrcFile.readerOptions(conf))
-        else:
-            reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(
-                jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(p, conf))
-        try:
-            return use(reader)
-        finally:
-            reader.close()
-
-    def codec(self, task: PartitionTask, sample: DataFile) -> str:
-        """The inputs' own compression codec (never Spark's session default)."""
-        if task.storage_format == "orc":
-            kind = self._footer("orc", sample.path, lambda r: str(r.getCompressionKind().name()))
-            return _ORC_CODECS.get(kind, "snappy")
-
-        def first_codec(reader):
-            blocks = reader.getFooter().getBlocks()
-            if blocks.size() and blocks.get(0).getColumns().size():
-                return str(blocks.get(0).getColumns().get(0).getCodec().name())
-            return None
-        kind = self._footer("parquet", sample.path, first_codec)
-        if kind:
-            return _PARQUET_CODECS.get(kind, "snappy")
-        return (task.table_parameters.get("parquet.compression") or "snappy").lower()
 
 
 def _suffix(name: str) -> str:

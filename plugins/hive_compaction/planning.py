@@ -35,6 +35,8 @@ class PartitionTask:
     min_small_files: int
     merge_mode: str
     quiet_period_minutes: int = 0
+    copy_min_block_size: int = 0
+    sort_columns: tuple[str, ...] = ()
     num_files: int | None = None
     total_size: int | None = None
     num_rows: int | None = None
@@ -107,6 +109,8 @@ def plan_table(table: TableInfo, policy: TablePolicy, partitions, work_root: str
             target_file_size=policy.target_file_size, small_file_limit=policy.small_file_limit,
             min_small_files=policy.min_small_files, merge_mode=policy.merge_mode,
             quiet_period_minutes=policy.quiet_period_minutes,
+            copy_min_block_size=policy.copy_min_block_size,
+            sort_columns=tuple(c for c, _ in table.sort_columns),
             num_files=p.stat(NUM_FILES), total_size=p.stat(TOTAL_SIZE), num_rows=p.stat(NUM_ROWS),
             table_parameters={k: v for k, v in table.parameters.items()
                               if k in ("orc.compress", "parquet.compression")},
@@ -165,12 +169,12 @@ def decode_batch(text: str) -> dict:
 
 def task_to_dict(t: PartitionTask) -> dict:
     d = asdict(t)
-    d["values"] = list(t.values)
+    d["values"], d["sort_columns"] = list(t.values), list(t.sort_columns)
     return d
 
 
 def task_from_dict(d: dict) -> PartitionTask:
-    return PartitionTask(**{**d, "values": tuple(d["values"])})
+    return PartitionTask(**{**d, "values": tuple(d["values"]), "sort_columns": tuple(d.get("sort_columns", ()))})
 
 
 def split_oversized(batches: list[list[PartitionTask]], encode) -> list[list[PartitionTask]]:

@@ -71,7 +71,10 @@ def _size_mb(value: Any, field: str, minimum: int) -> int | None:
     return value
 
 
-def select(settings: Settings, params: dict, run_type: str, logical_date: datetime | date | None) -> RunSelection:
+def select(settings: Settings, params: dict, run_type, logical_date: datetime | date | None) -> RunSelection:
+    """``run_type`` is Airflow's DagRunType (an enum in the task SDK, whose str() is not its
+    value) or its value: "scheduled", "backfill", "manual", ..."""
+    run_type = str(getattr(run_type, "value", run_type))
     unknown = set(params) - set(PARAM_DEFAULTS)
     if unknown:
         raise ParamError(f"unknown field(s): {', '.join(sorted(unknown))}")
