@@ -22,6 +22,10 @@ DEFAULT_CODEC = {"orc": "ZSTD", "parquet": "SNAPPY"}
 def spark():
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     from pyspark.sql import SparkSession
+    active = SparkSession.getActiveSession()
+    if active is not None:  # the integration stack's session: share it, and leave it running
+        yield active
+        return
     s = (SparkSession.builder.master("local[2]").appName("test_copy_merge")
          .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
          .config("spark.sql.shuffle.partitions", "4").getOrCreate())
