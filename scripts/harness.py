@@ -161,9 +161,13 @@ class Stack:
         with HMS("127.0.0.1", self.port) as hms:
             return dag_tasks.plan(settings, hms, run_id, dry_run=dry_run)
 
+    @staticmethod
+    def spark_submit_cmd(batch_arg: str) -> list[str]:
+        return ["spark-submit", "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+                "--conf", "spark.driver.host=127.0.0.1",
+                str(ROOT / "spark_jobs" / "compact_partitions.py"), "--batch", batch_arg]
+
     def spark_submit(self, batch_arg: str, config_path: Path | None = None, **env) -> subprocess.CompletedProcess:
         """Run the merge job on one encoded batch, as the mapped task would."""
-        cmd = ["spark-submit", "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-               "--conf", "spark.driver.host=127.0.0.1",
-               str(ROOT / "spark_jobs" / "compact_partitions.py"), "--batch", batch_arg]
-        return subprocess.run(cmd, env=self.env(config_path, **env), capture_output=True, text=True, timeout=600)
+        return subprocess.run(self.spark_submit_cmd(batch_arg), env=self.env(config_path, **env),
+                              capture_output=True, text=True, timeout=600)

@@ -54,6 +54,27 @@ def test_files_added_during_a_merge_stay_where_they_are(stack, tmp_path):
     assert snap["hms_num_files"] == "2" and snap["hms_total_size"] == str(snap["bytes"])
 
 
+def test_two_runs_merging_one_partition_at_once_never_duplicate_a_row(stack, tmp_path):
+    """Run A reaches its commit only after run B merged the same partition (driven by a hook at
+    A's "staged" point, not by timing): A must notice and move nothing."""
+    import shlex
+    db, table = "conflict", "events"
+    stack.make_table(db, table, "ORC", ["2026-04-05"], files=4, rows=300)
+    rows = stack.rows(db, table)
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])
+    batch_a = stack.plan_batches(cfg, run_id="run-a")["spark_args"][0]["application_args"][1]
+    batch_b = stack.plan_batches(cfg, run_id="run-b")["spark_args"][0]["application_args"][1]
+    run_b = "env -u HIVE_COMPACTION_TEST_HOOK_AT " + shlex.join(stack.spark_submit_cmd(batch_b))
+    a = stack.spark_submit(batch_a, HIVE_COMPACTION_TEST_HOOK_AT="staged", HIVE_COMPACTION_TEST_HOOK_CMD=run_b)
+    assert a.returncode == 1, a.stdout[-3000:]
+    assert "changed while it was being merged" in a.stdout
+    folder = stack.partition_location(db, table, "dt=2026-04-05")
+    assert len(partition_files(folder)) == 1  # B's output only; A moved nothing
+    assert stack.rows(db, table) == rows       # every row exactly once
+    work = Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db" / ".hive_compaction" / table
+    assert not list((work / "journal").glob("*.json"))
+
+
 def test_unsafe_or_unsupported_inputs_are_skipped_with_a_reason_and_left_byte_for_byte(stack, tmp_path):
     from hmsclient import hmsclient
     db = "refusals"

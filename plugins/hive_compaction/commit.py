@@ -80,10 +80,26 @@ class WorkArea:
         return f"{self.root}/runs/{run}/results-{batch}.json"
 
 
-def commit(fs: HadoopFS, area: WorkArea, record: dict) -> dict:
+class CommitConflict(RuntimeError):
+    """Another attempt holds this partition's journal, or the inputs changed: nothing was moved."""
+
+
+def commit(fs: HadoopFS, area: WorkArea, record: dict, check_inputs) -> dict:
     """Publish staged outputs and retire the inputs of one partition. ``record`` keys:
-    run, pid, table, partition, location, inputs [{name,size}], outputs [{staged,name,size}]."""
-    fs.write_text_atomic(area.journal(record["pid"]), json.dumps(record, indent=1))
+    run, pid, table, partition, location, inputs [{name,size}], outputs [{staged,name,size}].
+
+    The journal is created exclusively, so two runs can never commit one partition at once, and
+    ``check_inputs()`` runs again while it is held: inputs that another run already replaced
+    make this commit stop before moving anything (else its outputs would duplicate rows)."""
+    journal = area.journal(record["pid"])
+    if not fs.create_exclusive(journal, json.dumps(record, indent=1)):
+        raise CommitConflict(f"another run is committing {_label(record)} (journal {journal}); "
+                             "nothing was moved, the next run will look at it again")
+    try:
+        check_inputs()
+    except Exception:
+        fs.delete(journal)
+        raise
     fault_point("journaled", _label(record), record["location"])
     return _apply(fs, area, record)
 
@@ -93,7 +109,13 @@ def recover(fs: HadoopFS, area: WorkArea, pid: str) -> dict | None:
     journal = area.journal(pid)
     if not fs.exists(journal):
         return None
-    record = json.loads(fs.read_text(journal))
+    try:
+        record = json.loads(fs.read_text(journal))
+    except ValueError:
+        # A journal is closed before the first file moves: a torn one means nothing moved.
+        log.warning("removing the incomplete journal %s (its commit never started)", journal)
+        fs.delete(journal)
+        return None
     log.warning("recovering the interrupted commit of %s (run %s) from %s",
                 record["partition"] or record["table"], record["run"], journal)
     return _apply(fs, area, record)

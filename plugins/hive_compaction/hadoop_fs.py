@@ -95,6 +95,25 @@ class HadoopFS:
         finally:
             stream.close()
 
+    def create_exclusive(self, uri: str, text: str) -> bool:
+        """Create a small file only if it does not exist (an atomic create on HDFS); False if it did."""
+        fs = self.fs(uri)
+        p = self.path(uri)
+        if not fs.exists(p.getParent()):
+            fs.mkdirs(p.getParent())
+        try:
+            out = fs.create(p, False)
+        except Exception as e:  # py4j wraps FileAlreadyExistsException
+            if "FileAlreadyExists" in str(e) or fs.exists(p):
+                return False
+            raise
+        try:
+            out.write(bytearray(text.encode("utf-8")))
+            out.hsync()
+        finally:
+            out.close()
+        return True
+
     def write_text_atomic(self, uri: str, text: str) -> None:
         """Write to a hidden temporary name, close (durable), then rename over nothing."""
         p = self.path(uri)

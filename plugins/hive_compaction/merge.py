@@ -363,9 +363,8 @@ class BatchRunner:
                 raise RuntimeError(work.error)
             fault_point("staged", task.label, task.location)
             inputs = [f for g in work.groups for f in g.files]
-            self._check_unchanged(task, inputs)
             outputs = [o for g in work.groups for o in g.staged]
-            commit(self.fs, work.area, {
+            commit(self.fs, work.area, check_inputs=lambda: self._check_unchanged(task, inputs), record={
                 "run": self.run, "pid": work.pid, "table": task.table_name, "partition": task.partition,
                 "location": task.location,
                 "inputs": [{"name": f.name, "size": f.size} for f in inputs],
