@@ -31,6 +31,22 @@ def test_a_kill_at_every_commit_step_is_repaired_by_the_next_run(stack, tmp_path
     assert figures["problems"] == []
 
 
+def test_an_interrupted_commit_is_finished_even_when_the_next_run_selects_other_dates(stack, tmp_path):
+    db, table = "faults_dates", "events"
+    stack.make_table(db, table, "PARQUET", ["2026-04-06", "2026-04-07"], files=3, rows=150)
+    rows = stack.rows(db, table)
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])
+    killed = stack.spark_submit(stack.plan_batches(cfg, run_id="killed")["spark_args"][0]["application_args"][1],
+                                HIVE_COMPACTION_TEST_KILL_AT="inputs_moved:dt=2026-04-06")
+    assert killed.returncode != 0
+    assert stack.rows(db, table).get("dt=2026-04-06") is None  # its rows are in the trash right now
+
+    run = stack.run_dag(cfg, conf={"partition_date": "2026-04-07"})
+    assert run.state == "success", run.log[-4000:]
+    assert stack.rows(db, table) == rows
+    assert "interrupted commit(s) to finish first" in run.log
+
+
 def test_files_added_during_a_merge_stay_where_they_are(stack, tmp_path):
     db, table = "writers", "events"
     stack.make_table(db, table, "ORC", ["2026-04-03"], files=4, rows=300)

@@ -91,10 +91,14 @@ def plan(settings: config_mod.Settings, hms: Metastore, run_id: str, tables: lis
     tasks, skipped = [], []
     for tc in selection.tables:
         table = hms.table(tc.database, tc.table)
-        partitions = partitions_in_dates(hms, table, tc, selection.dates.get(tc.name), skipped)
+        partitions = list(partitions_in_dates(hms, table, tc, selection.dates.get(tc.name), skipped))
         pending = pending_commits(table_work_dir(table, tc.policy), read_journals)
         if pending:
             log.warning("%s: %d interrupted commit(s) to finish first: %s", tc.name, len(pending), sorted(pending)[:5])
+            # Whatever dates this run selects: a half-done commit must not wait for its date to come again.
+            missing = sorted(pending - {p.name for p in partitions})
+            if missing and table.partition_keys:
+                partitions += list(hms.partitions(table, names=missing))
         t, s = plan_table(table, tc.policy, partitions, pending=pending)
         log.info("%s: %d candidate partition(s), %d skipped", tc.name, len(t), len(s))
         tasks += t
