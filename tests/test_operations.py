@@ -50,3 +50,16 @@ def test_bad_form_input_is_rejected_before_any_spark_job(stack, tmp_path):
     assert "partition_date_to: 2026-06-01 is before partition_date 2026-07-01" in run.log
     assert "Spark-Submit cmd" not in run.log
     assert state_of(stack, db, table) == before
+
+
+def test_a_partition_still_being_written_is_left_for_a_later_run(stack, tmp_path):
+    db, table = "ops_quiet", "events"
+    stack.make_table(db, table, "PARQUET", DATES[:1], files=3, rows=90)
+    before = state_of(stack, db, table)
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}", "quiet_period_minutes": 60}])
+    run = stack.run_dag(cfg)
+    assert run.state == "success", run.log[-4000:]
+    report = run.log[run.log.index("run report"):]
+    assert any("dt=2026-07-01" in line and "skipped" in line and "within the quiet period of 60 min" in line
+               for line in report.splitlines())
+    assert state_of(stack, db, table) == before
