@@ -5,9 +5,10 @@ Three phases, so the cluster stays busy and the commit window stays short:
 1. *prepare* each partition: finish an interrupted commit, list its files, read their footers
    (a corrupt or foreign file skips the partition), and group the small files: ``copy`` groups
    (same schema, codec and version, blocks above the floor) and ``rewrite`` groups.
-2. *stage* every group outside the partitions: all rewrite groups of a table in one Spark job
-   (one output file per group, written by one task each), copy groups by concatenating ORC
-   stripes / Parquet row groups. Each staged output is verified against its inputs before any
+2. *stage* every group outside the partitions: all rewrite groups of the batch side by side
+   (a Spark job per group, one task streaming its files into one output, submitted from driver
+   threads so every executor core is busy), copy groups by concatenating ORC stripes / Parquet
+   row groups. Each staged output is verified against its inputs before any
    input moves: a rewrite by row count and an order-independent content checksum (the sum of a
    64-bit hash of every row, taken in the same pass as the write and again from the output); a
    copy by its footer (rows per block) and a hash of every copied byte range.
@@ -22,7 +23,7 @@ import logging
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from functools import reduce
+from concurrent.futures import ThreadPoolExecutor
 
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
@@ -40,9 +41,6 @@ log = logging.getLogger(__name__)
 # Footer codec names -> the writer's "compression" option.
 _CODECS = {"NONE": "none", "UNCOMPRESSED": "none", "ZLIB": "zlib", "SNAPPY": "snappy", "LZO": "lzo",
            "LZ4": "lz4", "ZSTD": "zstd", "GZIP": "gzip", "BROTLI": "brotli", "LZ4_RAW": "lz4_raw"}
-# Rewrite groups per Spark job: each group adds two observed aggregates to the job.
-MAX_GROUPS_PER_JOB = 200
-GROUP_COLUMN = "__hive_compaction_group"
 
 
 @dataclass
@@ -99,12 +97,10 @@ def _contains_map(dt: T.DataType) -> bool:
     return False
 
 
-def row_hash(df: DataFrame, exclude: tuple[str, ...] = ()):
+def row_hash(df: DataFrame):
     """A 64-bit hash over every column of a row; null flags keep (null, 1) apart from (1, null)."""
     cols = []
     for f in df.schema.fields:
-        if f.name in exclude:
-            continue
         c = F.col(f"`{f.name}`")
         cols += [F.to_json(c) if _contains_map(f.dataType) else c, c.isNull()]
     return F.xxhash64(*cols)
@@ -121,7 +117,6 @@ class BatchRunner:
         self.run = run
         self.batch_id = batch_id
         self.dry_run = dry_run
-        self.job_dirs: dict[str, list[Work]] = {}  # staging folders shared by several partitions
 
     # --- the batch --------------------------------------------------------------------------
     def run_batch(self, tasks: list[PartitionTask]) -> list[PartitionResult]:
@@ -145,7 +140,6 @@ class BatchRunner:
             self.stage_copies(work)
             results[i] = self.finish(work)
             self._progress(len(results), len(tasks), results[i])
-        self._clean_job_dirs()
         ordered = [results[i] for i in range(len(tasks))]
         self._write_results(tasks, ordered)
         return ordered
@@ -268,67 +262,52 @@ class BatchRunner:
 
     # --- phase 2: stage ---------------------------------------------------------------------
     def stage_rewrites(self, works: list[Work]) -> None:
-        """All rewrite groups of a table (and codec) in one Spark job, a group per task."""
-        jobs: dict[tuple, list[tuple[Work, Group]]] = {}
-        for w in works:
-            for g in w.groups:
-                if g.mode == "rewrite":
-                    jobs.setdefault((w.task.table_name, w.codec), []).append((w, g))
-        for items in jobs.values():
-            for i in range(0, len(items), MAX_GROUPS_PER_JOB):
-                chunk = items[i:i + MAX_GROUPS_PER_JOB]
+        """Every rewrite group of the batch at once: one Spark job per group (one task streaming the
+        group's files into one output), submitted side by side from driver threads, so all
+        executor cores stay busy without a shuffle. A failing group fails only its partition."""
+        items = [(w, g) for w in works for g in w.groups if g.mode == "rewrite"]
+        if not items:
+            return
+        threads = max(2, self.spark.sparkContext.defaultParallelism)
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="rewrite") as pool:
+            futures = [(w, pool.submit(self._rewrite, w, n, g)) for n, (w, g) in enumerate(items)]
+            for w, future in futures:
                 try:
-                    self._rewrite(chunk)
+                    future.result()
                 except Exception as e:
-                    if len({id(w) for w, _ in chunk}) == 1:
-                        chunk[0][0].error = f"{type(e).__name__}: {e}".splitlines()[0][:500]
-                        log.exception("%s: rewrite failed", chunk[0][0].task.label)
-                        continue
-                    # Isolate the partition that broke the job: retry each one on its own.
-                    log.warning("a rewrite job of %d groups failed (%s); retrying partition by partition",
-                                len(chunk), str(e).splitlines()[0][:200])
-                    for w in {id(w): w for w, _ in chunk}.values():
-                        self.stage_rewrites([w])
+                    log.exception("%s: rewrite failed", w.task.label)
+                    w.error = w.error or f"{type(e).__name__}: {e}".splitlines()[0][:500]
 
-    def _rewrite(self, items: list[tuple[Work, Group]]) -> None:
-        first = items[0][0]
-        fmt = first.task.storage_format
-        frames = [self.spark.read.format(fmt).option("mergeSchema", "true").load([f.path for f in g.files])
-                  .withColumn(GROUP_COLUMN, F.lit(n)) for n, (_, g) in enumerate(items)]
-        df = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
-        h = _decimal(row_hash(df, exclude=(GROUP_COLUMN,)))
-        gid = F.col(GROUP_COLUMN)
-        metrics = []
-        for n in range(len(items)):
-            metrics += [F.count(F.when(gid == n, 1)).alias(f"rows_{n}"),
-                        F.coalesce(F.sum(F.when(gid == n, h)), _decimal(F.lit(0))).alias(f"sum_{n}")]
+    def _rewrite(self, work: Work, n: int, group: Group) -> None:
+        """Rewrite one group to one staged file; verified (rows, content checksum) before use."""
+        task = work.task
+        fmt = task.storage_format
+        # mergeSchema: files written before a column was added are read into the newest schema.
+        df = self.spark.read.format(fmt).option("mergeSchema", "true").load([f.path for f in group.files])
         observed = Observation(f"in-{uuid.uuid4().hex[:8]}")
-        out = df.observe(observed, *metrics).repartition(len(items), gid)
-        sort = [c for c in first.task.sort_columns if c in df.columns]
-        out = out.sortWithinPartitions(gid, *sort)
-        # Not inside one partition's staging folder: that is removed when its partition commits.
-        job_dir = f"{first.area.root}/staging/{self.run}/jobs/rewrite-{uuid.uuid4().hex[:8]}"
-        self.job_dirs[job_dir] = [w for w, _ in items]
-        out.write.partitionBy(GROUP_COLUMN).format(fmt).option("compression", first.codec).save(job_dir)
-        expected = observed.get
-
-        written = self.spark.read.format(fmt).load(job_dir)
-        actual = {int(r[GROUP_COLUMN]): (int(r["rows"]), int(r["checksum"])) for r in
-                  written.groupBy(GROUP_COLUMN).agg(
-                      F.count(F.lit(1)).alias("rows"),
-                      F.sum(_decimal(row_hash(written, exclude=(GROUP_COLUMN,)))).alias("checksum")).collect()}
-        for n, (w, g) in enumerate(items):
-            want = (int(expected[f"rows_{n}"]), int(expected[f"sum_{n}"]))
-            got = actual.get(n, (0, 0))
-            if got != want:
-                w.error = (f"verification failed: inputs had {want[0]} rows (checksum {want[1]}), the staged "
-                           f"output has {got[0]} (checksum {got[1]}); nothing was committed")
-                continue
-            staged = [e for e in self.fs.list(f"{job_dir}/{GROUP_COLUMN}={n}") if not is_hidden(e.name)]
-            tag = uuid.uuid4().hex[:12]
-            g.staged = [{"staged": e.path, "name": f"part-compacted-{tag}-{k:05d}{_suffix(e.name)}", "size": e.size}
+        out = df.observe(observed, F.count(F.lit(1)).alias("rows"),
+                         F.coalesce(F.sum(_decimal(row_hash(df))), _decimal(F.lit(0))).alias("checksum"))
+        out = out.coalesce(1)
+        sort = [c for c in task.sort_columns if c in df.columns]
+        if sort:
+            out = out.sortWithinPartitions(*sort)  # spills to disk when a group exceeds memory
+        staging = f"{work.area.staging(self.run, work.pid)}/group-{n}"
+        self.fs.delete(staging, recursive=True)
+        out.write.format(fmt).option("compression", work.codec).save(staging)
+        want = (int(observed.get["rows"]), int(observed.get["checksum"]))
+        staged = [e for e in self.fs.list(staging) if not e.is_dir and not is_hidden(e.name)]
+        written = self.spark.read.format(fmt).load([e.path for e in staged]) if staged else None
+        got = (0, 0)
+        if written is not None:
+            r = written.agg(F.count(F.lit(1)).alias("rows"), F.sum(_decimal(row_hash(written))).alias("c")).collect()[0]
+            got = (int(r["rows"]), int(r["c"] or 0))
+        if got != want:
+            raise RuntimeError(f"verification failed: inputs had {want[0]} rows (checksum {want[1]}), the staged "
+                               f"output has {got[0]} (checksum {got[1]}); nothing was committed")
+        tag = uuid.uuid4().hex[:12]
+        group.staged = [{"staged": e.path, "name": f"part-compacted-{tag}-{k:05d}{_suffix(e.name)}", "size": e.size}
                         for k, e in enumerate(staged)]
-            g.rows = want[0]
+        group.rows = want[0]
 
     def stage_copies(self, work: Work) -> None:
         """Concatenate stripes / row groups in the driver's JVM, then check footers and bytes."""
@@ -348,12 +327,6 @@ class BatchRunner:
                 return
             g.staged = [{"staged": staged, "name": name, "size": self.fs.status(staged).size}]
             g.rows = footer.rows
-
-    def _clean_job_dirs(self) -> None:
-        """Remove shared staging folders once no journal of theirs still needs their files."""
-        for job_dir, works in self.job_dirs.items():
-            if not any(self.fs.exists(w.area.journal(w.pid)) for w in works):
-                self.fs.delete(job_dir, recursive=True)
 
     # --- phase 3: commit --------------------------------------------------------------------
     def finish(self, work: Work) -> PartitionResult:
