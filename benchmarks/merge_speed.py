@@ -1,0 +1,466 @@
+"""Merge speed: our merge against a plain byte copy and the naive Spark approaches, side by side.
+
+    .venv/bin/python benchmarks/merge_speed.py [--partitions 20] [--files 40] [--rows 10000]
+                                               [--formats orc parquet] [--quick] [--json PATH]
+
+One invocation, one local stack (Hive Metastore on a free loopback port, Airflow home, Spark
+local[2]), all state in a temporary folder. For each format a source table of ``--partitions``
+partitions of ``--files`` small files (``--rows`` rows per partition) is written once; every
+contestant then gets its own table holding a byte-for-byte copy of those files (``CREATE TABLE
+LIKE``, data files copied, ``MSCK REPAIR TABLE``, ``ANALYZE ... NOSCAN``), so all start from
+identical bytes and statistics. The contestants:
+
+  floor      a plain sequential byte copy (shutil.copyfileobj) of every input file into one
+             output file per partition, outside the table: the I/O lower bound, not a valid file;
+  dag        our DAG end to end (``airflow dags test``: plan, one spark-submit, Metastore
+             refresh), merge_mode auto with the product's default copy floor;
+  copy       our merge job alone (plan in-process + one spark-submit), merge_mode copy;
+  rewrite    our merge job alone, merge_mode rewrite;
+  loop       ONE Spark application looping over the partitions: read the partition folder,
+             coalesce(1), write to a temporary folder, swap the output in for the inputs;
+  per-part   the same coalesce(1) rewrite with one spark-submit per partition (what a naive
+             Airflow DAG with a task per partition does).
+
+For each: wall seconds (the whole command), in-application seconds (after the SparkSession is up
+and before it stops: for our job the span of ``run_batch`` from its per-partition log lines and
+results, for the naive script its own clock), files and bytes after, and whether every row of
+every partition is still there (``Stack.content`` equal to the source table's; for the floor the
+output sizes equal the summed input sizes). Then the ratios the product targets, with PASS or
+MISS. A MISS is reported, not fatal: exit code 1 only when a checksum differs or a contestant
+failed to run (its figures would mean nothing).
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from datetime import date, datetime, timedelta
+from pathlib import Path
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parents[1]
+for _p in (ROOT / "scripts", ROOT / "plugins"):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+
+from harness import Stack  # noqa: E402
+from hive_compaction.paths import run_tag  # noqa: E402
+from hive_compaction.planning import decode_batch  # noqa: E402
+
+DB = "merge_speed"
+GB = 1024**3
+ONE_OUTPUT = {"small_file_limit": GB, "target_file_size": GB}  # every partition becomes one file
+# The Spark settings of every spark-submit here, ours and the naive ones alike: the DAG passes them
+# from its config, the others read them from a spark-defaults.conf (SPARK_CONF_DIR).
+SPARK_CONF = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}
+QUICK = {"partitions": 2, "files": 4, "rows": 200, "formats": ["orc"]}
+CONTESTANTS = {
+    "floor": "floor: byte copy (shutil)",
+    "dag": "our DAG end to end (auto)",
+    "copy": "our merge job, copy mode",
+    "rewrite": "our merge job, rewrite mode",
+    "loop": "naive: 1 app, loop of coalesce(1)",
+    "per_partition": "naive: 1 spark-submit/partition",
+}
+TARGETS = {  # ratio name -> (minimum, what it compares)
+    "dag_vs_per_partition_submits": (15.0, "DAG end-to-end wall vs one spark-submit per partition (x faster)"),
+    "copy_vs_floor_throughput": (0.25, "copy-mode in-app throughput / floor throughput"),
+    "rewrite_vs_loop_in_app": (2.0, "rewrite-mode in-app vs one-app loop in-app (x faster)"),
+    "rewrite_vs_loop_wall": (2.0, "rewrite-mode wall vs one-app loop wall (x faster)"),
+}
+
+# The naive approach, as a small PySpark script: argv = format, work folder, partition folders.
+NAIVE_JOB = textwrap.dedent('''\
+    import os, sys, time
+    from pyspark.sql import SparkSession
+
+    fmt, work, parts = sys.argv[1], sys.argv[2], sys.argv[3:]
+    spark = SparkSession.builder.appName("naive-coalesce").getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    started = time.monotonic()
+    for part in parts:
+        t0 = time.monotonic()
+        name = os.path.basename(part.rstrip("/"))
+        out = os.path.join(work, "out", name)
+        spark.read.format(fmt).load("file://" + part).coalesce(1) \\
+            .write.format(fmt).mode("overwrite").save("file://" + out)
+        trash = os.path.join(work, "trash", name)
+        os.makedirs(trash, exist_ok=True)
+        for f in os.listdir(part):  # the inputs (and their .crc files) leave the partition
+            os.rename(os.path.join(part, f), os.path.join(trash, f))
+        for f in os.listdir(out):  # the one new data file (and its .crc) comes in
+            if not f.startswith(("_", ".")):
+                os.rename(os.path.join(out, f), os.path.join(part, f))
+                if os.path.exists(os.path.join(out, "." + f + ".crc")):
+                    os.rename(os.path.join(out, "." + f + ".crc"), os.path.join(part, "." + f + ".crc"))
+        print("NAIVE partition %s %.3f" % (name, time.monotonic() - t0), flush=True)
+    elapsed = time.monotonic() - started
+    spark.stop()
+    print("NAIVE elapsed %.3f" % elapsed, flush=True)
+''')
+
+# "2026-11-21 09:41:34,123 INFO hive_compaction: [3/20] db.t dt=2026-01-03: merged ..."
+PROGRESS = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO hive_compaction: \[\d+/\d+\] (\S+) (\S+): (\w+) ")
+
+
+def log(msg: str = "") -> None:
+    print(msg, flush=True)
+
+
+def data_files(folder: Path) -> list[Path]:
+    return sorted(f for f in folder.iterdir() if f.is_file() and not f.name.startswith((".", "_")))
+
+
+def local(uri: str) -> Path:
+    return Path(urlsplit(uri).path)
+
+
+def spark_conf_dir(work: Path) -> str:
+    folder = work / "spark-conf"
+    if not folder.is_dir():
+        folder.mkdir(parents=True)
+        (folder / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in SPARK_CONF.items()))
+    return str(folder)
+
+
+# --- tables ------------------------------------------------------------------------------------
+
+def table_dir(stack: Stack, table: str) -> Path:
+    from hmsclient import hmsclient
+    with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
+        return local(c.get_table(DB, table).sd.location)
+
+
+def clone_table(stack: Stack, src: str, dst: str) -> None:
+    """``dst``: same DDL as ``src``, the same data files byte for byte, partitions registered."""
+    spark = stack.spark
+    spark.sql(f"DROP TABLE IF EXISTS {DB}.{dst}")
+    spark.sql(f"CREATE TABLE {DB}.{dst} LIKE {DB}.{src}")
+    root = table_dir(stack, dst)
+    source = stack.snapshot(DB, src)
+    for name in source:
+        target = root / name
+        target.mkdir(parents=True, exist_ok=True)
+        for f in data_files(stack.partition_location(DB, src, name)):
+            shutil.copyfile(f, target / f.name)
+    spark.sql(f"MSCK REPAIR TABLE {DB}.{dst}")
+    spark.sql(f"ANALYZE TABLE {DB}.{dst} PARTITION(dt) COMPUTE STATISTICS NOSCAN")
+    copy = stack.snapshot(DB, dst)
+    assert {k: v["files"] for k, v in copy.items()} == {k: v["files"] for k, v in source.items()}, \
+        f"{dst} is not a byte-for-byte copy of {src}"
+    for name, p in copy.items():
+        assert p["hms_num_files"] == str(p["num_files"]) and p["hms_total_size"] == str(p["bytes"]), \
+            f"{dst}/{name}: statistics {p['hms_num_files']} files / {p['hms_total_size']} bytes not registered"
+
+
+def after_state(stack: Stack, table: str, expected: dict) -> dict:
+    snap = stack.snapshot(DB, table)
+    return {"files_after": sum(p["num_files"] for p in snap.values()),
+            "bytes_after": sum(p["bytes"] for p in snap.values()),
+            "files_after_per_partition": {k: p["num_files"] for k, p in sorted(snap.items())},
+            "checksum_ok": stack.content(DB, table) == expected}
+
+
+# --- our job -----------------------------------------------------------------------------------
+
+def read_results(pattern: str) -> list[dict]:
+    out = []
+    for path in sorted(glob.glob(pattern)):
+        out += json.loads(Path(path).read_text())
+    return out
+
+
+def job_span(log_text: str, results: list[dict]) -> tuple[float | None, float | None]:
+    """(seconds of ``run_batch``, seconds until its first partition was done).
+
+    ``run_batch`` is the merge work without JVM and SparkSession start and stop: from the earliest
+    partition start (its progress line's time minus its seconds) to the last progress line. The
+    per-partition seconds overlap (all partitions are prepared first, and all rewrite groups share
+    one Spark job), so their sum would count the same time several times. The first partition is
+    done after every footer was read and, for rewrites, after the one staging job: what follows is
+    the commits (and, in copy mode, the other partitions' copies)."""
+    seconds = {(r["table"], r["partition"]): r["seconds"] for r in results}
+    starts, ends = [], []
+    for m in PROGRESS.finditer(log_text):
+        at = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        ends.append(at)
+        starts.append(at - seconds.get((m.group(2), m.group(3)), 0.0))
+    if not ends or len(ends) != len(results):
+        return None, None
+    return round(max(ends) - min(starts), 3), round(min(ends) - min(starts), 3)
+
+
+def job_problems(log_text: str, results: list[dict]) -> list[str]:
+    """Why partitions failed: their reasons, then the job's own FAILED / ERROR lines (not Spark's noise)."""
+    out = [f"{r['partition']}: {r['status']} {r['reason']}" for r in results if r["status"] != "merged"]
+    out += [line.strip()[:500] for line in log_text.splitlines()
+            if re.search(r"^FAILED |ERROR hive_compaction|Exception: ", line.strip())]
+    return out[:12]
+
+
+def summarise_results(results: list[dict]) -> dict:
+    return {"statuses": sorted({r["status"] for r in results}),
+            "modes": sorted({r["mode"] for r in results if r["mode"]}),
+            "bytes_before": sum(r["bytes_before"] for r in results),
+            "sum_partition_seconds": round(sum(r["seconds"] for r in results), 3)}
+
+
+def run_dag(stack: Stack, work: Path, table: str) -> dict:
+    cfg = stack.write_config(work / f"{table}.yaml", [{"name": f"{DB}.{table}", "merge_mode": "auto", **ONE_OUTPUT}],
+                             spark_conf=SPARK_CONF)
+    t0 = time.monotonic()
+    run = stack.run_dag(cfg, SPARK_CONF_DIR=spark_conf_dir(work))
+    wall = time.monotonic() - t0
+    area = table_dir(stack, table).parent / ".hive_compaction" / table
+    results = read_results(str(area / "runs" / run_tag(run.run_id) / "results-*.json")) if run.run_id else []
+    ok = run.state == "success" and bool(results) and all(r["status"] == "merged" for r in results)
+    span, first = job_span(run.log, results)
+    return {"wall_seconds": round(wall, 3), "in_app_seconds": span, "first_partition_done_seconds": first,
+            "ran_ok": ok,
+            "error": None if ok else (f"DAG run {run.state}, merge {run.states.get('merge')}: "
+                                      + " | ".join(job_problems(run.log, results) or [run.log[-2000:]])),
+            **summarise_results(results)}
+
+
+def run_job(stack: Stack, work: Path, table: str, mode: str) -> dict:
+    cfg = stack.write_config(work / f"{table}.yaml",
+                             [{"name": f"{DB}.{table}", "merge_mode": mode, "copy_min_block_size": 0, **ONE_OUTPUT}],
+                             spark_conf=SPARK_CONF)
+    planned = stack.plan_batches(cfg, run_id=f"bench-{table}")
+    wall, in_app, first, results, errors = 0.0, 0.0, None, [], []
+    for args in planned["spark_args"]:
+        batch = args["application_args"][1]
+        payload = decode_batch(batch)
+        t0 = time.monotonic()
+        p = stack.spark_submit(batch, cfg, SPARK_CONF_DIR=spark_conf_dir(work))
+        wall += time.monotonic() - t0
+        area = local(payload["tasks"][0]["work_dir"])
+        got = read_results(str(area / "runs" / payload["run"] / f"results-{payload['batch']}.json"))
+        span, first = job_span(p.stdout, got)
+        in_app = None if span is None or in_app is None else in_app + span
+        results += got
+        if p.returncode != 0 or any(r["status"] != "merged" for r in got):
+            errors.append(f"spark-submit exit {p.returncode}: "
+                          + " | ".join(job_problems(p.stdout + p.stderr, got) or [(p.stdout + p.stderr)[-2000:]]))
+    ok = bool(results) and not errors and all(r["status"] == "merged" for r in results)
+    return {"wall_seconds": round(wall, 3), "in_app_seconds": in_app, "first_partition_done_seconds": first,
+            "batches": len(planned["spark_args"]),
+            "ran_ok": ok, "error": None if ok else ("; ".join(errors) or "no partition was planned"),
+            **summarise_results(results)}
+
+
+# --- the others --------------------------------------------------------------------------------
+
+def run_floor(stack: Stack, work: Path, table: str) -> dict:
+    root, out = table_dir(stack, table), work / f"floor-{table}"
+    out.mkdir(parents=True)
+    folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
+    inputs = {p.name: data_files(p) for p in folders}
+    t0 = time.monotonic()
+    for name, files in inputs.items():
+        with open(out / f"{name}.bin", "wb") as dst:
+            for f in files:
+                with open(f, "rb") as src:
+                    shutil.copyfileobj(src, dst)
+    wall = time.monotonic() - t0
+    sizes = {name: (out / f"{name}.bin").stat().st_size for name in inputs}
+    before = {name: sum(f.stat().st_size for f in files) for name, files in inputs.items()}
+    return {"wall_seconds": round(wall, 6), "in_app_seconds": round(wall, 6), "ran_ok": True, "error": None,
+            "bytes_before": sum(before.values()), "bytes_after": sum(sizes.values()),
+            "files_after": len(sizes), "files_after_per_partition": {n: 1 for n in sizes},
+            "checksum_ok": sizes == before}
+
+
+def spark_submit_naive(stack: Stack, script: Path, fmt: str, work: Path, parts: list[Path], conf_dir: str):
+    cmd = ["spark-submit", "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+           "--conf", "spark.driver.host=127.0.0.1", str(script), fmt, str(work), *map(str, parts)]
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, env=stack.env(SPARK_CONF_DIR=conf_dir), capture_output=True,
+                       text=True, timeout=1800)
+    wall = time.monotonic() - t0
+    m = re.search(r"^NAIVE elapsed ([0-9.]+)$", p.stdout, re.M)
+    return wall, (float(m.group(1)) if m else None), p
+
+
+def run_naive(stack: Stack, work: Path, table: str, fmt: str, script: Path, per_partition: bool) -> dict:
+    root = table_dir(stack, table)
+    parts = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
+    scratch = work / f"naive-{table}"
+    groups = [[p] for p in parts] if per_partition else [parts]
+    wall, in_app, errors = 0.0, 0.0, []
+    for group in groups:
+        w, a, p = spark_submit_naive(stack, script, fmt.lower(), scratch, group, spark_conf_dir(work))
+        wall += w
+        in_app = None if a is None or in_app is None else in_app + a
+        if p.returncode != 0 or a is None:
+            lines = [x.strip()[:500] for x in (p.stdout + p.stderr).splitlines() if re.search(r"Error|Exception", x)]
+            errors.append(f"spark-submit exit {p.returncode}: " + (" | ".join(lines[:12]) or (p.stdout + p.stderr)[-2000:]))
+    return {"wall_seconds": round(wall, 3), "in_app_seconds": None if in_app is None else round(in_app, 3),
+            "spark_submits": len(groups), "ran_ok": not errors, "error": "; ".join(errors) or None}
+
+
+# --- one format --------------------------------------------------------------------------------
+
+def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int, rows: int, script: Path) -> dict:
+    tag = fmt.lower()
+    src = f"src_{tag}"
+    dates = [(date(2026, 1, 1) + timedelta(days=i)).isoformat() for i in range(partitions)]
+    log(f"\n== {fmt.upper()}: {partitions} partitions x {files} files, {rows} rows per partition")
+    t0 = time.monotonic()
+    stack.make_table(DB, src, fmt.upper(), dates, files=files, rows=rows)
+    source = stack.snapshot(DB, src)
+    expected = stack.content(DB, src)
+    bytes_before = sum(p["bytes"] for p in source.values())
+    files_before = sum(p["num_files"] for p in source.values())
+    log(f"source {DB}.{src}: {files_before} files, {bytes_before} bytes, "
+        f"{sum(n for n, _ in expected.values())} rows (made in {time.monotonic() - t0:.1f}s)")
+    uneven = {k: p["num_files"] for k, p in source.items() if p["num_files"] != files}
+    if uneven:
+        log(f"note: partitions with other than {files} files: {uneven}")
+
+    out = {"partitions": partitions, "files_before": files_before, "bytes_before": bytes_before,
+           "rows": sum(n for n, _ in expected.values()), "contestants": {}}
+    for key in CONTESTANTS:
+        table = f"c_{key}_{tag}"
+        clone_table(stack, src, table)
+        log(f"-- {CONTESTANTS[key]} ({DB}.{table})")
+        try:
+            if key == "floor":
+                rec = run_floor(stack, work, table)
+            elif key == "dag":
+                rec = run_dag(stack, work, table)
+            elif key in ("copy", "rewrite"):
+                rec = run_job(stack, work, table, key)
+            else:
+                rec = run_naive(stack, work, table, fmt, script, per_partition=(key == "per_partition"))
+        except Exception as e:  # noqa: BLE001 - one broken contestant must not hide the others' figures
+            rec = {"wall_seconds": None, "in_app_seconds": None, "ran_ok": False, "error": f"{type(e).__name__}: {e}"}
+        if key != "floor":
+            try:
+                rec.update(after_state(stack, table, expected))
+            except Exception as e:  # noqa: BLE001
+                rec.update(checksum_ok=False, error=(rec.get("error") or "") + f" reading back: {e}")
+        rec = {"label": CONTESTANTS[key], "table": f"{DB}.{table}", "files_before": files_before,
+               "bytes_before": bytes_before, **rec}
+        out["contestants"][key] = rec
+        log(f"   wall {fmt_s(rec['wall_seconds'])}, in-app {fmt_s(rec['in_app_seconds'])}, "
+            f"files after {rec.get('files_after')}, checksum {'ok' if rec.get('checksum_ok') else 'DIFFERS'}"
+            + (f", modes {rec['modes']}" if rec.get("modes") else "")
+            + (f", first partition done after {fmt_s(rec['first_partition_done_seconds'])} in-app"
+               if rec.get("first_partition_done_seconds") is not None else "")
+            + (f"\n   ERROR {rec['error'][-2000:]}" if rec.get("error") else ""))
+    out["ratios"] = ratios(out["contestants"], bytes_before)
+    return out
+
+
+def fmt_s(v) -> str:
+    return "-" if v is None else f"{v:.2f}s"
+
+
+def _div(a, b):
+    return float(f"{a / b:.4g}") if a is not None and b else None  # 4 significant digits
+
+
+def ratios(c: dict, total_bytes: int) -> dict:
+    floor_tp = _div(total_bytes, c["floor"]["in_app_seconds"])
+    copy_tp = _div(total_bytes, c["copy"]["in_app_seconds"])
+    values = {
+        "dag_vs_per_partition_submits": _div(c["per_partition"]["wall_seconds"], c["dag"]["wall_seconds"]),
+        "copy_vs_floor_throughput": _div(copy_tp, floor_tp),
+        "rewrite_vs_loop_in_app": _div(c["loop"]["in_app_seconds"], c["rewrite"]["in_app_seconds"]),
+        "rewrite_vs_loop_wall": _div(c["loop"]["wall_seconds"], c["rewrite"]["wall_seconds"]),
+    }
+    out = {"floor_mb_per_s": _div(floor_tp, 1024**2), "copy_in_app_mb_per_s": _div(copy_tp, 1024**2),
+           "copy_wall_mb_per_s": _div(_div(total_bytes, c["copy"]["wall_seconds"]), 1024**2), "targets": {}}
+    for name, (minimum, what) in TARGETS.items():
+        v = values[name]
+        out["targets"][name] = {"value": v, "target": minimum, "what": what,
+                                "result": "PASS" if v is not None and v >= minimum else "MISS"}
+    return out
+
+
+def report(figures: dict) -> None:
+    for fmt, f in figures["formats"].items():
+        log(f"\n== {fmt.upper()}: {f['partitions']} partitions, {f['files_before']} files, "
+            f"{f['bytes_before']} bytes, {f['rows']} rows")
+        log(f"{'contestant':<36} {'wall s':>9} {'in-app s':>9} {'files after':>12} {'bytes after':>12}  checksum")
+        for key, c in f["contestants"].items():
+            per = set((c.get("files_after_per_partition") or {}).values())
+            files = f"{c.get('files_after')}" + (f" ({per.pop()}/part)" if len(per) == 1 else "")
+            log(f"{c['label']:<36} {_num(c['wall_seconds']):>9} {_num(c['in_app_seconds']):>9} {files:>12} "
+                f"{str(c.get('bytes_after')):>12}  {'match' if c.get('checksum_ok') else 'MISMATCH'}"
+                + ("" if c.get("ran_ok") else "  (FAILED)"))
+        r = f["ratios"]
+        log(f"throughput: floor {r['floor_mb_per_s']} MB/s, copy mode in-app {r['copy_in_app_mb_per_s']} MB/s "
+            f"(wall {r['copy_wall_mb_per_s']} MB/s)")
+        for name, t in r["targets"].items():
+            log(f"{t['result']}  {t['what']}: {t['value']} (target >= {t['target']})")
+
+
+def _num(v) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--partitions", type=int, default=20)
+    ap.add_argument("--files", type=int, default=40, help="small files per partition")
+    ap.add_argument("--rows", type=int, default=10000, help="rows per partition")
+    ap.add_argument("--formats", nargs="+", type=str.lower, choices=["orc", "parquet"], default=["orc", "parquet"])
+    ap.add_argument("--quick", action="store_true",
+                    help=f"a tiny smoke configuration: {QUICK} (explicit size arguments still win)")
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    args = ap.parse_args()
+    if args.quick:
+        given = {a.split("=")[0].lstrip("-") for a in sys.argv[1:] if a.startswith("--")}
+        for key, value in QUICK.items():
+            if key not in given:
+                setattr(args, key, value)
+
+    figures = {"config": {"partitions": args.partitions, "files": args.files, "rows": args.rows,
+                          "formats": args.formats, "quick": args.quick, "master": "local[2]",
+                          "spark_conf": SPARK_CONF},
+               "formats": {}}
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="merge-speed-") as tmp:
+        tmp = Path(tmp)
+        script = tmp / "naive_coalesce.py"
+        script.write_text(NAIVE_JOB)
+        stack = Stack(tmp / "stack")
+        stack.start()
+        try:
+            # The in-process session (tables, read-backs) without console progress bars in the output;
+            # only that session reads PYSPARK_SUBMIT_ARGS, and only while it starts.
+            if "PYSPARK_SUBMIT_ARGS" not in os.environ:
+                os.environ["PYSPARK_SUBMIT_ARGS"] = "--conf spark.ui.showConsoleProgress=false pyspark-shell"
+                stack.spark  # noqa: B018 - start it now
+                del os.environ["PYSPARK_SUBMIT_ARGS"]
+            for fmt in args.formats:
+                figures["formats"][fmt] = bench_format(stack, tmp, fmt, args.partitions, args.files, args.rows, script)
+        finally:
+            stack.stop()
+    figures["total_seconds"] = round(time.monotonic() - started, 1)
+    every = [c for f in figures["formats"].values() for c in f["contestants"].values()]
+    figures["checksums_ok"] = all(c.get("checksum_ok") for c in every)
+    figures["all_ran"] = all(c.get("ran_ok") for c in every)
+    figures["ok"] = figures["checksums_ok"] and figures["all_ran"]
+    report(figures)
+    log(f"\ntotal {figures['total_seconds']}s; checksums {'all match' if figures['checksums_ok'] else 'MISMATCH'}; "
+        f"contestants {'all ran' if figures['all_ran'] else 'FAILED'}")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1))
+    return 0 if figures["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
