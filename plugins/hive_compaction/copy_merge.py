@@ -157,6 +157,12 @@ def footer_info(spark, fmt: str, path: str) -> FileFooter:
     return _read(spark, fmt, path)[0]
 
 
+def tiny_blocks(ft: FileFooter, min_avg_block_bytes: int = 0, min_block_rows: int = 0) -> bool:
+    """Whether a file's stripes / row groups average below the floor (copying would keep them tiny)."""
+    n = len(ft.block_rows)
+    return bool(n) and (sum(ft.block_bytes) / n < min_avg_block_bytes or ft.rows / n < min_block_rows)
+
+
 def copy_groups(spark, fmt: str, files: list[str], min_block_rows: int = 0,
                 min_avg_block_bytes: int = 0) -> tuple[list[list[str]], list[str]]:
     """Split ``files`` into groups that can be copy-merged together, plus the files to rewrite.
@@ -170,8 +176,7 @@ def copy_groups(spark, fmt: str, files: list[str], min_block_rows: int = 0,
     rejected: list[str] = []
     for f in files:
         ft = footer_info(spark, fmt, f)
-        n = len(ft.block_rows)
-        if n and (sum(ft.block_bytes) / n < min_avg_block_bytes or ft.rows / n < min_block_rows):
+        if tiny_blocks(ft, min_avg_block_bytes, min_block_rows):
             rejected.append(f)
         else:
             groups.setdefault(ft.copy_key, []).append(f)

@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .commit import WorkArea, commit, fault_point, recover
-from .copy_merge import CopyMergeError, FileFooter, copy_merge, footer_info, verify_copy
+from .copy_merge import CopyMergeError, FileFooter, copy_merge, footer_info, tiny_blocks, verify_copy
 from .hadoop_fs import HadoopFS, is_hidden
 from .paths import partition_id
 from .planning import PartitionTask
@@ -232,8 +232,7 @@ class BatchRunner:
             compatible: dict[tuple, list[DataFile]] = {}
             for f in small:
                 ft = footers[f.path]
-                blocks = len(ft.block_bytes)
-                if blocks and sum(ft.block_bytes) / blocks >= floor:
+                if ft.block_rows and not tiny_blocks(ft, floor):  # same floor as copy_merge.copy_groups
                     compatible.setdefault(ft.copy_key, []).append(f)
             for candidates in compatible.values():
                 groups += [Group("copy", g) for g in
