@@ -311,7 +311,8 @@ def run_naive(stack: Stack, work: Path, table: str, fmt: str, script: Path, per_
 
 # --- one format --------------------------------------------------------------------------------
 
-def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int, rows: int, script: Path) -> dict:
+def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int, rows: int, script: Path,
+                 only: list[str] | None = None) -> dict:
     tag = fmt.lower()
     src = f"src_{tag}"
     dates = [(date(2026, 1, 1) + timedelta(days=i)).isoformat() for i in range(partitions)]
@@ -330,7 +331,7 @@ def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int
 
     out = {"partitions": partitions, "files_before": files_before, "bytes_before": bytes_before,
            "rows": sum(n for n, _ in expected.values()), "contestants": {}}
-    for key in CONTESTANTS:
+    for key in [k for k in CONTESTANTS if not only or k in only]:
         table = f"c_{key}_{tag}"
         clone_table(stack, src, table)
         log(f"-- {CONTESTANTS[key]} ({DB}.{table})")
@@ -372,20 +373,24 @@ def _div(a, b):
 
 
 def ratios(c: dict, total_bytes: int) -> dict:
-    floor_tp = _div(total_bytes, c["floor"]["in_app_seconds"])
-    copy_tp = _div(total_bytes, c["copy"]["in_app_seconds"])
+    """The targets' ratios; None where a contestant was left out (--only) or has no figure."""
+    def get(key: str, figure: str):
+        return c.get(key, {}).get(figure)
+
+    floor_tp = _div(total_bytes, get("floor", "in_app_seconds"))
+    copy_tp = _div(total_bytes, get("copy", "in_app_seconds"))
     values = {
-        "dag_vs_per_partition_submits": _div(c["per_partition"]["wall_seconds"], c["dag"]["wall_seconds"]),
+        "dag_vs_per_partition_submits": _div(get("per_partition", "wall_seconds"), get("dag", "wall_seconds")),
         "copy_vs_floor_throughput": _div(copy_tp, floor_tp),
-        "rewrite_vs_loop_in_app": _div(c["loop"]["in_app_seconds"], c["rewrite"]["in_app_seconds"]),
-        "rewrite_vs_loop_wall": _div(c["loop"]["wall_seconds"], c["rewrite"]["wall_seconds"]),
+        "rewrite_vs_loop_in_app": _div(get("loop", "in_app_seconds"), get("rewrite", "in_app_seconds")),
+        "rewrite_vs_loop_wall": _div(get("loop", "wall_seconds"), get("rewrite", "wall_seconds")),
     }
     out = {"floor_mb_per_s": _div(floor_tp, 1024**2), "copy_in_app_mb_per_s": _div(copy_tp, 1024**2),
-           "copy_wall_mb_per_s": _div(_div(total_bytes, c["copy"]["wall_seconds"]), 1024**2), "targets": {}}
+           "copy_wall_mb_per_s": _div(_div(total_bytes, get("copy", "wall_seconds")), 1024**2), "targets": {}}
     for name, (minimum, what) in TARGETS.items():
         v = values[name]
         out["targets"][name] = {"value": v, "target": minimum, "what": what,
-                                "result": "PASS" if v is not None and v >= minimum else "MISS"}
+                                "result": "-" if v is None else "PASS" if v >= minimum else "MISS"}
     return out
 
 
@@ -419,6 +424,8 @@ def main() -> int:
     ap.add_argument("--formats", nargs="+", type=str.lower, choices=["orc", "parquet"], default=["orc", "parquet"])
     ap.add_argument("--quick", action="store_true",
                     help=f"a tiny smoke configuration: {QUICK} (explicit size arguments still win)")
+    ap.add_argument("--only", nargs="+", choices=list(CONTESTANTS),
+                    help="run only these contestants (ratios needing a missing one print '-')")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args()
     if args.quick:
@@ -428,7 +435,7 @@ def main() -> int:
                 setattr(args, key, value)
 
     figures = {"config": {"partitions": args.partitions, "files": args.files, "rows": args.rows,
-                          "formats": args.formats, "quick": args.quick, "master": "local[2]",
+                          "formats": args.formats, "quick": args.quick, "only": args.only, "master": "local[2]",
                           "spark_conf": SPARK_CONF},
                "formats": {}}
     started = time.monotonic()
@@ -446,7 +453,8 @@ def main() -> int:
                 stack.spark  # noqa: B018 - start it now
                 del os.environ["PYSPARK_SUBMIT_ARGS"]
             for fmt in args.formats:
-                figures["formats"][fmt] = bench_format(stack, tmp, fmt, args.partitions, args.files, args.rows, script)
+                figures["formats"][fmt] = bench_format(stack, tmp, fmt, args.partitions, args.files, args.rows, script,
+                                                       args.only)
         finally:
             stack.stop()
     figures["total_seconds"] = round(time.monotonic() - started, 1)

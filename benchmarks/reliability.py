@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 from collections import Counter
@@ -51,6 +52,9 @@ def kill_matrix(stack: Stack, work: Path, formats=("ORC", "PARQUET"), points=KIL
     run = stack.run_dag(cfg)
     figures["runs"] += 1
     figures["recovery_run"] = run.state
+    if run.state != "success":  # say why, so a failure in CI can be diagnosed from its output
+        figures["problems"] += [line.strip()[:400] for line in run.log.splitlines()
+                                if re.search(r"FAILED |ERROR hive_compaction|Error: |Exception: ", line)][-20:]
     for table in tables.values():
         after = stack.rows(db, table)
         for name in sorted(set(before[table]) | set(after)):

@@ -136,7 +136,7 @@ def test_partial_merge_is_a_failure_and_leaves_nothing(spark, data, tmp_path, mo
     cases = (("orc", data["orc"]["plain"][:2] + data["orc"]["codec"][:1], "refused"),
              ("parquet", data["parquet"]["plain"][:2] + data["parquet"]["wide"][:1], "failed"))
     same = cm.FileFooter(1, (1,), "s", "c", "v", (1,))
-    monkeypatch.setattr(cm, "footer_info", lambda *a: same)  # defeat the up-front check only
+    monkeypatch.setattr(cm, "read_footers", lambda spark, fmt, paths: [same] * len(paths))  # defeat the up-front check only
     for fmt, files, message in cases:
         out = tmp_path / f"partial.{fmt}"
         with pytest.raises(CopyMergeError, match=message):

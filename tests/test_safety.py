@@ -23,7 +23,7 @@ def test_a_kill_at_every_commit_step_is_repaired_by_the_next_run(stack, tmp_path
     figures = kill_matrix(stack, tmp_path, formats=("ORC", "PARQUET"), points=KILL_POINTS,
                           partitions=2, files=4, rows=250, db="faults")
     assert figures["kill_points_tried"] == 2 * len(KILL_POINTS)
-    assert figures["recovery_run"] == "success"
+    assert figures["recovery_run"] == "success", figures["problems"]
     assert figures["partitions_checked"] == 2 * 2 * len(KILL_POINTS)
     assert figures["rows_checked"] == 2 * 2 * len(KILL_POINTS) * 250
     assert figures["rows_lost"] == 0 and figures["rows_duplicated"] == 0

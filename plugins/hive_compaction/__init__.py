@@ -8,7 +8,10 @@ One module per concern:
 - ``planning``   which partitions are candidates, packed into a bounded number of Spark jobs
 - ``paths``      location checks that keep every change inside the partition it names
 - ``hadoop_fs``  the Hadoop FileSystem API, reached from PySpark (HDFS, S3A, ABFS, file://)
+- ``jvm_helper`` batched file and footer work in the driver's JVM (``jvm/*.java``, compiled by Janino)
+- ``copy_merge`` ORC stripe / Parquet row-group copy merges and their verification
 - ``commit``     the journaled commit protocol that never loses nor duplicates a row
 - ``merge``      the Spark side: rewrite, verify, commit one batch of partitions
+- ``rollback``   putting a run's partitions back from the trash
 - ``report``     the run report
 """

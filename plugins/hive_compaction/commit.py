@@ -125,25 +125,25 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict) -> dict:
     run, pid, location = record["run"], record["pid"], record["location"].rstrip("/")
     trash = area.trash(run, pid)
     # Roll forward only if every output still exists, staged or already published.
-    missing = [o["name"] for o in record["outputs"]
-               if not fs.exists(o["staged"]) and not fs.exists(f"{location}/{o['name']}")]
+    outputs = record["outputs"]
+    found = fs.statuses([o["staged"] for o in outputs] + [f"{location}/{o['name']}" for o in outputs])
+    missing = [o["name"] for o, staged, published in zip(outputs, found, found[len(outputs):])
+               if staged is None and published is None]
     if missing:
         _roll_back(fs, record, trash, location)
         fs.delete(area.journal(pid))
         raise RuntimeError(f"staged outputs {missing} of {record['partition']} are gone: "
                            "the commit was rolled back, the original files are in place")
-    for i, f in enumerate(record["inputs"]):
-        src = f"{location}/{f['name']}"
-        if fs.exists(src):
-            fs.rename(src, f"{trash}/{f['name']}")
-            if i == 0:
-                fault_point("input_moved", _label(record), location)
+    # Files already moved by an interrupted attempt are skipped: every step can be replayed.
+    moves = [(f"{location}/{f['name']}", f"{trash}/{f['name']}") for f in record["inputs"]]
+    if fs.move_all(moves[:1]):
+        fault_point("input_moved", _label(record), location)
+    fs.move_all(moves[1:])
     fault_point("inputs_moved", _label(record), location)
-    for i, o in enumerate(record["outputs"]):
-        if fs.exists(o["staged"]):
-            fs.rename(o["staged"], f"{location}/{o['name']}")
-            if i == 0:
-                fault_point("output_moved", _label(record), location)
+    moves = [(o["staged"], f"{location}/{o['name']}") for o in outputs]
+    if fs.move_all(moves[:1]):
+        fault_point("output_moved", _label(record), location)
+    fs.move_all(moves[1:])
     fault_point("outputs_moved", _label(record), location)
     manifest = {**record, "committed_at": time.time(), "trash": trash}
     fs.write_text_atomic(area.manifest(run, pid), json.dumps(manifest, indent=1))

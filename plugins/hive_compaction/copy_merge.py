@@ -6,17 +6,16 @@ no encode, no shuffle) but only valid when every input agrees on what the footer
 (schema, compression, format/writer version, ...), and it keeps the inputs' block sizes, so files
 made of tiny blocks gain little and should be rewritten instead.
 
-Everything runs in the driver's JVM through py4j, with the classes shipped in the pyspark wheel:
-``org.apache.orc.OrcFile.mergeFiles`` and parquet-hadoop's ``ParquetRewriter``. All file I/O goes
-through the Hadoop FileSystem API, so paths are Hadoop URIs (``hdfs://``, ``s3a://``, ``file:``)
-and no byte of data passes through Python.
+Everything runs in the driver's JVM, in the JVM helper (``jvm_helper``: one py4j call per batch
+of files), with the classes shipped in every Spark distribution: ``org.apache.orc.OrcFile.mergeFiles``
+and parquet-hadoop's ``ParquetRewriter``. All file I/O goes through the Hadoop FileSystem API, so
+paths are Hadoop URIs (``hdfs://``, ``s3a://``, ``file:``) and no byte of data passes through Python.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
-from py4j.java_gateway import JavaClass
+from . import jvm_helper
 
 FORMATS = ("orc", "parquet")
 
@@ -52,7 +51,7 @@ class _Unit:
     length: int
 
 
-def _why(e: Exception) -> str:
+def error_text(e: Exception) -> str:
     """The Java exception's own message for py4j errors (their str() is a long stack trace)."""
     java = getattr(e, "java_exception", None)
     return str(java.toString()) if java is not None else str(e).splitlines()[0]
@@ -65,91 +64,38 @@ def _check_fmt(fmt: str) -> str:
     return fmt
 
 
-def _cls(spark, name: str):
-    """A JVM class by full name. Built locally: ``spark._jvm.a.b.C`` costs a py4j round trip per dot."""
-    return JavaClass(name, spark._jvm._gateway_client)
+def _footer(fmt: str, doc: dict) -> tuple[FileFooter, list[_Unit]]:
+    footer = FileFooter(rows=int(doc["rows"]), block_rows=tuple(doc["block_rows"]), schema=doc["schema"],
+                        compression=doc["compression"], version=doc["version"],
+                        block_bytes=tuple(doc["block_bytes"]), extra=tuple(tuple(kv) for kv in doc["extra"]))
+    return footer, [_Unit(tuple(what), offset, length) for what, offset, length in doc["units"]]
 
 
-def _items(jlist) -> list:
-    """A java.util.List's items, by index: py4j's iterator protocol ends on a Java exception that
-    pyspark's error converter inspects with a dozen more round trips."""
-    return [jlist.get(i) for i in range(jlist.size())]
-
-
-def _path(spark, uri: str):
-    return _cls(spark, "org.apache.hadoop.fs.Path")(uri)
-
-
-def _java_list(spark, items):
-    out = _cls(spark, "java.util.ArrayList")()
-    for item in items:
-        out.add(item)
+def read_many(spark, fmt: str, paths: list[str]) -> list[tuple[FileFooter, list[_Unit]] | CopyMergeError]:
+    """Footer and copy units of each file, in one JVM call: (footer, units), or the CopyMergeError
+    saying why the file is not a readable ``fmt`` file. ORC: the reader's stripes, schema, codec,
+    versions, row index stride and user metadata. Parquet: ParquetMetadata's row groups and
+    column chunks (path, codec, value count, position, size), created_by and key-value metadata."""
+    fmt = _check_fmt(fmt)
+    if not paths:
+        return []
+    out = []
+    for path, doc in zip(paths, jvm_helper.call(spark, "footers", fmt, list(paths))):
+        out.append(CopyMergeError(f"cannot read the {fmt} footer of {path}: {doc['error']}") if "error" in doc
+                   else _footer(fmt, doc))
     return out
 
 
-def _orc_footer(spark, uri: str) -> tuple[FileFooter, list[_Unit]]:
-    conf = spark._jsc.hadoopConfiguration()
-    orc = _cls(spark, "org.apache.orc.OrcFile")
-    p = _path(spark, uri)
-    reader = orc.createReader(p, orc.readerOptions(conf).filesystem(p.getFileSystem(conf)))
-    try:
-        stripes = [(int(s.getNumberOfRows()), int(s.getOffset()), int(s.getLength()))
-                   for s in _items(reader.getStripes())]
-        latin1 = _cls(spark, "java.nio.charset.StandardCharsets").ISO_8859_1  # lossless bytes -> str
-        meta = sorted((f"meta:{k}", latin1.decode(reader.getMetadataValue(k).duplicate()).toString())
-                      for k in _items(reader.getMetadataKeys()))
-        footer = FileFooter(
-            rows=int(reader.getNumberOfRows()),
-            block_rows=tuple(rows for rows, _, _ in stripes),
-            schema=reader.getSchema().toString(),
-            compression=reader.getCompressionKind().name(),
-            version=f"{reader.getFileVersion().getName()} {reader.getWriterVersion().name()}",
-            block_bytes=tuple(length for _, _, length in stripes),
-            extra=(("row_index_stride", str(reader.getRowIndexStride())), *meta),
-        )
-        return footer, [_Unit(("stripe", rows), offset, length) for rows, offset, length in stripes]
-    finally:
-        reader.close()
-
-
-def _parquet_footer(spark, uri: str) -> tuple[FileFooter, list[_Unit]]:
-    conf = spark._jsc.hadoopConfiguration()
-    hadoop = "org.apache.parquet.hadoop."
-    input_file = _cls(spark, hadoop + "util.HadoopInputFile").fromPath(_path(spark, uri), conf)
-    reader = _cls(spark, hadoop + "ParquetFileReader").open(input_file)
-    try:
-        meta = reader.getFooter()
-        schema = meta.getFileMetaData().getSchema().toString()
-        # One call for the whole footer (parquet-cli's "meta" uses the same), rather than a few
-        # py4j round trips per column chunk.
-        doc = json.loads(_cls(spark, hadoop + "metadata.ParquetMetadata").toJSON(meta))
-    finally:
-        reader.close()
-    blocks, fmd = doc["blocks"], doc["fileMetaData"]
-    chunks = [c for b in blocks for c in b["columns"]]
-    units = [_Unit((".".join(c["path"]), c["codec"], int(c["valueCount"])), int(c["startingPos"]),
-                   int(c["totalSize"])) for c in chunks]
-    # ParquetRewriter records its inputs' writers under this key: it must not split groups.
-    kv = sorted((k, v) for k, v in (fmd.get("keyValueMetaData") or {}).items()
-                if k != "original.created.by")
-    footer = FileFooter(
-        rows=sum(int(b["rowCount"]) for b in blocks),
-        block_rows=tuple(int(b["rowCount"]) for b in blocks),
-        schema=schema,
-        compression="+".join(sorted({c["codec"] for c in chunks})),
-        version=str(fmd.get("createdBy")),
-        block_bytes=tuple(int(b["compressedSize"]) for b in blocks),
-        extra=tuple(kv),
-    )
-    return footer, units
-
-
 def _read(spark, fmt: str, path: str) -> tuple[FileFooter, list[_Unit]]:
-    fmt = _check_fmt(fmt)
-    try:
-        return (_orc_footer if fmt == "orc" else _parquet_footer)(spark, path)
-    except Exception as e:
-        raise CopyMergeError(f"cannot read the {fmt} footer of {path}: {_why(e)}") from e
+    got = read_many(spark, fmt, [path])[0]
+    if isinstance(got, CopyMergeError):
+        raise got
+    return got
+
+
+def read_footers(spark, fmt: str, paths: list[str]) -> list[FileFooter | CopyMergeError]:
+    """What each file's footer says (or why it cannot be read), read without touching data."""
+    return [r if isinstance(r, CopyMergeError) else r[0] for r in read_many(spark, fmt, paths)]
 
 
 def footer_info(spark, fmt: str, path: str) -> FileFooter:
@@ -174,8 +120,9 @@ def copy_groups(spark, fmt: str, files: list[str], min_block_rows: int = 0,
     """
     groups: dict[tuple, list[str]] = {}
     rejected: list[str] = []
-    for f in files:
-        ft = footer_info(spark, fmt, f)
+    for f, ft in zip(files, read_footers(spark, fmt, files)):
+        if isinstance(ft, CopyMergeError):
+            raise ft
         if tiny_blocks(ft, min_avg_block_bytes, min_block_rows):
             rejected.append(f)
         else:
@@ -187,24 +134,9 @@ def _merge_orc(spark, inputs: list[str], output: str) -> None:
     """OrcFile.mergeFiles copies stripes; it silently skips inputs that differ from the first one
     (schema, compression, file/writer version, row index stride, user metadata), so any skipped
     input is a failure here."""
-    conf = spark._jsc.hadoopConfiguration()
-    orc = _cls(spark, "org.apache.orc.OrcFile")
-    out = _path(spark, output)
-    first = orc.createReader(_path(spark, inputs[0]), orc.readerOptions(conf))
-    try:
-        # mergeFiles overrides these from the first input itself; set them to say what we expect.
-        opts = (orc.writerOptions(conf).fileSystem(out.getFileSystem(conf)).overwrite(False)
-                .setSchema(first.getSchema()).compress(first.getCompressionKind())
-                .version(first.getFileVersion()))
-    finally:
-        first.close()
-    merged = orc.mergeFiles(out, opts, _java_list(spark, [_path(spark, p) for p in inputs]))
-    merged = [str(p.toString()) for p in _items(merged)]
-    expected = [str(_path(spark, p).toString()) for p in inputs]
-    if merged != expected:
-        skipped = [p for p in expected if p not in merged]
-        raise CopyMergeError(f"ORC merge into {output} refused {skipped} "
-                             f"(incompatible with {expected[0]})")
+    skipped = jvm_helper.call(spark, "mergeOrc", list(inputs), output)
+    if skipped:
+        raise CopyMergeError(f"ORC merge into {output} refused {skipped} (incompatible with {inputs[0]})")
 
 
 def _merge_parquet(spark, inputs: list[str], output: str) -> None:
@@ -213,20 +145,7 @@ def _merge_parquet(spark, inputs: list[str], output: str) -> None:
     filters; no page is decoded. It opens every input up front (and refuses differing schemas).
     The output is stamped with this parquet-mr's created_by (the inputs' go to
     "original.created.by"), one reason why inputs must share one created_by."""
-    conf = spark._jsc.hadoopConfiguration()
-    rewrite = "org.apache.parquet.hadoop.rewrite."
-    paths = _java_list(spark, [_path(spark, p) for p in inputs])
-    opts = _cls(spark, rewrite + "RewriteOptions$Builder")(conf, paths, _path(spark, output)).build()
-    rewriter = _cls(spark, rewrite + "ParquetRewriter")(opts)  # creates the output
-    try:
-        rewriter.processBlocks()
-    except Exception:
-        try:
-            rewriter.close()  # releases the output stream; copy_merge then deletes the file
-        except Exception:
-            pass
-        raise
-    rewriter.close()  # writes the footer
+    jvm_helper.call(spark, "mergeParquet", list(inputs), output)
 
 
 def copy_merge(spark, fmt: str, inputs: list[str], output: str) -> FileFooter:
@@ -239,14 +158,13 @@ def copy_merge(spark, fmt: str, inputs: list[str], output: str) -> FileFooter:
     fmt = _check_fmt(fmt)
     if not inputs:
         raise CopyMergeError("copy_merge needs at least one input")
-    conf = spark._jsc.hadoopConfiguration()
-    out = _path(spark, output)
-    fs = out.getFileSystem(conf)
-    if fs.exists(out):
+    if jvm_helper.call(spark, "statuses", [output])[0] is not None:
         raise CopyMergeError(f"copy_merge output {output} already exists")
     keys = {}
-    for p in inputs:
-        keys.setdefault(footer_info(spark, fmt, p).copy_key, []).append(p)
+    for p, ft in zip(inputs, read_footers(spark, fmt, inputs)):
+        if isinstance(ft, CopyMergeError):
+            raise ft
+        keys.setdefault(ft.copy_key, []).append(p)
     if len(keys) > 1:
         raise CopyMergeError(f"{fmt} inputs cannot be copy-merged together: they differ in schema, "
                              f"compression, version or metadata: {list(keys.values())}")
@@ -255,44 +173,27 @@ def copy_merge(spark, fmt: str, inputs: list[str], output: str) -> FileFooter:
         return footer_info(spark, fmt, output)
     except Exception as e:
         # Only reached after the existence check above: the file, if any, is ours.
-        if fs.exists(out):
-            fs.delete(out, False)
+        _delete(spark, output)
         if isinstance(e, CopyMergeError):
             raise
         raise CopyMergeError(f"{fmt} copy-merge of {inputs} into {output} failed: "
-                             f"{_why(e)}") from e
+                             f"{error_text(e)}") from e
 
 
-def _digests(spark, path: str, units: list[_Unit]) -> list[bytes]:
-    """SHA-256 of each unit's bytes, read through the Hadoop FS.
+def _delete(spark, path: str) -> None:
+    p = spark._jvm.org.apache.hadoop.fs.Path(path)
+    p.getFileSystem(spark._jsc.hadoopConfiguration()).delete(p, False)
 
-    The loop runs in the JVM (commons-io IOUtils.copyLarge into a DigestOutputStream, an 8 KiB
-    buffer): py4j passes byte[] arguments by copy, so a Python loop over a JVM buffer would
-    hash nothing, and no data bytes should cross into Python anyway. Only digests come back.
-    """
-    conf = spark._jsc.hadoopConfiguration()
-    p = _path(spark, path)
-    md = _cls(spark, "java.security.MessageDigest").getInstance("SHA-256")  # digest() resets it
-    sink = _cls(spark, "java.security.DigestOutputStream")(
-        _cls(spark, "java.io.OutputStream").nullOutputStream(), md)
-    copy_large = _cls(spark, "org.apache.commons.io.IOUtils").copyLarge
+
+def _digests(spark, files: list[tuple[str, list[_Unit]]]) -> list[list[str]]:
+    """SHA-256 of each unit's bytes of each file, read through the Hadoop FS in the JVM helper
+    (one call for all files): no data bytes cross into Python, only digests come back."""
+    spec = [{"path": path, "ranges": [[u.offset, u.length] for u in units]} for path, units in files]
     out = []
-    try:
-        stream = p.getFileSystem(conf).open(p)
-        try:
-            for u in units:
-                stream.seek(u.offset)
-                # copyLarge(in, out, skip, length); Hadoop's copyBytes has an int/long overload pair
-                # that py4j cannot tell apart.
-                if copy_large(stream, sink, 0, u.length) != u.length:
-                    raise CopyMergeError(f"{path} ends inside the block at offset {u.offset}")
-                out.append(bytes(md.digest()))
-        finally:
-            stream.close()
-    except CopyMergeError:
-        raise
-    except Exception as e:  # e.g. a ChecksumException: the file is unreadable, so not a good copy
-        raise CopyMergeError(f"cannot read the blocks of {path}: {_why(e)}") from e
+    for (path, _), got in zip(files, jvm_helper.call(spark, "digests", spec)):
+        if isinstance(got, dict):  # e.g. a ChecksumException or EOF: unreadable, so not a good copy
+            raise CopyMergeError(f"cannot read the blocks of {path}: {got['error']}")
+        out.append(got)
     return out
 
 
@@ -307,8 +208,11 @@ def verify_copy(spark, fmt: str, inputs: list[str], output: str) -> None:
     Raises CopyMergeError naming the files on the first difference.
     """
     fmt = _check_fmt(fmt)
-    read = [_read(spark, fmt, p) for p in inputs]
-    out, out_units = _read(spark, fmt, output)
+    got = read_many(spark, fmt, [*inputs, output])
+    for r in got:
+        if isinstance(r, CopyMergeError):
+            raise r
+    read, (out, out_units) = got[:-1], got[-1]
 
     def fail(what: str):
         raise CopyMergeError(f"{fmt} copy {output} does not match its inputs: {what}")
@@ -329,9 +233,11 @@ def verify_copy(spark, fmt: str, inputs: list[str], output: str) -> None:
     in_units = [u for _, units in read for u in units]
     if [(u.what, u.length) for u in in_units] != [(u.what, u.length) for u in out_units]:
         fail("the copied stripes / column chunks differ in layout from the inputs'")
-    out_digests = iter(_digests(spark, output, out_units))
-    for p, (_, units) in zip(inputs, read):
-        for i, (want, got) in enumerate(zip(_digests(spark, p, units), out_digests)):
+    *in_digests, out_digests = _digests(spark, [*((p, units) for p, (_, units) in zip(inputs, read)),
+                                                 (output, out_units)])
+    out_digests = iter(out_digests)
+    for p, (_, units), digests in zip(inputs, read, in_digests):
+        for i, (want, got) in enumerate(zip(digests, out_digests)):
             if want != got:
                 fail(f"bytes of {'stripe' if fmt == 'orc' else 'column chunk'} {i} of {p} "
                      f"{units[i].what} differ in the output")

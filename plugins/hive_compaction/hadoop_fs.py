@@ -6,7 +6,11 @@ the local file system: whatever scheme the partition location has.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
+from py4j.java_gateway import JavaClass
+
+from . import jvm_helper
 from .sizing import DataFile
 
 
@@ -28,61 +32,62 @@ class Entry:
 
 
 class HadoopFS:
+    """File operations on Hadoop URIs. Listing, status and moves of many files go through the
+    JVM helper (``jvm_helper``): one py4j round trip per batch instead of several per file."""
+
     def __init__(self, spark):
+        self._spark = spark
         self._jvm = spark._jvm
         self._conf = spark._jsc.hadoopConfiguration()
+        self._path_class = JavaClass("org.apache.hadoop.fs.Path", spark._jvm._gateway_client)
         self._cache: dict[str, object] = {}
 
+    def _call(self, method: str, *args):
+        return jvm_helper.call(self._spark, method, *args)
+
     def path(self, uri: str):
-        return self._jvm.org.apache.hadoop.fs.Path(uri)
+        return self._path_class(uri)
 
     def fs(self, uri: str):
-        p = self.path(uri)
-        key = str(p.toUri().getScheme()) + "://" + str(p.toUri().getAuthority())
+        parts = urlsplit(uri)
+        key = f"{parts.scheme}://{parts.netloc}"
         if key not in self._cache:
-            self._cache[key] = p.getFileSystem(self._conf)
+            self._cache[key] = self.path(uri).getFileSystem(self._conf)
         return self._cache[key]
+
+    @staticmethod
+    def _entry(doc: dict) -> Entry:
+        return Entry(doc["path"], doc["name"], int(doc["size"]), int(doc["mtime"]), bool(doc["dir"]))
 
     def list(self, uri: str) -> list[Entry]:
         """Direct children of a folder (empty when it does not exist), sorted by name."""
-        fs = self.fs(uri)
-        p = self.path(uri)
-        if not fs.exists(p):
-            return []
-        out = []
-        for st in fs.listStatus(p):
-            sp = st.getPath()
-            out.append(Entry(sp.toString(), sp.getName(), int(st.getLen()),
-                             int(st.getModificationTime()), bool(st.isDirectory())))
-        return sorted(out, key=lambda e: e.name)
+        return [self._entry(d) for d in self._call("list", uri)]
+
+    def statuses(self, uris: list[str]) -> list[Entry | None]:
+        """The status of each path (None where it does not exist), in one call."""
+        return [self._entry(d) if d else None for d in self._call("statuses", list(uris))] if uris else []
 
     def status(self, uri: str) -> Entry | None:
-        fs = self.fs(uri)
-        p = self.path(uri)
-        if not fs.exists(p):
-            return None
-        st = fs.getFileStatus(p)
-        return Entry(st.getPath().toString(), st.getPath().getName(), int(st.getLen()),
-                     int(st.getModificationTime()), bool(st.isDirectory()))
+        return self.statuses([uri])[0]
 
     def exists(self, uri: str) -> bool:
-        return bool(self.fs(uri).exists(self.path(uri)))
+        return self.status(uri) is not None
+
+    def move_all(self, pairs: list[tuple[str, str]]) -> int:
+        """Move files (src, dst) in order, creating folders; a missing src is skipped (replays are
+        idempotent), an existing dst raises (a move never overwrites). Returns how many moved."""
+        return int(self._call("moveAll", [list(p) for p in pairs])) if pairs else 0
+
+    def rename(self, src: str, dst: str) -> None:
+        """Move one file; the target must not exist (a rename never overwrites here)."""
+        if self.exists(dst):
+            raise FileExistsError(f"will not overwrite {dst} (moving {src})")
+        if not self.move_all([(src, dst)]):
+            raise FileNotFoundError(f"rename {src} -> {dst}: {src} does not exist")
 
     def mkdirs(self, uri: str) -> None:
         if not self.fs(uri).mkdirs(self.path(uri)):
             raise OSError(f"could not create folder {uri}")
-
-    def rename(self, src: str, dst: str) -> None:
-        """Move one file; the target must not exist (a rename never overwrites here)."""
-        fs = self.fs(src)
-        d = self.path(dst)
-        if fs.exists(d):
-            raise FileExistsError(f"will not overwrite {dst} (moving {src})")
-        parent = d.getParent()
-        if not fs.exists(parent):
-            fs.mkdirs(parent)
-        if not fs.rename(self.path(src), d):
-            raise OSError(f"rename {src} -> {dst} failed")
 
     def delete(self, uri: str, recursive: bool = False) -> bool:
         return bool(self.fs(uri).delete(self.path(uri), recursive))
@@ -91,7 +96,7 @@ class HadoopFS:
         fs = self.fs(uri)
         stream = fs.open(self.path(uri))
         try:
-            return self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+            return JavaClass("org.apache.commons.io.IOUtils", self._jvm._gateway_client).toString(stream, "UTF-8")
         finally:
             stream.close()
 

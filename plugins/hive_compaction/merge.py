@@ -2,24 +2,31 @@
 
 Three phases, so the cluster stays busy and the commit window stays short:
 
-1. *prepare* each partition: finish an interrupted commit, list its files, read their footers
-   (a corrupt or foreign file skips the partition), and group the small files: ``copy`` groups
-   (same schema, codec and version, blocks above the floor) and ``rewrite`` groups.
-2. *stage* every group outside the partitions: all rewrite groups of the batch side by side
-   (a Spark job per group, one task streaming its files into one output, submitted from driver
-   threads so every executor core is busy), copy groups by concatenating ORC stripes / Parquet
-   row groups. Each staged output is verified against its inputs before any
-   input moves: a rewrite by row count and an order-independent content checksum (the sum of a
-   64-bit hash of every row, taken in the same pass as the write and again from the output); a
+1. *prepare* each partition (driver threads, side by side): finish an interrupted commit, list
+   its files, read their footers (a corrupt or foreign file skips the partition), and group the
+   small files: ``copy`` groups (same schema, codec and version, blocks above the floor) and
+   ``rewrite`` groups.
+2. *stage* every group outside the partitions: all rewrite groups of a table in one Spark job
+   (each group one task streaming its files into one output; no shuffle, no job per group),
+   copy groups by concatenating ORC stripes / Parquet row groups in the driver's JVM. Each
+   staged output is verified against its inputs before any input moves: a rewrite by row count
+   and an order-independent content checksum (the sum of a 64-bit hash of every row, taken in
+   the same pass as the write and again from the output, for all groups in one more job); a
    copy by its footer (rows per block) and a hash of every copied byte range.
-3. *commit* each partition with the journaled protocol of ``commit``.
+3. *commit* each partition with the journaled protocol of ``commit`` (driver threads).
 
-A failing partition never stops the others; its files stay as they were.
+File listings, footers, byte-range hashes and renames go through ``jvm_helper``: one py4j
+round trip per partition or group, not several per file. A failing partition never stops the
+others; its files stay as they were.
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import os
+import re
+import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -30,7 +37,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .commit import WorkArea, commit, fault_point, recover
-from .copy_merge import CopyMergeError, FileFooter, copy_merge, footer_info, tiny_blocks, verify_copy
+from .copy_merge import CopyMergeError, FileFooter, error_text, copy_merge, read_footers, tiny_blocks, verify_copy
 from .hadoop_fs import HadoopFS, is_hidden
 from .paths import partition_id
 from .planning import PartitionTask
@@ -70,6 +77,8 @@ class Group:
     files: list[DataFile]
     staged: list[dict] = field(default_factory=list)  # {"staged", "name", "size"}
     rows: int = 0
+    want: tuple[int, int] = (0, 0)  # rows and content checksum of the inputs, seen while writing
+    footers: list[FileFooter] = field(default_factory=list)  # of the staged outputs, where read
 
 
 @dataclass
@@ -97,13 +106,27 @@ def _contains_map(dt: T.DataType) -> bool:
     return False
 
 
+def _hashable(c, dt: T.DataType):
+    """xxhash64 refuses maps: a map column is hashed as its entries (an array of key-value
+    structs, in the file's order, which a rewrite keeps), a map nested deeper as its JSON text
+    (slower: about twice the cost of the whole hash)."""
+    if isinstance(dt, T.MapType) and not (_contains_map(dt.keyType) or _contains_map(dt.valueType)):
+        return F.map_entries(c)
+    return F.to_json(c) if _contains_map(dt) else c
+
+
 def row_hash(df: DataFrame):
     """A 64-bit hash over every column of a row; null flags keep (null, 1) apart from (1, null)."""
     cols = []
     for f in df.schema.fields:
         c = F.col(f"`{f.name}`")
-        cols += [F.to_json(c) if _contains_map(f.dataType) else c, c.isNull()]
+        cols += [_hashable(c, f.dataType), c.isNull()]
     return F.xxhash64(*cols)
+
+
+# The file a write task makes: part-<task's partition index>-<job uuid>...
+_TASK_FILE = re.compile(r"part-(\d{5})-")
+GROUP_COLUMN = "__hive_compaction_group"  # tags rows by group while verifying many groups in one job
 
 
 def _decimal(c):
@@ -117,12 +140,31 @@ class BatchRunner:
         self.run = run
         self.batch_id = batch_id
         self.dry_run = dry_run
+        # Driver threads for per-partition work (listing, footers, copies, commits).
+        self.threads = max(2, min(8, os.cpu_count() or 2))
+        # Every read below names its files, already listed by us: without this, Spark starts a
+        # listing job for each read of more than 32 paths (~0.3 s each, per rewrite group).
+        spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", "1000000")
+        # A union of single-partition branches keeps one partition per branch (Spark 4 would
+        # otherwise zip them into one task): see _rewrite_job.
+        spark.conf.set("spark.sql.unionOutputPartitioning", "false")
 
     # --- the batch --------------------------------------------------------------------------
     def run_batch(self, tasks: list[PartitionTask]) -> list[PartitionResult]:
+        """Prepare every partition, stage all rewrites together, then copy and commit each.
+
+        Partitions are prepared, copied and committed by ``threads`` driver threads side by side:
+        that work is mostly waiting on the file system and the JVM, and partitions share nothing
+        (each commit holds its own journal)."""
         results: dict[int, PartitionResult] = {}
-        works: list[tuple[int, Work]] = []
-        for i, task in enumerate(tasks):
+        lock = threading.Lock()
+
+        def done(i: int, result: PartitionResult) -> None:
+            with lock:
+                results[i] = result
+                self._progress(len(results), len(tasks), result)
+
+        def prepare(i: int, task: PartitionTask) -> Work | None:
             started = time.monotonic()
             try:
                 prepared = self.prepare(task, started)
@@ -130,16 +172,24 @@ class BatchRunner:
                 log.exception("%s: failed while preparing", task.label)
                 prepared = self._failed(task, e)
             if isinstance(prepared, Work):
-                works.append((i, prepared))
-            else:
-                prepared.seconds = round(time.monotonic() - started, 3)
-                results[i] = prepared
-                self._progress(len(results), len(tasks), prepared)
-        self.stage_rewrites([w for _, w in works])
-        for i, work in works:
-            self.stage_copies(work)
-            results[i] = self.finish(work)
-            self._progress(len(results), len(tasks), results[i])
+                return prepared
+            prepared.seconds = round(time.monotonic() - started, 3)
+            done(i, prepared)
+            return None
+
+        def copy_and_commit(i: int, work: Work) -> None:
+            try:
+                self.stage_copies(work)
+            except Exception as e:
+                log.exception("%s: copy failed", work.task.label)
+                work.error = work.error or f"{type(e).__name__}: {e}".splitlines()[0][:500]
+            done(i, self.finish(work))
+
+        with ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="partition") as pool:
+            prepared = list(pool.map(prepare, range(len(tasks)), tasks))
+            works = [(i, w) for i, w in enumerate(prepared) if w is not None]
+            self.stage_rewrites([w for _, w in works])
+            list(pool.map(copy_and_commit, *zip(*works)) if works else [])
         ordered = [results[i] for i in range(len(tasks))]
         self._write_results(tasks, ordered)
         return ordered
@@ -196,12 +246,11 @@ class BatchRunner:
             result.rows = task.num_rows if task.num_rows is not None and not recovered else self._rows(task, files)
             return result
         footers, bad = {}, []
-        for f in files:
-            try:
-                footers[f.path] = footer_info(self.spark, task.storage_format, f.path)
-            except CopyMergeError as e:
-                if f in small:  # a big file we will not touch may be anything
-                    bad.append(f"{f.name} ({str(e).split(': ', 1)[-1][:160]})")
+        for f, ft in zip(files, read_footers(self.spark, task.storage_format, [f.path for f in files])):
+            if not isinstance(ft, CopyMergeError):
+                footers[f.path] = ft
+            elif f in small:  # a big file we will not touch may be anything
+                bad.append(f"{f.name} ({str(ft).split(': ', 1)[-1][:160]})")
         if bad:
             return skip("unreadable or foreign file(s): " + "; ".join(bad[:3]))
         if task.merge_mode == "copy" and task.sort_columns:
@@ -261,52 +310,175 @@ class BatchRunner:
 
     # --- phase 2: stage ---------------------------------------------------------------------
     def stage_rewrites(self, works: list[Work]) -> None:
-        """Every rewrite group of the batch at once: one Spark job per group (one task streaming the
-        group's files into one output), submitted side by side from driver threads, so all
-        executor cores stay busy without a shuffle. A failing group fails only its partition."""
+        """Every rewrite group of the batch in a few Spark jobs: one job per table (up to
+        ``REWRITE_GROUPS_PER_JOB`` groups), in which each group is one task streaming its files
+        into one output file, so every executor core is busy, with no shuffle and no job per
+        group. The table's jobs run side by side from driver threads. A failing group fails only
+        its partition."""
         items = [(w, g) for w in works for g in w.groups if g.mode == "rewrite"]
         if not items:
             return
-        threads = max(2, self.spark.sparkContext.defaultParallelism)
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="rewrite") as pool:
-            futures = [(w, pool.submit(self._rewrite, w, n, g)) for n, (w, g) in enumerate(items)]
-            for w, future in futures:
-                try:
-                    future.result()
-                except Exception as e:
-                    log.exception("%s: rewrite failed", w.task.label)
-                    w.error = w.error or f"{type(e).__name__}: {e}".splitlines()[0][:500]
+        schemas = self._read_schemas(items)
+        jobs: dict[tuple, list[tuple[Work, Group]]] = {}
+        for w, g in items:
+            schema = schemas[id(w)]
+            if isinstance(schema, Exception):
+                w.error = w.error or f"cannot read the files to rewrite: {schema}"[:500]
+                continue
+            # One job writes one format with one codec and one schema (a union needs one schema).
+            jobs.setdefault((w.task.work_dir, w.task.storage_format, w.codec, id(schema)), []).append((w, g))
+        chunks = []
+        for job_items in jobs.values():
+            # Biggest groups first: Spark starts tasks in order, so the long ones do not come last.
+            job_items.sort(key=lambda item: -sum(f.size for f in item[1].files))
+            for k in range(0, len(job_items), self.REWRITE_GROUPS_PER_JOB):
+                chunks.append(job_items[k:k + self.REWRITE_GROUPS_PER_JOB])
+        with ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="rewrite") as pool:
+            list(pool.map(lambda chunk: self._rewrite_or_isolate(chunk, schemas[id(chunk[0][0])]), chunks))
 
-    def _rewrite(self, work: Work, n: int, group: Group) -> None:
-        """Rewrite one group to one staged file; verified (rows, content checksum) before use."""
-        task = work.task
-        fmt = task.storage_format
-        # mergeSchema: files written before a column was added are read into the newest schema.
-        df = self.spark.read.format(fmt).option("mergeSchema", "true").load([f.path for f in group.files])
-        observed = Observation(f"in-{uuid.uuid4().hex[:8]}")
-        out = df.observe(observed, F.count(F.lit(1)).alias("rows"),
-                         F.coalesce(F.sum(_decimal(row_hash(df))), _decimal(F.lit(0))).alias("checksum"))
-        out = out.coalesce(1)
-        sort = [c for c in task.sort_columns if c in df.columns]
-        if sort:
-            out = out.sortWithinPartitions(*sort)  # spills to disk when a group exceeds memory
-        staging = f"{work.area.staging(self.run, work.pid)}/group-{n}"
-        self.fs.delete(staging, recursive=True)
-        out.write.format(fmt).option("compression", work.codec).save(staging)
-        want = (int(observed.get["rows"]), int(observed.get["checksum"]))
-        staged = [e for e in self.fs.list(staging) if not e.is_dir and not is_hidden(e.name)]
-        written = self.spark.read.format(fmt).load([e.path for e in staged]) if staged else None
-        got = (0, 0)
-        if written is not None:
-            r = written.agg(F.count(F.lit(1)).alias("rows"), F.sum(_decimal(row_hash(written))).alias("c")).collect()[0]
-            got = (int(r["rows"]), int(r["c"] or 0))
-        if got != want:
-            raise RuntimeError(f"verification failed: inputs had {want[0]} rows (checksum {want[1]}), the staged "
-                               f"output has {got[0]} (checksum {got[1]}); nothing was committed")
-        tag = uuid.uuid4().hex[:12]
-        group.staged = [{"staged": e.path, "name": f"part-compacted-{tag}-{k:05d}{_suffix(e.name)}", "size": e.size}
-                        for k, e in enumerate(staged)]
-        group.rows = want[0]
+    def _rewrite_or_isolate(self, chunk: list[tuple[Work, Group]], schema: T.StructType) -> None:
+        """Run one rewrite job; if it fails (say a file whose footer reads fine but whose data
+        does not), run each of its groups in a job of its own, so the failure stays with the
+        partition that caused it."""
+        try:
+            self._rewrite_job(chunk, schema)
+            return
+        except Exception as e:
+            if len(chunk) == 1:
+                w = chunk[0][0]
+                log.error("%s: rewrite failed: %s", w.task.label, error_text(e))
+                w.error = w.error or f"rewrite failed: {error_text(e)}".splitlines()[0][:500]
+                return
+            log.warning("a rewrite job of %d group(s) failed (%s); rewriting each group on its own to find "
+                        "the partition(s) at fault", len(chunk), error_text(e).splitlines()[0][:300])
+        for item in chunk:
+            if not item[0].error:
+                self._rewrite_or_isolate([item], schema)
+
+    # A union of this many file scans still plans quickly; each group is one task of the job.
+    REWRITE_GROUPS_PER_JOB = 100
+
+    def _read_schemas(self, items: list[tuple[Work, Group]]) -> dict[int, T.StructType | Exception]:
+        """The schema every rewrite of a partition reads and writes, per Work: the union of the
+        schemas of the table's files being rewritten in this batch (files written before a column
+        was added are read into the newest schema). One small Spark read per table, over one file
+        per distinct footer schema, instead of a schema inference per group. Should the union
+        fail for the table (incompatible types), each partition is tried on its own."""
+        fmt_of = {id(w): w.task.storage_format for w, _ in items}
+        per_work: dict[int, dict[str, str]] = {}  # id(work) -> footer schema -> one file with it
+        tables: dict[str, list[Work]] = {}
+        for w, g in items:
+            reps = per_work.setdefault(id(w), {})
+            for f in g.files:
+                reps.setdefault(w.footers[f.path].schema, f.path)
+            if w not in tables.setdefault(w.task.table_name, []):
+                tables[w.task.table_name].append(w)
+
+        def union(fmt: str, reps: dict[str, str]):
+            return self.spark.read.format(fmt).option("mergeSchema", "true").load(sorted(set(reps.values()))).schema
+
+        out: dict[int, T.StructType | Exception] = {}
+        for table, table_works in tables.items():
+            reps: dict[str, str] = {}
+            for w in table_works:
+                for k, v in per_work[id(w)].items():
+                    reps.setdefault(k, v)
+            try:
+                schema = union(fmt_of[id(table_works[0])], reps)
+                for w in table_works:
+                    out[id(w)] = schema
+            except Exception as e:
+                log.warning("%s: the files to rewrite have no common schema (%s); trying each partition "
+                            "on its own", table, error_text(e))
+                for w in table_works:
+                    try:
+                        out[id(w)] = union(fmt_of[id(w)], per_work[id(w)])
+                    except Exception as e2:
+                        out[id(w)] = RuntimeError(error_text(e2))
+        return out
+
+    def _rewrite_job(self, items: list[tuple[Work, Group]], schema: T.StructType) -> None:
+        """Rewrite groups (of one table) in one Spark job, then verify and stage each output.
+
+        Each group is one branch of a union: its files read with ``schema``, observed (rows and
+        content checksum, taken in the same pass as the write), ``coalesce(1)`` (one task, no
+        shuffle), sorted within the task if the table is SORTED BY. With
+        ``spark.sql.unionOutputPartitioning`` off, the union's partitions are the branches' in
+        order, so task i writes group i's single file ``part-0000i-...``. One more job reads all
+        outputs back; a group whose output differs in rows or checksum fails its partition."""
+        first = items[0][0]
+        fmt, codec = first.task.storage_format, first.codec
+        job_dir = f"{first.area.root}/staging/{self.run}/rewrite-{uuid.uuid4().hex[:12]}"
+        branches, observations = [], []
+        for i, (w, g) in enumerate(items):
+            df = self.spark.read.format(fmt).schema(schema).load([f.path for f in g.files])
+            observed = Observation(f"group-{i}-{uuid.uuid4().hex[:8]}")
+            branch = df.observe(observed, F.count(F.lit(1)).alias("rows"),
+                                F.coalesce(F.sum(_decimal(row_hash(df))), _decimal(F.lit(0))).alias("checksum"))
+            branch = branch.coalesce(1)
+            sort = [c for c in w.task.sort_columns if c in df.columns]
+            if sort:
+                branch = branch.sortWithinPartitions(*sort)  # spills to disk when a group exceeds memory
+            branches.append(branch)
+            observations.append(observed)
+        started = time.monotonic()
+        try:
+            functools.reduce(DataFrame.unionAll, branches).write.format(fmt).option("compression", codec).save(job_dir)
+            written = time.monotonic()
+            outputs: dict[int, list] = {}
+            for e in self.fs.list(job_dir):
+                m = _TASK_FILE.match(e.name)
+                if m and not e.is_dir:
+                    outputs.setdefault(int(m.group(1)), []).append(e)
+            for i, ((w, g), observed) in enumerate(zip(items, observations)):
+                metrics = observed.get
+                g.want = (int(metrics["rows"]), int(metrics["checksum"]))
+                g.rows = g.want[0]
+                g.staged = [{"staged": e.path, "name": e.name, "size": e.size} for e in outputs.get(i, [])]
+            self._verify_rewrites(items, schema)
+            log.info("%s: rewrote %d group(s) (%d files) in %.1fs, read back and verified in %.1fs",
+                     first.task.table_name, len(items), sum(len(g.files) for _, g in items),
+                     written - started, time.monotonic() - written)
+            # Each verified output moves to its partition's staging folder, where the commit
+            # protocol (and recovery, and cleanup) expects it.
+            moves = []
+            for n, (w, g) in enumerate(items):
+                if w.error:
+                    continue
+                tag = uuid.uuid4().hex[:12]
+                staged = []
+                for k, o in enumerate(g.staged):
+                    target = f"{w.area.staging(self.run, w.pid)}/rewrite-{tag}-{k}{_suffix(o['name'])}"
+                    moves.append((o["staged"], target))
+                    staged.append({"staged": target, "name": f"part-compacted-{tag}-{k:05d}{_suffix(o['name'])}",
+                                   "size": o["size"]})
+                g.staged = staged
+            self.fs.move_all(moves)
+        finally:
+            self.fs.delete(job_dir, recursive=True)
+
+    def _verify_rewrites(self, items: list[tuple[Work, Group]], schema: T.StructType) -> None:
+        """Read the staged outputs of many groups back in one job (rows and content checksum per
+        group) and compare each with what its write pass observed in the inputs."""
+        written = [(w, g) for w, g in items if g.staged and not w.error]
+        got: dict[int, tuple[int, int]] = {}
+        if written:
+            fmt = written[0][0].task.storage_format
+            frames = [self.spark.read.format(fmt).schema(schema).load([o["staged"] for o in g.staged])
+                      .withColumn(GROUP_COLUMN, F.lit(i)) for i, (_, g) in enumerate(written)]
+            df = functools.reduce(DataFrame.unionAll, frames)
+            data = df.drop(GROUP_COLUMN)
+            rows = df.groupBy(GROUP_COLUMN).agg(F.count(F.lit(1)).alias("rows"),
+                                                F.sum(_decimal(row_hash(data))).alias("c")).collect()
+            got = {id(written[r[GROUP_COLUMN]][1]): (int(r["rows"]), int(r["c"] or 0)) for r in rows}
+        for w, g in items:
+            if w.error:
+                continue
+            have = got.get(id(g), (0, 0))
+            if have != g.want:
+                w.error = (f"verification failed: inputs had {g.want[0]} rows (checksum {g.want[1]}), the staged "
+                           f"output has {have[0]} (checksum {have[1]}); nothing was committed")
+                log.error("%s: %s", w.task.label, w.error)
 
     def stage_copies(self, work: Work) -> None:
         """Concatenate stripes / row groups in the driver's JVM, then check footers and bytes."""
@@ -325,7 +497,7 @@ class BatchRunner:
                 work.error = str(e)[:500]
                 return
             g.staged = [{"staged": staged, "name": name, "size": self.fs.status(staged).size}]
-            g.rows = footer.rows
+            g.rows, g.footers = footer.rows, [footer]
 
     # --- phase 3: commit --------------------------------------------------------------------
     def finish(self, work: Work) -> PartitionResult:
@@ -348,7 +520,11 @@ class BatchRunner:
             result.outputs = [o["name"] for o in outputs]
             result.rows_merged = sum(g.rows for g in work.groups)
             result.files_after, result.bytes_after = len(after), sum(f.size for f in after)
-            result.rows = self._rows(task, after, work.footers)
+            # Footers known by file name: the untouched files' from prepare, the outputs' from staging.
+            known = {f.name: work.footers[f.path] for f in work.files if f.path in work.footers}
+            known.update({o["name"]: g.footers[k] for g in work.groups for k, o in enumerate(g.staged)
+                          if k < len(g.footers)})
+            result.rows = self._rows(task, after, known)
         except Exception as e:
             log.exception("%s: failed", task.label)
             result = self._failed(task, e)
@@ -358,13 +534,18 @@ class BatchRunner:
         return result
 
     def _rows(self, task: PartitionTask, files: list[DataFile], known: dict[str, FileFooter] | None = None) -> int:
-        """Rows in the partition, from the files' footers (no data is read)."""
-        known = known or {}
-        return sum((known.get(f.path) or footer_info(self.spark, task.storage_format, f.path)).rows for f in files)
+        """Rows in the partition, from the files' footers (no data is read); ``known``: footers
+        already read, by file name."""
+        known = dict(known or {})  # file name -> footer
+        unknown = [f for f in files if f.name not in known]
+        for f, ft in zip(unknown, read_footers(self.spark, task.storage_format, [f.path for f in unknown])):
+            if isinstance(ft, CopyMergeError):
+                raise ft
+            known[f.name] = ft
+        return sum(known[f.name].rows for f in files)
 
     def _check_unchanged(self, task: PartitionTask, inputs: list[DataFile]) -> None:
-        for f in inputs:
-            st = self.fs.status(f.path)
+        for f, st in zip(inputs, self.fs.statuses([f.path for f in inputs])):
             if st is None or st.size != f.size or st.modification_time != f.modification_time:
                 raise RuntimeError(f"input {f.name} of {task.label} changed while it was being merged; "
                                    "nothing was committed, the next run will plan it again")

@@ -1,0 +1,74 @@
+"""The JVM helper: shipped as source inside the package (also zipped, as --py-files ships it),
+compiled in the driver, and the file operations the commit protocol relies on."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from hive_compaction.hadoop_fs import HadoopFS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_helper_source_is_read_from_a_zipped_package(tmp_path):
+    """Cluster mode ships the package as a zip (py_files): the Java source must come along."""
+    archive = tmp_path / "hive_compaction.zip"
+    package = ROOT / "plugins" / "hive_compaction"
+    with zipfile.ZipFile(archive, "w") as z:
+        for f in package.rglob("*"):
+            if f.is_file() and "__pycache__" not in f.parts:
+                z.write(f, f.relative_to(package.parent))
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from hive_compaction import jvm_helper; "
+            "print(jvm_helper.__file__); print(len(jvm_helper._source()))")
+    out = subprocess.run([sys.executable, "-c", code, str(archive)], capture_output=True, text=True,
+                         check=True, env={"PATH": os.environ["PATH"]}).stdout.split()
+    assert out[0].startswith(str(archive))  # really imported from the zip
+    assert int(out[1]) == len((package / "jvm" / "HiveCompactionHelper.java").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def spark():
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    from pyspark.sql import SparkSession
+    active = SparkSession.getActiveSession()
+    if active is not None:  # the integration stack's session: share it, and leave it running
+        yield active
+        return
+    s = (SparkSession.builder.master("local[1]").appName("test_jvm_helper")
+         .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1").getOrCreate())
+    yield s
+    s.stop()
+
+
+@pytest.mark.integration
+def test_moves_skip_missing_sources_and_never_overwrite(spark, tmp_path):
+    fs = HadoopFS(spark)
+    src, dst = tmp_path / "src", tmp_path / "deep" / "er" / "dst"
+    src.mkdir()
+    for name in ("a", "b", "c"):
+        (src / name).write_text(name)
+    (tmp_path / "taken").write_text("keep me")
+    uri = lambda p: p.as_uri()  # noqa: E731
+
+    # Missing sources are skipped (a replayed journal), folders are created, order is kept.
+    assert fs.move_all([(uri(src / "a"), uri(dst / "a")), (uri(src / "gone"), uri(dst / "gone")),
+                        (uri(src / "b"), uri(dst / "b"))]) == 2
+    assert sorted(p.name for p in dst.iterdir()) == ["a", "b"] and (dst / "a").read_text() == "a"
+    assert fs.move_all([(uri(src / "a"), uri(dst / "a"))]) == 0  # already moved: nothing to do
+
+    # An existing target stops the moves there: nothing is overwritten, later pairs are not moved.
+    with pytest.raises(Exception, match="will not overwrite"):
+        fs.move_all([(uri(src / "c"), uri(tmp_path / "taken")), (uri(dst / "a"), uri(src / "a"))])
+    assert (tmp_path / "taken").read_text() == "keep me" and (src / "c").read_text() == "c"
+    assert (dst / "a").exists() and not (src / "a").exists()
+
+    entries = fs.list(uri(dst))
+    assert [(e.name, e.size, e.is_dir) for e in entries] == [("a", 1, False), ("b", 1, False)]
+    assert fs.list(uri(tmp_path / "nowhere")) == []
+    statuses = fs.statuses([uri(dst / "b"), uri(dst / "nope"), uri(dst)])
+    assert statuses[0].size == 1 and statuses[1] is None and statuses[2].is_dir
