@@ -28,6 +28,7 @@ def test_merge_speed_quick(tmp_path):
     partitions = figures["config"]["partitions"]
     assert figures["formats"], "no format was benchmarked"
     for fmt, f in figures["formats"].items():
+        assert f["rows"] == partitions * figures["config"]["rows"], fmt  # the digests counted every row
         contestants = f["contestants"]
         assert set(contestants) == CONTESTANTS, fmt
         for name, c in contestants.items():

@@ -139,3 +139,22 @@ def test_unsafe_or_unsupported_inputs_are_skipped_with_a_reason_and_left_byte_fo
     assert any("refusals.text_table" in line and "unsupported storage format" in line for line in lines)
     assert {f: files_with_times(f) for f in folders} == before  # not one byte changed
     assert sorted(p.name for p in table_root.iterdir()) == root_before
+
+
+def test_a_rewrite_whose_output_does_not_match_its_inputs_is_not_committed(stack, tmp_path):
+    """The read-back check has teeth: a staged output swapped (after the write, before the check)
+    for a valid file with other rows fails the partition and leaves it byte for byte."""
+    db, table = "writers", "tampered"
+    stack.make_table(db, table, "ORC", ["2026-04-05"], files=4, rows=400)
+    folder = stack.partition_location(db, table, "dt=2026-04-05")
+    before = {f.name: f.read_bytes() for f in folder.iterdir()}
+    one_input = sorted(f for f in folder.iterdir() if f.suffix == ".orc")[0]
+    staging = folder.parent.parent / ".hive_compaction" / table / "staging"
+    swap = (f'for f in "{staging}"/*/rewrite-*/part-*; do cp "{one_input}" "$f"; '
+            f'rm -f "$(dirname "$f")/.$(basename "$f").crc"; done')
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}", "merge_mode": "rewrite"}])
+    run = stack.run_dag(cfg, HIVE_COMPACTION_TEST_HOOK_AT="rewritten", HIVE_COMPACTION_TEST_HOOK_CMD=swap)
+    assert run.state == "failed"
+    assert "test hook at rewritten" in run.log
+    assert "verification failed: inputs had 400 rows" in run.log
+    assert {f.name: f.read_bytes() for f in folder.iterdir()} == before

@@ -192,7 +192,16 @@ def read_json_files(folder: str) -> list[dict]:
     path = ObjectStoragePath(folder)
     if not path.exists():
         return []
-    return [json.loads(p.read_text()) for p in sorted(path.glob("*.json"))]
+    out = []
+    for p in sorted(path.glob("*.json")):
+        try:
+            out.append(json.loads(p.read_text()))
+        except ValueError:
+            # A journal is written completely before its commit moves a file: an empty or torn
+            # one (a job killed while writing it) stands for a commit that never started. The
+            # merge job discards it when it next works on that partition.
+            log.warning("ignoring %s: incomplete JSON (a commit that never started)", p)
+    return out
 
 
 WORK_FOLDERS = ("trash", "manifests", "runs", "staging")
@@ -220,9 +229,12 @@ def purge_expired(settings: config_mod.Settings, hms: Metastore, now: float | No
             if not (root / folder).exists():
                 continue
             for run_dir in (root / folder).iterdir():
-                changed = max([run_dir.fs.modified(run_dir.path).timestamp()]
-                              + [c.fs.modified(c.path).timestamp() for c in run_dir.iterdir()] if run_dir.is_dir()
-                              else [run_dir.fs.modified(run_dir.path).timestamp()])
+                try:
+                    changed = max([run_dir.fs.modified(run_dir.path).timestamp()]
+                                  + [c.fs.modified(c.path).timestamp() for c in run_dir.iterdir()]
+                                  if run_dir.is_dir() else [run_dir.fs.modified(run_dir.path).timestamp()])
+                except FileNotFoundError:  # a running job removed it meanwhile (its staging): not ours
+                    continue
                 ages[run_dir.name] = max(ages.get(run_dir.name, 0.0), changed)
         cutoff = now - tc.policy.trash_retention_days * 86400
         for run, changed in sorted(ages.items()):
@@ -230,9 +242,11 @@ def purge_expired(settings: config_mod.Settings, hms: Metastore, now: float | No
                 continue
             for folder in WORK_FOLDERS:
                 target = root / folder / run
-                if target.exists():
+                try:
                     target.fs.rm(target.path, recursive=True)
                     deleted.append(str(target))
+                except FileNotFoundError:
+                    pass
         log.info("%s: %d expired folder(s) purged from %s", tc.name,
                  sum(1 for d in deleted if d.startswith(str(root))), root)
     return deleted

@@ -126,11 +126,16 @@ def row_hash(df: DataFrame):
 
 # The file a write task makes: part-<task's partition index>-<job uuid>...
 _TASK_FILE = re.compile(r"part-(\d{5})-")
-GROUP_COLUMN = "__hive_compaction_group"  # tags rows by group while verifying many groups in one job
 
 
 def _decimal(c):
     return c.cast("decimal(38,0)")
+
+
+def _content_metrics(df: DataFrame) -> list:
+    """Rows and content checksum (the sum of every row's hash; order-independent), for observe()."""
+    return [F.count(F.lit(1)).alias("rows"),
+            F.coalesce(F.sum(_decimal(row_hash(df))), _decimal(F.lit(0))).alias("checksum")]
 
 
 class BatchRunner:
@@ -413,8 +418,7 @@ class BatchRunner:
         for i, (w, g) in enumerate(items):
             df = self.spark.read.format(fmt).schema(schema).load([f.path for f in g.files])
             observed = Observation(f"group-{i}-{uuid.uuid4().hex[:8]}")
-            branch = df.observe(observed, F.count(F.lit(1)).alias("rows"),
-                                F.coalesce(F.sum(_decimal(row_hash(df))), _decimal(F.lit(0))).alias("checksum"))
+            branch = df.observe(observed, *_content_metrics(df))
             branch = branch.coalesce(1)
             sort = [c for c in w.task.sort_columns if c in df.columns]
             if sort:
@@ -425,6 +429,8 @@ class BatchRunner:
         try:
             functools.reduce(DataFrame.unionAll, branches).write.format(fmt).option("compression", codec).save(job_dir)
             written = time.monotonic()
+            for w, _ in items:
+                fault_point("rewritten", w.task.label, w.task.location)
             outputs: dict[int, list] = {}
             for e in self.fs.list(job_dir):
                 m = _TASK_FILE.match(e.name)
@@ -458,19 +464,22 @@ class BatchRunner:
             self.fs.delete(job_dir, recursive=True)
 
     def _verify_rewrites(self, items: list[tuple[Work, Group]], schema: T.StructType) -> None:
-        """Read the staged outputs of many groups back in one job (rows and content checksum per
-        group) and compare each with what its write pass observed in the inputs."""
+        """Read the staged outputs of many groups back in one job and compare each group's rows
+        and content checksum with what its write pass observed in the inputs. Each group's read
+        is observed on its own and the union goes to Spark's ``noop`` sink: one stage, no
+        shuffle, nothing written."""
         written = [(w, g) for w, g in items if g.staged and not w.error]
         got: dict[int, tuple[int, int]] = {}
         if written:
             fmt = written[0][0].task.storage_format
-            frames = [self.spark.read.format(fmt).schema(schema).load([o["staged"] for o in g.staged])
-                      .withColumn(GROUP_COLUMN, F.lit(i)) for i, (_, g) in enumerate(written)]
-            df = functools.reduce(DataFrame.unionAll, frames)
-            data = df.drop(GROUP_COLUMN)
-            rows = df.groupBy(GROUP_COLUMN).agg(F.count(F.lit(1)).alias("rows"),
-                                                F.sum(_decimal(row_hash(data))).alias("c")).collect()
-            got = {id(written[r[GROUP_COLUMN]][1]): (int(r["rows"]), int(r["c"] or 0)) for r in rows}
+            branches, observations = [], []
+            for i, (_, g) in enumerate(written):
+                df = self.spark.read.format(fmt).schema(schema).load([o["staged"] for o in g.staged])
+                observed = Observation(f"out-{i}-{uuid.uuid4().hex[:8]}")
+                branches.append(df.observe(observed, *_content_metrics(df)))
+                observations.append(observed)
+            functools.reduce(DataFrame.unionAll, branches).write.format("noop").mode("overwrite").save()
+            got = {id(g): (int(o.get["rows"]), int(o.get["checksum"])) for (_, g), o in zip(written, observations)}
         for w, g in items:
             if w.error:
                 continue
