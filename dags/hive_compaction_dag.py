@@ -69,7 +69,11 @@ with DAG(
         ti.xcom_push(key="plan", value=planned["plan"])
         return planned["spark_args"]
 
-    @task(trigger_rule="none_failed", outlets=[COMPACTED])  # runs when every merge succeeded (or none ran)
+    # Runs when every merge succeeded (or none ran). Idempotent, so always retried: Airflow 3.3
+    # fails the second of two runs that emit the first event of one new asset at the same moment
+    # (UNIQUE constraint on asset, seen with concurrent backfill runs); the retry finds it created.
+    @task(trigger_rule="none_failed", outlets=[COMPACTED], retries=max(SETTINGS.retries, 2),
+          retry_delay=timedelta(seconds=5), retry_exponential_backoff=False)
     def refresh_metastore(plan: dict, outlet_events=None):
         from airflow.sdk import Asset
         from hive_compaction import dag_tasks
