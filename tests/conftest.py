@@ -5,6 +5,7 @@ serve the whole session; each test makes its own database and tables.
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -20,5 +21,23 @@ from harness import Stack  # noqa: E402
 def stack(tmp_path_factory):
     s = Stack(tmp_path_factory.mktemp("stack"))
     s.start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """A local Spark session for tests of the JVM-side pieces: the integration stack's session
+    when one is running (shared, left running), else one of its own for the module."""
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    from pyspark.sql import SparkSession
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        yield active
+        return
+    s = (SparkSession.builder.master("local[2]").appName("hive-compaction-tests")
+         .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
+         .config("spark.sql.shuffle.partitions", "4").getOrCreate())
+    s.sparkContext.setLogLevel("ERROR")
     yield s
     s.stop()

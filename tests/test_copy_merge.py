@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
 import re
 from decimal import Decimal
 from pathlib import Path
@@ -16,22 +15,6 @@ pytestmark = pytest.mark.integration
 
 OTHER_CODEC = {"orc": ("zlib", "ZLIB"), "parquet": ("gzip", "GZIP")}
 DEFAULT_CODEC = {"orc": "ZSTD", "parquet": "SNAPPY"}
-
-
-@pytest.fixture(scope="module")
-def spark():
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    from pyspark.sql import SparkSession
-    active = SparkSession.getActiveSession()
-    if active is not None:  # the integration stack's session: share it, and leave it running
-        yield active
-        return
-    s = (SparkSession.builder.master("local[2]").appName("test_copy_merge")
-         .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
-         .config("spark.sql.shuffle.partitions", "4").getOrCreate())
-    s.sparkContext.setLogLevel("ERROR")
-    yield s
-    s.stop()
 
 
 def rows(n: int = 600, start: int = 0) -> list[tuple]:

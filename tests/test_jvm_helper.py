@@ -31,20 +31,6 @@ def test_the_helper_source_is_read_from_a_zipped_package(tmp_path):
     assert int(out[1]) == len((package / "jvm" / "HiveCompactionHelper.java").read_text(encoding="utf-8"))
 
 
-@pytest.fixture(scope="module")
-def spark():
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    from pyspark.sql import SparkSession
-    active = SparkSession.getActiveSession()
-    if active is not None:  # the integration stack's session: share it, and leave it running
-        yield active
-        return
-    s = (SparkSession.builder.master("local[1]").appName("test_jvm_helper")
-         .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1").getOrCreate())
-    yield s
-    s.stop()
-
-
 @pytest.mark.integration
 def test_moves_skip_missing_sources_and_never_overwrite(spark, tmp_path):
     fs = HadoopFS(spark)

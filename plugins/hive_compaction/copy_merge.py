@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import jvm_helper
+from .hadoop_fs import HadoopFS
 
 FORMATS = ("orc", "parquet")
 
@@ -158,7 +159,8 @@ def copy_merge(spark, fmt: str, inputs: list[str], output: str) -> FileFooter:
     fmt = _check_fmt(fmt)
     if not inputs:
         raise CopyMergeError("copy_merge needs at least one input")
-    if jvm_helper.call(spark, "statuses", [output])[0] is not None:
+    fs = HadoopFS(spark)
+    if fs.exists(output):
         raise CopyMergeError(f"copy_merge output {output} already exists")
     keys = {}
     for p, ft in zip(inputs, read_footers(spark, fmt, inputs)):
@@ -173,16 +175,11 @@ def copy_merge(spark, fmt: str, inputs: list[str], output: str) -> FileFooter:
         return footer_info(spark, fmt, output)
     except Exception as e:
         # Only reached after the existence check above: the file, if any, is ours.
-        _delete(spark, output)
+        fs.delete(output)
         if isinstance(e, CopyMergeError):
             raise
         raise CopyMergeError(f"{fmt} copy-merge of {inputs} into {output} failed: "
                              f"{error_text(e)}") from e
-
-
-def _delete(spark, path: str) -> None:
-    p = spark._jvm.org.apache.hadoop.fs.Path(path)
-    p.getFileSystem(spark._jsc.hadoopConfiguration()).delete(p, False)
 
 
 def _digests(spark, files: list[tuple[str, list[_Unit]]]) -> list[list[str]]:

@@ -17,7 +17,7 @@ import threading
 
 _CLASS = "HiveCompactionHelper"
 _lock = threading.Lock()
-_helpers: dict[int, object] = {}  # id(py4j gateway client) -> helper instance
+_helpers: dict[int, tuple[object, object]] = {}  # id(py4j gateway client) -> (that client, helper)
 
 
 def _source() -> str:
@@ -30,15 +30,16 @@ def helper(spark):
     client = spark._jvm._gateway_client
     key = id(client)
     with _lock:
-        if key not in _helpers:
+        # Compared by identity too: a stopped application's client may leave its id to a new one.
+        if key not in _helpers or _helpers[key][0] is not client:
             from py4j.java_gateway import JavaClass
             compiler = JavaClass("org.codehaus.janino.SimpleCompiler", client)()
             compiler.setParentClassLoader(JavaClass("org.apache.spark.util.Utils", client).getContextOrSparkClassLoader())
             compiler.cook(_source())
             instance = compiler.getClassLoader().loadClass(_CLASS).newInstance()
             instance.setConf(spark._jsc.hadoopConfiguration())
-            _helpers[key] = instance
-        return _helpers[key]
+            _helpers[key] = (client, instance)
+        return _helpers[key][1]
 
 
 def call(spark, method: str, *args):

@@ -369,15 +369,13 @@ class BatchRunner:
         was added are read into the newest schema). One small Spark read per table, over one file
         per distinct footer schema, instead of a schema inference per group. Should the union
         fail for the table (incompatible types), each partition is tried on its own."""
-        fmt_of = {id(w): w.task.storage_format for w, _ in items}
         per_work: dict[int, dict[str, str]] = {}  # id(work) -> footer schema -> one file with it
-        tables: dict[str, list[Work]] = {}
+        tables: dict[str, dict[int, Work]] = {}
         for w, g in items:
             reps = per_work.setdefault(id(w), {})
             for f in g.files:
                 reps.setdefault(w.footers[f.path].schema, f.path)
-            if w not in tables.setdefault(w.task.table_name, []):
-                tables[w.task.table_name].append(w)
+            tables.setdefault(w.task.table_name, {})[id(w)] = w
 
         def union(fmt: str, reps: dict[str, str]):
             return self.spark.read.format(fmt).option("mergeSchema", "true").load(sorted(set(reps.values()))).schema
@@ -385,21 +383,21 @@ class BatchRunner:
         out: dict[int, T.StructType | Exception] = {}
         for table, table_works in tables.items():
             reps: dict[str, str] = {}
-            for w in table_works:
-                for k, v in per_work[id(w)].items():
+            for key in table_works:
+                for k, v in per_work[key].items():
                     reps.setdefault(k, v)
             try:
-                schema = union(fmt_of[id(table_works[0])], reps)
-                for w in table_works:
-                    out[id(w)] = schema
+                schema = union(next(iter(table_works.values())).task.storage_format, reps)
+                for key in table_works:
+                    out[key] = schema
             except Exception as e:
                 log.warning("%s: the files to rewrite have no common schema (%s); trying each partition "
                             "on its own", table, error_text(e))
-                for w in table_works:
+                for key, w in table_works.items():
                     try:
-                        out[id(w)] = union(fmt_of[id(w)], per_work[id(w)])
+                        out[key] = union(w.task.storage_format, per_work[key])
                     except Exception as e2:
-                        out[id(w)] = RuntimeError(error_text(e2))
+                        out[key] = RuntimeError(error_text(e2))
         return out
 
     def _rewrite_job(self, items: list[tuple[Work, Group]], schema: T.StructType) -> None:
@@ -448,7 +446,7 @@ class BatchRunner:
             # Each verified output moves to its partition's staging folder, where the commit
             # protocol (and recovery, and cleanup) expects it.
             moves = []
-            for n, (w, g) in enumerate(items):
+            for w, g in items:
                 if w.error:
                     continue
                 tag = uuid.uuid4().hex[:12]

@@ -131,6 +131,27 @@ public class HiveCompactionHelper {
         return u;
     }
 
+    /** Adds a sorted map's entries to ``extra`` as [key, value] pairs, in key order. */
+    private static void addEntries(List extra, TreeMap sorted) {
+        Object[] keys = sorted.keySet().toArray();
+        for (int i = 0; i < keys.length; i++) extra.add(Arrays.asList(new Object[] {keys[i], sorted.get(keys[i])}));
+    }
+
+    /** One file's footer facts, the shape copy_merge.FileFooter is built from. */
+    private static Map footer(long rows, List blockRows, String schema, String compression, String version,
+                              List blockBytes, List extra, List units) {
+        Map m = new LinkedHashMap();
+        m.put("rows", Long.valueOf(rows));
+        m.put("block_rows", blockRows);
+        m.put("schema", schema);
+        m.put("compression", compression);
+        m.put("version", version);
+        m.put("block_bytes", blockBytes);
+        m.put("extra", extra);
+        m.put("units", units);
+        return m;
+    }
+
     private Map orcFooter(String path) throws IOException {
         Path p = new Path(path);
         org.apache.orc.Reader r = org.apache.orc.OrcFile.createReader(
@@ -156,20 +177,9 @@ public class HiveCompactionHelper {
                 ByteBuffer v = (ByteBuffer) r.getMetadataValue(k).duplicate();
                 meta.put("meta:" + k, StandardCharsets.ISO_8859_1.decode(v).toString());  // lossless bytes -> text
             }
-            Object[] metaKeys = meta.keySet().toArray();
-            for (int i = 0; i < metaKeys.length; i++) {
-                extra.add(Arrays.asList(new Object[] {metaKeys[i], meta.get(metaKeys[i])}));
-            }
-            Map m = new LinkedHashMap();
-            m.put("rows", Long.valueOf(r.getNumberOfRows()));
-            m.put("block_rows", blockRows);
-            m.put("schema", r.getSchema().toString());
-            m.put("compression", r.getCompressionKind().name());
-            m.put("version", r.getFileVersion().getName() + " " + r.getWriterVersion().name());
-            m.put("block_bytes", blockBytes);
-            m.put("extra", extra);
-            m.put("units", units);
-            return m;
+            addEntries(extra, meta);
+            return footer(r.getNumberOfRows(), blockRows, r.getSchema().toString(), r.getCompressionKind().name(),
+                          r.getFileVersion().getName() + " " + r.getWriterVersion().name(), blockBytes, extra, units);
         } finally {
             r.close();
         }
@@ -212,21 +222,12 @@ public class HiveCompactionHelper {
             List extra = new ArrayList();
             TreeMap kv = new TreeMap(fmd.getKeyValueMetaData());
             kv.remove("original.created.by");
-            Object[] keys = kv.keySet().toArray();
-            for (int i = 0; i < keys.length; i++) extra.add(Arrays.asList(new Object[] {keys[i], kv.get(keys[i])}));
+            addEntries(extra, kv);
             StringBuilder compression = new StringBuilder();
             Object[] names = codecs.keySet().toArray();
             for (int i = 0; i < names.length; i++) compression.append(i == 0 ? "" : "+").append((String) names[i]);
-            Map m = new LinkedHashMap();
-            m.put("rows", Long.valueOf(rows));
-            m.put("block_rows", blockRows);
-            m.put("schema", fmd.getSchema().toString());
-            m.put("compression", compression.toString());
-            m.put("version", String.valueOf(fmd.getCreatedBy()));
-            m.put("block_bytes", blockBytes);
-            m.put("extra", extra);
-            m.put("units", units);
-            return m;
+            return footer(rows, blockRows, fmd.getSchema().toString(), compression.toString(),
+                          String.valueOf(fmd.getCreatedBy()), blockBytes, extra, units);
         } finally {
             reader.close();
         }
