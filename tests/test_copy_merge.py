@@ -113,18 +113,33 @@ def test_groups_split_by_codec_and_schema_and_mixed_merge_fails(spark, data, tmp
         assert not out.exists()
 
 
-def test_partial_merge_is_a_failure_and_leaves_nothing(spark, data, tmp_path, monkeypatch):
-    """Past the up-front check, the formats' own refusals still fail the merge and remove the output:
-    OrcFile.mergeFiles skips an input with another codec, ParquetRewriter refuses another schema."""
-    cases = (("orc", data["orc"]["plain"][:2] + data["orc"]["codec"][:1], "refused"),
-             ("parquet", data["parquet"]["plain"][:2] + data["parquet"]["wide"][:1], "failed"))
-    same = cm.FileFooter(1, (1,), "s", "c", "v", (1,))
-    monkeypatch.setattr(cm, "read_footers", lambda spark, fmt, paths: [same] * len(paths))  # defeat the up-front check only
-    for fmt, files, message in cases:
-        out = tmp_path / f"partial.{fmt}"
-        with pytest.raises(CopyMergeError, match=message):
-            copy_merge(spark, fmt, files, out.as_uri())
-        assert not out.exists()
+@pytest.mark.parametrize("fmt", ["orc", "parquet"])
+def test_damaged_input_fails_the_merge_and_leaves_nothing(spark, data, tmp_path, fmt):
+    """An input whose footer reads fine but whose block bytes do not (a flipped byte under its
+    .crc: Hadoop's local FS refuses the read, as HDFS refuses a bad block) fails the merge after
+    the output was created; the output is removed and the inputs are as they were."""
+    import shutil
+    from urllib.parse import urlsplit
+    folder = tmp_path / "inputs"
+    folder.mkdir()
+    files = []
+    for f in data[fmt]["plain"][:3]:
+        src = Path(urlsplit(f).path)
+        for name in (src.name, f".{src.name}.crc"):
+            shutil.copyfile(src.parent / name, folder / name)
+        files.append((folder / src.name).as_uri())
+    victim = Path(urlsplit(files[1]).path)
+    unit = cm._read(spark, fmt, files[1])[1][0]
+    raw = bytearray(victim.read_bytes())
+    raw[unit.offset + unit.length // 2] ^= 0xFF
+    victim.write_bytes(bytes(raw))
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+
+    out = tmp_path / f"merged.{fmt}"
+    with pytest.raises(CopyMergeError, match="failed: .*Checksum"):
+        copy_merge(spark, fmt, files, out.as_uri())
+    assert not out.exists()
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
 
 
 def test_existing_output_is_refused_and_kept(spark, data, tmp_path):

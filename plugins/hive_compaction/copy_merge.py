@@ -7,8 +7,9 @@ no encode, no shuffle) but only valid when every input agrees on what the footer
 made of tiny blocks gain little and should be rewritten instead.
 
 Everything runs in the driver's JVM, in the JVM helper (``jvm_helper``: one py4j call per batch
-of files), with the classes shipped in every Spark distribution: ``org.apache.orc.OrcFile.mergeFiles``
-and parquet-hadoop's ``ParquetRewriter``. All file I/O goes through the Hadoop FileSystem API, so
+of files or per merge), with the classes shipped in every Spark distribution: ORC's reader and
+writer (``Writer.appendStripe``, as ``OrcFile.mergeFiles`` uses them) and parquet-hadoop's
+``ParquetRewriter``. All file I/O goes through the Hadoop FileSystem API, so
 paths are Hadoop URIs (``hdfs://``, ``s3a://``, ``file:``) and no byte of data passes through Python.
 """
 from __future__ import annotations
@@ -131,55 +132,35 @@ def copy_groups(spark, fmt: str, files: list[str], min_block_rows: int = 0,
     return list(groups.values()), rejected
 
 
-def _merge_orc(spark, inputs: list[str], output: str) -> None:
-    """OrcFile.mergeFiles copies stripes; it silently skips inputs that differ from the first one
-    (schema, compression, file/writer version, row index stride, user metadata), so any skipped
-    input is a failure here."""
-    skipped = jvm_helper.call(spark, "mergeOrc", list(inputs), output)
-    if skipped:
-        raise CopyMergeError(f"ORC merge into {output} refused {skipped} (incompatible with {inputs[0]})")
-
-
-def _merge_parquet(spark, inputs: list[str], output: str) -> None:
-    """ParquetRewriter without prune/mask/encrypt/codec options streams each column chunk's bytes
-    as they are (ParquetFileWriter.appendColumnChunk), keeping column/offset indexes and bloom
-    filters; no page is decoded. It opens every input up front (and refuses differing schemas).
-    The output is stamped with this parquet-mr's created_by (the inputs' go to
-    "original.created.by"), one reason why inputs must share one created_by."""
-    jvm_helper.call(spark, "mergeParquet", list(inputs), output)
-
-
 def copy_merge(spark, fmt: str, inputs: list[str], output: str) -> FileFooter:
-    """Write ``output`` (which must not exist) from the blocks of ``inputs``, in order.
+    """Write ``output`` (which must not exist) from the blocks of ``inputs``, in order, and verify
+    it against them before returning its footer.
 
-    The inputs must share one ``copy_key`` (see copy_groups); this is checked first, so nothing
-    is written for a mixed list. Any failure, including a partial merge, deletes the output and
-    raises CopyMergeError. Returns the output's footer.
+    One JVM call (``HiveCompactionHelper.copyMerge``) opens each input once, refuses a list whose
+    footers differ in ``copy_key`` (nothing is written), copies the blocks (ORC: stripes with
+    their statistics, as ``OrcFile.mergeFiles`` does, hashing each stripe from the bytes
+    appended; Parquet: ``ParquetRewriter``, which copies column chunks verbatim, then the inputs'
+    chunks are hashed), closes the output and reads its footer and every copied unit back. The
+    comparison (see ``verify_copy``) happens here; any failure deletes the output and raises
+    CopyMergeError.
     """
     fmt = _check_fmt(fmt)
     if not inputs:
         raise CopyMergeError("copy_merge needs at least one input")
-    fs = HadoopFS(spark)
-    if fs.exists(output):
-        raise CopyMergeError(f"copy_merge output {output} already exists")
-    keys = {}
-    for p, ft in zip(inputs, read_footers(spark, fmt, inputs)):
-        if isinstance(ft, CopyMergeError):
-            raise ft
-        keys.setdefault(ft.copy_key, []).append(p)
-    if len(keys) > 1:
-        raise CopyMergeError(f"{fmt} inputs cannot be copy-merged together: they differ in schema, "
-                             f"compression, version or metadata: {list(keys.values())}")
+    got = jvm_helper.call(spark, "copyMerge", fmt, list(inputs), output)
+    if "error" in got:
+        if got["refused"]:
+            raise CopyMergeError(f"{fmt} copy-merge into {output} refused: {got['error']}")
+        raise CopyMergeError(f"{fmt} copy-merge of {inputs} into {output} failed: {got['error']}")
+    read = [_footer(fmt, doc) for doc in got["inputs"]]
+    out, out_units = _footer(fmt, got["output"])
     try:
-        (_merge_orc if fmt == "orc" else _merge_parquet)(spark, inputs, output)
-        return footer_info(spark, fmt, output)
-    except Exception as e:
-        # Only reached after the existence check above: the file, if any, is ours.
-        fs.delete(output)
-        if isinstance(e, CopyMergeError):
-            raise
-        raise CopyMergeError(f"{fmt} copy-merge of {inputs} into {output} failed: "
-                             f"{error_text(e)}") from e
+        _compare(fmt, inputs, read, output, out, out_units, [doc["digests"] for doc in got["inputs"]],
+                 got["output"]["digests"])
+    except CopyMergeError:
+        HadoopFS(spark).delete(output)  # ours: the JVM call refused to write over an existing file
+        raise
+    return out
 
 
 def _digests(spark, files: list[tuple[str, list[_Unit]]]) -> list[list[str]]:
@@ -195,13 +176,9 @@ def _digests(spark, files: list[tuple[str, list[_Unit]]]) -> list[list[str]]:
 
 
 def verify_copy(spark, fmt: str, inputs: list[str], output: str) -> None:
-    """Check, without decoding a row, that ``output`` is exactly the blocks of ``inputs`` in order.
+    """Check, without decoding a row, that ``output`` is exactly the blocks of ``inputs`` in order
+    (what ``copy_merge`` checks as it merges; this reads everything afresh).
 
-    Footers: rows, per-block rows and bytes, schema and compression (and for ORC the version,
-    which mergeFiles carries over). Content: a SHA-256 of every copied byte range, compared in
-    order. ORC: each stripe (StripeInformation offset/length). Parquet: each column chunk
-    (ColumnChunkMetaData startingPos/totalSize) plus its column path, codec and value count;
-    the rewriter copies chunk bytes verbatim, so no statistics fallback is needed.
     Raises CopyMergeError naming the files on the first difference.
     """
     fmt = _check_fmt(fmt)
@@ -210,7 +187,22 @@ def verify_copy(spark, fmt: str, inputs: list[str], output: str) -> None:
         if isinstance(r, CopyMergeError):
             raise r
     read, (out, out_units) = got[:-1], got[-1]
+    *in_digests, out_digests = _digests(spark, [*((p, units) for p, (_, units) in zip(inputs, read)),
+                                                 (output, out_units)])
+    _compare(fmt, inputs, read, output, out, out_units, in_digests, out_digests)
 
+
+def _compare(fmt: str, inputs: list[str], read: list[tuple[FileFooter, list[_Unit]]], output: str,
+             out: FileFooter, out_units: list[_Unit], in_digests: list[list[str]], out_digests: list[str]) -> None:
+    """Whether ``output`` is exactly the blocks of ``inputs`` in order, from their footers and
+    the SHA-256 of every copied byte range.
+
+    Footers: rows, per-block rows and bytes, schema and compression (and for ORC the version,
+    which the stripe copy carries over). Content: the digest of every copied range, compared in
+    order. ORC: each stripe (StripeInformation offset/length). Parquet: each column chunk
+    (ColumnChunkMetaData startingPos/totalSize) plus its column path, codec and value count;
+    the rewriter copies chunk bytes verbatim, so no statistics fallback is needed.
+    """
     def fail(what: str):
         raise CopyMergeError(f"{fmt} copy {output} does not match its inputs: {what}")
 
@@ -230,11 +222,9 @@ def verify_copy(spark, fmt: str, inputs: list[str], output: str) -> None:
     in_units = [u for _, units in read for u in units]
     if [(u.what, u.length) for u in in_units] != [(u.what, u.length) for u in out_units]:
         fail("the copied stripes / column chunks differ in layout from the inputs'")
-    *in_digests, out_digests = _digests(spark, [*((p, units) for p, (_, units) in zip(inputs, read)),
-                                                 (output, out_units)])
-    out_digests = iter(out_digests)
+    out_iter = iter(out_digests)
     for p, (_, units), digests in zip(inputs, read, in_digests):
-        for i, (want, got) in enumerate(zip(digests, out_digests)):
+        for i, (want, got) in enumerate(zip(digests, out_iter)):
             if want != got:
                 fail(f"bytes of {'stripe' if fmt == 'orc' else 'column chunk'} {i} of {p} "
                      f"{units[i].what} differ in the output")

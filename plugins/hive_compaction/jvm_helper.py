@@ -17,6 +17,7 @@ import threading
 
 _CLASS = "HiveCompactionHelper"
 _lock = threading.Lock()
+_thread = threading.local()  # .clients: ids of the py4j clients whose connection for this thread has no Nagle delay
 _helpers: dict[int, tuple[object, object]] = {}  # id(py4j gateway client) -> (that client, helper)
 
 
@@ -45,5 +46,14 @@ def helper(spark):
 def call(spark, method: str, *args):
     """``helper.method(*args)`` with list / dict arguments sent as JSON; the JSON result parsed."""
     sent = [json.dumps(a) if isinstance(a, (list, dict)) else a for a in args]
-    result = getattr(helper(spark), method)(*sent)
+    instance = helper(spark)
+    clients = getattr(_thread, "clients", None)
+    if clients is None:
+        clients = _thread.clients = set()
+    if id(spark._jvm._gateway_client) not in clients:
+        # Each Python thread has its own py4j connection: without this, every reply over 8 KB
+        # (a listing, a batch of footers) waits ~40 ms on Nagle's algorithm (see noDelay).
+        instance.noDelay()
+        clients.add(id(spark._jvm._gateway_client))
+    result = getattr(instance, method)(*sent)
     return json.loads(result) if isinstance(result, str) else result

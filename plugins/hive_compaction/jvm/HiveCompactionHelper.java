@@ -37,6 +37,25 @@ public class HiveCompactionHelper {
 
     private FileSystem fs(Path p) throws IOException { return p.getFileSystem(conf); }
 
+    /** Sends replies on the py4j connection of the calling thread without Nagle's delay; true if
+     *  it could. py4j writes a reply of more than 8 KB in two socket writes; with Nagle on, the
+     *  second waits for the first's ACK, which the Python side delays by ~40 ms: every large
+     *  reply (a listing, a batch of footers) cost 40 ms more than its work. The thread serving a
+     *  Python thread runs that connection (py4j starts it as the thread's Runnable); reading it
+     *  needs java.lang opened to reflection, which Spark's launcher does for its JVMs. */
+    public boolean noDelay() {
+        try {
+            java.lang.reflect.Field target = Thread.class.getDeclaredField("target");
+            target.setAccessible(true);
+            Object connection = target.get(Thread.currentThread());
+            if (!(connection instanceof py4j.Py4JServerConnection)) return false;
+            ((py4j.Py4JServerConnection) connection).getSocket().setTcpNoDelay(true);
+            return true;
+        } catch (Exception e) {
+            return false;  // only slower
+        }
+    }
+
     private String write(Object value) throws IOException { return json.writeValueAsString(value); }
 
     private Object read(String text) throws IOException { return json.readValue(text, Object.class); }
@@ -115,9 +134,7 @@ public class HiveCompactionHelper {
             try {
                 out.add("orc".equals(fmt) ? orcFooter(path) : parquetFooter(path));
             } catch (Exception e) {
-                Map m = new LinkedHashMap();
-                m.put("error", why(e));
-                out.add(m);
+                out.add(error(e));
             }
         }
         return write(out);
@@ -152,37 +169,43 @@ public class HiveCompactionHelper {
         return m;
     }
 
+    private org.apache.orc.Reader orcReader(Path p) throws IOException {
+        return org.apache.orc.OrcFile.createReader(p, org.apache.orc.OrcFile.readerOptions(conf).filesystem(fs(p)));
+    }
+
     private Map orcFooter(String path) throws IOException {
-        Path p = new Path(path);
-        org.apache.orc.Reader r = org.apache.orc.OrcFile.createReader(
-            p, org.apache.orc.OrcFile.readerOptions(conf).filesystem(fs(p)));
+        org.apache.orc.Reader r = orcReader(new Path(path));
         try {
-            List blockRows = new ArrayList(), blockBytes = new ArrayList(), units = new ArrayList();
-            List stripes = r.getStripes();
-            for (int i = 0; i < stripes.size(); i++) {
-                org.apache.orc.StripeInformation s = (org.apache.orc.StripeInformation) stripes.get(i);
-                blockRows.add(Long.valueOf(s.getNumberOfRows()));
-                blockBytes.add(Long.valueOf(s.getLength()));
-                List what = new ArrayList();
-                what.add("stripe");
-                what.add(Long.valueOf(s.getNumberOfRows()));
-                units.add(unit(what, s.getOffset(), s.getLength()));
-            }
-            List extra = new ArrayList();
-            extra.add(Arrays.asList(new Object[] {"row_index_stride", String.valueOf(r.getRowIndexStride())}));
-            TreeMap meta = new TreeMap();
-            List keys = r.getMetadataKeys();
-            for (int i = 0; i < keys.size(); i++) {
-                String k = (String) keys.get(i);
-                ByteBuffer v = (ByteBuffer) r.getMetadataValue(k).duplicate();
-                meta.put("meta:" + k, StandardCharsets.ISO_8859_1.decode(v).toString());  // lossless bytes -> text
-            }
-            addEntries(extra, meta);
-            return footer(r.getNumberOfRows(), blockRows, r.getSchema().toString(), r.getCompressionKind().name(),
-                          r.getFileVersion().getName() + " " + r.getWriterVersion().name(), blockBytes, extra, units);
+            return orcFacts(r);
         } finally {
             r.close();
         }
+    }
+
+    private static Map orcFacts(org.apache.orc.Reader r) throws IOException {
+        List blockRows = new ArrayList(), blockBytes = new ArrayList(), units = new ArrayList();
+        List stripes = r.getStripes();
+        for (int i = 0; i < stripes.size(); i++) {
+            org.apache.orc.StripeInformation s = (org.apache.orc.StripeInformation) stripes.get(i);
+            blockRows.add(Long.valueOf(s.getNumberOfRows()));
+            blockBytes.add(Long.valueOf(s.getLength()));
+            List what = new ArrayList();
+            what.add("stripe");
+            what.add(Long.valueOf(s.getNumberOfRows()));
+            units.add(unit(what, s.getOffset(), s.getLength()));
+        }
+        List extra = new ArrayList();
+        extra.add(Arrays.asList(new Object[] {"row_index_stride", String.valueOf(r.getRowIndexStride())}));
+        TreeMap meta = new TreeMap();
+        List keys = r.getMetadataKeys();
+        for (int i = 0; i < keys.size(); i++) {
+            String k = (String) keys.get(i);
+            ByteBuffer v = (ByteBuffer) r.getMetadataValue(k).duplicate();
+            meta.put("meta:" + k, StandardCharsets.ISO_8859_1.decode(v).toString());  // lossless bytes -> text
+        }
+        addEntries(extra, meta);
+        return footer(r.getNumberOfRows(), blockRows, r.getSchema().toString(), r.getCompressionKind().name(),
+                      r.getFileVersion().getName() + " " + r.getWriterVersion().name(), blockBytes, extra, units);
     }
 
     private org.apache.parquet.ParquetReadOptions parquetOptions;
@@ -240,42 +263,68 @@ public class HiveCompactionHelper {
     public String digests(String specJson) throws Exception {
         List specs = (List) read(specJson);
         List out = new ArrayList();
-        byte[] buffer = new byte[1 << 20];
-        MessageDigest md = MessageDigest.getInstance("SHA-256");
         for (int i = 0; i < specs.size(); i++) {
             Map spec = (Map) specs.get(i);
-            String path = (String) spec.get("path");
-            List ranges = (List) spec.get("ranges");
             try {
-                Path p = new Path(path);
-                FSDataInputStream in = fs(p).open(p);
-                List hashes = new ArrayList();
-                try {
-                    for (int r = 0; r < ranges.size(); r++) {
-                        List range = (List) ranges.get(r);
-                        long offset = ((Number) range.get(0)).longValue();
-                        long left = ((Number) range.get(1)).longValue();
-                        md.reset();
-                        while (left > 0) {
-                            int n = (int) Math.min((long) buffer.length, left);
-                            in.readFully(offset, buffer, 0, n);  // EOFException when the file ends early
-                            md.update(buffer, 0, n);
-                            offset += n;
-                            left -= n;
-                        }
-                        hashes.add(hex(md.digest()));
-                    }
-                } finally {
-                    in.close();
-                }
-                out.add(hashes);
+                out.add(rangeDigests(new Path((String) spec.get("path")), (List) spec.get("ranges")));
             } catch (Exception e) {
-                Map m = new LinkedHashMap();
-                m.put("error", why(e));
-                out.add(m);
+                out.add(error(e));
             }
         }
         return write(out);
+    }
+
+    private final ThreadLocal buffers = new ThreadLocal();
+
+    /** A reusable buffer of at least ``size`` bytes for the calling thread. */
+    private byte[] buffer(int size) {
+        byte[] b = (byte[]) buffers.get();
+        if (b == null || b.length < size) {
+            b = new byte[Math.max(size, 1 << 20)];
+            buffers.set(b);
+        }
+        return b;
+    }
+
+    private static MessageDigest sha256() throws IOException {
+        try {
+            return MessageDigest.getInstance("SHA-256");
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IOException(e);
+        }
+    }
+
+    /** SHA-256 (hex) of each [offset, length] range of a file, in order. */
+    private List rangeDigests(Path p, List ranges) throws IOException {
+        MessageDigest md = sha256();
+        byte[] buffer = buffer(1 << 20);
+        List hashes = new ArrayList();
+        FSDataInputStream in = fs(p).open(p);
+        try {
+            for (int r = 0; r < ranges.size(); r++) {
+                List range = (List) ranges.get(r);
+                long offset = ((Number) range.get(0)).longValue();
+                long left = ((Number) range.get(1)).longValue();
+                md.reset();
+                while (left > 0) {
+                    int n = (int) Math.min((long) buffer.length, left);
+                    in.readFully(offset, buffer, 0, n);  // EOFException when the file ends early
+                    md.update(buffer, 0, n);
+                    offset += n;
+                    left -= n;
+                }
+                hashes.add(hex(md.digest()));
+            }
+        } finally {
+            in.close();
+        }
+        return hashes;
+    }
+
+    private static Map error(Exception e) {
+        Map m = new LinkedHashMap();
+        m.put("error", why(e));
+        return m;
     }
 
     private static String hex(byte[] bytes) {
@@ -289,41 +338,172 @@ public class HiveCompactionHelper {
 
     // --- copy merges -----------------------------------------------------------------------
 
-    /** OrcFile.mergeFiles of a JSON list of inputs into output (which must not exist), with the
-     *  first input's schema, codec and version. mergeFiles silently skips inputs that differ from
-     *  the first one: returns the skipped inputs as JSON (the caller fails on any). */
-    public String mergeOrc(String inputsJson, String output) throws IOException {
+    /** Copy-merge the inputs (JSON list) into ``output`` (which must not exist), then read the
+     *  output back, all in one call. Returns JSON {"inputs": [footer facts + "digests"],
+     *  "output": footer facts + "digests" + "size"}: the digests are SHA-256 of every copied unit
+     *  (ORC stripe / Parquet column chunk), the inputs' taken from the bytes as they were copied
+     *  (ORC) or read again (Parquet), the output's read back after it was closed; the caller
+     *  compares them. Or {"error", "refused"}: refused when the inputs cannot share one footer
+     *  (nothing was written); any other failure deletes the output. */
+    public String copyMerge(String fmt, String inputsJson, String output) throws IOException {
         List inputs = (List) read(inputsJson);
-        List paths = new ArrayList();
-        for (int i = 0; i < inputs.size(); i++) paths.add(new Path((String) inputs.get(i)));
         Path out = new Path(output);
-        org.apache.orc.Reader first = org.apache.orc.OrcFile.createReader(
-            (Path) paths.get(0), org.apache.orc.OrcFile.readerOptions(conf));
-        org.apache.orc.OrcFile.WriterOptions opts;
+        Map result = new LinkedHashMap();
+        if (inputs.isEmpty() || fs(out).exists(out)) {
+            result.put("error", inputs.isEmpty() ? "no inputs" : "output " + output + " already exists");
+            result.put("refused", Boolean.TRUE);
+            return write(result);
+        }
+        boolean created = false;
         try {
-            // mergeFiles overrides these from the first input itself; set them to say what we expect.
-            opts = org.apache.orc.OrcFile.writerOptions(conf).fileSystem(fs(out)).overwrite(false)
-                .setSchema(first.getSchema()).compress(first.getCompressionKind())
-                .version(first.getFileVersion());
-        } finally {
-            first.close();
+            List facts = "orc".equals(fmt) ? copyOrc(inputs, out) : copyParquet(inputs, out);
+            created = true;
+            Map got = "orc".equals(fmt) ? orcFooter(output) : parquetFooter(output);
+            got.put("digests", rangeDigests(out, ranges((List) got.get("units"))));
+            got.put("size", Long.valueOf(fs(out).getFileStatus(out).getLen()));
+            result.put("inputs", facts);
+            result.put("output", got);
+        } catch (Refused e) {
+            result.put("error", e.getMessage());
+            result.put("refused", Boolean.TRUE);
+        } catch (Exception e) {
+            result.put("error", why(e));
+            result.put("refused", Boolean.FALSE);
+            created = true;  // the writer may have created it before failing
         }
-        List merged = org.apache.orc.OrcFile.mergeFiles(out, opts, paths);
-        List skipped = new ArrayList();
-        for (int i = 0; i < paths.size(); i++) {
-            if (!merged.contains(paths.get(i))) skipped.add(inputs.get(i));
+        if (result.containsKey("error") && created) {
+            try { fs(out).delete(out, false); } catch (Exception ignored) { }  // ours: it did not exist before
         }
-        return write(skipped);
+        return write(result);
     }
 
-    /** ParquetRewriter without prune/mask/encrypt/codec options: column chunks are copied as
-     *  they are (ParquetFileWriter.appendColumnChunk), no page is decoded. */
-    public void mergeParquet(String inputsJson, String output) throws IOException {
-        List inputs = (List) read(inputsJson);
+    /** Inputs that cannot share one footer: nothing was written. */
+    private static class Refused extends IOException {
+        Refused(String message) { super(message); }
+    }
+
+    private static List ranges(List units) {
+        List out = new ArrayList();
+        for (int i = 0; i < units.size(); i++) {
+            List u = (List) units.get(i);
+            out.add(Arrays.asList(new Object[] {u.get(1), u.get(2)}));
+        }
+        return out;
+    }
+
+    /** What a copy must agree on: schema, codec, version, extra (see copy_merge.FileFooter.copy_key). */
+    private static List copyKey(Map facts) {
+        return Arrays.asList(new Object[] {facts.get("schema"), facts.get("compression"), facts.get("version"),
+                                           facts.get("extra")});
+    }
+
+    private static void checkOneKey(List inputs, List facts) throws Refused {
+        List differing = new ArrayList();
+        for (int i = 1; i < facts.size(); i++) {
+            if (!copyKey((Map) facts.get(i)).equals(copyKey((Map) facts.get(0)))) differing.add(inputs.get(i));
+        }
+        if (!differing.isEmpty()) {
+            throw new Refused("inputs cannot be copy-merged together: " + differing + " differ from " + inputs.get(0)
+                              + " in schema, compression, version or metadata");
+        }
+    }
+
+    /** OrcFile.mergeFiles' stripe copy (same writer options), done here so that each stripe is
+     *  hashed from the very bytes that are appended, and so that an input is never skipped:
+     *  all inputs share one footer or nothing is written. Encrypted files are refused. */
+    private List copyOrc(List inputs, Path out) throws Exception {
+        int n = inputs.size();
+        org.apache.orc.Reader[] readers = new org.apache.orc.Reader[n];
+        List facts = new ArrayList();
+        try {
+            int bufferSize = 0;
+            for (int i = 0; i < n; i++) {
+                readers[i] = orcReader(new Path((String) inputs.get(i)));
+                facts.add(orcFacts(readers[i]));
+                if (readers[i].getColumnEncryptionKeys().length > 0) {
+                    throw new Refused("encrypted ORC file " + inputs.get(i) + " is not copy-merged");
+                }
+                bufferSize = Math.max(bufferSize, readers[i].getCompressionSize());
+            }
+            checkOneKey(inputs, facts);
+            org.apache.orc.Reader first = readers[0];
+            org.apache.orc.OrcFile.WriterOptions opts = org.apache.orc.OrcFile.writerOptions(conf)
+                .fileSystem(fs(out)).overwrite(false).setSchema(first.getSchema())
+                .compress(first.getCompressionKind()).version(first.getFileVersion())
+                .rowIndexStride(first.getRowIndexStride()).bufferSize(bufferSize);
+            // The inputs' writer version stays (readers use it to work around old writers' bugs).
+            // mergeFiles sets it through a protected method of its own package; so do we.
+            java.lang.reflect.Method writerVersion = org.apache.orc.OrcFile.WriterOptions.class.getDeclaredMethod(
+                "writerVersion", new Class[] {org.apache.orc.OrcFile.WriterVersion.class});
+            writerVersion.setAccessible(true);
+            writerVersion.invoke(opts, new Object[] {first.getWriterVersion()});
+            if (first.getCompressionKind() != org.apache.orc.CompressionKind.NONE) opts.enforceBufferSize();
+            org.apache.orc.Writer writer = org.apache.orc.OrcFile.createWriter(out, opts);
+            boolean closed = false;
+            MessageDigest md = sha256();
+            try {
+                for (int i = 0; i < n; i++) {
+                    Path p = new Path((String) inputs.get(i));
+                    List stats = readers[i].getVariantStripeStatistics((org.apache.orc.EncryptionVariant) null);
+                    List stripes = readers[i].getStripes();
+                    List digests = new ArrayList();
+                    // The stream the reader opened for the tail (as mergeFiles does): one open per input.
+                    FSDataInputStream in = readers[i] instanceof org.apache.orc.impl.ReaderImpl
+                        ? ((org.apache.orc.impl.ReaderImpl) readers[i]).takeFile() : null;
+                    if (in == null) in = fs(p).open(p);
+                    try {
+                        for (int k = 0; k < stripes.size(); k++) {
+                            org.apache.orc.StripeInformation s = (org.apache.orc.StripeInformation) stripes.get(k);
+                            int length = (int) s.getLength();
+                            byte[] b = buffer(length);
+                            in.readFully(s.getOffset(), b, 0, length);
+                            md.reset();
+                            md.update(b, 0, length);
+                            digests.add(hex(md.digest()));
+                            writer.appendStripe(b, 0, length, s, new org.apache.orc.StripeStatistics[] {
+                                (org.apache.orc.StripeStatistics) stats.get((int) s.getStripeId())});
+                        }
+                    } finally {
+                        in.close();
+                    }
+                    ((Map) facts.get(i)).put("digests", digests);
+                }
+                List keys = first.getMetadataKeys();  // equal in every input (part of the copy key)
+                for (int k = 0; k < keys.size(); k++) {
+                    String key = (String) keys.get(k);
+                    writer.addUserMetadata(key, first.getMetadataValue(key));
+                }
+                closed = true;
+                writer.close();
+            } finally {
+                if (!closed) {
+                    try { writer.close(); } catch (Exception ignored) { }  // the caller deletes the output
+                }
+            }
+        } finally {
+            for (int i = 0; i < n; i++) {
+                if (readers[i] != null) {
+                    try { readers[i].close(); } catch (Exception ignored) { }
+                }
+            }
+        }
+        return facts;
+    }
+
+    /** ParquetRewriter without prune/mask/encrypt/codec options streams each column chunk's
+     *  bytes as they are (ParquetFileWriter.appendColumnChunk), keeping column/offset indexes
+     *  and bloom filters; no page is decoded. The inputs' chunks are hashed by reading them
+     *  again afterwards (the rewriter gives no hook into its copy). */
+    private List copyParquet(List inputs, Path out) throws IOException {
+        List facts = new ArrayList();
         List paths = new ArrayList();
-        for (int i = 0; i < inputs.size(); i++) paths.add(new Path((String) inputs.get(i)));
+        for (int i = 0; i < inputs.size(); i++) {
+            paths.add(new Path((String) inputs.get(i)));
+            facts.add(parquetFooter((String) inputs.get(i)));
+        }
+        checkOneKey(inputs, facts);
         org.apache.parquet.hadoop.rewrite.RewriteOptions opts =
-            new org.apache.parquet.hadoop.rewrite.RewriteOptions.Builder(conf, paths, new Path(output)).build();
+            new org.apache.parquet.hadoop.rewrite.RewriteOptions.Builder(conf, paths, out).build();
         org.apache.parquet.hadoop.rewrite.ParquetRewriter rewriter =
             new org.apache.parquet.hadoop.rewrite.ParquetRewriter(opts);  // creates the output
         boolean ok = false;
@@ -337,5 +517,10 @@ public class HiveCompactionHelper {
                 try { rewriter.close(); } catch (Exception ignored) { }  // release the stream; the caller deletes
             }
         }
+        for (int i = 0; i < inputs.size(); i++) {
+            Map f = (Map) facts.get(i);
+            f.put("digests", rangeDigests((Path) paths.get(i), ranges((List) f.get("units"))));
+        }
+        return facts;
     }
 }
