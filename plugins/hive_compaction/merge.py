@@ -115,10 +115,10 @@ def _hashable(c, dt: T.DataType):
     return F.to_json(c) if _contains_map(dt) else c
 
 
-def row_hash(df: DataFrame):
+def row_hash(schema: T.StructType):
     """A 64-bit hash over every column of a row; null flags keep (null, 1) apart from (1, null)."""
     cols = []
-    for f in df.schema.fields:
+    for f in schema.fields:
         c = F.col(f"`{f.name}`")
         cols += [_hashable(c, f.dataType), c.isNull()]
     return F.xxhash64(*cols)
@@ -132,10 +132,12 @@ def _decimal(c):
     return c.cast("decimal(38,0)")
 
 
-def _content_metrics(df: DataFrame) -> list:
-    """Rows and content checksum (the sum of every row's hash; order-independent), for observe()."""
+def _content_metrics(schema: T.StructType) -> list:
+    """Rows and content checksum (the sum of every row's hash; order-independent), for observe().
+    Columns are unresolved expressions: built once, they serve every branch read with ``schema``
+    (each built column is several py4j calls)."""
     return [F.count(F.lit(1)).alias("rows"),
-            F.coalesce(F.sum(_decimal(row_hash(df))), _decimal(F.lit(0))).alias("checksum")]
+            F.coalesce(F.sum(_decimal(row_hash(schema))), _decimal(F.lit(0))).alias("checksum")]
 
 
 class BatchRunner:
@@ -191,8 +193,12 @@ class BatchRunner:
             done(i, self.finish(work))
 
         with ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="partition") as pool:
+            began = time.monotonic()
             prepared = list(pool.map(prepare, range(len(tasks)), tasks))
             works = [(i, w) for i, w in enumerate(prepared) if w is not None]
+            log.info("prepared %d partition(s) in %.1fs: %d with files to merge (%d files in %d groups)",
+                     len(tasks), time.monotonic() - began, len(works),
+                     sum(len(g.files) for _, w in works for g in w.groups), sum(len(w.groups) for _, w in works))
             self.stage_rewrites([w for _, w in works])
             list(pool.map(copy_and_commit, *zip(*works)) if works else [])
         ordered = [results[i] for i in range(len(tasks))]
@@ -323,7 +329,10 @@ class BatchRunner:
         items = [(w, g) for w in works for g in w.groups if g.mode == "rewrite"]
         if not items:
             return
+        began = time.monotonic()
         schemas = self._read_schemas(items)
+        log.info("read the schema of %d table(s) in %.1fs", len({w.task.table_name for w, _ in items}),
+                 time.monotonic() - began)
         jobs: dict[tuple, list[tuple[Work, Group]]] = {}
         for w, g in items:
             schema = schemas[id(w)]
@@ -378,7 +387,10 @@ class BatchRunner:
             tables.setdefault(w.task.table_name, {})[id(w)] = w
 
         def union(fmt: str, reps: dict[str, str]):
-            return self.spark.read.format(fmt).option("mergeSchema", "true").load(sorted(set(reps.values()))).schema
+            files = sorted(set(reps.values()))
+            # One schema needs no merge: ORC then reads that file's footer in the driver (a merge
+            # is a Spark job, ~1-2 s in a fresh application).
+            return self.spark.read.format(fmt).option("mergeSchema", str(len(files) > 1).lower()).load(files).schema
 
         out: dict[int, T.StructType | Exception] = {}
         for table, table_works in tables.items():
@@ -413,10 +425,12 @@ class BatchRunner:
         fmt, codec = first.task.storage_format, first.codec
         job_dir = f"{first.area.root}/staging/{self.run}/rewrite-{uuid.uuid4().hex[:12]}"
         branches, observations = [], []
+        planning = time.monotonic()
+        metrics = _content_metrics(schema)
         for i, (w, g) in enumerate(items):
             df = self.spark.read.format(fmt).schema(schema).load([f.path for f in g.files])
             observed = Observation(f"group-{i}-{uuid.uuid4().hex[:8]}")
-            branch = df.observe(observed, *_content_metrics(df))
+            branch = df.observe(observed, *metrics)
             branch = branch.coalesce(1)
             sort = [c for c in w.task.sort_columns if c in df.columns]
             if sort:
@@ -424,6 +438,8 @@ class BatchRunner:
             branches.append(branch)
             observations.append(observed)
         started = time.monotonic()
+        log.info("%s: rewriting %d group(s) in one Spark job (plan built in %.1fs)", first.task.table_name,
+                 len(items), started - planning)
         try:
             functools.reduce(DataFrame.unionAll, branches).write.format(fmt).option("compression", codec).save(job_dir)
             written = time.monotonic()
@@ -471,10 +487,11 @@ class BatchRunner:
         if written:
             fmt = written[0][0].task.storage_format
             branches, observations = [], []
+            metrics = _content_metrics(schema)
             for i, (_, g) in enumerate(written):
                 df = self.spark.read.format(fmt).schema(schema).load([o["staged"] for o in g.staged])
                 observed = Observation(f"out-{i}-{uuid.uuid4().hex[:8]}")
-                branches.append(df.observe(observed, *_content_metrics(df)))
+                branches.append(df.observe(observed, *metrics))
                 observations.append(observed)
             functools.reduce(DataFrame.unionAll, branches).write.format("noop").mode("overwrite").save()
             got = {id(g): (int(o.get["rows"]), int(o.get["checksum"])) for (_, g), o in zip(written, observations)}
