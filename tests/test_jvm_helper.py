@@ -58,3 +58,25 @@ def test_moves_skip_missing_sources_and_never_overwrite(spark, tmp_path):
     assert fs.list(uri(tmp_path / "nowhere")) == []
     statuses = fs.statuses([uri(dst / "b"), uri(dst / "nope"), uri(dst)])
     assert statuses[0].size == 1 and statuses[1] is None and statuses[2].is_dir
+
+
+@pytest.mark.integration
+def test_each_python_threads_py4j_connection_gets_no_nagle_delay(spark):
+    """The helper reaches the py4j connection serving the calling thread (Spark's JVM opens
+    java.lang to reflection) and turns Nagle's algorithm off on it; each Python thread has its
+    own connection, so each thread is handled once. If Spark or py4j changed this, every reply
+    over 8 KB would silently cost ~40 ms again."""
+    import threading
+    from hive_compaction import jvm_helper
+
+    got = []
+
+    def in_a_thread():
+        got.append(jvm_helper.helper(spark).noDelay())
+        jvm_helper.call(spark, "list", "file:///nonexistent-folder")
+        got.append(id(spark._jvm._gateway_client) in jvm_helper._thread.clients)
+
+    t = threading.Thread(target=in_a_thread)
+    t.start()
+    t.join()
+    assert got == [True, True]
