@@ -437,8 +437,8 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=20)
     ap.add_argument("--files", type=int, default=40, help="small files per partition")
     ap.add_argument("--rows", type=int, default=550_000,
-                    help="rows per partition (the default makes about 140 MB of ORC, 250 MB of Parquet, in 20 x 40 files, "
-                         "the data the targets are set on)")
+                    help="rows per partition (the default makes about 140 MB of ORC, 250 MB of Parquet, "
+                         "in 20 x 40 files: the data the targets are set on)")
     ap.add_argument("--formats", nargs="+", type=str.lower, choices=["orc", "parquet"], default=["orc", "parquet"])
     ap.add_argument("--quick", action="store_true",
                     help=f"a tiny smoke configuration: {QUICK} (explicit size arguments still win)")
