@@ -275,9 +275,13 @@ public class HiveCompactionHelper {
     }
 
     private final ThreadLocal buffers = new ThreadLocal();
+    private static final int KEPT_BUFFER = 4 << 20;
 
-    /** A reusable buffer of at least ``size`` bytes for the calling thread. */
+    /** A buffer of at least ``size`` bytes: the calling thread's reusable one, or a new one for
+     *  a block bigger than KEPT_BUFFER (a whole stripe must sit in memory to be appended; big
+     *  stripes are not kept alive between calls). */
     private byte[] buffer(int size) {
+        if (size > KEPT_BUFFER) return new byte[size];
         byte[] b = (byte[]) buffers.get();
         if (b == null || b.length < size) {
             b = new byte[Math.max(size, 1 << 20)];
