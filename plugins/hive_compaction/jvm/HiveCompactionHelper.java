@@ -310,11 +310,13 @@ public class HiveCompactionHelper {
                 long offset = ((Number) range.get(0)).longValue();
                 long left = ((Number) range.get(1)).longValue();
                 md.reset();
+                // seek + read, not positional reads: Hadoop's checksummed file systems open the
+                // file (and its .crc) afresh for every positional read.
+                in.seek(offset);
                 while (left > 0) {
                     int n = (int) Math.min((long) buffer.length, left);
-                    in.readFully(offset, buffer, 0, n);  // EOFException when the file ends early
+                    in.readFully(buffer, 0, n);  // EOFException when the file ends early
                     md.update(buffer, 0, n);
-                    offset += n;
                     left -= n;
                 }
                 hashes.add(hex(md.digest()));
@@ -460,7 +462,8 @@ public class HiveCompactionHelper {
                             org.apache.orc.StripeInformation s = (org.apache.orc.StripeInformation) stripes.get(k);
                             int length = (int) s.getLength();
                             byte[] b = buffer(length);
-                            in.readFully(s.getOffset(), b, 0, length);
+                            in.seek(s.getOffset());  // not a positional read: see rangeDigests
+                            in.readFully(b, 0, length);
                             md.reset();
                             md.update(b, 0, length);
                             digests.add(hex(md.digest()));
