@@ -83,9 +83,10 @@ def test_copy_merge_keeps_rows_blocks_and_codec(spark, data, tmp_path, fmt):
     out = (tmp_path / f"merged.{fmt}").as_uri()
     inputs = [footer_info(spark, fmt, f) for f in files]
 
-    footer = copy_merge(spark, fmt, files, out)
+    footer, size = copy_merge(spark, fmt, files, out)
 
     assert footer == footer_info(spark, fmt, out)
+    assert size == (tmp_path / f"merged.{fmt}").stat().st_size
     assert footer.rows == 600 == sum(ft.rows for ft in inputs)
     assert footer.block_rows == tuple(r for ft in inputs for r in ft.block_rows)
     assert footer.block_bytes == tuple(b for ft in inputs for b in ft.block_bytes)

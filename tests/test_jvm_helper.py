@@ -74,7 +74,7 @@ def test_each_python_threads_py4j_connection_gets_no_nagle_delay(spark):
     def in_a_thread():
         got.append(jvm_helper.helper(spark).noDelay())
         jvm_helper.call(spark, "list", "file:///nonexistent-folder")
-        got.append(id(spark._jvm._gateway_client) in jvm_helper._thread.clients)
+        got.append(spark._jvm._gateway_client in jvm_helper._thread.clients)
 
     t = threading.Thread(target=in_a_thread)
     t.start()

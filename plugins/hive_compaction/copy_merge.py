@@ -132,9 +132,9 @@ def copy_groups(spark, fmt: str, files: list[str], min_block_rows: int = 0,
     return list(groups.values()), rejected
 
 
-def copy_merge(spark, fmt: str, inputs: list[str], output: str) -> FileFooter:
+def copy_merge(spark, fmt: str, inputs: list[str], output: str) -> tuple[FileFooter, int]:
     """Write ``output`` (which must not exist) from the blocks of ``inputs``, in order, and verify
-    it against them before returning its footer.
+    it against them before returning its footer and size in bytes.
 
     One JVM call (``HiveCompactionHelper.copyMerge``) opens each input once, refuses a list whose
     footers differ in ``copy_key`` (nothing is written), copies the blocks (ORC: stripes with
@@ -160,7 +160,7 @@ def copy_merge(spark, fmt: str, inputs: list[str], output: str) -> FileFooter:
     except CopyMergeError:
         HadoopFS(spark).delete(output)  # ours: the JVM call refused to write over an existing file
         raise
-    return out
+    return out, int(got["output"]["size"])
 
 
 def _digests(spark, files: list[tuple[str, list[_Unit]]]) -> list[list[str]]:

@@ -14,10 +14,11 @@ from __future__ import annotations
 import json
 import pkgutil
 import threading
+import weakref
 
 _CLASS = "HiveCompactionHelper"
 _lock = threading.Lock()
-_thread = threading.local()  # .clients: ids of the py4j clients whose connection for this thread has no Nagle delay
+_thread = threading.local()  # .clients: the py4j clients whose connection for this thread has no Nagle delay
 _helpers: dict[int, tuple[object, object]] = {}  # id(py4j gateway client) -> (that client, helper)
 
 
@@ -49,11 +50,14 @@ def call(spark, method: str, *args):
     instance = helper(spark)
     clients = getattr(_thread, "clients", None)
     if clients is None:
-        clients = _thread.clients = set()
-    if id(spark._jvm._gateway_client) not in clients:
+        # Held weakly and compared by identity: a stopped application's client must not stand
+        # in for a new one (as in helper()).
+        clients = _thread.clients = weakref.WeakSet()
+    client = spark._jvm._gateway_client
+    if client not in clients:
         # Each Python thread has its own py4j connection: without this, every reply over 8 KB
         # (a listing, a batch of footers) waits ~40 ms on Nagle's algorithm (see noDelay).
         instance.noDelay()
-        clients.add(id(spark._jvm._gateway_client))
+        clients.add(client)
     result = getattr(instance, method)(*sent)
     return json.loads(result) if isinstance(result, str) else result

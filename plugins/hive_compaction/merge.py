@@ -424,19 +424,16 @@ class BatchRunner:
         first = items[0][0]
         fmt, codec = first.task.storage_format, first.codec
         job_dir = f"{first.area.root}/staging/{self.run}/rewrite-{uuid.uuid4().hex[:12]}"
-        branches, observations = [], []
+        branches = []
         planning = time.monotonic()
-        metrics = _content_metrics(schema)
-        for i, (w, g) in enumerate(items):
-            df = self.spark.read.format(fmt).schema(schema).load([f.path for f in g.files])
-            observed = Observation(f"group-{i}-{uuid.uuid4().hex[:8]}")
-            branch = df.observe(observed, *metrics)
-            branch = branch.coalesce(1)
+        reads, observations = self._observed_reads(fmt, schema, [[f.path for f in g.files] for _, g in items],
+                                                   "group")
+        for (w, _), df in zip(items, reads):
+            branch = df.coalesce(1)
             sort = [c for c in w.task.sort_columns if c in df.columns]
             if sort:
                 branch = branch.sortWithinPartitions(*sort)  # spills to disk when a group exceeds memory
             branches.append(branch)
-            observations.append(observed)
         started = time.monotonic()
         log.info("%s: rewriting %d group(s) in one Spark job (plan built in %.1fs)", first.task.table_name,
                  len(items), started - planning)
@@ -477,6 +474,18 @@ class BatchRunner:
         finally:
             self.fs.delete(job_dir, recursive=True)
 
+    def _observed_reads(self, fmt: str, schema: T.StructType, path_lists: list[list[str]],
+                        tag: str) -> tuple[list[DataFrame], list[Observation]]:
+        """One read per list of files, each observed for rows and content checksum (taken as
+        the read is consumed, by whatever job consumes it)."""
+        metrics = _content_metrics(schema)
+        reads, observations = [], []
+        for i, paths in enumerate(path_lists):
+            observed = Observation(f"{tag}-{i}-{uuid.uuid4().hex[:8]}")
+            reads.append(self.spark.read.format(fmt).schema(schema).load(paths).observe(observed, *metrics))
+            observations.append(observed)
+        return reads, observations
+
     def _verify_rewrites(self, items: list[tuple[Work, Group]], schema: T.StructType) -> None:
         """Read the staged outputs of many groups back in one job and compare each group's rows
         and content checksum with what its write pass observed in the inputs. Each group's read
@@ -486,13 +495,8 @@ class BatchRunner:
         got: dict[int, tuple[int, int]] = {}
         if written:
             fmt = written[0][0].task.storage_format
-            branches, observations = [], []
-            metrics = _content_metrics(schema)
-            for i, (_, g) in enumerate(written):
-                df = self.spark.read.format(fmt).schema(schema).load([o["staged"] for o in g.staged])
-                observed = Observation(f"out-{i}-{uuid.uuid4().hex[:8]}")
-                branches.append(df.observe(observed, *metrics))
-                observations.append(observed)
+            branches, observations = self._observed_reads(fmt, schema, [[o["staged"] for o in g.staged]
+                                                                         for _, g in written], "out")
             functools.reduce(DataFrame.unionAll, branches).write.format("noop").mode("overwrite").save()
             got = {id(g): (int(o.get["rows"]), int(o.get["checksum"])) for (_, g), o in zip(written, observations)}
         for w, g in items:
@@ -516,11 +520,11 @@ class BatchRunner:
             name = f"part-compacted-{uuid.uuid4().hex[:12]}-c{n:04d}{_suffix(g.files[0].name)}"
             staged = f"{work.area.staging(self.run, work.pid)}/{name}"
             try:
-                footer = copy_merge(self.spark, fmt, [f.path for f in g.files], staged)  # verified too
+                footer, size = copy_merge(self.spark, fmt, [f.path for f in g.files], staged)  # verified too
             except CopyMergeError as e:
                 work.error = str(e)[:500]
                 return
-            g.staged = [{"staged": staged, "name": name, "size": self.fs.status(staged).size}]
+            g.staged = [{"staged": staged, "name": name, "size": size}]
             g.rows, g.footers = footer.rows, [footer]
 
     # --- phase 3: commit --------------------------------------------------------------------

@@ -360,25 +360,21 @@ public class HiveCompactionHelper {
             result.put("refused", Boolean.TRUE);
             return write(result);
         }
-        boolean created = false;
         try {
             List facts = "orc".equals(fmt) ? copyOrc(inputs, out) : copyParquet(inputs, out);
-            created = true;
             Map got = "orc".equals(fmt) ? orcFooter(output) : parquetFooter(output);
             got.put("digests", rangeDigests(out, ranges((List) got.get("units"))));
             got.put("size", Long.valueOf(fs(out).getFileStatus(out).getLen()));
             result.put("inputs", facts);
             result.put("output", got);
-        } catch (Refused e) {
+        } catch (Refused e) {  // before the output was created
             result.put("error", e.getMessage());
             result.put("refused", Boolean.TRUE);
         } catch (Exception e) {
             result.put("error", why(e));
             result.put("refused", Boolean.FALSE);
-            created = true;  // the writer may have created it before failing
-        }
-        if (result.containsKey("error") && created) {
-            try { fs(out).delete(out, false); } catch (Exception ignored) { }  // ours: it did not exist before
+            // The writer may have created the output before failing; ours: it did not exist before.
+            try { fs(out).delete(out, false); } catch (Exception ignored) { }
         }
         return write(result);
     }
