@@ -53,8 +53,9 @@ with DAG(
 
     @task
     def plan(params=None, run_id=None, dag_run=None, logical_date=None, ti=None):
-        """Returns the merge tasks' kwargs; the plan itself goes to XCom key "plan"."""
-        from airflow.configuration import conf
+        """Returns the merge tasks' kwargs; the plan itself goes to XCom key "plan" (Airflow maps
+        only over a task's return value, so multiple_outputs cannot carry both)."""
+        from airflow.sdk import conf
         from airflow.sdk.exceptions import AirflowFailException
         from hive_compaction import dag_tasks
         try:  # a wrong config or form value is not worth a retry
@@ -63,9 +64,8 @@ with DAG(
         except (config.ConfigError, run_params.ParamError) as e:
             raise AirflowFailException(str(e)) from e
         with dag_tasks.metastore_from_connection(settings.metastore_conn_id) as hms:
-            planned = dag_tasks.plan(settings, hms, run_id, selection=selection,
-                                     max_map_length=conf.getint("core", "max_map_length", fallback=1024),
-                                     read_journals=dag_tasks.read_json_files)
+            planned = dag_tasks.plan(settings, hms, run_id, selection,
+                                     max_map_length=conf.getint("core", "max_map_length", fallback=1024))
         ti.xcom_push(key="plan", value=planned["plan"])
         return planned["spark_args"]
 
@@ -79,31 +79,18 @@ with DAG(
         from hive_compaction import dag_tasks
         settings = config.load()
         with dag_tasks.metastore_from_connection(settings.metastore_conn_id) as hms:
-            report = dag_tasks.refresh(settings, hms, plan, dag_tasks.read_text)
+            report = dag_tasks.refresh(settings, hms, plan)
         for table, extra in dag_tasks.compacted_tables(report).items():
             outlet_events[COMPACTED].add(Asset(name=table, uri=f"hive://{table.replace('.', '/')}"), extra=extra)
         return report
 
-    @task
-    def purge_expired_trash(params=None):
-        """Beside the merges (it only deletes runs older than the retention), never blocking them."""
-        from hive_compaction import dag_tasks
-        if params["dry_run"]:
-            return 0
-        settings = config.load()
-        with dag_tasks.metastore_from_connection(settings.metastore_conn_id) as hms:
-            return len(dag_tasks.purge_expired(settings, hms))
-
     planned = plan()
     merges = SparkSubmitOperator.partial(
         task_id="merge",
-        conn_id=SETTINGS.spark_conn_id,
         application=MERGE_JOB,
-        py_files=SETTINGS.py_files,
-        conf=SETTINGS.spark_conf,
-        pool=SETTINGS.pool,
         map_index_template="{{ task.name }}",
         on_failure_callback=_report_failed_merge,
+        # conn_id, py_files, conf, pool and the config's spark_submit: options
+        **config.merge_operator_kwargs(SETTINGS),
     ).expand_kwargs(planned)
     merges >> refresh_metastore(planned["plan"])
-    planned >> purge_expired_trash()

@@ -154,12 +154,22 @@ class Stack:
 
     # --- the merge job alone ----------------------------------------------------------------
     def plan_batches(self, config_path: Path, run_id: str, dry_run: bool = False) -> dict:
-        """What the DAG's plan task would hand to the mapped merge tasks, computed in-process."""
+        """What the DAG's plan task would hand to the mapped merge tasks, computed in-process
+        (a manual run without dates: every partition the statistics or the audit point at)."""
         from hive_compaction import config, dag_tasks
         from hive_compaction.metastore import Metastore as HMS
+        from hive_compaction.run_params import select
         settings = config.load(config_path)
         with HMS("127.0.0.1", self.port) as hms:
-            return dag_tasks.plan(settings, hms, run_id, dry_run=dry_run)
+            return dag_tasks.plan(settings, hms, run_id, select(settings, {"dry_run": dry_run}, "manual", None))
+
+    def results(self, config_path: Path, planned: dict) -> list[dict]:
+        """What the merge jobs of a plan recorded in the results table (as the refresh reads it)."""
+        from hive_compaction import config, dag_tasks
+        from hive_compaction.metastore import Metastore as HMS
+        config.load(config_path)
+        with HMS("127.0.0.1", self.port) as hms:
+            return [r.to_dict() for r in dag_tasks.read_results(hms, planned["plan"])]
 
     @staticmethod
     def spark_submit_cmd(batch_arg: str) -> list[str]:

@@ -1,10 +1,11 @@
 """Spark entry point: compact one batch of Hive partitions planned by the Airflow DAG.
 
-    spark-submit compact_partitions.py --batch <encoded plan> [--dry-run]
+    spark-submit compact_partitions.py --batch <encoded batch> [--dry-run]
 
-Exit code 0 when every partition was merged, skipped with a reason or had nothing to do;
-1 when any partition failed (the others are still done, and every failure left its
-partition's files as they were).
+Lists every partition of the batch, merges its small files, and records what it found and did
+in the Metastore's results table for the DAG's refresh task. Exit code 0 when every partition
+was merged, skipped with a reason or had nothing to do; 1 when any partition failed (the others
+are still done, and every failure left its partition's files as they were).
 """
 from __future__ import annotations
 
@@ -20,8 +21,10 @@ if _PLUGINS.is_dir() and str(_PLUGINS) not in sys.path:
 
 from pyspark.sql import SparkSession  # noqa: E402
 
+from hive_compaction import result_table  # noqa: E402
 from hive_compaction.merge import BatchRunner  # noqa: E402
-from hive_compaction.planning import decode_batch, task_from_dict  # noqa: E402
+from hive_compaction.planning import batch_tasks, decode_batch  # noqa: E402
+from hive_compaction.results import Status, encode_results  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,15 +35,18 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stdout,
                         format="%(asctime)s %(levelname)s hive_compaction: %(message)s")
     payload = decode_batch(args.batch)
-    tasks = [task_from_dict(t) for t in payload["tasks"]]
+    tasks = batch_tasks(payload)
     spark = SparkSession.builder.appName(f"hive-compaction {payload['run']} batch {payload['batch']}").getOrCreate()
     spark.sparkContext.setLogLevel("WARN")  # our own progress lines stay readable in the task log
     try:
-        results = BatchRunner(spark, payload["run"], str(payload["batch"]),
-                              dry_run=args.dry_run or payload.get("dry_run", False)).run_batch(tasks)
+        runner = BatchRunner(spark, payload["run"], str(payload["batch"]),
+                             dry_run=args.dry_run or payload.get("dry_run", False))
+        results = runner.maintain(payload.get("maintain", []), tasks) + runner.run_batch(tasks)
+        result_table.publish(spark, payload["results_table"], payload["run"], payload["batch"],
+                             encode_results(results), payload.get("metastore_uris"))
     finally:
         spark.stop()
-    failed = [r for r in results if r.status == "failed"]
+    failed = [r for r in results if r.status is Status.FAILED]
     for r in failed:
         print(f"FAILED {r.table} {r.partition}: {r.reason}", flush=True)
     return 1 if failed else 0

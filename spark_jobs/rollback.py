@@ -20,7 +20,7 @@ if _PLUGINS.is_dir() and str(_PLUGINS) not in sys.path:
 from pyspark.sql import SparkSession  # noqa: E402
 
 from hive_compaction import config  # noqa: E402
-from hive_compaction.commit import WorkArea  # noqa: E402
+from hive_compaction.work_area import WorkArea  # noqa: E402
 from hive_compaction.hadoop_fs import HadoopFS  # noqa: E402
 from hive_compaction.metastore import NUM_FILES, NUM_ROWS, TOTAL_SIZE, Metastore  # noqa: E402
 from hive_compaction.paths import run_tag  # noqa: E402

@@ -53,7 +53,10 @@ def test_dag_compacts_keeps_every_row_and_refreshes_statistics(stack, tmp_path, 
     assert_statistics_match_disk(stack, db, table, content_before)
     assert after["dt=2026-03-02"]["hms_num_rows"] == "400"
     assert files_with_times(single_dir) == single_before  # single-file partition untouched
-    assert after[f"dt={SINGLE}"]["hms_num_rows"] == before[f"dt={SINGLE}"]["hms_num_rows"]
+    # Listed although its statistics said one file (the audit: it was never listed before), so
+    # its statistics are now the disk's, rows included (Spark had written none).
+    assert before[f"dt={SINGLE}"]["hms_num_rows"] is None
+    assert after[f"dt={SINGLE}"]["hms_num_rows"] == str(content_before[f"dt={SINGLE}"][0])
 
     # The replaced inputs are kept in the trash area, outside the table, byte for byte.
     trash = Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db" / ".hive_compaction" / table / "trash"

@@ -23,9 +23,8 @@ import logging
 import os
 import signal
 import time
-from dataclasses import dataclass
-
 from .hadoop_fs import HadoopFS
+from .work_area import WorkArea, read_journal
 
 log = logging.getLogger(__name__)
 
@@ -59,27 +58,6 @@ def fault_point(point: str, label: str = "", location: str = "") -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-@dataclass(frozen=True)
-class WorkArea:
-    """The folders of one table's work area (outside every partition path)."""
-    root: str
-
-    def staging(self, run: str, pid: str) -> str:
-        return f"{self.root}/staging/{run}/{pid}"
-
-    def journal(self, pid: str) -> str:
-        return f"{self.root}/journal/{pid}.json"
-
-    def trash(self, run: str, pid: str) -> str:
-        return f"{self.root}/trash/{run}/{pid}"
-
-    def manifest(self, run: str, pid: str) -> str:
-        return f"{self.root}/manifests/{run}/{pid}.json"
-
-    def results(self, run: str, batch: str) -> str:
-        return f"{self.root}/runs/{run}/results-{batch}.json"
-
-
 class CommitConflict(RuntimeError):
     """Another attempt holds this partition's journal, or the inputs changed: nothing was moved."""
 
@@ -109,10 +87,8 @@ def recover(fs: HadoopFS, area: WorkArea, pid: str) -> dict | None:
     journal = area.journal(pid)
     if not fs.exists(journal):
         return None
-    try:
-        record = json.loads(fs.read_text(journal))
-    except ValueError:
-        # A journal is closed before the first file moves: a torn one means nothing moved.
+    record = read_journal(fs, journal)
+    if record is None:
         log.warning("removing the incomplete journal %s (its commit never started)", journal)
         fs.delete(journal)
         return None

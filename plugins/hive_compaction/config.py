@@ -39,6 +39,9 @@ class TablePolicy:
     copy_min_block_size: int = 1024**2  # auto mode copies only stripes / row groups this big on average
     date_column: str = "dt"  # the partition column that holds the partition's date
     date_format: str = "%Y-%m-%d"  # how dates are written in it (strftime)
+    # Undated runs also list partitions not listed for this many days (statistics go stale);
+    # 0 turns the audit off.
+    audit_days: int = 7
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,79 @@ class FanOut:
 
 
 @dataclass(frozen=True)
+class SparkSubmitOptions:
+    """The ``spark_submit:`` section: SparkSubmitOperator arguments of the merge tasks.
+
+    None means "not set": the argument is not passed, so the provider's default (or the Spark
+    connection's extra, for deploy mode, queue, principal, keytab) applies. The master always
+    comes from the connection. Names are the provider's, except ``queue`` (the operator's
+    ``yarn_queue``: its ``queue`` is Airflow's executor queue) and ``cores_max`` /
+    ``driver_cores``, which have no operator argument and become ``spark.cores.max`` /
+    ``spark.driver.cores`` in ``conf``.
+    """
+    deploy_mode: str | None = None  # client | cluster (overrides the connection's deploy-mode)
+    # Provider default under Airflow 3.3: durable. YARN cluster mode then needs
+    # yarn_track_via_rm_api (the operator raises otherwise); the master is only known from
+    # the connection, so that is checked by the operator, not here.
+    durable: bool | None = None
+    yarn_track_via_rm_api: bool | None = None  # needs yarn_resourcemanager_webapp_address in the connection
+    track_driver_via_k8s_api: bool | None = None  # Kubernetes cluster mode; needs a namespace
+    status_poll_interval: int | None = None
+    driver_memory: str | None = None
+    driver_cores: int | None = None
+    executor_memory: str | None = None
+    executor_cores: int | None = None
+    num_executors: int | None = None
+    total_executor_cores: int | None = None
+    cores_max: int | None = None
+    queue: str | None = None
+    principal: str | None = None
+    keytab: str | None = None  # a path on the worker (the connection's extra takes base64 instead)
+    proxy_user: str | None = None
+    use_krb5ccache: bool | None = None
+    archives: str | None = None  # comma-separated (a YAML list is joined)
+    jars: str | None = None
+    files: str | None = None
+    packages: str | None = None
+    exclude_packages: str | None = None
+    repositories: str | None = None
+    driver_class_path: str | None = None
+    properties_file: str | None = None
+    env_vars: dict[str, str] | None = None
+    verbose: bool | None = None
+    spark_binary: str | None = None
+    post_submit_commands: tuple[str, ...] | None = None
+
+
+# How each spark_submit key is checked (keys not listed: a non-empty string).
+_SUBMIT_BOOLS = {"durable", "yarn_track_via_rm_api", "track_driver_via_k8s_api", "use_krb5ccache", "verbose"}
+_SUBMIT_COUNTS = {"status_poll_interval", "driver_cores", "executor_cores", "num_executors",
+                  "total_executor_cores", "cores_max"}
+_SUBMIT_MEMORY = {"driver_memory", "executor_memory"}
+_SUBMIT_LISTS = {"archives", "jars", "files", "packages", "exclude_packages", "repositories"}
+# Keys with another name on the operator, and keys that become Spark properties in ``conf``.
+_SUBMIT_RENAMED = {"queue": "yarn_queue"}
+_SUBMIT_CONF = {"cores_max": "spark.cores.max", "driver_cores": "spark.driver.cores"}
+# What a misplaced key should say instead of just "unknown".
+_SUBMIT_ELSEWHERE = {
+    "py_files": "use the top-level key py_files",
+    "conf": "use the top-level mapping spark_conf",
+    "spark_conf": "use the top-level mapping spark_conf",
+    "conn_id": "use the top-level key spark_conn_id",
+    "pool": "use the top-level key pool",
+    "master": "the master comes from the Spark connection (spark_conn_id)",
+    "yarn_queue": "use queue",
+    "name": "each merge task names its own application",
+    "application_args": "each merge task gets its own from the plan",
+}
+# The provider accepts only these from a connection's extra (it runs the binary): same here.
+_SPARK_BINARIES = ("spark-submit", "spark2-submit", "spark3-submit")
+# Spark's size strings: 512m, 4g, 1024 (MiB), 2gb, ...
+_SPARK_MEMORY = re.compile(r"^[1-9][0-9]*([kmgtp]b?|b)?$", re.IGNORECASE)
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
 class Settings:
     tables: tuple[TableConfig, ...] = ()
     metastore_conn_id: str = "hive_metastore"
@@ -69,6 +145,9 @@ class Settings:
     fan_out: FanOut = field(default_factory=FanOut)
     spark_conf: dict[str, str] = field(default_factory=dict)
     py_files: str | None = None
+    spark_submit: SparkSubmitOptions = field(default_factory=SparkSubmitOptions)
+    # Where merge jobs record their results for the refresh task (see results.py).
+    results_table: str = "default.hive_compaction_results"
     source: str = "<defaults>"
 
     def table(self, name: str) -> TableConfig:
@@ -114,7 +193,7 @@ def _policy(raw: dict, base: TablePolicy, where: str) -> TablePolicy:
             values[key] = parse_size(value, at)
         elif key == "min_small_files":
             values[key] = _int(value, at, 2)
-        elif key in ("partition_lag_days", "quiet_period_minutes", "trash_retention_days"):
+        elif key in ("partition_lag_days", "quiet_period_minutes", "trash_retention_days", "audit_days"):
             values[key] = _int(value, at, 0)
         elif key == "merge_mode":
             if value not in MERGE_MODES:
@@ -135,13 +214,109 @@ def _policy(raw: dict, base: TablePolicy, where: str) -> TablePolicy:
     return policy
 
 
+def _spark_submit(raw: Any, spark_conf: dict[str, str], where: str) -> SparkSubmitOptions:
+    """The ``spark_submit:`` mapping; ``where`` is "<file>: spark_submit"."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__}")
+    known = {f.name for f in fields(SparkSubmitOptions)}
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        at = f"{where}: key {key!r}"
+        if key not in known:
+            hint = f": {_SUBMIT_ELSEWHERE[key]}" if key in _SUBMIT_ELSEWHERE else ""
+            raise ConfigError(f"{where}: unknown key {key!r}{hint} (known: {', '.join(sorted(known))})")
+        if value is None:  # written but empty: not set
+            continue
+        if key in _SUBMIT_BOOLS:
+            if not isinstance(value, bool):
+                raise ConfigError(f"{at}: expected true or false, got {value!r}")
+        elif key in _SUBMIT_COUNTS:
+            value = _int(value, at, 1)
+        elif key in _SUBMIT_MEMORY:
+            if not isinstance(value, str) or not _SPARK_MEMORY.fullmatch(value.strip()):
+                raise ConfigError(f"{at}: expected a Spark memory size like 512m or 4g, got {value!r}")
+            value = value.strip()
+        elif key in _SUBMIT_LISTS:
+            items = value if isinstance(value, list) else [value]
+            if not items or not all(isinstance(v, str) and v.strip() for v in items):
+                raise ConfigError(f"{at}: expected a comma-separated string or a list of strings, got {value!r}")
+            value = ",".join(v.strip() for v in items)
+        elif key == "deploy_mode":
+            if value not in ("client", "cluster"):
+                raise ConfigError(f"{at}: expected client or cluster, got {value!r}")
+        elif key == "spark_binary":
+            if value not in _SPARK_BINARIES:
+                raise ConfigError(f"{at}: expected one of {', '.join(_SPARK_BINARIES)}, got {value!r}")
+        elif key == "env_vars":
+            if not isinstance(value, dict):
+                raise ConfigError(f"{at}: expected a mapping of variable names to values")
+            for name, v in value.items():
+                if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+                    raise ConfigError(f"{at}: {name!r} is not an environment variable name")
+                if v is None or isinstance(v, (bool, dict, list)):  # yes/true: quote it to mean the word
+                    raise ConfigError(f"{at}: {name}: expected a string or number, got {v!r}")
+            value = {name: str(v) for name, v in value.items()}
+        elif key == "post_submit_commands":
+            items = value if isinstance(value, list) else [value]
+            if not items or not all(isinstance(v, str) and v.strip() for v in items):
+                raise ConfigError(f"{at}: expected a list of shell commands, got {value!r}")
+            value = tuple(items)
+        elif not isinstance(value, str) or not value.strip():
+            raise ConfigError(f"{at}: expected a non-empty string, got {value!r}")
+        values[key] = value
+    opts = SparkSubmitOptions(**values)
+
+    # Combinations the provider would refuse at run time, whatever the connection says.
+    if opts.cores_max is not None and opts.total_executor_cores is not None:
+        raise ConfigError(f"{where}: keys 'cores_max' and 'total_executor_cores' set the same "
+                          "Spark property (spark.cores.max): set one")
+    for key, prop in _SUBMIT_CONF.items():
+        if getattr(opts, key) is not None and prop in spark_conf:
+            raise ConfigError(f"{where}: key {key!r} sets {prop}, which spark_conf sets too: set one")
+    if opts.track_driver_via_k8s_api and opts.deploy_mode == "client":
+        raise ConfigError(f"{where}: key 'track_driver_via_k8s_api' needs deploy_mode cluster")
+    # With RM / Kubernetes API tracking spark-submit must return as soon as the job is submitted.
+    for key, prop, refused in (
+            ("yarn_track_via_rm_api", "spark.yarn.submit.waitAppCompletion", lambda v: v != "false"),
+            ("track_driver_via_k8s_api", "spark.kubernetes.submission.waitAppCompletion", lambda v: v == "true")):
+        if getattr(opts, key) and prop in spark_conf and refused(spark_conf[prop].strip().lower()):
+            raise ConfigError(f"{where}: key {key!r} cannot work with spark_conf {prop}={spark_conf[prop]}")
+    return opts
+
+
+def merge_operator_kwargs(settings: Settings) -> dict[str, Any]:
+    """The SparkSubmitOperator arguments of the merge tasks that come from the config.
+
+    ``conn_id``, ``py_files``, ``conf`` and ``pool``, plus every ``spark_submit`` option that
+    was set (unset ones are left out so that the provider's defaults apply).
+    """
+    conf = dict(settings.spark_conf)
+    kwargs: dict[str, Any] = {"conn_id": settings.spark_conn_id, "py_files": settings.py_files,
+                              "pool": settings.pool}
+    opts = settings.spark_submit
+    for f in fields(opts):
+        value = getattr(opts, f.name)
+        if value is None:
+            continue
+        if f.name in _SUBMIT_CONF:
+            conf[_SUBMIT_CONF[f.name]] = str(value)
+            continue
+        if isinstance(value, tuple):  # the operator takes a list
+            value = list(value)
+        elif isinstance(value, dict):  # a copy: the frozen settings must stay as they are
+            value = dict(value)
+        kwargs[_SUBMIT_RENAMED.get(f.name, f.name)] = value
+    kwargs["conf"] = conf
+    return kwargs
+
+
 def parse(raw: Any, source: str = "<config>") -> Settings:
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: expected a mapping at the top level")
     known = {"tables", "defaults", "metastore_conn_id", "spark_conn_id", "pool", "fan_out",
-             "spark_conf", "py_files", "retries"}
+             "spark_conf", "spark_submit", "py_files", "retries", "results_table"}
     unknown = set(raw) - known
     if unknown:
         raise ConfigError(f"{source}: unknown key(s) {', '.join(sorted(map(str, unknown)))}")
@@ -183,10 +358,16 @@ def parse(raw: Any, source: str = "<config>") -> Settings:
     spark_conf = raw.get("spark_conf") or {}
     if not isinstance(spark_conf, dict):
         raise ConfigError(f"{source}: spark_conf: expected a mapping")
+    spark_conf = {str(k): str(v) for k, v in spark_conf.items()}
+    spark_submit = _spark_submit(raw.get("spark_submit") or {}, spark_conf, f"{source}: spark_submit")
     out = Settings(tables=tuple(tables), fan_out=fan, source=source,
-                   spark_conf={str(k): str(v) for k, v in spark_conf.items()})
+                   spark_conf=spark_conf, spark_submit=spark_submit)
     if raw.get("retries") is not None:
         out = replace(out, retries=_int(raw["retries"], f"{source}: retries", 0))
+    if raw.get("results_table") is not None:
+        if not isinstance(raw["results_table"], str) or not _TABLE_NAME.fullmatch(raw["results_table"]):
+            raise ConfigError(f"{source}: results_table: expected 'database.table', got {raw['results_table']!r}")
+        out = replace(out, results_table=raw["results_table"].lower())
     for key in ("metastore_conn_id", "spark_conn_id", "pool", "py_files"):
         if raw.get(key) is not None:
             if not isinstance(raw[key], str) or not raw[key]:

@@ -22,53 +22,33 @@ others; its files stay as they were.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import os
 import re
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from concurrent.futures import ThreadPoolExecutor
 
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from .commit import WorkArea, commit, fault_point, recover
+from .commit import commit, fault_point, recover
 from .copy_merge import CopyMergeError, FileFooter, error_text, copy_merge, read_footers, tiny_blocks
 from .hadoop_fs import HadoopFS, is_hidden
 from .paths import partition_id
 from .planning import PartitionTask
+from .results import PartitionResult, Status
 from .sizing import DataFile, pack_small_files, small_files
+from .work_area import WorkArea, journaled, purge_expired
 
 log = logging.getLogger(__name__)
 
 # Footer codec names -> the writer's "compression" option.
 _CODECS = {"NONE": "none", "UNCOMPRESSED": "none", "ZLIB": "zlib", "SNAPPY": "snappy", "LZO": "lzo",
            "LZ4": "lz4", "ZSTD": "zstd", "GZIP": "gzip", "BROTLI": "brotli", "LZ4_RAW": "lz4_raw"}
-
-
-@dataclass
-class PartitionResult:
-    table: str
-    partition: str
-    location: str
-    status: str  # merged | nothing_to_do | would_merge | skipped | failed
-    reason: str = ""
-    files_before: int = 0
-    bytes_before: int = 0
-    files_after: int = 0
-    bytes_after: int = 0
-    rows: int | None = None  # rows in the partition after the merge, where known
-    rows_merged: int = 0
-    groups: int = 0
-    files_merged: int = 0
-    mode: str = ""
-    seconds: float = 0.0
-    recovered: bool = False
-    outputs: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -201,9 +181,7 @@ class BatchRunner:
                      sum(len(g.files) for _, w in works for g in w.groups), sum(len(w.groups) for _, w in works))
             self.stage_rewrites([w for _, w in works])
             list(pool.map(copy_and_commit, *zip(*works)) if works else [])
-        ordered = [results[i] for i in range(len(tasks))]
-        self._write_results(tasks, ordered)
-        return ordered
+        return [results[i] for i in range(len(tasks))]
 
     def _progress(self, done: int, total: int, r: PartitionResult) -> None:
         log.info("[%d/%d] %s %s: %s %s(%d -> %d files, %d -> %d bytes, %s) in %.1fs", done, total, r.table,
@@ -211,16 +189,55 @@ class BatchRunner:
                  r.files_after, r.bytes_before, r.bytes_after, r.mode or "-", r.seconds)
 
     def _failed(self, task: PartitionTask, e: Exception) -> PartitionResult:
-        return PartitionResult(task.table_name, task.partition, task.location, "failed",
+        return PartitionResult(task.table_name, task.partition, task.location, Status.FAILED,
                                reason=f"{type(e).__name__}: {e}".splitlines()[0][:500])
 
-    def _write_results(self, tasks: list[PartitionTask], results: list[PartitionResult]) -> None:
-        by_area: dict[str, list[dict]] = {}
-        for task, result in zip(tasks, results):
-            by_area.setdefault(task.work_dir, []).append(asdict(result))
-        for work_dir, items in by_area.items():
-            self.fs.write_text_atomic(WorkArea(work_dir).results(self.run, self.batch_id),
-                                      json.dumps(items, indent=1))
+    # --- work areas -------------------------------------------------------------------------
+    # A journal this old belongs to a job that is gone: a commit holds its journal for seconds.
+    ORPHAN_AGE_SECONDS = 600
+
+    def maintain(self, areas: list[dict], tasks: list[PartitionTask]) -> list[PartitionResult]:
+        """For each work area (``{"table", "work_dir", "trash_retention_days"}``): finish the
+        commits that jobs of earlier runs left behind in partitions this job does not list
+        itself (those are finished by ``prepare``), drop torn journals, purge expired runs."""
+        if self.dry_run:
+            return []
+        planned = {partition_id(t.table_name, t.partition) for t in tasks}
+        old = time.time() * 1000 - self.ORPHAN_AGE_SECONDS * 1000
+        results = []
+        for a in areas:
+            area, keep = WorkArea(a["work_dir"]), {self.run}
+            for entry, record in journaled(self.fs, area):
+                pid = entry.name[:-len(".json")]
+                if record is None and entry.modification_time < old:
+                    log.warning("removing the incomplete journal %s (its commit never started)", entry.path)
+                    self.fs.delete(entry.path)
+                elif record is not None and record["run"] != self.run and pid not in planned \
+                        and entry.modification_time < old:
+                    results.append(self._recover_orphan(area, pid, record))
+                elif record is not None:
+                    keep.add(record["run"])
+            purge_expired(self.fs, area, a["trash_retention_days"], keep)
+        return results
+
+    def _recover_orphan(self, area: WorkArea, pid: str, record: dict) -> PartitionResult:
+        result = PartitionResult(record["table"], record["partition"], record["location"], Status.MERGED,
+                                 reason=f"finished the commit run {record['run']} left behind", recovered=True)
+        try:
+            recover(self.fs, area, pid)
+            files, _ = self.data_files(record["location"])
+        except Exception as e:
+            log.exception("%s/%s: could not finish an interrupted commit", record["table"], record["partition"])
+            result.status, result.reason = Status.FAILED, f"finishing an interrupted commit: {type(e).__name__}: {e}"
+            return result
+        result.listed = True
+        result.files_after, result.bytes_after = len(files), sum(f.size for f in files)
+        result.files_before = result.files_after - len(record["outputs"]) + len(record["inputs"])
+        result.bytes_before = (result.bytes_after - sum(o["size"] for o in record["outputs"])
+                               + sum(f["size"] for f in record["inputs"]))
+        log.info("%s %s: %s (%d -> %d files)", result.table, result.partition or "(table)", result.reason,
+                 result.files_before, result.files_after)
+        return result
 
     # --- phase 1: prepare -------------------------------------------------------------------
     def data_files(self, location: str) -> tuple[list[DataFile], list[str]]:
@@ -234,13 +251,14 @@ class BatchRunner:
         pid = partition_id(task.table_name, task.partition)
         recovered = recover(self.fs, area, pid) is not None if not self.dry_run else False
         files, folders = self.data_files(task.location)
-        result = PartitionResult(task.table_name, task.partition, task.location, "nothing_to_do",
+        result = PartitionResult(task.table_name, task.partition, task.location, Status.NOTHING_TO_DO,
                                  files_before=len(files), bytes_before=sum(f.size for f in files),
                                  files_after=len(files), bytes_after=sum(f.size for f in files),
-                                 recovered=recovered)
+                                 recovered=recovered, listed=True, stats_files=task.num_files,
+                                 stats_bytes=task.total_size)
 
         def skip(reason: str) -> PartitionResult:
-            result.status, result.reason = "skipped", reason
+            result.status, result.reason = Status.SKIPPED, reason
             return result
 
         if folders:
@@ -254,7 +272,9 @@ class BatchRunner:
             return skip(f"holds zero-byte file(s) {empty[:3]}")
         small = small_files(files, task.small_file_limit)
         if len(small) < max(task.min_small_files, 2):
-            result.rows = task.num_rows if task.num_rows is not None and not recovered else self._rows(task, files)
+            # The Metastore's row count only if its file count and size are the disk's too.
+            trusted = task.num_rows is not None and not recovered and not result.stale_statistics
+            result.rows = task.num_rows if trusted else self._rows(task, files)
             return result
         footers, bad = {}, []
         for f, ft in zip(files, read_footers(self.spark, task.storage_format, [f.path for f in files])):
@@ -274,7 +294,7 @@ class BatchRunner:
             result.rows = sum(ft.rows for ft in footers.values())
             return result
         if self.dry_run:
-            result.status = "would_merge"
+            result.status = Status.WOULD_MERGE
             result.files_after = result.files_before - result.files_merged + len(groups)
             return result
         self.fs.delete(area.staging(self.run, pid), recursive=True)  # an earlier attempt's leftovers
@@ -537,14 +557,14 @@ class BatchRunner:
             inputs = [f for g in work.groups for f in g.files]
             outputs = [o for g in work.groups for o in g.staged]
             commit(self.fs, work.area, check_inputs=lambda: self._check_unchanged(task, inputs), record={
-                "run": self.run, "pid": work.pid, "table": task.table_name, "partition": task.partition,
+                "run": self.run, "batch": self.batch_id, "pid": work.pid, "table": task.table_name, "partition": task.partition,
                 "location": task.location,
                 "inputs": [{"name": f.name, "size": f.size} for f in inputs],
                 "outputs": outputs,
                 "stats_before": {"numFiles": task.num_files, "totalSize": task.total_size, "numRows": task.num_rows},
             })
             after, _ = self.data_files(task.location)
-            result.status = "merged"
+            result.status = Status.MERGED
             result.outputs = [o["name"] for o in outputs]
             result.rows_merged = sum(g.rows for g in work.groups)
             result.files_after, result.bytes_after = len(after), sum(f.size for f in after)

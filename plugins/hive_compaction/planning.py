@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import time
 import zlib
 from dataclasses import asdict, dataclass, field
 
@@ -41,6 +42,12 @@ class PartitionTask:
     total_size: int | None = None
     num_rows: int | None = None
     table_parameters: dict[str, str] = field(default_factory=dict)
+    trash_retention_days: int = 7
+    # Why the partition is planned: its statistics say it has small files (or say nothing), or
+    # it is listed to check them (a dated run lists every partition it selects; an audit lists
+    # partitions this package has not looked at for a while). Orders the work, never decides it.
+    reason: str = "statistics"
+    listed_at: int | None = None
 
     @property
     def table_name(self) -> str:
@@ -71,6 +78,12 @@ def table_refusal(table: TableInfo) -> str | None:
     return None
 
 
+# Set by the refresh task on every partition a run listed (epoch seconds): the audit lists the
+# partitions not looked at for the longest time first.
+LISTED_AT = "hive_compaction.listedAt"
+DDL_TIME = "transient_lastDdlTime"
+
+
 def candidate(partition: PartitionInfo, policy: TablePolicy) -> bool:
     """From statistics: worth listing at merge time? Missing statistics mean yes (list it)."""
     if policy.small_file_limit <= 0:
@@ -79,24 +92,53 @@ def candidate(partition: PartitionInfo, policy: TablePolicy) -> bool:
     return num_files is None or num_files >= policy.min_small_files
 
 
+def audit_due(partition: PartitionInfo, policy: TablePolicy, now: float) -> bool:
+    """Statistics may be stale (writers that append, files copied in, MSCK REPAIR): list a
+    partition this package never listed, last listed more than ``audit_days`` ago, or altered
+    (a Hive insert, an ALTER) after it was last listed."""
+    if policy.small_file_limit <= 0 or policy.audit_days <= 0:
+        return False
+    listed = partition.stat(LISTED_AT)
+    if listed is None:
+        return True
+    ddl = partition.stat(DDL_TIME)
+    return listed < now - policy.audit_days * 86400 or (ddl is not None and ddl > listed)
+
+
+def priority(task: "PartitionTask") -> tuple:
+    """Which partitions come first when the fan-out caps defer some: those whose statistics
+    show small files (most files first), then the ones listed longest ago (never: first)."""
+    flagged = task.reason == "statistics"
+    return (0 if flagged else 1, -(task.num_files or 0) if flagged else (task.listed_at or 0),
+            task.table_name, task.partition)
+
+
 def table_work_dir(table: TableInfo, policy: TablePolicy, work_root: str | None = None) -> str:
     return default_work_dir(table.location, table.database, table.table, policy.work_dir or work_root)
 
 
 def plan_table(table: TableInfo, policy: TablePolicy, partitions, work_root: str | None = None,
-               pending: frozenset[str] = frozenset()):
+               list_all: bool = False, now: float | None = None):
     """(tasks, skipped) for one table's partitions (an iterable of PartitionInfo).
 
-    ``pending`` names partitions with an interrupted commit: they are planned whatever their
-    statistics say, so the merge job finishes that commit first."""
+    The statistics never decide alone that a partition needs nothing: with ``list_all`` (a run
+    that selected dates) every partition is planned, to be listed by the Spark job; otherwise
+    those whose statistics show small files, plus those due for an audit (``audit_due``)."""
     tasks: list[PartitionTask] = []
     skipped: list[Skipped] = []
     refusal = table_refusal(table)
     if refusal:
         return tasks, [Skipped(table.name, "", refusal)]
     work_dir = table_work_dir(table, policy, work_root)
+    now = time.time() if now is None else now
     for p in partitions:
-        if p.name not in pending and not candidate(p, policy):
+        if candidate(p, policy):
+            reason = "statistics"
+        elif policy.small_file_limit > 0 and list_all:
+            reason = "selected"
+        elif audit_due(p, policy, now):
+            reason = "audit"
+        else:
             continue
         problem = location_problem(p.location, table.location, bool(table.partition_keys))
         if problem:
@@ -114,6 +156,7 @@ def plan_table(table: TableInfo, policy: TablePolicy, partitions, work_root: str
             num_files=p.stat(NUM_FILES), total_size=p.stat(TOTAL_SIZE), num_rows=p.stat(NUM_ROWS),
             table_parameters={k: v for k, v in table.parameters.items()
                               if k in ("orc.compress", "parquet.compression")},
+            trash_retention_days=policy.trash_retention_days, reason=reason, listed_at=p.stat(LISTED_AT),
         ))
     return tasks, skipped
 
@@ -175,6 +218,38 @@ def task_to_dict(t: PartitionTask) -> dict:
 
 def task_from_dict(d: dict) -> PartitionTask:
     return PartitionTask(**{**d, "values": tuple(d["values"]), "sort_columns": tuple(d.get("sort_columns", ()))})
+
+
+# The fields of a task that vary per partition; the rest is the table's, sent once per batch.
+PARTITION_FIELDS = ("partition", "values", "location", "num_files", "total_size", "num_rows", "reason", "listed_at")
+
+
+def batch_payload(run: str, batch: int, dry_run: bool, tasks: list[PartitionTask],
+                  maintain: list[dict] = ()) -> dict:
+    """What one merge job needs, compactly: each table's policy once, its partitions as rows
+    (a location that follows Hive's ``table/name`` convention is left out). ``maintain`` lists
+    the work areas whose old journals and expired runs this job looks after."""
+    tables: dict[str, int] = {}
+    rows = []
+    for t in tasks:
+        d = task_to_dict(t)
+        shared = json.dumps({k: v for k, v in d.items() if k not in PARTITION_FIELDS}, sort_keys=True)
+        index = tables.setdefault(shared, len(tables))
+        if d["location"] == f"{t.table_location.rstrip('/')}/{t.partition}":
+            d["location"] = None
+        rows.append([index] + [d[k] for k in PARTITION_FIELDS])
+    return {"run": run, "batch": batch, "dry_run": dry_run, "tables": [json.loads(k) for k in tables],
+            "partitions": rows, "maintain": list(maintain)}
+
+
+def batch_tasks(payload: dict) -> list[PartitionTask]:
+    out = []
+    for row in payload["partitions"]:
+        d = {**payload["tables"][row[0]], **dict(zip(PARTITION_FIELDS, row[1:]))}
+        if d["location"] is None:
+            d["location"] = f"{d['table_location'].rstrip('/')}/{d['partition']}"
+        out.append(task_from_dict(d))
+    return out
 
 
 def split_oversized(batches: list[list[PartitionTask]], encode) -> list[list[PartitionTask]]:

@@ -10,7 +10,7 @@ import json
 import logging
 import time
 
-from .commit import WorkArea
+from .work_area import WorkArea
 from .hadoop_fs import HadoopFS
 
 log = logging.getLogger(__name__)
@@ -21,8 +21,7 @@ class RollbackError(RuntimeError):
 
 
 def manifests(fs: HadoopFS, area: WorkArea, run: str) -> list[dict]:
-    folder = f"{area.root}/manifests/{run}"
-    return [json.loads(fs.read_text(e.path)) for e in fs.list(folder)
+    return [json.loads(fs.read_text(e.path)) for e in fs.list(area.manifests(run))
             if e.name.endswith(".json") and not e.name.startswith(".")]
 
 

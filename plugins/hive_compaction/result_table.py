@@ -1,0 +1,114 @@
+"""The package's results table in the Hive Metastore: how merge jobs hand their results to Airflow.
+
+One partition ``run=<run>/batch=<n>`` per merge job, holding the job's results as partition
+parameters (``results.encode_results``); no data file is ever written to it. The plan task
+creates the table if it is missing, each merge job records its batch at the end (through the
+Metastore client in Spark's own JVM, so it authenticates as Spark does: Kerberos, delegation
+tokens), and the refresh task reads the batches and then drops them.
+
+The Thrift side (Airflow) imports ``hmsclient`` lazily; the Spark side needs only pyspark.
+"""
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger(__name__)
+
+PARTITION_KEYS = ("run", "batch")
+
+
+def split_name(name: str) -> tuple[str, str]:
+    db, _, table = name.partition(".")
+    return db, table
+
+
+def partition_name(run: str, batch: int | str) -> str:
+    return f"run={run}/batch={batch}"  # run tags are path-safe (paths.run_tag): nothing to escape
+
+
+# --- Airflow side (Thrift, hmsclient) -----------------------------------------------------------
+def ensure(hms, name: str) -> None:
+    """Create the results table (external, no data) unless it exists."""
+    from hmsclient.genthrift.hive_metastore import ttypes
+    db, table = split_name(name)
+    if table in hms._call("get_tables", db, table):
+        return
+    text = "org.apache.hadoop.mapred.TextInputFormat"
+    sd = ttypes.StorageDescriptor(
+        cols=[ttypes.FieldSchema("unused", "string", "results are kept in partition parameters")],
+        inputFormat=text, outputFormat="org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat",
+        compressed=False, numBuckets=-1, bucketCols=[], sortCols=[], parameters={},
+        serdeInfo=ttypes.SerDeInfo(serializationLib="org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe",
+                                   parameters={}))
+    t = ttypes.Table(tableName=table, dbName=db, owner="hive_compaction", sd=sd,
+                     partitionKeys=[ttypes.FieldSchema(k, "string", "") for k in PARTITION_KEYS],
+                     parameters={"EXTERNAL": "TRUE", "comment": "hive_compaction: merge results per run and batch"},
+                     tableType="EXTERNAL_TABLE")
+    try:
+        hms._call("create_table", t)
+        log.info("created the results table %s", name)
+    except ttypes.AlreadyExistsException:
+        pass  # another run created it meanwhile
+
+
+def read(hms, name: str, run: str, batches: list[int]) -> dict[int, dict[str, str]]:
+    """Each recorded batch's parameters, by batch number (batches that recorded nothing are absent)."""
+    db, table = split_name(name)
+    found = hms._call("get_partitions_by_names", db, table, [partition_name(run, b) for b in batches])
+    return {int(p.values[1]): dict(p.parameters or {}) for p in found}
+
+
+def drop(hms, name: str, run: str, batches: list[int]) -> None:
+    from hmsclient.genthrift.hive_metastore import ttypes
+    db, table = split_name(name)
+    for b in batches:
+        try:
+            hms._call("drop_partition_by_name", db, table, partition_name(run, b), True)
+        except ttypes.NoSuchObjectException:
+            pass
+
+
+# --- Spark side (py4j, the Metastore client in Spark's JVM) --------------------------------------
+def publish(spark, name: str, run: str, batch: int | str, params: dict[str, str], uris: str | None = None) -> None:
+    """Record a batch's results: (re)create its partition with ``params``. A retried job
+    replaces what an earlier attempt recorded. The Metastore is Spark's own (``hive-site.xml``,
+    ``spark.hadoop.hive.metastore.uris``), else ``uris`` (the Airflow connection's address)."""
+    jvm = spark._jvm
+    hive_conf = jvm.org.apache.hadoop.hive.conf.HiveConf
+    conf = hive_conf(spark._jsc.hadoopConfiguration(), hive_conf._java_lang_class)
+    if not (conf.get("hive.metastore.uris") or "").strip():
+        if not uris:
+            raise RuntimeError("this Spark application knows no Hive Metastore (hive.metastore.uris) to record "
+                               f"its results in {name}")
+        conf.set("hive.metastore.uris", uris)
+    client = jvm.org.apache.hadoop.hive.metastore.HiveMetaStoreClient(conf)
+    api = jvm.org.apache.hadoop.hive.metastore.api
+    db, table = split_name(name)
+    try:
+        values = [run, str(batch)]
+        try:
+            client.dropPartition(db, table, values, True)
+        except Exception as e:  # noqa: BLE001 - NoSuchObjectException: the usual case
+            if "NoSuchObject" not in str(e):
+                raise
+        serde = api.SerDeInfo()
+        serde.setSerializationLib("org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe")
+        serde.setParameters({})
+        sd = api.StorageDescriptor()
+        sd.setCols([api.FieldSchema("unused", "string", "")])
+        sd.setInputFormat("org.apache.hadoop.mapred.TextInputFormat")
+        sd.setOutputFormat("org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat")
+        sd.setSerdeInfo(serde)
+        sd.setNumBuckets(-1)
+        sd.setBucketCols([])
+        sd.setSortCols([])
+        sd.setParameters({})
+        p = api.Partition()
+        p.setDbName(db)
+        p.setTableName(table)
+        p.setValues(values)
+        p.setSd(sd)
+        p.setParameters(params)
+        client.add_partition(p)
+    finally:
+        client.close()

@@ -1,0 +1,98 @@
+"""What a merge job found and did per partition, and how it travels back to Airflow.
+
+The results travel through the Hive Metastore, the one service both sides already reach: the
+Spark job records each batch as a partition ``run=<run>/batch=<n>`` of a small package table
+(``results_table`` in the config), one parameter per examined partition. The refresh task
+reads them with the same Thrift client it writes statistics with. So Airflow workers need no
+client for the tables' storage (HDFS, viewfs, S3A, ... are only touched by Spark), and the
+channel works in every deploy mode, including YARN and Kubernetes cluster mode, where the
+driver's output never reaches the Airflow worker.
+
+Pure logic: no Spark, no Thrift.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
+
+# Hive stores a parameter value in a VARCHAR(4000) column (Hive 2.3 to 4 schemas).
+MAX_PARAM_CHARS = 4000
+RESULT_KEY_PREFIX = "result."
+REASON_CHARS = 400
+
+
+class Status(str, Enum):
+    MERGED = "merged"
+    NOTHING_TO_DO = "nothing_to_do"
+    WOULD_MERGE = "would_merge"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+
+    def __str__(self) -> str:  # JSON and log lines show the plain value
+        return self.value
+
+
+@dataclass
+class PartitionResult:
+    table: str
+    partition: str
+    location: str
+    status: Status
+    reason: str = ""
+    files_before: int = 0
+    bytes_before: int = 0
+    files_after: int = 0
+    bytes_after: int = 0
+    rows: int | None = None  # rows in the partition after the merge, where known
+    rows_merged: int = 0
+    groups: int = 0
+    files_merged: int = 0
+    mode: str = ""
+    seconds: float = 0.0
+    recovered: bool = False
+    listed: bool = False  # the job listed the folder: files_after / bytes_after are the disk's truth
+    stats_files: int | None = None  # what the Metastore said at planning time
+    stats_bytes: int | None = None
+    outputs: list[str] = field(default_factory=list)
+
+    @property
+    def stale_statistics(self) -> bool:
+        """The Metastore's numFiles / totalSize disagreed with the listing before this run."""
+        return self.listed and (self.stats_files != self.files_before or self.stats_bytes != self.bytes_before)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["status"] = self.status.value
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "PartitionResult":
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in d.items() if k in known}
+        values["status"] = Status(values["status"])
+        return cls(**values)
+
+
+def encode_results(results: list[PartitionResult]) -> dict[str, str]:
+    """Metastore parameters holding a batch's results: one key per partition, each value short
+    enough for the Metastore's parameter column (long reasons and output lists are cut)."""
+    params = {}
+    for i, r in enumerate(results):
+        d = r.to_dict()
+        d["reason"] = d["reason"][:REASON_CHARS]
+        text = json.dumps(d, separators=(",", ":"))
+        if len(text) > MAX_PARAM_CHARS:
+            d["outputs"] = d["outputs"][:3] + [f"... {len(r.outputs) - 3} more"]
+            text = json.dumps(d, separators=(",", ":"))
+        params[f"{RESULT_KEY_PREFIX}{i:05d}"] = text
+    params["count"] = str(len(results))
+    return params
+
+
+def decode_results(params: dict[str, str]) -> list[PartitionResult]:
+    """The results a batch recorded; raises ValueError when some are missing (a batch cut short)."""
+    keys = sorted(k for k in params if k.startswith(RESULT_KEY_PREFIX))
+    if "count" not in params or int(params["count"]) != len(keys):
+        raise ValueError(f"the batch recorded {params.get('count', 'no')} result count but {len(keys)} result(s)")
+    return [PartitionResult.from_dict(json.loads(params[k])) for k in keys]

@@ -1,0 +1,91 @@
+"""A table's work area: the one owner of its folder layout, its journals and its purge.
+
+Beside the table, never inside a partition (Hive and ``MSCK REPAIR`` do not read it)::
+
+    <root>/staging/<run>/<partition id>/     merged outputs before they are committed
+    <root>/journal/<partition id>.json       a decided commit, until it is fully applied
+    <root>/trash/<run>/<partition id>/       replaced inputs, kept for rollback
+    <root>/manifests/<run>/<partition id>.json  what a committed merge replaced (rollback, purge)
+
+Every operation goes through the Spark job's Hadoop FileSystem (``fs``: ``hadoop_fs.HadoopFS``
+or anything with its ``list``, ``read_text`` and ``delete``), so the Airflow workers never
+touch it.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+# The folders that hold per-run content, each ``<folder>/<run>``; purged together.
+RUN_FOLDERS = ("trash", "manifests", "staging")
+
+
+@dataclass(frozen=True)
+class WorkArea:
+    root: str
+
+    def staging(self, run: str, pid: str) -> str:
+        return f"{self.root}/staging/{run}/{pid}"
+
+    @property
+    def journals(self) -> str:
+        return f"{self.root}/journal"
+
+    def journal(self, pid: str) -> str:
+        return f"{self.journals}/{pid}.json"
+
+    def trash(self, run: str, pid: str) -> str:
+        return f"{self.root}/trash/{run}/{pid}"
+
+    def manifests(self, run: str) -> str:
+        return f"{self.root}/manifests/{run}"
+
+    def manifest(self, run: str, pid: str) -> str:
+        return f"{self.manifests(run)}/{pid}.json"
+
+
+def read_journal(fs, uri: str) -> dict | None:
+    """A journal's record, or None for a torn one: a journal is closed before its commit moves
+    a file, so an empty or cut-short one (a job killed while writing it) means nothing moved."""
+    try:
+        return json.loads(fs.read_text(uri))
+    except ValueError:
+        return None
+
+
+def journaled(fs, area: WorkArea) -> list[tuple[object, dict | None]]:
+    """(file entry, record or None if torn) of every journal in the work area; the partition id
+    is the entry's name without ``.json``."""
+    return [(e, read_journal(fs, e.path)) for e in fs.list(area.journals)
+            if e.name.endswith(".json") and not e.name.startswith(".")]
+
+
+def purge_expired(fs, area: WorkArea, retention_days: int, keep_runs: set[str], now: float | None = None) -> list[str]:
+    """Delete the per-run folders (trash, manifests, staging) of runs older than the retention.
+
+    A run's age is the newest change in any of its folders; runs in ``keep_runs`` (the current
+    one, any with an interrupted commit) are never purged. Returns the folders deleted."""
+    now = time.time() if now is None else now
+    cutoff_ms = (now - retention_days * 86400) * 1000
+    newest: dict[str, int] = {}
+    for folder in RUN_FOLDERS:
+        for run_dir in fs.list(f"{area.root}/{folder}"):
+            changed = max([run_dir.modification_time] + [c.modification_time for c in fs.list(run_dir.path)]
+                          if run_dir.is_dir else [run_dir.modification_time])
+            newest[run_dir.name] = max(newest.get(run_dir.name, 0), changed)
+    deleted = []
+    for run, changed in sorted(newest.items()):
+        if changed >= cutoff_ms or run in keep_runs:
+            continue
+        for folder in RUN_FOLDERS:
+            target = f"{area.root}/{folder}/{run}"
+            if fs.delete(target, recursive=True):
+                deleted.append(target)
+    if deleted:
+        log.info("%s: purged %d expired folder(s) of %d run(s) older than %d day(s)", area.root, len(deleted),
+                 len({d.rsplit('/', 1)[-1] for d in deleted}), retention_days)
+    return deleted
