@@ -32,7 +32,6 @@ failed to run (its figures would mean nothing).
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import re
@@ -54,8 +53,7 @@ for _p in (ROOT / "scripts", ROOT / "plugins"):
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 
 from harness import Stack  # noqa: E402
-from hive_compaction.paths import run_tag  # noqa: E402
-from hive_compaction.planning import decode_batch  # noqa: E402
+from hive_compaction.planning import batch_tasks, decode_batch  # noqa: E402
 
 DB = "merge_speed"
 GB = 1024**3
@@ -189,13 +187,6 @@ def after_state(stack: Stack, table: str, expected: dict) -> dict:
 
 # --- our job -----------------------------------------------------------------------------------
 
-def read_results(pattern: str) -> list[dict]:
-    out = []
-    for path in sorted(glob.glob(pattern)):
-        out += json.loads(Path(path).read_text())
-    return out
-
-
 def job_span(log_text: str, results: list[dict]) -> tuple[float | None, float | None]:
     """(seconds of ``run_batch``, seconds until its first partition was done).
 
@@ -237,8 +228,7 @@ def run_dag(stack: Stack, work: Path, table: str) -> dict:
     t0 = time.monotonic()
     run = stack.run_dag(cfg, SPARK_CONF_DIR=spark_conf_dir(work))
     wall = time.monotonic() - t0
-    area = table_dir(stack, table).parent / ".hive_compaction" / table
-    results = read_results(str(area / "runs" / run_tag(run.run_id) / "results-*.json")) if run.run_id else []
+    results = stack.results(cfg, run.run_id) if run.run_id else []
     ok = run.state == "success" and bool(results) and all(r["status"] == "merged" for r in results)
     span, first = job_span(run.log, results)
     return {"wall_seconds": round(wall, 3), "in_app_seconds": span, "first_partition_done_seconds": first,
@@ -260,8 +250,8 @@ def run_job(stack: Stack, work: Path, table: str, mode: str) -> dict:
         t0 = time.monotonic()
         p = stack.spark_submit(batch, cfg, SPARK_CONF_DIR=spark_conf_dir(work))
         wall += time.monotonic() - t0
-        area = local(payload["tasks"][0]["work_dir"])
-        got = read_results(str(area / "runs" / payload["run"] / f"results-{payload['batch']}.json"))
+        got = [r for r in stack.results(cfg, payload["run"]) if (r["table"], r["partition"]) in
+               {(f"{t.database}.{t.table}", t.partition) for t in batch_tasks(payload)}]
         span, first = job_span(p.stdout, got)
         in_app = None if span is None or in_app is None else in_app + span
         results += got

@@ -163,13 +163,16 @@ class Stack:
         with HMS("127.0.0.1", self.port) as hms:
             return dag_tasks.plan(settings, hms, run_id, select(settings, {"dry_run": dry_run}, "manual", None))
 
-    def results(self, config_path: Path, planned: dict) -> list[dict]:
-        """What the merge jobs of a plan recorded in the results table (as the refresh reads it)."""
-        from hive_compaction import config, dag_tasks
+    def results(self, config_path: Path, run: str) -> list[dict]:
+        """What the merge jobs of a run (its id or path tag) recorded in the results table."""
+        from hive_compaction import config, result_table
         from hive_compaction.metastore import Metastore as HMS
-        config.load(config_path)
+        from hive_compaction.paths import run_tag
+        from hive_compaction.results import decode_results
+        settings = config.load(config_path)
         with HMS("127.0.0.1", self.port) as hms:
-            return [r.to_dict() for r in dag_tasks.read_results(hms, planned["plan"])]
+            recorded = result_table.read_run(hms, settings.results_table, run_tag(run))
+        return [r.to_dict() for _, params in sorted(recorded.items()) for r in decode_results(params)]
 
     @staticmethod
     def spark_submit_cmd(batch_arg: str) -> list[str]:

@@ -270,7 +270,7 @@ def test_trigger_from_the_form_compacts_that_date_only(airflow, stack):
     assert run["state"] == "success", svc.diagnostics(run_id)
     states = svc.states(run_id)
     assert states["merge"] == ["success"], states
-    assert states["refresh_metastore"] == ["success"] and states["purge_expired_trash"] == ["success"], states
+    assert states["refresh_metastore"] == ["success"], states
 
     after, content_after = partition_state(stack, DB, FORM_TABLE), stack.content(DB, FORM_TABLE)
     assert after["dt=2026-09-01"] == before["dt=2026-09-01"]  # same files, sizes, times and statistics

@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 
 from hive_compaction.config import FanOut, TablePolicy
 from hive_compaction.metastore import NUM_FILES, TOTAL_SIZE, PartitionInfo, TableInfo, storage_format
-from hive_compaction.planning import (MAX_ENCODED_BATCH, PartitionTask, Skipped, batch_label, candidate,
-                                      decode_batch, encode_batch, pack_batches, plan_table, split_oversized,
-                                      table_refusal, task_from_dict, task_to_dict)
+from hive_compaction.planning import (DDL_TIME, LISTED_AT, MAX_ENCODED_BATCH, PartitionTask, Skipped, batch_label,
+                                      batch_payload, batch_tasks, candidate, decode_batch, encode_batch,
+                                      pack_batches, plan_table, priority, split_oversized, table_refusal,
+                                      task_from_dict, task_to_dict)
 
 MB = 1024**2
 GB = 1024**3
@@ -153,11 +154,12 @@ def test_plan_table_makes_tasks_with_everything_the_job_needs():
     table = make_table(parameters={"orc.compress": "ZSTD", "comment": "x", "transactional": "false"})
     policy = TablePolicy(target_file_size=256 * MB, small_file_limit=64 * MB, min_small_files=4, merge_mode="copy")
     parts = [make_partition("dt=1", numFiles=10, totalSize=1000, numRows=50),
-             make_partition("dt=2", numFiles=3),  # below min_small_files
+             make_partition("dt=2", numFiles=3, **{LISTED_AT: str(NOW - 3600)}),  # below min_small_files
              make_partition("dt=3")]  # no statistics
-    tasks, skipped = plan_table(table, policy, parts)
+    tasks, skipped = plan_table(table, policy, parts, now=NOW)
     assert skipped == []
     assert [t.partition for t in tasks] == ["dt=1", "dt=3"]
+    assert [t.reason for t in tasks] == ["statistics", "statistics"]
     t = tasks[0]
     assert (t.database, t.table, t.values) == ("db", "events", ("1",))
     assert t.location == "hdfs://nn/wh/db.db/events/dt=1"
@@ -169,6 +171,52 @@ def test_plan_table_makes_tasks_with_everything_the_job_needs():
     assert t.work_dir == "hdfs://nn/wh/db.db/.hive_compaction/events"
     assert (tasks[1].num_files, tasks[1].total_size, tasks[1].num_rows) == (None, None, None)
     assert t.label == "db.events/dt=1"
+
+
+NOW = 1_800_000_000
+
+
+def test_statistics_never_decide_alone_a_dated_run_lists_every_selected_partition():
+    table = make_table()
+    policy = TablePolicy(min_small_files=4)
+    parts = [make_partition("dt=1", numFiles=1, **{LISTED_AT: str(NOW)}),  # stale after an append?
+             make_partition("dt=2", numFiles=9)]
+    tasks, _ = plan_table(table, policy, parts, list_all=True, now=NOW)
+    assert [(t.partition, t.reason) for t in tasks] == [("dt=1", "selected"), ("dt=2", "statistics")]
+    # ... but a table turned off stays off
+    assert plan_table(table, TablePolicy(small_file_limit=0), parts, list_all=True, now=NOW)[0] == []
+
+
+def test_audit_lists_partitions_never_listed_listed_long_ago_or_altered_since():
+    table = make_table()
+    policy = TablePolicy(min_small_files=4, audit_days=7)
+    day = 86400
+    parts = [make_partition("dt=never", numFiles=1),
+             make_partition("dt=recent", numFiles=1, **{LISTED_AT: str(NOW - day)}),
+             make_partition("dt=old", numFiles=1, **{LISTED_AT: str(NOW - 8 * day)}),
+             make_partition("dt=altered", numFiles=1, **{LISTED_AT: str(NOW - day), DDL_TIME: str(NOW - 60)})]
+    tasks, _ = plan_table(table, policy, parts, now=NOW)
+    assert {t.partition: t.reason for t in tasks} == {"dt=never": "audit", "dt=old": "audit", "dt=altered": "audit"}
+    assert plan_table(table, replace(policy, audit_days=0), parts, now=NOW)[0] == []
+
+
+def test_priority_puts_flagged_partitions_first_then_the_longest_unlisted():
+    tasks = [replace(make_task(1), partition="a", reason="audit", listed_at=NOW),
+             replace(make_task(2), partition="b", reason="audit", listed_at=None),
+             replace(make_task(3), partition="c", reason="statistics", num_files=5),
+             replace(make_task(4), partition="d", reason="statistics", num_files=50),
+             replace(make_task(5), partition="e", reason="selected", listed_at=NOW - 10)]
+    assert [t.partition for t in sorted(tasks, key=priority)] == ["d", "c", "b", "e", "a"]
+
+
+def test_batch_payload_sends_the_table_once_and_round_trips():
+    tasks = [replace(make_task(i, partition=f"dt=2024-01-0{i}"), values=(f"2024-01-0{i}",),
+                     location=f"hdfs://nn/wh/db.db/events/dt=2024-01-0{i}") for i in range(1, 6)]
+    tasks.append(replace(make_task(9, partition="dt=x"), location="hdfs://nn/wh/db.db/events/elsewhere"))
+    payload = batch_payload("run-1", 2, False, tasks, [{"table": "db.events", "work_dir": "w"}])
+    assert len(payload["tables"]) == 1 and len(payload["partitions"]) == 6
+    assert [row[3] for row in payload["partitions"]][:5] == [None] * 5  # Hive's own layout: not repeated
+    assert batch_tasks(decode_batch(encode_batch(payload))) == tasks
 
 
 def test_plan_table_work_dir_from_policy_or_root():
@@ -215,7 +263,7 @@ def test_plan_table_non_partitioned_table():
 
 def test_plan_table_accepts_a_generator_of_partitions():
     table = make_table()
-    tasks, _ = plan_table(table, TablePolicy(), (make_partition(f"dt={i}") for i in range(5)))
+    tasks, _ = plan_table(table, TablePolicy(), (make_partition(f"dt={i}") for i in range(5)), now=NOW)
     assert len(tasks) == 5
 
 

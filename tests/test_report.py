@@ -50,6 +50,8 @@ def test_summarize_counts_only_merged_partitions_for_files_and_bytes():
         "skipped": 3,  # two from planning, one from the merge job
         "deferred": 2,
         "failed": 1,
+        "listed": 0,
+        "stale_statistics": 0,
     }
 
 
@@ -114,7 +116,7 @@ def test_render_rows_sorted_and_formatted():
 def test_render_summary_line():
     last = render(RESULTS, SKIPPED, DEFERRED).split("\n")[-1]
     assert last == ("2 of 5 partitions merged: 15 -> 3 files, 110.0 MiB -> 108.0 MiB, 950 rows verified; "
-                    "3 skipped, 2 deferred, 1 failed")
+                    "3 skipped, 2 deferred, 1 failed; 0 listed, 0 with statistics that disagreed with the disk")
 
 
 def test_render_empty_run():
@@ -122,20 +124,35 @@ def test_render_empty_run():
     lines = text.split("\n")
     assert lines[0].split()[0] == "table"
     assert lines[-1] == "0 of 0 partitions merged: 0 -> 0 files, 0 B -> 0 B, 0 rows verified; " \
-                        "0 skipped, 0 deferred, 0 failed"
+                        "0 skipped, 0 deferred, 0 failed; 0 listed, 0 with statistics that disagreed with the disk"
     assert len(lines) == 4  # header, rule, blank, summary
 
 
 def test_render_accepts_merge_job_result_dicts():
-    """The merge job writes ``asdict(PartitionResult)``: exactly those keys must render."""
-    from dataclasses import asdict, fields
+    """The merge job records ``PartitionResult.to_dict()``: exactly those keys must render."""
+    from dataclasses import fields
 
-    merge = pytest.importorskip("hive_compaction.merge")
-    r = merge.PartitionResult("db.t", "dt=1", "hdfs://nn/wh/t/dt=1", "merged", files_before=4, files_after=1,
-                              bytes_before=4000, bytes_after=3900, rows=10, rows_merged=10, mode="copy",
-                              seconds=0.25)
-    d = asdict(r)
-    assert {f.name for f in fields(merge.PartitionResult)} == set(d)
+    from hive_compaction.results import PartitionResult, Status, decode_results, encode_results
+    r = PartitionResult("db.t", "dt=1", "hdfs://nn/wh/t/dt=1", Status.MERGED, files_before=4, files_after=1,
+                        bytes_before=4000, bytes_after=3900, rows=10, rows_merged=10, mode="copy",
+                        seconds=0.25, listed=True, stats_files=1, stats_bytes=1000)
+    d = r.to_dict()
+    assert {f.name for f in fields(PartitionResult)} == set(d) and d["status"] == "merged"
+    assert decode_results(encode_results([r])) == [r]
     text = render([d], [], [])
     assert "4 -> 1" in text and "3.9 KiB -> 3.8 KiB" in text and "copy" in text and "0.2" in text
+    assert "statistics said 1 file(s) (1000 B), the disk had 4 (3.9 KiB)" in text
     assert summarize([d], [], [])["rows_merged"] == 10
+    assert summarize([d], [], [])["stale_statistics"] == 1
+
+
+def test_results_fit_the_metastore_parameter_column_and_a_cut_batch_is_refused():
+    from hive_compaction.results import MAX_PARAM_CHARS, PartitionResult, Status, decode_results, encode_results
+    long = PartitionResult("db.t", "dt=1", "x", Status.FAILED, reason="boom " * 5000,
+                           outputs=[f"part-{i:05d}-{'x' * 60}.orc" for i in range(200)])
+    params = encode_results([long, long])
+    assert all(len(v) <= MAX_PARAM_CHARS for v in params.values())
+    assert len(decode_results(params)) == 2
+    del params["result.00001"]
+    with pytest.raises(ValueError):
+        decode_results(params)

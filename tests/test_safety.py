@@ -1,7 +1,9 @@
 """Data safety on the real stack: kills at every commit step, concurrent writers, refusals."""
 from __future__ import annotations
 
+import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -40,11 +42,24 @@ def test_an_interrupted_commit_is_finished_even_when_the_next_run_selects_other_
                                 HIVE_COMPACTION_TEST_KILL_AT="inputs_moved:dt=2026-04-06")
     assert killed.returncode != 0
     assert stack.rows(db, table).get("dt=2026-04-06") is None  # its rows are in the trash right now
+    journals = list((stack.partition_location(db, table, "dt=2026-04-06").parent.parent / ".hive_compaction" / table
+                     / "journal").glob("*.json"))
+    assert len(journals) == 1
 
+    # A young journal of another run may belong to a commit still under way: left alone.
+    young = stack.run_dag(cfg, conf={"partition_date": "2026-04-07"})
+    assert young.state == "success", young.log[-4000:]
+    assert stack.rows(db, table).get("dt=2026-04-06") is None and journals[0].exists()
+
+    # Once it is older than any commit lasts, the job that lists the table's partitions
+    # finishes it, whatever dates its run selected.
+    old = time.time() - 3600
+    os.utime(journals[0], (old, old))
     run = stack.run_dag(cfg, conf={"partition_date": "2026-04-07"})
     assert run.state == "success", run.log[-4000:]
     assert stack.rows(db, table) == rows
-    assert "interrupted commit(s) to finish first" in run.log
+    assert "finished the commit run killed left behind" in run.log
+    assert not journals[0].exists()
 
 
 def test_files_added_during_a_merge_stay_where_they_are(stack, tmp_path):

@@ -1,20 +1,47 @@
-"""Reading the small JSON files of a table's work area from Airflow (journals, results)."""
+"""The work area's own rules, on real files through the Spark job's Hadoop FileSystem."""
 from __future__ import annotations
 
 import json
+import os
+import time
 
-from hive_compaction.dag_tasks import pending_commits, read_json_files
+from hive_compaction.hadoop_fs import HadoopFS
+from hive_compaction.work_area import WorkArea, journaled, purge_expired
 
 
-def test_a_torn_journal_is_ignored_not_fatal(tmp_path):
-    """A job killed while writing a journal leaves it empty or cut short: its commit never
-    started, so planning must go on (the merge job discards it); whole journals still count."""
+def _age(path, days: float) -> None:
+    t = time.time() - days * 86400
+    for p in [path, *path.rglob("*")]:
+        os.utime(p, (t, t))
+
+
+def test_torn_journals_read_as_none_whole_ones_as_records(spark, tmp_path):
+    area = WorkArea(f"file://{tmp_path}")
     journal = tmp_path / "journal"
     journal.mkdir()
     (journal / "a.json").write_text(json.dumps({"partition": "dt=2026-01-01", "run": "r1"}))
     (journal / "b.json").write_text("")
-    (journal / "c.json").write_text('{"partition": "dt=2026-01-0')
-    (journal / "d.txt").write_text("not a journal")
-    assert read_json_files(str(journal)) == [{"partition": "dt=2026-01-01", "run": "r1"}]
-    assert pending_commits(str(tmp_path), read_json_files) == frozenset({"dt=2026-01-01"})
-    assert read_json_files(str(tmp_path / "missing")) == []
+    (journal / "c.json").write_text('{"partition": "dt=')
+    found = {e.name: r for e, r in journaled(HadoopFS(spark), area)}
+    assert found == {"a.json": {"partition": "dt=2026-01-01", "run": "r1"}, "b.json": None, "c.json": None}
+    assert journaled(HadoopFS(spark), WorkArea(f"file://{tmp_path}/missing")) == []
+
+
+def test_purge_deletes_only_runs_older_than_the_retention_and_never_kept_ones(spark, tmp_path):
+    area = WorkArea(f"file://{tmp_path}")
+    for run in ("old", "new", "pending"):
+        for folder in ("trash", "manifests", "staging"):
+            (tmp_path / folder / run / "p1").mkdir(parents=True)
+            (tmp_path / folder / run / "p1" / "f").write_text(run)
+    _age(tmp_path / "trash" / "old", 10)
+    _age(tmp_path / "manifests" / "old", 10)
+    _age(tmp_path / "staging" / "old", 10)
+    _age(tmp_path / "trash" / "pending", 10)
+    _age(tmp_path / "manifests" / "pending", 10)
+    _age(tmp_path / "staging" / "pending", 10)
+    # "new" was touched in one folder only recently: a run's age is its newest change
+    _age(tmp_path / "trash" / "new", 10)
+    deleted = purge_expired(HadoopFS(spark), area, retention_days=7, keep_runs={"pending"})
+    assert sorted(d.rsplit("/", 2)[-2] for d in deleted) == ["manifests", "staging", "trash"]
+    for folder in ("trash", "manifests", "staging"):
+        assert sorted(p.name for p in (tmp_path / folder).iterdir()) == ["new", "pending"]

@@ -96,6 +96,10 @@ def plan(settings: config_mod.Settings, hms: Metastore, run_id: str, selection: 
     batches = batches[:limit]
     if batches:
         result_table.ensure(hms, settings.results_table)
+        pruned = result_table.prune(hms, settings.results_table, time.time() if now is None else now)
+        if pruned:
+            log.info("dropped %d batch record(s) older than %d days from %s", pruned, result_table.KEEP_DAYS,
+                     settings.results_table)
     spark_args, described = [], []
     for i, batch in enumerate(batches):
         # Each table's work area is looked after (old journals, expired runs) by one job: the
@@ -105,7 +109,7 @@ def plan(settings: config_mod.Settings, hms: Metastore, run_id: str, selection: 
             if next((j for j, b in enumerate(batches) if any(t.table_name == name for t in b)), 0) == i]
         payload = batch_payload(run, i, dry_run, batch, maintain)
         payload["results_table"] = settings.results_table
-        payload["metastore_uris"] = f"thrift://{hms.address}"  # for a Spark without hive-site.xml
+        payload["metastore_uris"] = hms.uris  # for a Spark without hive-site.xml
         label = batch_label(batch)
         spark_args.append({"application_args": ["--batch", encode_batch(payload)],
                            "name": f"hive-compaction {label}"[:200]})
@@ -179,7 +183,6 @@ def refresh(settings: config_mod.Settings, hms: Metastore, plan: dict, now: floa
     report = {"summary": summarize(dicts, plan["skipped"], plan["deferred"]), "partitions": dicts,
               "skipped": plan["skipped"], "deferred": plan["deferred"], "dry_run": plan.get("dry_run", False),
               "dates": plan.get("dates", {}), "run": plan["run"]}
-    result_table.drop(hms, plan["results_table"], plan["run"], [b["batch"] for b in plan["batches"]])
     return report
 
 

@@ -289,6 +289,11 @@ class Metastore:
             raise TTransport.TTransportException(type=e.type, message=message, inner=e) from e
         return transport, socket
 
+    @property
+    def uris(self) -> str:
+        """The addresses as ``hive.metastore.uris`` writes them (for a Spark without hive-site.xml)."""
+        return ",".join(f"thrift://{_format(a)}" for a in self.addresses)
+
     def __enter__(self) -> "Metastore":
         failures = []
         for i, address in enumerate(self.addresses):

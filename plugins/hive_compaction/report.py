@@ -12,6 +12,15 @@ def _size(n: int | None) -> str:
     return str(n)
 
 
+def stale_note(r: dict) -> str:
+    """"statistics said 1 file(s), the disk had 31" where the Metastore was wrong, else ""."""
+    if not r.get("listed") or (r.get("stats_files"), r.get("stats_bytes")) == (r["files_before"], r["bytes_before"]):
+        return ""
+    said = "no statistics" if r.get("stats_files") is None else \
+        f"statistics said {r['stats_files']} file(s) ({_size(r.get('stats_bytes'))})"
+    return f"{said}, the disk had {r['files_before']} ({_size(r['bytes_before'])})"
+
+
 def summarize(results: list[dict], skipped: list[dict], deferred: list[dict]) -> dict:
     merged = [r for r in results if r["status"] == "merged"]
     return {
@@ -25,6 +34,8 @@ def summarize(results: list[dict], skipped: list[dict], deferred: list[dict]) ->
         "skipped": len(skipped) + sum(1 for r in results if r["status"] == "skipped"),
         "deferred": len(deferred),
         "failed": sum(1 for r in results if r["status"] == "failed"),
+        "listed": sum(1 for r in results if r.get("listed")),
+        "stale_statistics": sum(1 for r in results if stale_note(r)),
     }
 
 
@@ -37,7 +48,8 @@ def render(results: list[dict], skipped: list[dict], deferred: list[dict]) -> st
                      f"{r['files_before']} -> {r['files_after']}",
                      f"{_size(r['bytes_before'])} -> {_size(r['bytes_after'])}",
                      "-" if r.get("rows") is None else str(r["rows"]),
-                     r.get("mode") or "-", f"{r.get('seconds', 0):.1f}", r.get("reason") or ""))
+                     r.get("mode") or "-", f"{r.get('seconds', 0):.1f}",
+                     "; ".join(x for x in (r.get("reason"), stale_note(r)) if x)))
     for s in skipped:
         rows.append((s["table"], s["partition"] or "-", "skipped", "", "", "", "", "", s["reason"]))
     for d in deferred:
@@ -51,5 +63,6 @@ def render(results: list[dict], skipped: list[dict], deferred: list[dict]) -> st
     lines.append(f"{s['partitions_merged']} of {s['partitions_examined']} partitions merged: "
                  f"{s['files_before']} -> {s['files_after']} files, "
                  f"{_size(s['bytes_before'])} -> {_size(s['bytes_after'])}, {s['rows_merged']} rows verified; "
-                 f"{s['skipped']} skipped, {s['deferred']} deferred, {s['failed']} failed")
+                 f"{s['skipped']} skipped, {s['deferred']} deferred, {s['failed']} failed; "
+                 f"{s['listed']} listed, {s['stale_statistics']} with statistics that disagreed with the disk")
     return "\n".join(lines)

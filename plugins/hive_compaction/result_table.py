@@ -4,7 +4,7 @@ One partition ``run=<run>/batch=<n>`` per merge job, holding the job's results a
 parameters (``results.encode_results``); no data file is ever written to it. The plan task
 creates the table if it is missing, each merge job records its batch at the end (through the
 Metastore client in Spark's own JVM, so it authenticates as Spark does: Kerberos, delegation
-tokens), and the refresh task reads the batches and then drops them.
+tokens), and the refresh task reads the batches; the plan task drops batches older than ``KEEP_DAYS``.
 
 The Thrift side (Airflow) imports ``hmsclient`` lazily; the Spark side needs only pyspark.
 """
@@ -58,14 +58,34 @@ def read(hms, name: str, run: str, batches: list[int]) -> dict[int, dict[str, st
     return {int(p.values[1]): dict(p.parameters or {}) for p in found}
 
 
-def drop(hms, name: str, run: str, batches: list[int]) -> None:
+def read_run(hms, name: str, run: str) -> dict[int, dict[str, str]]:
+    """Every batch a run recorded (for people and tools looking back at a run)."""
+    db, table = split_name(name)
+    prefix = f"run={run}/"
+    names = [n for n in hms._call("get_partition_names", db, table, -1) if n.startswith(prefix)]
+    return read(hms, name, run, [int(n[len(prefix) + len("batch="):]) for n in names])
+
+
+# Recorded runs are kept this long: the history of what each run found and did.
+KEEP_DAYS = 30
+
+
+def prune(hms, name: str, now: float, keep_days: int = KEEP_DAYS) -> int:
+    """Drop the batches recorded more than ``keep_days`` ago; returns how many."""
     from hmsclient.genthrift.hive_metastore import ttypes
     db, table = split_name(name)
-    for b in batches:
-        try:
-            hms._call("drop_partition_by_name", db, table, partition_name(run, b), True)
-        except ttypes.NoSuchObjectException:
-            pass
+    cutoff = now - keep_days * 86400
+    old = [n for n in hms._call("get_partition_names", db, table, -1)]
+    dropped = 0
+    for i in range(0, len(old), 500):
+        for p in hms._call("get_partitions_by_names", db, table, old[i:i + 500]):
+            if p.createTime and p.createTime < cutoff:
+                try:
+                    hms._call("drop_partition", db, table, p.values, True)
+                    dropped += 1
+                except ttypes.NoSuchObjectException:
+                    pass
+    return dropped
 
 
 # --- Spark side (py4j, the Metastore client in Spark's JVM) --------------------------------------
