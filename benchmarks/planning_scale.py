@@ -11,7 +11,9 @@ partition, the Metastore calls and the Spark applications (batches) produced, an
 between the sizes (a per-partition time ratio near 1.0 means planning grows linearly).
 
 Checks (exit code 1 when one fails): every table became at most ``max_spark_jobs`` Spark
-applications; the Metastore calls stay within ``2 + ceil(n / batch_size)`` plus a small constant;
+applications; the Metastore calls stay within ``4 + ceil(n / batch_size)`` plus a small constant;
+listing the planned partitions (as the merge job does, through a local Spark's Hadoop FileSystem)
+costs at most one round trip per partition;
 every registered partition was either planned or deferred (none lost). The figures are written as
 JSON to ``--json PATH`` or, without it, as the last line of stdout.
 """
@@ -40,6 +42,8 @@ from hmsclient.genthrift.hive_metastore import ttypes  # noqa: E402
 from hive_compaction import config as config_mod  # noqa: E402
 from hive_compaction import dag_tasks  # noqa: E402
 from hive_compaction.metastore import Metastore as HMS  # noqa: E402
+from hive_compaction.planning import batch_tasks, decode_batch  # noqa: E402
+from hive_compaction.run_params import select  # noqa: E402
 from local_stack import Metastore as LocalMetastore  # noqa: E402
 from local_stack import free_port  # noqa: E402
 
@@ -49,7 +53,10 @@ ORC_OUTPUT = "org.apache.hadoop.hive.ql.io.orc.OrcOutputFormat"
 ORC_SERDE = "org.apache.hadoop.hive.ql.io.orc.OrcSerde"
 MAX_SPARK_JOBS = 8
 MAX_PARTITIONS_PER_JOB = 2000
-CALLS_SLACK = 2  # constant allowance on top of get_table + get_partition_names + ceil(n / batch_size)
+CALLS_SLACK = 2  # constant allowance on top of the expected calls
+# get_table + get_partition_names + ceil(n / batch_size), and the results table's upkeep once the
+# plan has batches (get_tables; get_partition_names to drop old records, none here: no job runs)
+FIXED_CALLS = 4
 QUICK_SIZES = [300, 600]
 
 
@@ -143,7 +150,7 @@ def plan_once(port: int, table: str, batch_size: int) -> tuple[float, int, dict]
     }, "<planning_scale>")
     with HMS("127.0.0.1", port, batch_size=batch_size) as hms:
         started = time.perf_counter()
-        out = dag_tasks.plan(settings, hms, run_id=f"bench__{table}")
+        out = dag_tasks.plan(settings, hms, f"bench__{table}", select(settings, {}, "manual", None))
         seconds = time.perf_counter() - started
         return seconds, hms.calls, out
 
@@ -168,7 +175,7 @@ def measure(port: int, table: str, n: int, batch_size: int, repeat: int) -> dict
     plan = out["plan"]
     per_batch = [len(b["partitions"]) for b in plan["batches"]]
     best = min(times)
-    expected_calls = 2 + math.ceil(n / batch_size)
+    expected_calls = FIXED_CALLS + math.ceil(n / batch_size)
     return {
         "table": f"{DATABASE}.{table}",
         "partitions": n,
@@ -187,6 +194,44 @@ def measure(port: int, table: str, n: int, batch_size: int, repeat: int) -> dict
         "skipped": len(plan["skipped"]),
         "max_encoded_batch_chars": max((len(a["application_args"][1]) for a in out["spark_args"]), default=0),
     }
+
+
+# --- listing (the merge job's part) -----------------------------------------------------------
+
+def listing_pass(spark, out: dict) -> dict:
+    """List every planned partition's folder as the merge job does (``HadoopFS.list``, one JVM
+    helper call each), counting the helper calls. The folders are the registered, empty ones."""
+    from hive_compaction import jvm_helper
+    from hive_compaction.hadoop_fs import HadoopFS
+    locations = [t.location for a in out["spark_args"] for t in batch_tasks(decode_batch(a["application_args"][1]))]
+    fs, calls = HadoopFS(spark), [0]
+    real = jvm_helper.call
+
+    def counted(*a, **k):
+        calls[0] += 1
+        return real(*a, **k)
+    fs.list(locations[0])  # compiles the helper: not timed
+    jvm_helper.call = counted
+    try:
+        started = time.perf_counter()
+        for loc in locations:
+            fs.list(loc)
+        seconds = time.perf_counter() - started
+    finally:
+        jvm_helper.call = real
+    return {"listed": len(locations), "listing_seconds": round(seconds, 4),
+            "listing_us_per_partition": round(seconds / max(1, len(locations)) * 1e6, 1),
+            "listing_calls_per_partition": round(calls[0] / max(1, len(locations)), 3)}
+
+
+def local_spark():
+    import os
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+    spark = (SparkSession.builder.master("local[1]").appName("planning-scale-listing")
+             .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
 
 
 # --- main --------------------------------------------------------------------------------------
@@ -227,14 +272,22 @@ def run(args, port: int, warehouse: str | None) -> dict:
         f"max_partitions_per_job={MAX_PARTITIONS_PER_JOB}; Metastore batch_size={args.batch_size})")
     log(f"{'partitions':>10} {'plan s':>9} {'us/part':>9} {'read s':>8} {'read us/part':>12} {'calls':>6} "
         f"{'expect':>6} {'batches':>8} {'planned':>8} {'deferred':>8}")
+    spark = local_spark() if warehouse else None
     for n in sizes:
         r = measure(port, f"parts_{n}", n, args.batch_size, args.repeat)
+        if spark is not None:
+            r.update(listing_pass(spark, plan_once(port, f"parts_{n}", args.batch_size)[2]))
+            log(f"{'':>10} listing {r['listed']} planned partition folders: {r['listing_seconds']:.2f} s, "
+                f"{r['listing_us_per_partition']:.0f} us and {r['listing_calls_per_partition']} JVM call(s) "
+                "per partition")
         results.append(r)
         log(f"{r['partitions']:>10} {r['planning_seconds']:>9.3f} {r['us_per_partition']:>9.1f} "
             f"{r['metastore_read_seconds']:>8.3f} {r['metastore_read_us_per_partition']:>12.1f} {r['calls']:>6} "
             f"{r['expected_calls']:>6} {r['batches']:>8} {r['planned']:>8} {r['deferred']:>8}")
         log(f"{'':>10} runs {r['planning_seconds_all']} s; partitions per Spark application "
             f"{r['partitions_per_batch']}; largest --batch argument {r['max_encoded_batch_chars']} chars")
+    if spark is not None:
+        spark.stop()
     figures["results"] = results
 
     small, large = results[0], results[-1]
@@ -266,13 +319,18 @@ def run(args, port: int, warehouse: str | None) -> dict:
             "name": f"{r['partitions']} partitions -> at most {MAX_SPARK_JOBS} Spark applications",
             "ok": 1 <= r["batches"] <= MAX_SPARK_JOBS, "value": r["batches"]})
         checks.append({
-            "name": f"{r['partitions']} partitions -> calls <= 2 + ceil(n/{args.batch_size}) + {CALLS_SLACK} "
+            "name": f"{r['partitions']} partitions -> calls <= {FIXED_CALLS} + ceil(n/{args.batch_size}) + {CALLS_SLACK} "
                     f"= {r['max_allowed_calls']}",
             "ok": r["calls"] <= r["max_allowed_calls"], "value": r["calls"]})
         checks.append({
             "name": f"{r['partitions']} partitions -> each planned or deferred (none skipped or lost)",
             "ok": r["planned"] + r["deferred"] == r["partitions"] and r["skipped"] == 0,
             "value": {"planned": r["planned"], "deferred": r["deferred"], "skipped": r["skipped"]}})
+        if "listed" in r:
+            checks.append({
+                "name": f"{r['partitions']} partitions -> listing costs at most one round trip per partition",
+                "ok": r["listed"] == r["planned"] and r["listing_calls_per_partition"] <= 1.0,
+                "value": r["listing_calls_per_partition"]})
     figures["checks"] = checks
     figures["ok"] = all(c["ok"] for c in checks)
     log("")

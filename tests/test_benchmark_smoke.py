@@ -32,8 +32,11 @@ def test_planning_scale_quick(tmp_path):
     assert [r["partitions"] for r in figures["registration"]] == [300, 600]
     for r in results:
         assert 1 <= r["batches"] <= figures["max_spark_jobs"]
-        # get_table + get_partition_names + one get_partitions_by_names per batch of names
-        assert r["calls"] == 2 + math.ceil(r["partitions"] / batch_size)
+        # get_table + get_partition_names + one get_partitions_by_names per batch of names, and
+        # the results table's upkeep (get_tables, get_partition_names of old records)
+        assert r["calls"] == 4 + math.ceil(r["partitions"] / batch_size)
+        # the merge job lists every planned partition with one JVM call each
+        assert r["listed"] == r["planned"] and r["listing_calls_per_partition"] == 1.0
         # every registered partition has numFiles >= 2: all are candidates, all fit in this run
         assert r["planned"] == r["partitions"] and r["deferred"] == 0 and r["skipped"] == 0
         assert sum(r["partitions_per_batch"]) == r["partitions"]

@@ -43,7 +43,7 @@ def test_an_interrupted_commit_is_finished_even_when_the_next_run_selects_other_
     assert killed.returncode != 0
     assert stack.rows(db, table).get("dt=2026-04-06") is None  # its rows are in the trash right now
     journals = list((stack.partition_location(db, table, "dt=2026-04-06").parent.parent / ".hive_compaction" / table
-                     / "journal").glob("*.json"))
+                     / "journal").glob("dt_2026-04-06.*.json"))
     assert len(journals) == 1
 
     # A young journal of another run may belong to a commit still under way: left alone.
@@ -103,7 +103,7 @@ def test_two_runs_merging_one_partition_at_once_never_duplicate_a_row(stack, tmp
     assert len(partition_files(folder)) == 1  # B's output only; A moved nothing
     assert stack.rows(db, table) == rows       # every row exactly once
     work = Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db" / ".hive_compaction" / table
-    assert not list((work / "journal").glob("*.json"))
+    assert not list((work / "journal").glob("dt_2026-04-06.*.json"))
 
 
 def test_unsafe_or_unsupported_inputs_are_skipped_with_a_reason_and_left_byte_for_byte(stack, tmp_path):
