@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt | cksum | cut -d' ' -f1)
 
-.PHONY: venv demo test test-all stack-start stack-stop clean
+.PHONY: venv demo test test-all stack-start stack-stop clean dist
 
 $(STAMP): requirements.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] >= (3, 10) else "error: Python 3.10+ is needed")'
@@ -21,6 +21,10 @@ demo: venv
 
 test: venv
 	@source scripts/env.sh && python -m pytest -q tests
+
+# The zip merge jobs ship with --py-files in cluster deploy mode (set py_files to it in the config).
+dist: venv
+	@source scripts/env.sh && python plugins/hive_compaction/package.py dist/hive_compaction.zip
 
 stack-start: venv
 	@source scripts/env.sh && python scripts/local_stack.py start

@@ -42,7 +42,7 @@ from hmsclient.genthrift.hive_metastore import ttypes  # noqa: E402
 from hive_compaction import config as config_mod  # noqa: E402
 from hive_compaction import dag_tasks  # noqa: E402
 from hive_compaction.metastore import Metastore as HMS  # noqa: E402
-from hive_compaction.planning import batch_tasks, decode_batch  # noqa: E402
+from hive_compaction.batch import batch_tasks, decode_batch  # noqa: E402
 from hive_compaction.run_params import select  # noqa: E402
 from local_stack import Metastore as LocalMetastore  # noqa: E402
 from local_stack import free_port  # noqa: E402

@@ -23,7 +23,7 @@ from pyspark.sql import SparkSession  # noqa: E402
 
 from hive_compaction import result_table  # noqa: E402
 from hive_compaction.merge import BatchRunner  # noqa: E402
-from hive_compaction.planning import batch_tasks, decode_batch  # noqa: E402
+from hive_compaction.batch import batch_tasks, decode_batch  # noqa: E402
 from hive_compaction.results import Status, encode_results  # noqa: E402
 
 

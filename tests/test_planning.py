@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from hive_compaction.config import FanOut, TablePolicy
 from hive_compaction.metastore import NUM_FILES, TOTAL_SIZE, PartitionInfo, TableInfo, storage_format
-from hive_compaction.planning import (DDL_TIME, LISTED_AT, MAX_ENCODED_BATCH, PartitionTask, Skipped, batch_label,
-                                      batch_payload, batch_tasks, candidate, decode_batch, encode_batch,
-                                      pack_batches, plan_table, priority, split_oversized, table_refusal,
-                                      task_from_dict, task_to_dict)
+from hive_compaction.batch import (MAX_ENCODED_BATCH, PartitionTask, batch_payload, batch_tasks, decode_batch,
+                                   encode_batch, task_from_dict, task_to_dict)
+from hive_compaction.planning import (DDL_TIME, LISTED_AT, Skipped, batch_label, candidate, pack_batches, plan_table,
+                                      priority, split_oversized, table_refusal)
 
 MB = 1024**2
 GB = 1024**3

@@ -10,8 +10,9 @@ from . import result_table
 from .metastore import (NUM_FILES, NUM_ROWS, SPARK_NUM_ROWS, SPARK_TOTAL_SIZE, TOTAL_SIZE, Metastore,
                         PartitionInfo, TableInfo, unescape_path_name)
 from .paths import run_tag
-from .planning import (LISTED_AT, Skipped, batch_label, batch_payload, encode_batch, pack_batches, plan_table,
-                       priority, split_oversized, table_refusal, table_work_dir)
+from .batch import batch_payload, encode_batch
+from .planning import (LISTED_AT, Skipped, batch_label, pack_batches, plan_table, priority, split_oversized,
+                       table_refusal, table_work_dir)
 from .report import render, summarize
 from .results import PartitionResult, Status, decode_results
 from .run_params import RunSelection, partition_date

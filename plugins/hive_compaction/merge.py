@@ -39,7 +39,7 @@ from .commit import commit, fault_point, recover
 from .copy_merge import CopyMergeError, FileFooter, error_text, copy_merge, read_footers, tiny_blocks
 from .hadoop_fs import HadoopFS, is_hidden
 from .paths import partition_id
-from .planning import PartitionTask
+from .batch import PartitionTask
 from .results import PartitionResult, Status
 from .sizing import DataFile, pack_small_files, small_files
 from .work_area import WorkArea, journaled, purge_expired

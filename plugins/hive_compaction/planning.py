@@ -5,57 +5,14 @@ the Spark job at merge time (``sizing``), so stale statistics can never cause a 
 """
 from __future__ import annotations
 
-import base64
-import json
 import math
 import time
-import zlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 
+from .batch import MAX_ENCODED_BATCH, PartitionTask
 from .config import FanOut, TablePolicy
 from .metastore import NUM_FILES, NUM_ROWS, TOTAL_SIZE, PartitionInfo, TableInfo
 from .paths import default_work_dir, location_problem
-
-# One command-line argument may not exceed 128 KiB on Linux (MAX_ARG_STRLEN); stay well below.
-MAX_ENCODED_BATCH = 96 * 1024
-
-
-@dataclass(frozen=True)
-class PartitionTask:
-    """One partition to look at in a Spark job; everything the job needs, nothing it must ask."""
-    database: str
-    table: str
-    partition: str
-    values: tuple[str, ...]
-    location: str
-    table_location: str
-    storage_format: str
-    work_dir: str
-    target_file_size: int
-    small_file_limit: int
-    min_small_files: int
-    merge_mode: str
-    quiet_period_minutes: int = 0
-    copy_min_block_size: int = 0
-    sort_columns: tuple[str, ...] = ()
-    num_files: int | None = None
-    total_size: int | None = None
-    num_rows: int | None = None
-    table_parameters: dict[str, str] = field(default_factory=dict)
-    trash_retention_days: int = 7
-    # Why the partition is planned: its statistics say it has small files (or say nothing), or
-    # it is listed to check them (a dated run lists every partition it selects; an audit lists
-    # partitions this package has not looked at for a while). Orders the work, never decides it.
-    reason: str = "statistics"
-    listed_at: int | None = None
-
-    @property
-    def table_name(self) -> str:
-        return f"{self.database}.{self.table}"
-
-    @property
-    def label(self) -> str:
-        return f"{self.table_name}/{self.partition}" if self.partition else self.table_name
 
 
 @dataclass(frozen=True)
@@ -199,57 +156,6 @@ def batch_label(batch: list[PartitionTask], shown: int = 3) -> str:
         more = f" +{len(names) - shown} more" if len(names) > shown else ""
         parts.append(f"{table}: {', '.join(names[:shown])}{more}")
     return "; ".join(parts)
-
-
-def encode_batch(payload: dict) -> str:
-    raw = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
-    return base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode()
-
-
-def decode_batch(text: str) -> dict:
-    return json.loads(zlib.decompress(base64.urlsafe_b64decode(text.encode())))
-
-
-def task_to_dict(t: PartitionTask) -> dict:
-    d = asdict(t)
-    d["values"], d["sort_columns"] = list(t.values), list(t.sort_columns)
-    return d
-
-
-def task_from_dict(d: dict) -> PartitionTask:
-    return PartitionTask(**{**d, "values": tuple(d["values"]), "sort_columns": tuple(d.get("sort_columns", ()))})
-
-
-# The fields of a task that vary per partition; the rest is the table's, sent once per batch.
-PARTITION_FIELDS = ("partition", "values", "location", "num_files", "total_size", "num_rows", "reason", "listed_at")
-
-
-def batch_payload(run: str, batch: int, dry_run: bool, tasks: list[PartitionTask],
-                  maintain: list[dict] = ()) -> dict:
-    """What one merge job needs, compactly: each table's policy once, its partitions as rows
-    (a location that follows Hive's ``table/name`` convention is left out). ``maintain`` lists
-    the work areas whose old journals and expired runs this job looks after."""
-    tables: dict[str, int] = {}
-    rows = []
-    for t in tasks:
-        d = task_to_dict(t)
-        shared = json.dumps({k: v for k, v in d.items() if k not in PARTITION_FIELDS}, sort_keys=True)
-        index = tables.setdefault(shared, len(tables))
-        if d["location"] == f"{t.table_location.rstrip('/')}/{t.partition}":
-            d["location"] = None
-        rows.append([index] + [d[k] for k in PARTITION_FIELDS])
-    return {"run": run, "batch": batch, "dry_run": dry_run, "tables": [json.loads(k) for k in tables],
-            "partitions": rows, "maintain": list(maintain)}
-
-
-def batch_tasks(payload: dict) -> list[PartitionTask]:
-    out = []
-    for row in payload["partitions"]:
-        d = {**payload["tables"][row[0]], **dict(zip(PARTITION_FIELDS, row[1:]))}
-        if d["location"] is None:
-            d["location"] = f"{d['table_location'].rstrip('/')}/{d['partition']}"
-        out.append(task_from_dict(d))
-    return out
 
 
 def split_oversized(batches: list[list[PartitionTask]], encode) -> list[list[PartitionTask]]:

@@ -1,0 +1,141 @@
+"""The full DAG on a real multi-JVM Spark cluster: a standalone Master and two 1-core Workers
+started from the pyspark wheel (scripts/spark_cluster.py), executors in JVMs of their own.
+
+The merge jobs run in client mode (the driver is the spark-submit process here); each
+application is capped at one core (``spark.cores.max``) so two merges share the two workers.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from test_end_to_end import assert_statistics_match_disk
+
+pytestmark = pytest.mark.integration
+
+DATES = ["2026-05-01", "2026-05-02"]
+# table -> (storage, merge mode): every format with every mode
+TABLES = {"orc_copy": ("ORC", "copy"), "orc_rewrite": ("ORC", "rewrite"),
+          "parquet_copy": ("PARQUET", "copy"), "parquet_rewrite": ("PARQUET", "rewrite")}
+SPARK_CONF = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2", "spark.cores.max": "1",
+              "spark.executor.memory": "512m", "spark.driver.host": "127.0.0.1"}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    import shutil
+    from spark_cluster import ClusterError, StandaloneCluster, spark_home
+    if shutil.which("java") is None:
+        pytest.skip("no java on PATH: a Spark standalone cluster cannot start")
+    if not (spark_home() / "jars").is_dir():
+        pytest.skip(f"the pyspark package at {spark_home()} has no jars/ folder to start a cluster from")
+    c = StandaloneCluster(tmp_path_factory.mktemp("spark-cluster"))
+    try:
+        c.start()
+    except ClusterError as e:
+        pytest.skip(f"the Spark standalone cluster (spark-class Master + 2 Workers) did not start: {e}")
+    yield c
+    c.stop()
+
+
+def cluster_conn(cluster) -> str:
+    return json.dumps({"conn_type": "spark", "host": cluster.master_url})
+
+
+def write_config(stack, path: Path, db: str, tables: dict[str, tuple[str, str]], partitions: int) -> Path:
+    """Two Spark jobs for the run: half the partitions each."""
+    return stack.write_config(path, [{"name": f"{db}.{t}", "merge_mode": mode} for t, (_, mode) in tables.items()],
+                              spark_conf=SPARK_CONF,
+                              fan_out={"max_spark_jobs": 2, "max_partitions_per_job": (partitions + 1) // 2})
+
+
+def make_tables(stack, db: str, tables: dict[str, tuple[str, str]], dates: list[str], files: int, rows: int):
+    for t, (storage, _) in tables.items():
+        stack.make_table(db, t, storage, dates, files=files, rows=rows)
+    return {t: stack.content(db, t) for t in tables}
+
+
+def assert_compacted(stack, db: str, tables, content_before: dict, run, dates) -> None:
+    assert run.state == "success", run.log[-5000:]
+    assert run.states["merge"] == ["success", "success"], run.states
+    assert run.states["refresh_metastore"] == ["success"]
+    for t in tables:
+        assert stack.content(db, t) == content_before[t], t  # every row, every column
+        after = stack.snapshot(db, t)
+        assert sorted(after) == [f"dt={d}" for d in dates]
+        assert {n: p["num_files"] for n, p in after.items()} == {n: 1 for n in after}, t
+        assert_statistics_match_disk(stack, db, t, content_before[t])
+
+
+def finished_apps(cluster) -> dict[str, dict]:
+    return {a["id"]: a for a in cluster.status()["completedapps"]}
+
+
+def executor_logs(cluster, app_id: str) -> list[Path]:
+    return sorted(p for w in cluster.worker_dirs() for p in (w / app_id).glob("*/stderr"))
+
+
+def test_dag_on_a_standalone_cluster_keeps_every_row(stack, cluster, tmp_path):
+    db = "standalone"
+    content_before = make_tables(stack, db, TABLES, DATES, files=4, rows=300)
+    assert all(p["num_files"] == 4 for t in TABLES for p in stack.snapshot(db, t).values())
+    cfg = write_config(stack, tmp_path / "c.yaml", db, TABLES, len(TABLES) * len(DATES))
+    apps_before = finished_apps(cluster)
+
+    run = stack.run_dag(cfg, AIRFLOW_CONN_SPARK_DEFAULT=cluster_conn(cluster))
+    assert_compacted(stack, db, TABLES, content_before, run, DATES)
+    assert cluster.master_url in run.log  # spark-submit --master spark://127.0.0.1:<port>
+
+    results = stack.results(cfg, run.run_id)
+    assert {(r["table"], r["partition"]) for r in results} == {(f"{db}.{t}", f"dt={d}") for t in TABLES for d in DATES}
+    for r in results:
+        assert r["status"] == "merged", r
+        assert r["mode"] == TABLES[r["table"].split(".")[1]][1], r
+
+    # The run's two merge applications ran on the cluster, one core each ...
+    apps = {i: a for i, a in finished_apps(cluster).items() if i not in apps_before}
+    assert len(apps) == 2, apps
+    assert all(a["name"].startswith("hive-compaction ") and a["cores"] == 1 for a in apps.values()), apps
+    # ... with executors in JVMs of their own, launched by the workers (their own stderr, pid).
+    workers = [cluster.worker_status(i) for i in range(cluster.workers)]
+    launched = {e["appid"] for w in workers for e in w["finishedexecutors"] + w["executors"]}
+    assert set(apps) <= launched, (apps, launched)
+    rewrite_tables = [f"{db}.{t}" for t, (_, mode) in TABLES.items() if mode == "rewrite"]
+    rewrite_apps = [i for i, a in apps.items() if any(t in a["name"] for t in rewrite_tables)]
+    assert rewrite_apps, apps
+    for app_id in apps:
+        logs = executor_logs(cluster, app_id)
+        assert logs, f"no executor stderr under the workers' work dirs for {app_id}"
+        text = "\n".join(p.read_text(errors="replace") for p in logs)
+        assert re.search(r"Started daemon with process name: \d+@", text), text[-3000:]
+        if app_id in rewrite_apps:  # the rewrite's Spark tasks ran on the executor, not the driver
+            assert re.search(r"Executor: Running task \d+\.\d+ in stage", text), text[-3000:]
+            assert re.search(r"Executor: Finished task \d+\.\d+ in stage", text), text[-3000:]
+    for app_id, a in sorted(apps.items()):
+        print(f"{app_id} {a['name']!r}: executor logs {[str(p) for p in executor_logs(cluster, app_id)]}")
+
+
+def test_one_run_timed_on_the_cluster_and_on_local2(stack, cluster, tmp_path):
+    """The same data set, made twice; one DAG run on each master. Only correctness is asserted."""
+    dates = ["2026-06-01", "2026-06-02", "2026-06-03"]
+    tables = {"orc": ("ORC", "copy"), "parquet": ("PARQUET", "rewrite")}
+    contestants = {"standalone": cluster_conn(cluster),
+                   "local[2]": json.dumps({"conn_type": "spark", "host": "local[2]"})}
+    data = {name: make_tables(stack, f"race_{i}", tables, dates, files=4, rows=2000)
+            for i, name in enumerate(contestants)}
+    assert data["standalone"] == data["local[2]"]  # identical rows for both contestants
+
+    seconds = {}
+    for i, (name, conn) in enumerate(contestants.items()):
+        db = f"race_{i}"
+        cfg = write_config(stack, tmp_path / f"{i}.yaml", db, tables, len(tables) * len(dates))
+        start = time.monotonic()
+        run = stack.run_dag(cfg, AIRFLOW_CONN_SPARK_DEFAULT=conn)
+        seconds[name] = time.monotonic() - start
+        assert_compacted(stack, db, tables, data[name], run, dates)
+    a, b = seconds["standalone"], seconds["local[2]"]
+    print(f"standalone {a:.1f}s vs local[2] {b:.1f}s: ratio {a / b:.2f}")
