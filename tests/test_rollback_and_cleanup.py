@@ -1,7 +1,9 @@
 """Rollback restores the exact original files and statistics; cleanup purges expired trash."""
 from __future__ import annotations
 
+import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -57,8 +59,14 @@ def test_cleanup_purges_trash_older_than_the_retention_only(stack, tmp_path):
     assert second.state == "success" and [d.name for d in (work / "trash").iterdir()] == trash_runs
 
     # The merge job that lists a table's partitions purges its work area: a run of the
-    # partition's date lists it (the statistics say it is compact) and purges with retention 0.
-    purge = stack.write_config(tmp_path / "purge.yaml", [{"name": f"{db}.{table}", "trash_retention_days": 0}])
+    # partition's date lists it (the statistics say it is compact) and purges what expired.
+    # Two days later (the first run's folders aged by hand), with a retention of one day.
+    old = time.time() - 2 * 86400
+    for folder in ("trash", "manifests", "staging"):
+        for p in [*(work / folder / trash_runs[0]).rglob("*"), work / folder / trash_runs[0]]:
+            if p.exists():
+                os.utime(p, (old, old))
+    purge = stack.write_config(tmp_path / "purge.yaml", [{"name": f"{db}.{table}", "trash_retention_days": 1}])
     third = stack.run_dag(purge, conf={"partition_date": "2026-06-03"})
     assert third.state == "success", third.log[-4000:]
     assert third.states["merge"] == ["success"] and "purged 3 expired folder(s) of 1 run(s)" in third.log

@@ -173,3 +173,36 @@ def test_a_rewrite_whose_output_does_not_match_its_inputs_is_not_committed(stack
     assert "test hook at rewritten" in run.log
     assert "verification failed: inputs had 400 rows" in run.log
     assert {f.name: f.read_bytes() for f in folder.iterdir()} == before
+
+
+def test_staged_outputs_vanishing_mid_commit_put_every_file_back(stack, tmp_path):
+    """The first pass of a commit checks every move: if the staged outputs disappear once the
+    inputs are in the trash (a second attempt's cleanup, a purge), the inputs come back and the
+    commit fails; no row is lost and nothing is left to replay."""
+    db, table = "vanish", "events"
+    stack.make_table(db, table, "ORC", ["2026-04-08"], files=4, rows=240)
+    folder = stack.partition_location(db, table, "dt=2026-04-08")
+    before = {f.name: f.read_bytes() for f in folder.iterdir()}
+    content = stack.content(db, table)
+    work = folder.parent.parent / ".hive_compaction" / table
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}", "merge_mode": "rewrite"}])
+    run = stack.run_dag(cfg, HIVE_COMPACTION_TEST_HOOK_AT="inputs_moved",
+                        HIVE_COMPACTION_TEST_HOOK_CMD=f'rm -rf "{work}/staging"')
+    assert run.state == "failed"
+    assert "staged output(s) vanished before they moved; every file was put back" in run.log
+    assert {f.name: f.read_bytes() for f in folder.iterdir()} == before
+    assert stack.content(db, table) == content
+    assert not list((work / "journal").glob("*.json"))
+
+
+def test_a_partition_a_writer_is_still_writing_into_is_left_alone(stack, tmp_path):
+    db, table = "writing", "events"
+    stack.make_table(db, table, "PARQUET", ["2026-04-09"], files=3, rows=90)
+    folder = stack.partition_location(db, table, "dt=2026-04-09")
+    (folder / ".hive-staging_hive_2026-04-09_10-00-00_000_1" / "-ext-10000").mkdir(parents=True)
+    before = files_with_times(folder)
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])
+    run = stack.run_dag(cfg)
+    assert run.state == "success", run.log[-4000:]
+    assert "a writer is still writing into it (['.hive-staging_hive_2026-04-09" in run.log
+    assert files_with_times(folder) == before

@@ -71,6 +71,18 @@ def assert_compacted(stack, db: str, tables, content_before: dict, run, dates) -
         assert_statistics_match_disk(stack, db, t, content_before[t])
 
 
+def results_by_batch(stack, cfg: Path, run_id: str) -> dict[int, list]:
+    """What each merge job (batch) of the run recorded in the results table."""
+    from hive_compaction import config, result_table
+    from hive_compaction.metastore import Metastore
+    from hive_compaction.paths import run_tag
+    from hive_compaction.results import decode_results
+    settings = config.load(cfg)
+    with Metastore("127.0.0.1", stack.port) as hms:
+        recorded = result_table.read_run(hms, settings.results_table, run_tag(run_id))
+    return {b: decode_results(params) for b, params in recorded.items()}
+
+
 def finished_apps(cluster) -> dict[str, dict]:
     return {a["id"]: a for a in cluster.status()["completedapps"]}
 
@@ -90,11 +102,13 @@ def test_dag_on_a_standalone_cluster_keeps_every_row(stack, cluster, tmp_path):
     assert_compacted(stack, db, TABLES, content_before, run, DATES)
     assert cluster.master_url in run.log  # spark-submit --master spark://127.0.0.1:<port>
 
-    results = stack.results(cfg, run.run_id)
-    assert {(r["table"], r["partition"]) for r in results} == {(f"{db}.{t}", f"dt={d}") for t in TABLES for d in DATES}
+    by_batch = results_by_batch(stack, cfg, run.run_id)
+    results = [r for rs in by_batch.values() for r in rs]
+    assert sorted((r.table, r.partition) for r in results) == sorted(
+        (f"{db}.{t}", f"dt={d}") for t in TABLES for d in DATES)
     for r in results:
-        assert r["status"] == "merged", r
-        assert r["mode"] == TABLES[r["table"].split(".")[1]][1], r
+        assert r.status.value == "merged", r
+        assert r.mode == TABLES[r.table.split(".")[1]][1], r
 
     # The run's two merge applications ran on the cluster, one core each ...
     apps = {i: a for i, a in finished_apps(cluster).items() if i not in apps_before}
@@ -104,9 +118,10 @@ def test_dag_on_a_standalone_cluster_keeps_every_row(stack, cluster, tmp_path):
     workers = [cluster.worker_status(i) for i in range(cluster.workers)]
     launched = {e["appid"] for w in workers for e in w["finishedexecutors"] + w["executors"]}
     assert set(apps) <= launched, (apps, launched)
-    rewrite_tables = [f"{db}.{t}" for t, (_, mode) in TABLES.items() if mode == "rewrite"]
-    rewrite_apps = [i for i, a in apps.items() if any(t in a["name"] for t in rewrite_tables)]
-    assert rewrite_apps, apps
+    batch_of = {i: int(re.search(r" batch (\d+)$", a["name"]).group(1)) for i, a in apps.items()}
+    assert sorted(batch_of.values()) == sorted(by_batch) == [0, 1], (apps, sorted(by_batch))
+    rewrite_apps = [i for i, b in batch_of.items() if any(r.mode == "rewrite" for r in by_batch[b])]
+    assert rewrite_apps, by_batch
     for app_id in apps:
         logs = executor_logs(cluster, app_id)
         assert logs, f"no executor stderr under the workers' work dirs for {app_id}"
@@ -116,7 +131,10 @@ def test_dag_on_a_standalone_cluster_keeps_every_row(stack, cluster, tmp_path):
             assert re.search(r"Executor: Running task \d+\.\d+ in stage", text), text[-3000:]
             assert re.search(r"Executor: Finished task \d+\.\d+ in stage", text), text[-3000:]
     for app_id, a in sorted(apps.items()):
-        print(f"{app_id} {a['name']!r}: executor logs {[str(p) for p in executor_logs(cluster, app_id)]}")
+        logs = executor_logs(cluster, app_id)
+        tasks = sum(len(re.findall(r"Executor: Running task", p.read_text(errors="replace"))) for p in logs)
+        print(f"{app_id} {a['name']!r}: {a['cores']} core, {a['duration'] / 1000:.1f}s, {tasks} task(s) on "
+              f"executor(s) {[str(p.parent.relative_to(cluster.state)) for p in logs]}")
 
 
 def test_one_run_timed_on_the_cluster_and_on_local2(stack, cluster, tmp_path):

@@ -79,7 +79,7 @@ def commit(fs: HadoopFS, area: WorkArea, record: dict, check_inputs) -> dict:
         fs.delete(journal)
         raise
     fault_point("journaled", _label(record), record["location"])
-    return _apply(fs, area, record)
+    return _apply(fs, area, record, first=True)
 
 
 def recover(fs: HadoopFS, area: WorkArea, pid: str) -> dict | None:
@@ -97,7 +97,10 @@ def recover(fs: HadoopFS, area: WorkArea, pid: str) -> dict | None:
     return _apply(fs, area, record)
 
 
-def _apply(fs: HadoopFS, area: WorkArea, record: dict) -> dict:
+def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> dict:
+    """Move inputs to the trash and outputs in. On the ``first`` pass every move must happen:
+    a file gone meanwhile (another attempt, a purge) puts everything back and fails, never
+    leaving the inputs in the trash with an output missing. Replays skip what already moved."""
     run, pid, location = record["run"], record["pid"], record["location"].rstrip("/")
     trash = area.trash(run, pid)
     # Roll forward only if every output still exists, staged or already published.
@@ -110,27 +113,45 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict) -> dict:
         fs.delete(area.journal(pid))
         raise RuntimeError(f"staged outputs {missing} of {record['partition']} are gone: "
                            "the commit was rolled back, the original files are in place")
+    if fs.status(location) is None:  # dropped meanwhile: never re-create a partition's folder
+        if first:
+            fs.delete(area.journal(pid))
+        raise RuntimeError(f"the folder of {_label(record)} is gone ({location}): dropped while it was being "
+                           "merged? nothing was moved into it")
     # Files already moved by an interrupted attempt are skipped: every step can be replayed.
     moves = [(f"{location}/{f['name']}", f"{trash}/{f['name']}") for f in record["inputs"]]
-    if fs.move_all(moves[:1]):
+    moved = fs.move_all(moves[:1])
+    if moved:
         fault_point("input_moved", _label(record), location)
-    fs.move_all(moves[1:])
+    moved += fs.move_all(moves[1:])
     fault_point("inputs_moved", _label(record), location)
+    if first and moved != len(moves):
+        _abandon(fs, area, record, trash, location, f"{len(moves) - moved} input(s) vanished before they moved")
     moves = [(o["staged"], f"{location}/{o['name']}") for o in outputs]
-    if fs.move_all(moves[:1]):
+    moved = fs.move_all(moves[:1])
+    if moved:
         fault_point("output_moved", _label(record), location)
-    fs.move_all(moves[1:])
+    moved += fs.move_all(moves[1:])
     fault_point("outputs_moved", _label(record), location)
+    if first and moved != len(moves):
+        _abandon(fs, area, record, trash, location, f"{len(moves) - moved} staged output(s) vanished before "
+                                                    "they moved")
     manifest = {**record, "committed_at": time.time(), "trash": trash}
     fs.write_text_atomic(area.manifest(run, pid), json.dumps(manifest, indent=1))
     fault_point("manifest_written", _label(record), location)
     fs.delete(area.journal(pid))
-    fs.delete(area.staging(run, pid), recursive=True)
+    fs.delete(record.get("staging") or area.staging(run, pid), recursive=True)
     return manifest
 
 
 def _label(record: dict) -> str:
     return f"{record['table']}/{record['partition']}"
+
+
+def _abandon(fs: HadoopFS, area: WorkArea, record: dict, trash: str, location: str, why: str) -> None:
+    _roll_back(fs, record, trash, location)
+    fs.delete(area.journal(record["pid"]))
+    raise RuntimeError(f"{_label(record)}: {why}; every file was put back, nothing was committed")
 
 
 def _roll_back(fs: HadoopFS, record: dict, trash: str, location: str) -> None:

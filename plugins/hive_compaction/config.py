@@ -193,8 +193,11 @@ def _policy(raw: dict, base: TablePolicy, where: str) -> TablePolicy:
             values[key] = parse_size(value, at)
         elif key == "min_small_files":
             values[key] = _int(value, at, 2)
-        elif key in ("partition_lag_days", "quiet_period_minutes", "trash_retention_days", "audit_days"):
+        elif key in ("partition_lag_days", "quiet_period_minutes", "audit_days"):
             values[key] = _int(value, at, 0)
+        elif key == "trash_retention_days":
+            # At least a day: a purge must never reach a run whose merges may still be committing.
+            values[key] = _int(value, at, 1)
         elif key == "merge_mode":
             if value not in MERGE_MODES:
                 raise ConfigError(f"{at}: expected one of {', '.join(MERGE_MODES)}, got {value!r}")

@@ -74,6 +74,7 @@ class Work:
     codec: str
     started: float
     error: str | None = None
+    staging: str = ""  # this attempt's own staging folder: a retry never touches another attempt's
 
 
 def _contains_map(dt: T.DataType) -> bool:
@@ -127,6 +128,11 @@ class BatchRunner:
         self.run = run
         self.batch_id = batch_id
         self.dry_run = dry_run
+        self.attempt = uuid.uuid4().hex[:12]
+        # A file Spark cannot read must fail the job, never be skipped silently in both the write
+        # and the verification pass (a cluster's defaults may turn skipping on).
+        spark.conf.set("spark.sql.files.ignoreCorruptFiles", "false")
+        spark.conf.set("spark.sql.files.ignoreMissingFiles", "false")
         # Driver threads for per-partition work (listing, footers, copies, commits).
         self.threads = max(2, min(8, os.cpu_count() or 2))
         # Every read below names its files, already listed by us: without this, Spark starts a
@@ -240,11 +246,15 @@ class BatchRunner:
         return result
 
     # --- phase 1: prepare -------------------------------------------------------------------
+    # Folders writers keep in a partition while they write (Hive, MapReduce, Spark).
+    WRITER_STAGING = (".hive-staging", "_temporary", ".spark-staging")
+
     def data_files(self, location: str) -> tuple[list[DataFile], list[str]]:
-        """(visible data files, visible sub-folders) of a partition folder."""
-        entries = [e for e in self.fs.list(location) if not is_hidden(e.name)]
-        return ([e.as_data_file() for e in entries if not e.is_dir],
-                [e.name for e in entries if e.is_dir])
+        """(visible data files, sub-folders: visible ones and writers' staging folders)."""
+        entries = self.fs.list(location)
+        visible = [e for e in entries if not is_hidden(e.name)]
+        return ([e.as_data_file() for e in visible if not e.is_dir],
+                [e.name for e in entries if e.is_dir and (not is_hidden(e.name) or e.name.startswith(self.WRITER_STAGING))])
 
     def prepare(self, task: PartitionTask, started: float) -> Work | PartitionResult:
         area = WorkArea(task.work_dir)
@@ -261,6 +271,9 @@ class BatchRunner:
             result.status, result.reason = Status.SKIPPED, reason
             return result
 
+        writing = [f for f in folders if f.startswith(self.WRITER_STAGING)]
+        if writing:
+            return skip(f"a writer is still writing into it ({writing[:3]})")
         if folders:
             return skip(f"holds sub-folders {folders[:3]}: not a flat Hive partition")
         age_ms = time.time() * 1000 - max((f.modification_time for f in files), default=0)
@@ -297,9 +310,9 @@ class BatchRunner:
             result.status = Status.WOULD_MERGE
             result.files_after = result.files_before - result.files_merged + len(groups)
             return result
-        self.fs.delete(area.staging(self.run, pid), recursive=True)  # an earlier attempt's leftovers
         codec = _CODECS.get(footers[groups[0].files[0].path].compression.split("+")[0], "snappy")
-        return Work(task, pid, area, result, files, footers, groups, codec, started)
+        return Work(task, pid, area, result, files, footers, groups, codec, started,
+                    staging=f"{area.staging(self.run, pid)}/{self.attempt}")
 
     def group(self, task: PartitionTask, files: list[DataFile], small: list[DataFile],
               footers: dict[str, FileFooter]) -> list[Group]:
@@ -470,6 +483,10 @@ class BatchRunner:
             for i, ((w, g), observed) in enumerate(zip(items, observations)):
                 metrics = observed.get
                 g.want = (int(metrics["rows"]), int(metrics["checksum"]))
+                in_footers = sum(w.footers[f.path].rows for f in g.files)
+                if g.want[0] != in_footers and not w.error:
+                    w.error = (f"verification failed: Spark read {g.want[0]} rows from inputs whose footers hold "
+                               f"{in_footers}; nothing was committed")
                 g.rows = g.want[0]
                 g.staged = [{"staged": e.path, "name": e.name, "size": e.size} for e in outputs.get(i, [])]
             self._verify_rewrites(items, schema)
@@ -485,7 +502,7 @@ class BatchRunner:
                 tag = uuid.uuid4().hex[:12]
                 staged = []
                 for k, o in enumerate(g.staged):
-                    target = f"{w.area.staging(self.run, w.pid)}/rewrite-{tag}-{k}{_suffix(o['name'])}"
+                    target = f"{w.staging}/rewrite-{tag}-{k}{_suffix(o['name'])}"
                     moves.append((o["staged"], target))
                     staged.append({"staged": target, "name": f"part-compacted-{tag}-{k:05d}{_suffix(o['name'])}",
                                    "size": o["size"]})
@@ -538,7 +555,7 @@ class BatchRunner:
             if g.mode != "copy":
                 continue
             name = f"part-compacted-{uuid.uuid4().hex[:12]}-c{n:04d}{_suffix(g.files[0].name)}"
-            staged = f"{work.area.staging(self.run, work.pid)}/{name}"
+            staged = f"{work.staging}/{name}"
             try:
                 footer, size = copy_merge(self.spark, fmt, [f.path for f in g.files], staged)  # verified too
             except CopyMergeError as e:
@@ -557,7 +574,7 @@ class BatchRunner:
             inputs = [f for g in work.groups for f in g.files]
             outputs = [o for g in work.groups for o in g.staged]
             commit(self.fs, work.area, check_inputs=lambda: self._check_unchanged(task, inputs), record={
-                "run": self.run, "batch": self.batch_id, "pid": work.pid, "table": task.table_name, "partition": task.partition,
+                "run": self.run, "batch": self.batch_id, "pid": work.pid, "staging": work.staging, "table": task.table_name, "partition": task.partition,
                 "location": task.location,
                 "inputs": [{"name": f.name, "size": f.size} for f in inputs],
                 "outputs": outputs,
