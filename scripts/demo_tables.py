@@ -17,8 +17,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 DEMO_DB = "demo"
 DEMO_TABLES = {"events_orc": "ORC", "events_parquet": "PARQUET"}
-DEMO_DATES = ["2026-11-17", "2026-11-18", "2026-11-19", "2026-11-20"]
+DEMO_DATES = ["2026-11-17", "2026-11-18", "2026-11-19", "2026-11-20", "2026-11-21"]
 SINGLE_FILE_DATE = "2026-11-17"
+# Written as an hourly job does: one insert creates it, later inserts append (Spark leaves its
+# statistics at numFiles=1: only a listing sees the small files).
+APPENDED_DATE = "2026-11-21"
 
 
 def spark_session(metastore_uri: str, warehouse: str, app: str = "hive-compaction-demo"):
@@ -73,7 +76,10 @@ def create_demo_tables(spark, files_per_partition: int = 12, rows_per_partition:
     names = []
     for table, storage in DEMO_TABLES.items():
         create_table(spark, DEMO_DB, table, storage)
-        fill(spark, DEMO_DB, table, DEMO_DATES, files_per_partition, rows_per_partition, (SINGLE_FILE_DATE,))
+        fill(spark, DEMO_DB, table, DEMO_DATES[:-1], files_per_partition, rows_per_partition, (SINGLE_FILE_DATE,))
+        for hour in range(6):
+            events(spark, APPENDED_DATE, rows_per_partition // 6, seed=100 + hour).coalesce(1) \
+                .write.insertInto(f"{DEMO_DB}.{table}")
         names.append(f"{DEMO_DB}.{table}")
     return names
 

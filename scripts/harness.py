@@ -83,6 +83,8 @@ class Stack:
             from demo_tables import spark_session
             self._spark = spark_session(self.metastore.uri, self.metastore.warehouse, app="hive-compaction-tests")
             self._spark.sparkContext.setLogLevel("ERROR")
+            for key, value in self.metastore.viewfs_conf.items():  # tables on viewfs:// too
+                self._spark._jsc.hadoopConfiguration().set(key[len("spark.hadoop."):], value)
         return self._spark
 
     def stop(self) -> None:

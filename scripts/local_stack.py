@@ -33,6 +33,17 @@ HIVE_SITE = """<?xml version="1.0"?>
 """
 
 
+# A Hadoop viewfs mount over a local folder: a file system scheme Airflow knows nothing about
+# (as hdfs:// or viewfs:// on a cluster), for tables and work areas in the tests. Spark needs the
+# same mount table (VIEWFS_CONF).
+VIEWFS_MOUNT = "hcstack"
+CORE_SITE = """<?xml version="1.0"?>
+<configuration>
+  <property><name>fs.viewfs.mounttable.{mount}.link./data</name><value>file://{state}/viewfs-data</value></property>
+</configuration>
+"""
+
+
 class StackError(RuntimeError):
     pass
 
@@ -82,6 +93,16 @@ class Metastore:
     def warehouse(self) -> str:
         return f"file://{self.state}/warehouse"
 
+    @property
+    def viewfs_root(self) -> str:
+        """``viewfs://<mount>/data``, a mount of ``<state>/viewfs-data``."""
+        return f"viewfs://{VIEWFS_MOUNT}/data"
+
+    @property
+    def viewfs_conf(self) -> dict[str, str]:
+        """The Spark settings that mount it (the Metastore has them in its core-site.xml)."""
+        return {f"spark.hadoop.fs.viewfs.mounttable.{VIEWFS_MOUNT}.link./data": f"file://{self.state}/viewfs-data"}
+
     def pid(self) -> int | None:
         try:
             pid = int(self.pid_file.read_text())
@@ -102,6 +123,8 @@ class Metastore:
         conf.mkdir(parents=True, exist_ok=True)
         (self.state / "warehouse").mkdir(exist_ok=True)
         (conf / "hive-site.xml").write_text(HIVE_SITE.format(state=self.state))
+        (conf / "core-site.xml").write_text(CORE_SITE.format(state=self.state, mount=VIEWFS_MOUNT))
+        (self.state / "viewfs-data").mkdir(exist_ok=True)
         cmd = ["java", "-Xmx1g", "-Dlog4j2.contextSelector=org.apache.logging.log4j.core.selector.BasicContextSelector",
                f"-Dderby.system.home={self.state}",
                "-cp", f"{conf}:{spark_jars()}/*", "org.apache.hadoop.hive.metastore.HiveMetaStore", "-p", str(self.port)]

@@ -171,6 +171,8 @@ class StandaloneCluster:
 
 
 def _exists(pid: int) -> bool:
+    if not _ours(pid):
+        return False
     try:
         os.kill(pid, 0)
     except OSError:
@@ -181,7 +183,17 @@ def _exists(pid: int) -> bool:
         return True  # not our child (started by another process): it exists
 
 
+def _ours(pid: int) -> bool:
+    """The pid is still one of our daemons (a pid from a stale state file may belong to another program)."""
+    try:
+        return b"org.apache.spark.deploy." in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return sys.platform != "linux"  # no /proc to ask: trust the state file
+
+
 def _killpg(pid: int, sig: int) -> None:
+    if not _ours(pid):
+        return
     try:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
