@@ -3,15 +3,18 @@
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
-STAMP := $(VENV)/.installed-$(shell cat requirements.txt | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-kerberos.txt | cksum | cut -d' ' -f1)
 
 .PHONY: venv demo test test-all stack-start stack-stop clean dist
 
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt requirements-kerberos.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] >= (3, 10) else "error: Python 3.10+ is needed")'
 	@command -v java >/dev/null || { echo "error: java not found: install a Java 17 runtime (apt-get install openjdk-17-jre-headless)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements.txt
+	@if command -v krb5-config >/dev/null; then $(VENV)/bin/pip install -q --disable-pip-version-check -r requirements-kerberos.txt \
+	  || echo "note: the kerberos module did not build: the Kerberos test will skip"; \
+	else echo "note: krb5-config not found (Debian: libkrb5-dev): no Kerberos module, the Kerberos test will skip"; fi
 	@rm -f $(VENV)/.installed-*; touch $@
 
 venv: $(STAMP)
