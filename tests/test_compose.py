@@ -3,15 +3,19 @@
 Each test reads the files as they are and checks one property that, when broken, makes the
 stack fail to start or the DAG fail at run time: services that name each other, connections
 that point at real services and ports, one warehouse path everywhere, pinned images, host paths
-that exist. Only the last test runs `docker compose config`, and only where Compose is installed.
+that exist, who may write the warehouse, the pool and the Spark limits of the merge jobs. Only the
+last test runs Compose itself (`docker-compose config`: Debian's docker-compose 1.29, or Compose v2),
+where it is installed; the file must stay valid for both.
 """
 from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 import shutil
 import subprocess
+import xml.etree.ElementTree as ET
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
@@ -28,8 +32,15 @@ EXPECTED_SERVICES = {
 AIRFLOW_SERVICES = sorted(s for s in EXPECTED_SERVICES if s.startswith("airflow-"))
 # Where the Airflow image keeps its folders unless the environment moves them.
 AIRFLOW_HOME = PurePosixPath("/opt/airflow")
-# Containers that open table files by the paths the Metastore records.
-WAREHOUSE_USERS = {"hive-metastore", "spark-master", "spark-worker", "airflow-scheduler"}
+# Containers that open table files by the paths the Metastore records: the Metastore (creates and
+# drops folders), the Spark drivers (the scheduler runs the merge tasks) and executors (the worker).
+# The Airflow tasks themselves only talk to the Metastore and XCom.
+WAREHOUSE_USERS = {"hive-metastore", "spark-worker", "airflow-scheduler"}
+# How the Airflow containers (and the Spark ones, same image) run: Airflow's own compose file's user.
+AIRFLOW_UID = "${AIRFLOW_UID:-50000}"
+AIRFLOW_USER = f"{AIRFLOW_UID}:0"
+# Top-level keys docker-compose 1.29 accepts (besides x-*); Compose v2 accepts them too.
+COMPOSE_129_TOP_LEVEL = {"version", "services", "volumes", "networks", "secrets", "configs"}
 DEPENDS_ON_CONDITIONS = {"service_started", "service_healthy", "service_completed_successfully"}
 
 
@@ -111,9 +122,94 @@ def listening_ports(name: str) -> set[int]:
     return ports
 
 
-def user_uid(name: str) -> str | None:
+def user_parts(name: str) -> tuple[str, str | None] | None:
+    """(uid, gid) as written, gid None when not given; a ${VAR:-default} counts as one part."""
     user = service(name).get("user")
-    return None if user is None else str(user).split(":")[0]
+    if user is None:
+        return None
+    m = re.fullmatch(r"(\$\{[^}]*\}|[^:]+)(?::(\$\{[^}]*\}|[^:]+))?", str(user))
+    assert m, f"{name}: cannot read user {user!r}"
+    return m.group(1), m.group(2)
+
+
+def user_uid(name: str) -> str | None:
+    parts = user_parts(name)
+    return None if parts is None else parts[0]
+
+
+def is_root(uid: str | None) -> bool:
+    return uid in ("0", "root")
+
+
+def project_image_services() -> list[str]:
+    """Services running the image built from docker/airflow.Dockerfile."""
+    built = {svc["image"] for svc in services().values() if svc.get("build") and svc.get("image")}
+    return sorted(n for n, svc in services().items() if svc.get("build") or svc.get("image") in built)
+
+
+def java_properties(path: Path) -> dict[str, str]:
+    """A Java properties file such as spark-defaults.conf (key and value split by blanks, = or :)."""
+    out = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        m = re.match(r"([^\s=:]+)\s*[\s=:]\s*(.*)", line)
+        out[m.group(1) if m else line] = m.group(2).strip() if m else ""
+    return out
+
+
+def hadoop_xml(path: Path) -> dict[str, str]:
+    """A Hadoop configuration file (core-site.xml, ...): name -> value."""
+    root = ET.parse(path).getroot()
+    return {p.findtext("name").strip(): (p.findtext("value") or "").strip() for p in root.iter("property")}
+
+
+def mounted_folder(name: str, target: str) -> Path | None:
+    """The repository folder bind-mounted at target in a service, if any."""
+    for m in mounts(name):
+        if m["type"] == "bind" and m["target"].rstrip("/") == target.rstrip("/"):
+            return host_path(m["source"])
+    return None
+
+
+def spark_defaults(name: str) -> dict[str, str]:
+    """spark-defaults.conf of the spark-submits in a service: $SPARK_CONF_DIR, mounted from the repo."""
+    conf_dir = env(name).get("SPARK_CONF_DIR")
+    assert conf_dir, f"{name}: no SPARK_CONF_DIR, so its spark-submits get no spark-defaults.conf from the repository"
+    folder = mounted_folder(name, conf_dir)
+    assert folder, f"{name}: SPARK_CONF_DIR={conf_dir}, but no repository folder is mounted there"
+    path = folder / "spark-defaults.conf"
+    assert path.is_file(), f"{name}: {path} does not exist"
+    return java_properties(path)
+
+
+def umask_keeps_group_write(value: str | None) -> bool:
+    return value is not None and re.fullmatch(r"[0-7]{3,4}", value) is not None and not int(value, 8) & 0o020
+
+
+def worker_resources() -> tuple[int, int]:
+    """The Spark worker's --cores and --memory (MiB)."""
+    text = command_text("spark-worker")
+    cores, memory = re.search(r"--cores[ =](\d+)", text), re.search(r"--memory[ =](\S+)", text)
+    assert cores and memory, f"spark-worker: give --cores and --memory explicitly: {text}"
+    return int(cores.group(1)), mebibytes(memory.group(1))
+
+
+def mebibytes(size: str) -> int:
+    m = re.fullmatch(r"(\d+)([kmgt]?)b?", size.strip().lower())
+    assert m, f"not a Spark size: {size!r}"
+    return int(m.group(1)) * {"k": 1 / 1024, "m": 1, "": 1, "g": 1024, "t": 1024 ** 2}[m.group(2)]
+
+
+def created_pools() -> dict[str, int]:
+    """Pools airflow-init creates (`airflow pools set NAME SLOTS DESCRIPTION`), with their slots."""
+    return {name: int(slots) for name, slots in
+            re.findall(r"airflow\s+pools\s+set\s+['\"]?([\w.-]+)['\"]?\s+(\d+)\s", command_text("airflow-init") + " ")}
+
+
+def header() -> str:
+    return "".join(line for line in COMPOSE_FILE.read_text().splitlines(keepends=True) if line.startswith("#"))
 
 
 def java_options(text: str) -> dict[str, str]:
@@ -262,21 +358,52 @@ def test_warehouse_is_mounted_at_one_path_everywhere():
     assert volume in (compose().get("volumes") or {}), f"the warehouse volume {volume!r} is not declared"
 
 
-def test_warehouse_writers_share_one_uid():
+def test_warehouse_writers_share_group_0_and_create_group_writable_entries():
+    """The writers run as different uids (the Metastore's image needs its own), so each must be able to
+    write what the others create: all run with group 0 and create group-writable folders and files."""
     volume = warehouse_volume()
-    users = {name: user_uid(name) for name in services()
-             if any(m["source"] == volume and not m["read_only"] for m in mounts(name))}
-    undeclared = sorted(n for n, uid in users.items() if uid is None)
+    writers = {name: user_parts(name) for name in services()
+               if any(m["source"] == volume and not m["read_only"] for m in mounts(name))}
+    undeclared = sorted(n for n, user in writers.items() if user is None)
     assert not undeclared, f"services writing the warehouse must state their user: {undeclared}"
-    uids = {uid for uid in users.values() if uid not in ("0", "root")}
-    assert len(uids) == 1, f"services writing the warehouse run as different uids: {users}"
-    (uid,) = uids
-    for name, user in users.items():
-        if user in ("0", "root"):  # an init service: it must hand the volume to that uid
-            target = next(m["target"] for m in mounts(name) if m["source"] == volume)
+    project = set(project_image_services())
+    for name, (uid, gid) in writers.items():
+        target = next(m["target"] for m in mounts(name) if m["source"] == volume)
+        if is_root(uid):  # an init service: it must open the volume to group 0
             script = command_text(name) + " " + command_text(name, "entrypoint")
-            assert re.search(rf"chown\s+(-R\s+)?{uid}(:\d+)?\s+[^\n]*{re.escape(target)}", script), (
-                f"{name} runs as root with the warehouse but does not chown {target} to uid {uid}")
+            assert re.search(rf"(chgrp\s+-R\s+0|chown\s+-R\s+\S*:0)\s+{re.escape(target)}(\s|$)", script), (
+                f"{name} runs as root with the warehouse but does not give {target} and its contents to group 0")
+            assert re.search(rf"chmod\s+-R\s+g\+rwX?\s+{re.escape(target)}(\s|$)", script), (
+                f"{name} does not make what is in {target} group-writable")
+            assert re.search(rf"chmod\s+[0-7]?[2367]7[0-7]\s+{re.escape(target)}(\s|$)", script) or \
+                re.search(rf"chmod\s+g\+[rwxs]*w[rwxs]*\s+{re.escape(target)}(\s|$)", script), (
+                f"{name} does not make {target} itself group-writable")
+            continue
+        assert gid == "0", f"{name} writes the warehouse with group {gid!r}: every writer must run with group 0"
+        if name in project:
+            # The Airflow image's entrypoint sets umask 0002: keep it in the path.
+            assert not service(name).get("entrypoint"), f"{name}: the Airflow image's entrypoint (umask 0002) is bypassed"
+        else:
+            script = command_text(name, "entrypoint") + " " + command_text(name)
+            assert re.search(r"\bumask\s+0{0,2}002\b", script), f"{name}: its entrypoint does not set umask 0002"
+    # Hadoop masks the permissions it sets itself with fs.permissions.umask-mode (default 022), not
+    # with the process umask: the Spark drivers (executors get their conf) and the Metastore set it.
+    for name in sorted(WAREHOUSE_USERS & set(AIRFLOW_SERVICES)):
+        value = spark_defaults(name).get("spark.hadoop.fs.permissions.umask-mode")
+        assert umask_keeps_group_write(value), (
+            f"{name}: spark-defaults.conf must set spark.hadoop.fs.permissions.umask-mode to keep group write (002), not {value}")
+    conf_dir = env("hive-metastore").get("HIVE_CUSTOM_CONF_DIR")
+    folder = conf_dir and mounted_folder("hive-metastore", conf_dir)
+    assert folder, "hive-metastore: no HIVE_CUSTOM_CONF_DIR mounted from the repository (for core-site.xml)"
+    value = hadoop_xml(folder / "core-site.xml").get("fs.permissions.umask-mode")
+    assert umask_keeps_group_write(value), f"{folder}/core-site.xml: fs.permissions.umask-mode must keep group write, not {value}"
+
+
+def test_only_the_services_that_open_table_files_mount_the_warehouse():
+    volume = warehouse_volume()
+    mounting = {name for name in services() if any(m["source"] == volume for m in mounts(name))}
+    extra = {n for n in mounting - WAREHOUSE_USERS if not is_root(user_uid(n))}
+    assert not extra, f"these services never open table files, yet mount the warehouse: {sorted(extra)}"
 
 
 # --- Airflow ------------------------------------------------------------------------------------
@@ -378,6 +505,60 @@ def test_spark_worker_registers_with_the_master_the_connection_uses():
     assert re.search(rf"{re.escape(url)}(\s|$)", worker), f"spark-worker does not register with {url}: {worker}"
 
 
+def test_airflow_and_spark_services_run_as_airflow_uid_with_group_0():
+    """Like Airflow's own compose file: ${AIRFLOW_UID:-50000} (the image's airflow user by default), group 0."""
+    names = sorted(set(AIRFLOW_SERVICES) | {n for n in project_image_services() if not is_root(user_uid(n))})
+    assert {"spark-master", "spark-worker"} <= set(names), "the Spark services should run the project image"
+    wrong = {n: service(n).get("user") for n in names if str(service(n).get("user")) != AIRFLOW_USER}
+    assert not wrong, f"these services must run as {AIRFLOW_USER!r}: {wrong}"
+    # The volumes the Airflow containers write belong to that uid (a root init service hands them over).
+    logs = {m["source"] for m in mounts("airflow-scheduler")
+            if m["type"] == "volume" and m["target"].rstrip("/") == str(AIRFLOW_HOME / "logs")}
+    assert logs, "airflow-scheduler: no logs volume"
+    for name in services():
+        for m in mounts(name):
+            if m["source"] in logs and is_root(user_uid(name)):
+                assert re.search(rf"chown\s+(-R\s+)?{re.escape(AIRFLOW_UID)}(:0)?\s+{re.escape(m['target'])}",
+                                 command_text(name)), f"{name} does not give {m['target']} to {AIRFLOW_USER}"
+
+
+def test_airflow_init_creates_the_pool_the_header_tells_the_config_to_use():
+    script = command_text("airflow-init")
+    pools = created_pools()
+    assert pools, f"airflow-init creates no pool (`airflow pools set NAME SLOTS DESCRIPTION`): {script}"
+    migrate = re.search(r"airflow\s+db\s+migrate", script)
+    assert migrate and migrate.start() < script.index("pools set"), "airflow-init must create the pool after `airflow db migrate`"
+    assert not re.search(r"\|\|\s*true|;\s*airflow\s+pools", script), "a failed migration or pool set must fail airflow-init"
+    cores, _ = worker_resources()
+    cores_max = int(spark_defaults("airflow-scheduler")["spark.cores.max"])
+    for name, slots in pools.items():
+        assert f"pool: {name}" in header(), f"the header must say how to use the pool: `pool: {name}` in the config"
+        assert 1 <= slots and slots * cores_max <= cores, (
+            f"pool {name}: {slots} slots x spark.cores.max {cores_max} exceed the worker's {cores} cores")
+    cfg = yaml.safe_load((ROOT / "dags" / "hive_compaction.yaml").read_text()) or {}
+    pool = cfg.get("pool", "default_pool")
+    assert pool == "default_pool" or pool in pools, f"dags/hive_compaction.yaml uses pool {pool!r}, which nothing creates"
+
+
+def test_merge_jobs_leave_room_on_the_worker():
+    """spark.cores.max (and executor memory) in the spark-defaults.conf of the Airflow containers let
+    two merges run side by side on the standalone worker instead of the first taking every core."""
+    cores, memory = worker_resources()
+    for name in AIRFLOW_SERVICES:
+        if "SPARK_CONF_DIR" in env(name) or name in WAREHOUSE_USERS:  # where Spark drivers may run
+            defaults = spark_defaults(name)
+            assert "spark.cores.max" in defaults, f"{name}: spark-defaults.conf sets no spark.cores.max"
+            cores_max = int(defaults["spark.cores.max"])
+            assert 1 <= cores_max and 2 * cores_max <= cores, (
+                f"{name}: spark.cores.max {cores_max} does not let two merges share the worker's {cores} cores")
+            executor_memory = mebibytes(defaults.get("spark.executor.memory", "1g"))  # Spark's default: 1g
+            assert 2 * executor_memory <= memory, (
+                f"{name}: two executors of {defaults.get('spark.executor.memory', '1g')} do not fit the worker's memory")
+    master_opts = java_options(env("spark-master").get("SPARK_MASTER_OPTS") or "")
+    if "spark.deploy.defaultCores" in master_opts:
+        assert int(master_opts["spark.deploy.defaultCores"]) < cores, "spark.deploy.defaultCores takes the whole worker"
+
+
 # --- the Metastore ------------------------------------------------------------------------------
 
 def test_metastore_uses_its_postgres():
@@ -477,23 +658,54 @@ def test_variable_interpolations_have_defaults():
             f"docker-compose.yaml: ${m.group(1)} is interpolated by Compose without a default (write $$ for the shell)")
 
 
+def test_top_level_keys_are_known_to_compose_1_29():
+    """docker-compose 1.29 (Debian's) rejects top-level keys it does not know, e.g. `name`."""
+    unknown = {k for k in compose() if k not in COMPOSE_129_TOP_LEVEL and not k.startswith("x-")}
+    assert not unknown, f"docker-compose 1.29 does not accept the top-level keys {sorted(unknown)}"
+    if "name" not in compose():
+        assert "COMPOSE_PROJECT_NAME" in header(), "the header must say how to name the project without `name:`"
+
+
 def test_header_tells_how_to_start_and_where_the_ui_is():
-    header = "".join(line for line in COMPOSE_FILE.read_text().splitlines(keepends=True)
-                     if line.startswith("#"))
-    assert "docker compose up -d" in header
+    header_text = header()
+    assert "docker compose up -d" in header_text
     ui_ports = {str(p).split("/")[0].split(":")[-2] for p in service("airflow-apiserver").get("ports") or []
                 if ":" in str(p)}
-    assert ui_ports and all(f"localhost:{p}" in header for p in ui_ports), "the header must give the UI's address"
-    assert warehouse_path() in header and "identical" in header
+    assert ui_ports and all(f"localhost:{p}" in header_text for p in ui_ports), "the header must give the UI's address"
+    assert warehouse_path() in header_text and "identical" in header_text
 
 
-def test_compose_accepts_the_file():
-    """Compose's own parser and validation, where a Compose binary is installed (no daemon needed)."""
-    for cmd in (["docker", "compose"], ["docker-compose"]):
+def compose_command() -> list[str] | None:
+    """Debian's docker-compose (1.29) or Compose v2, whichever answers; no Docker engine needed."""
+    for cmd in (["docker-compose"], ["docker", "compose"]):
         if shutil.which(cmd[0]) and subprocess.run(cmd + ["version"], capture_output=True).returncode == 0:
-            break
-    else:
-        pytest.skip("no Docker Compose here")
-    run = subprocess.run(cmd + ["-f", str(COMPOSE_FILE), "config", "--quiet"], capture_output=True, text=True,
-                         cwd=ROOT, timeout=60)
-    assert run.returncode == 0, run.stderr
+            return cmd
+    return None
+
+
+def run_compose_config(cmd: list[str], env_file: Path, *args: str, **environ: str) -> subprocess.CompletedProcess:
+    """`config` with a clean environment: env_file instead of a .env, no AIRFLOW_UID or COMPOSE_* of the caller."""
+    base = {k: v for k, v in os.environ.items() if k != "AIRFLOW_UID" and not k.startswith("COMPOSE_")}
+    return subprocess.run(cmd + ["--env-file", str(env_file), "-f", str(COMPOSE_FILE), "config", *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120, env={**base, **environ})
+
+
+def test_compose_accepts_the_file(tmp_path):
+    """Compose's own parser and validation (no daemon needed); interpolation of ${AIRFLOW_UID:-50000}."""
+    cmd = compose_command()
+    if cmd is None:
+        pytest.skip("no Docker Compose here (Debian: apt-get install docker-compose)")
+    env_file = tmp_path / "empty.env"
+    env_file.write_text("")
+    run = run_compose_config(cmd, env_file, "--quiet")
+    assert run.returncode == 0, f"{' '.join(cmd)} config: {run.stderr}"
+    for uid in (None, "1234"):
+        run = run_compose_config(cmd, env_file, **({"AIRFLOW_UID": uid} if uid else {}))
+        assert run.returncode == 0, run.stderr
+        resolved = yaml.safe_load(run.stdout)["services"]
+        expected = f"{uid or 50000}:0"
+        for name in AIRFLOW_SERVICES:
+            assert str(resolved[name].get("user")) == expected, (
+                f"AIRFLOW_UID={uid}: {name} runs as {resolved[name].get('user')!r}, not {expected}")
+        init_script = json.dumps(resolved["volume-init"].get("command"))
+        assert f"chown -R {expected} /opt/airflow/logs" in init_script, init_script

@@ -1,0 +1,45 @@
+"""Fault injection for the tests: kill the merge job, or run a command, at a commit step.
+
+The shipped code only calls the callable named by ``HIVE_COMPACTION_FAULT_HOOK`` (see
+``commit.fault_point``); this module is that callable in tests, put on the job's PYTHONPATH by
+the harness. Driven by environment variables, so a test reaches every step of the protocol
+without relying on timing:
+
+- ``HIVE_COMPACTION_TEST_KILL_AT="<point>[:<text>]"`` kills the job with SIGKILL at that point
+  (for the partition whose label contains <text>, if given);
+- ``HIVE_COMPACTION_TEST_HOOK_AT="<point>"`` runs the shell command in
+  ``HIVE_COMPACTION_TEST_HOOK_CMD`` there, with the partition's folder in
+  ``HIVE_COMPACTION_PARTITION_DIR``.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+from urllib.parse import urlsplit
+
+KILL_ENV = "HIVE_COMPACTION_TEST_KILL_AT"
+HOOK_ENV = "HIVE_COMPACTION_TEST_HOOK_AT"
+HOOK_CMD_ENV = "HIVE_COMPACTION_TEST_HOOK_CMD"
+# What the harness sets for a job that must load this module.
+HOOK_SPEC = "fault_hooks:at"
+
+log = logging.getLogger("hive_compaction.fault_hooks")
+
+
+def _matches(setting: str | None, point: str, label: str) -> bool:
+    if not setting:
+        return False
+    name, _, text = setting.partition(":")
+    return name == point and text in label
+
+
+def at(point: str, label: str, location: str) -> None:
+    if _matches(os.environ.get(HOOK_ENV), point, label):
+        log.warning("test hook at %s for %s", point, label)
+        subprocess.run(os.environ[HOOK_CMD_ENV], shell=True, check=True,
+                       env={**os.environ, "HIVE_COMPACTION_PARTITION_DIR": urlsplit(location).path})
+    if _matches(os.environ.get(KILL_ENV), point, label):
+        log.warning("test kill point %s reached for %s: killing the job with SIGKILL", point, label)
+        os.kill(os.getpid(), signal.SIGKILL)
