@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG, AssetAlias, Param, task
+from airflow.sdk import DAG, Asset, AssetAlias, Param, task
 
 _ROOT = Path(__file__).resolve().parents[1]
 if str(_ROOT / "plugins") not in sys.path:  # Airflow adds plugins/ itself; tests and CLIs may not
@@ -25,6 +25,10 @@ MERGE_JOB = str(_ROOT / "spark_jobs" / "compact_partitions.py")
 # Downstream DAGs can schedule on this alias: one asset event per compacted table,
 # with the partitions and dates in its extra.
 COMPACTED = AssetAlias("hive_compaction")
+
+
+def table_asset(name: str) -> Asset:
+    return Asset(name=name, uri=f"hive://{name.replace('.', '/')}")
 
 
 def _report_failed_merge(context):
@@ -69,19 +73,21 @@ with DAG(
         ti.xcom_push(key="plan", value=planned["plan"])
         return planned["spark_args"]
 
-    # Runs when every merge succeeded (or none ran). Idempotent, so always retried: Airflow 3.3
-    # fails the second of two runs that emit the first event of one new asset at the same moment
-    # (UNIQUE constraint on asset, seen with concurrent backfill runs); the retry finds it created.
-    @task(trigger_rule="none_failed", outlets=[COMPACTED], retries=max(SETTINGS.retries, 2),
+    # Runs when every merge succeeded (or none ran). Airflow 3.3 fails (without retry) the second of
+    # two runs that emit the first event of one asset through the alias at the same moment
+    # (UNIQUE constraint on asset / asset_alias_asset, seen with concurrent backfill runs): one
+    # refresh at a time across runs (it takes a second), the configured tables' assets declared
+    # as inlets so the DAG processor registers them before any run, and retries (idempotent).
+    @task(trigger_rule="none_failed", outlets=[COMPACTED], inlets=[table_asset(t.name) for t in SETTINGS.tables],
+          max_active_tis_per_dag=1, retries=max(SETTINGS.retries, 2),
           retry_delay=timedelta(seconds=5), retry_exponential_backoff=False)
     def refresh_metastore(plan: dict, outlet_events=None):
-        from airflow.sdk import Asset
         from hive_compaction import dag_tasks
         settings = config.load()
         with dag_tasks.metastore_from_connection(settings.metastore_conn_id) as hms:
             report = dag_tasks.refresh(settings, hms, plan)
         for table, extra in dag_tasks.compacted_tables(report).items():
-            outlet_events[COMPACTED].add(Asset(name=table, uri=f"hive://{table.replace('.', '/')}"), extra=extra)
+            outlet_events[COMPACTED].add(table_asset(table), extra=extra)
         return report
 
     planned = plan()

@@ -68,6 +68,11 @@ class Stack:
         })
         if config_path:
             env["HIVE_COMPACTION_CONFIG"] = str(config_path)
+        if any(k.startswith("HIVE_COMPACTION_TEST_") for k in extra):
+            # The job loads the tests' fault hooks (scripts/fault_hooks.py) only when asked to.
+            from fault_hooks import HOOK_SPEC
+            env["HIVE_COMPACTION_FAULT_HOOK"] = HOOK_SPEC
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "scripts"), env.get("PYTHONPATH")) if p)
         env.update(extra)
         return env
 

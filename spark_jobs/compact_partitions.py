@@ -36,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s hive_compaction: %(message)s")
     payload = decode_batch(args.batch)
     tasks = batch_tasks(payload)
-    spark = SparkSession.builder.appName(f"hive-compaction {payload['run']} batch {payload['batch']}").getOrCreate()
+    # The application keeps the name spark-submit gave it (the operator names the tables it holds).
+    spark = SparkSession.builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")  # our own progress lines stay readable in the task log
     try:
         runner = BatchRunner(spark, payload["run"], str(payload["batch"]),

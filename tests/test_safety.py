@@ -206,3 +206,22 @@ def test_a_partition_a_writer_is_still_writing_into_is_left_alone(stack, tmp_pat
     assert run.state == "success", run.log[-4000:]
     assert "a writer is still writing into it (['.hive-staging_hive_2026-04-09" in run.log
     assert files_with_times(folder) == before
+
+
+def test_fault_points_call_only_a_hook_the_tests_name(monkeypatch, tmp_path):
+    """The shipped code injects nothing itself: no shell, no subprocess, no signal; a fault point
+    calls the callable HIVE_COMPACTION_FAULT_HOOK names, and nothing when it is unset."""
+    from hive_compaction import commit
+    package = Path(commit.__file__).parent
+    shipped = "\n".join(p.read_text() for p in package.rglob("*.py"))
+    for word in ("subprocess", "shell=True", "os.kill", "SIGKILL"):
+        assert word not in shipped, word
+    (tmp_path / "recording_hook.py").write_text("calls = []\ndef at(*args):\n    calls.append(args)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import recording_hook
+    monkeypatch.delenv(commit.FAULT_HOOK_ENV, raising=False)
+    commit.fault_point("journaled", "db.t/dt=1", "file:/x")
+    assert recording_hook.calls == []
+    monkeypatch.setenv(commit.FAULT_HOOK_ENV, "recording_hook:at")
+    commit.fault_point("journaled", "db.t/dt=1", "file:/x")
+    assert recording_hook.calls == [("journaled", "db.t/dt=1", "file:/x")]

@@ -134,10 +134,12 @@ def test_dag_on_a_standalone_cluster_keeps_every_row(stack, cluster, data_sets, 
     workers = [cluster.worker_status(i) for i in range(cluster.workers)]
     launched = {e["appid"] for w in workers for e in w["finishedexecutors"] + w["executors"]}
     assert set(apps) <= launched, (apps, launched)
-    batch_of = {i: int(re.search(r" batch (\d+)$", a["name"]).group(1)) for i, a in apps.items()}
-    assert sorted(batch_of.values()) == sorted(by_batch) == [0, 1], (apps, sorted(by_batch))
-    rewrite_apps = [i for i, b in batch_of.items() if any(r.mode == "rewrite" for r in by_batch[b])]
-    assert rewrite_apps, by_batch
+    # Each application is named by the operator after the tables it holds (the merge tasks' label).
+    assert sorted(by_batch) == [0, 1], sorted(by_batch)
+    named = {i: [t for t in TABLES if f".{t}:" in a["name"]] for i, a in apps.items()}
+    assert all(named.values()), apps
+    rewrite_apps = [i for i, ts in named.items() if any(TABLES[t][1] == "rewrite" for t in ts)]
+    assert rewrite_apps, (apps, by_batch)
     for app_id in apps:
         logs = executor_logs(cluster, app_id)
         assert logs, f"no executor stderr under the workers' work dirs for {app_id}"

@@ -18,44 +18,31 @@ the window lasts as long as a handful of renames.
 """
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import os
-import signal
 import time
+
 from .hadoop_fs import HadoopFS
 from .work_area import WorkArea, read_journal
 
 log = logging.getLogger(__name__)
 
-# Test-only hooks, so tests reach every step of the protocol without relying on timing:
-# KILL_ENV="<point>[:<text>]" kills the job with SIGKILL at that point (for the partition whose
-# label contains <text>, if given); HOOK_ENV="<point>" runs the command in HOOK_CMD_ENV there,
-# with the partition's folder in HIVE_COMPACTION_PARTITION_DIR.
-KILL_ENV = "HIVE_COMPACTION_TEST_KILL_AT"
-HOOK_ENV = "HIVE_COMPACTION_TEST_HOOK_AT"
-HOOK_CMD_ENV = "HIVE_COMPACTION_TEST_HOOK_CMD"
+# The protocol's steps, where a test may inject a fault (kill the job, change the files). The
+# shipped code only calls the callable that HIVE_COMPACTION_FAULT_HOOK names ("module:function",
+# called with the point, the partition's label and its location); tests set it
+# (scripts/fault_hooks.py). Unset, as in production, nothing happens.
+FAULT_HOOK_ENV = "HIVE_COMPACTION_FAULT_HOOK"
 KILL_POINTS = ("staged", "journaled", "input_moved", "inputs_moved", "output_moved", "outputs_moved",
                "manifest_written")
 
 
-def _matches(setting: str | None, point: str, label: str) -> bool:
-    if not setting:
-        return False
-    name, _, text = setting.partition(":")
-    return name == point and text in label
-
-
 def fault_point(point: str, label: str = "", location: str = "") -> None:
-    if _matches(os.environ.get(HOOK_ENV), point, label):
-        import subprocess
-        log.warning("test hook at %s for %s", point, label)
-        from urllib.parse import urlsplit
-        subprocess.run(os.environ[HOOK_CMD_ENV], shell=True, check=True,
-                       env={**os.environ, "HIVE_COMPACTION_PARTITION_DIR": urlsplit(location).path})
-    if _matches(os.environ.get(KILL_ENV), point, label):
-        log.warning("test kill point %s reached for %s: killing the job with SIGKILL", point, label)
-        os.kill(os.getpid(), signal.SIGKILL)
+    spec = os.environ.get(FAULT_HOOK_ENV)
+    if spec:
+        module, _, name = spec.partition(":")
+        getattr(importlib.import_module(module), name)(point, label, location)
 
 
 class CommitConflict(RuntimeError):
