@@ -212,18 +212,26 @@ class BatchRunner:
         old = time.time() * 1000 - self.ORPHAN_AGE_SECONDS * 1000
         results = []
         for a in areas:
-            area, keep = WorkArea(a["work_dir"]), {self.run}
-            for entry, record in journaled(self.fs, area):
-                pid = entry.name[:-len(".json")]
-                if record is None and entry.modification_time < old:
-                    log.warning("removing the incomplete journal %s (its commit never started)", entry.path)
-                    self.fs.delete(entry.path)
-                elif record is not None and record["run"] != self.run and pid not in planned \
-                        and entry.modification_time < old:
-                    results.append(self._recover_orphan(area, pid, record))
-                elif record is not None:
-                    keep.add(record["run"])
-            purge_expired(self.fs, area, a["trash_retention_days"], keep)
+            try:
+                results += self._maintain_area(a, planned, old)
+            except Exception:  # a work area we cannot tidy must not stop the merges
+                log.exception("%s: could not look after the work area %s", a["table"], a["work_dir"])
+        return results
+
+    def _maintain_area(self, a: dict, planned: set[str], old: float) -> list[PartitionResult]:
+        results = []
+        area, keep = WorkArea(a["work_dir"]), {self.run}
+        for entry, record in journaled(self.fs, area):
+            pid = entry.name[:-len(".json")]
+            if record is None and entry.modification_time < old:
+                log.warning("removing the incomplete journal %s (its commit never started)", entry.path)
+                self.fs.delete(entry.path)
+            elif record is not None and record["run"] != self.run and pid not in planned \
+                    and entry.modification_time < old:
+                results.append(self._recover_orphan(area, pid, record))
+            elif record is not None:
+                keep.add(record["run"])
+        purge_expired(self.fs, area, a["trash_retention_days"], keep)
         return results
 
     def _recover_orphan(self, area: WorkArea, pid: str, record: dict) -> PartitionResult:
