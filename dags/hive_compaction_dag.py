@@ -61,13 +61,13 @@ with DAG(
         only over a task's return value, so multiple_outputs cannot carry both)."""
         from airflow.sdk import conf
         from airflow.sdk.exceptions import AirflowFailException
-        from hive_compaction import dag_tasks
+        from hive_compaction import dag_tasks, metastore
         try:  # a wrong config or form value is not worth a retry
             settings = config.load()
             selection = run_params.select(settings, dict(params), dag_run.run_type, logical_date)
         except (config.ConfigError, run_params.ParamError) as e:
             raise AirflowFailException(str(e)) from e
-        with dag_tasks.metastore_from_connection(settings.metastore_conn_id) as hms:
+        with metastore.from_airflow_connection(settings.metastore_conn_id) as hms:
             planned = dag_tasks.plan(settings, hms, run_id, selection,
                                      max_map_length=conf.getint("core", "max_map_length", fallback=1024))
         ti.xcom_push(key="plan", value=planned["plan"])
@@ -82,9 +82,9 @@ with DAG(
           max_active_tis_per_dag=1, retries=max(SETTINGS.retries, 2),
           retry_delay=timedelta(seconds=5), retry_exponential_backoff=False)
     def refresh_metastore(plan: dict, outlet_events=None):
-        from hive_compaction import dag_tasks
+        from hive_compaction import dag_tasks, metastore
         settings = config.load()
-        with dag_tasks.metastore_from_connection(settings.metastore_conn_id) as hms:
+        with metastore.from_airflow_connection(settings.metastore_conn_id) as hms:
             report = dag_tasks.refresh(settings, hms, plan)
         for table, extra in dag_tasks.compacted_tables(report).items():
             outlet_events[COMPACTED].add(table_asset(table), extra=extra)

@@ -20,15 +20,16 @@ from local_stack import Metastore, StackError  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def partition_snapshot(port: int, database: str, table: str) -> dict[str, dict]:
-    """Per partition: data files on disk (names, bytes) and the Metastore's statistics."""
+def partition_snapshot(port: int, database: str, table: str, local_path=None) -> dict[str, dict]:
+    """Per partition: data files on disk (names, bytes) and the Metastore's statistics.
+    ``local_path(location)``: the folder on this machine (default: a file: URI's path)."""
     from hmsclient import hmsclient
     out = {}
     with hmsclient.HMSClient(host="127.0.0.1", port=port) as c:
         t = c.get_table(database, table)
         keys = [k.name for k in t.partitionKeys]
         for p in c.get_partitions(database, table, -1):
-            folder = Path(urlsplit(p.sd.location).path)
+            folder = local_path(p.sd.location) if local_path else Path(urlsplit(p.sd.location).path)
             files = {f.name: f.stat().st_size for f in folder.iterdir()
                      if f.is_file() and not f.name.startswith(("_", "."))}
             name = "/".join(f"{k}={v}" for k, v in zip(keys, p.values))

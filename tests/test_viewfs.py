@@ -20,6 +20,7 @@ pytestmark = pytest.mark.integration
 
 def local(stack, uri: str) -> Path:
     """Where a viewfs path lives on this machine's disk (the mount's target)."""
+    assert uri.startswith(f"{stack.metastore.viewfs_root}/"), uri  # every location is on viewfs
     rest = urlsplit(uri).path[len("/data"):]
     return Path(str(stack.metastore.state)) / "viewfs-data" / rest.lstrip("/")
 
@@ -98,14 +99,5 @@ def test_the_whole_dag_on_viewfs(stack, tmp_path):
 
 def viewfs_snapshot(stack, db: str, table: str) -> dict[str, dict]:
     """Per partition: data files on the mount's disk and the Metastore's statistics."""
-    from hmsclient import hmsclient
-    out = {}
-    with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
-        for p in c.get_partitions(db, table, -1):
-            assert p.sd.location.startswith("viewfs://"), p.sd.location
-            folder = local(stack, p.sd.location)
-            files = {f.name: f.stat().st_size for f in folder.iterdir() if f.is_file() and not f.name.startswith((".", "_"))}
-            out[f"dt={p.values[0]}"] = {"files": files, "num_files": len(files), "bytes": sum(files.values()),
-                                        "hms_num_files": p.parameters.get("numFiles"),
-                                        "hms_total_size": p.parameters.get("totalSize")}
-    return out
+    from demo import partition_snapshot
+    return partition_snapshot(stack.port, db, table, local_path=lambda location: local(stack, location))

@@ -36,7 +36,6 @@ class PartitionTask:
     total_size: int | None = None
     num_rows: int | None = None
     table_parameters: dict[str, str] = field(default_factory=dict)
-    trash_retention_days: int = 7
     # Why the partition is planned: its statistics say it has small files (or say nothing), or
     # it is listed to check them (a dated run lists every partition it selects; an audit lists
     # partitions this package has not looked at for a while). Orders the work, never decides it.

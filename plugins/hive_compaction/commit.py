@@ -96,10 +96,7 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> d
     missing = [o["name"] for o, staged, published in zip(outputs, found, found[len(outputs):])
                if staged is None and published is None]
     if missing:
-        _roll_back(fs, record, trash, location)
-        fs.delete(area.journal(pid))
-        raise RuntimeError(f"staged outputs {missing} of {record['partition']} are gone: "
-                           "the commit was rolled back, the original files are in place")
+        _abandon(fs, area, record, trash, location, f"staged outputs {missing} are gone")
     if fs.status(location) is None:  # dropped meanwhile: never re-create a partition's folder
         if first:
             fs.delete(area.journal(pid))
@@ -107,19 +104,11 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> d
                            "merged? nothing was moved into it")
     # Files already moved by an interrupted attempt are skipped: every step can be replayed.
     moves = [(f"{location}/{f['name']}", f"{trash}/{f['name']}") for f in record["inputs"]]
-    moved = fs.move_all(moves[:1])
-    if moved:
-        fault_point("input_moved", _label(record), location)
-    moved += fs.move_all(moves[1:])
-    fault_point("inputs_moved", _label(record), location)
+    moved = _move(fs, moves, record, "input_moved", "inputs_moved")
     if first and moved != len(moves):
         _abandon(fs, area, record, trash, location, f"{len(moves) - moved} input(s) vanished before they moved")
     moves = [(o["staged"], f"{location}/{o['name']}") for o in outputs]
-    moved = fs.move_all(moves[:1])
-    if moved:
-        fault_point("output_moved", _label(record), location)
-    moved += fs.move_all(moves[1:])
-    fault_point("outputs_moved", _label(record), location)
+    moved = _move(fs, moves, record, "output_moved", "outputs_moved")
     if first and moved != len(moves):
         _abandon(fs, area, record, trash, location, f"{len(moves) - moved} staged output(s) vanished before "
                                                     "they moved")
@@ -133,6 +122,17 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> d
 
 def _label(record: dict) -> str:
     return f"{record['table']}/{record['partition']}"
+
+
+def _move(fs: HadoopFS, moves: list[tuple[str, str]], record: dict, after_first: str, after_all: str) -> int:
+    """Move files in order (a missing source is skipped); the fault points after the first move
+    and after all of them. Returns how many moved."""
+    moved = fs.move_all(moves[:1])
+    if moved:
+        fault_point(after_first, _label(record), record["location"])
+    moved += fs.move_all(moves[1:])
+    fault_point(after_all, _label(record), record["location"])
+    return moved
 
 
 def _abandon(fs: HadoopFS, area: WorkArea, record: dict, trash: str, location: str, why: str) -> None:

@@ -20,17 +20,6 @@ from .run_params import RunSelection, partition_date
 log = logging.getLogger(__name__)
 
 
-def metastore_from_connection(conn_id: str) -> Metastore:
-    from .metastore import from_airflow_connection
-    return from_airflow_connection(conn_id)
-
-
-def selected_tables(settings: config_mod.Settings, names: list[str] | None):
-    if not names:
-        return list(settings.tables)
-    return [settings.table(n) for n in names]
-
-
 def partitions_in_dates(hms: Metastore, table: TableInfo, tc: config_mod.TableConfig,
                         dates: tuple | None, skipped: list[Skipped]):
     """The table's partitions (of the date range, when there is one), fetched in batches.
@@ -101,13 +90,14 @@ def plan(settings: config_mod.Settings, hms: Metastore, run_id: str, selection: 
         if pruned:
             log.info("dropped %d batch record(s) older than %d days from %s", pruned, result_table.KEEP_DAYS,
                      settings.results_table)
+    # Each table's work area is looked after (old journals, expired runs) by one job: the first
+    # that lists its partitions, else the first job.
+    owner = {}
+    for i, batch in reversed(list(enumerate(batches))):
+        owner.update({t.table_name: i for t in batch})
     spark_args, described = [], []
     for i, batch in enumerate(batches):
-        # Each table's work area is looked after (old journals, expired runs) by one job: the
-        # first that lists its partitions, else the first job. Dry runs change nothing.
-        maintain = [] if dry_run else [
-            a for name, a in areas.items()
-            if next((j for j, b in enumerate(batches) if any(t.table_name == name for t in b)), 0) == i]
+        maintain = [a for name, a in areas.items() if owner.get(name, 0) == i]
         payload = batch_payload(run, i, dry_run, batch, maintain)
         payload["results_table"] = settings.results_table
         payload["metastore_uris"] = hms.uris  # for a Spark without hive-site.xml
@@ -181,10 +171,9 @@ def refresh(settings: config_mod.Settings, hms: Metastore, plan: dict, now: floa
     dicts = [r.to_dict() for r in results]
     text = render(dicts, plan["skipped"], plan["deferred"])
     log.info("run report\n%s", text)
-    report = {"summary": summarize(dicts, plan["skipped"], plan["deferred"]), "partitions": dicts,
-              "skipped": plan["skipped"], "deferred": plan["deferred"], "dry_run": plan.get("dry_run", False),
-              "dates": plan.get("dates", {}), "run": plan["run"]}
-    return report
+    return {"summary": summarize(dicts, plan["skipped"], plan["deferred"]), "partitions": dicts,
+            "skipped": plan["skipped"], "deferred": plan["deferred"], "dry_run": plan.get("dry_run", False),
+            "dates": plan.get("dates", {}), "run": plan["run"]}
 
 
 def compacted_tables(report: dict) -> dict[str, dict]:

@@ -261,8 +261,9 @@ class BatchRunner:
         """(visible data files, sub-folders: visible ones and writers' staging folders)."""
         entries = self.fs.list(location)
         visible = [e for e in entries if not is_hidden(e.name)]
+        folders = [e.name for e in entries if e.is_dir]
         return ([e.as_data_file() for e in visible if not e.is_dir],
-                [e.name for e in entries if e.is_dir and (not is_hidden(e.name) or e.name.startswith(self.WRITER_STAGING))])
+                [f for f in folders if not is_hidden(f) or f.startswith(self.WRITER_STAGING)])
 
     def prepare(self, task: PartitionTask, started: float) -> Work | PartitionResult:
         area = WorkArea(task.work_dir)
@@ -582,8 +583,8 @@ class BatchRunner:
             inputs = [f for g in work.groups for f in g.files]
             outputs = [o for g in work.groups for o in g.staged]
             commit(self.fs, work.area, check_inputs=lambda: self._check_unchanged(task, inputs), record={
-                "run": self.run, "batch": self.batch_id, "pid": work.pid, "staging": work.staging, "table": task.table_name, "partition": task.partition,
-                "location": task.location,
+                "run": self.run, "pid": work.pid, "staging": work.staging, "table": task.table_name,
+                "partition": task.partition, "location": task.location,
                 "inputs": [{"name": f.name, "size": f.size} for f in inputs],
                 "outputs": outputs,
                 "stats_before": {"numFiles": task.num_files, "totalSize": task.total_size, "numRows": task.num_rows},

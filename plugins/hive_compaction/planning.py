@@ -113,7 +113,7 @@ def plan_table(table: TableInfo, policy: TablePolicy, partitions, work_root: str
             num_files=p.stat(NUM_FILES), total_size=p.stat(TOTAL_SIZE), num_rows=p.stat(NUM_ROWS),
             table_parameters={k: v for k, v in table.parameters.items()
                               if k in ("orc.compress", "parquet.compression")},
-            trash_retention_days=policy.trash_retention_days, reason=reason, listed_at=p.stat(LISTED_AT),
+            reason=reason, listed_at=p.stat(LISTED_AT),
         ))
     return tasks, skipped
 

@@ -1,6 +1,8 @@
 """The run report: per table and partition, what changed, what was skipped and why."""
 from __future__ import annotations
 
+from .results import statistics_were_stale
+
 
 def _size(n: int | None) -> str:
     if n is None:
@@ -14,7 +16,7 @@ def _size(n: int | None) -> str:
 
 def stale_note(r: dict) -> str:
     """"statistics said 1 file(s), the disk had 31" where the Metastore was wrong, else ""."""
-    if not r.get("listed") or (r.get("stats_files"), r.get("stats_bytes")) == (r["files_before"], r["bytes_before"]):
+    if not statistics_were_stale(r):
         return ""
     said = "no statistics" if r.get("stats_files") is None else \
         f"statistics said {r['stats_files']} file(s) ({_size(r.get('stats_bytes'))})"

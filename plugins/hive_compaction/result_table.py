@@ -15,6 +15,10 @@ import logging
 log = logging.getLogger(__name__)
 
 PARTITION_KEYS = ("run", "batch")
+# A plain text table's storage classes: the table never holds data, but the Metastore wants some.
+TEXT_INPUT = "org.apache.hadoop.mapred.TextInputFormat"
+TEXT_OUTPUT = "org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat"
+TEXT_SERDE = "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe"
 
 
 def split_name(name: str) -> tuple[str, str]:
@@ -33,13 +37,11 @@ def ensure(hms, name: str) -> None:
     db, table = split_name(name)
     if table in hms._call("get_tables", db, table):
         return
-    text = "org.apache.hadoop.mapred.TextInputFormat"
     sd = ttypes.StorageDescriptor(
         cols=[ttypes.FieldSchema("unused", "string", "results are kept in partition parameters")],
-        inputFormat=text, outputFormat="org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat",
+        inputFormat=TEXT_INPUT, outputFormat=TEXT_OUTPUT,
         compressed=False, numBuckets=-1, bucketCols=[], sortCols=[], parameters={},
-        serdeInfo=ttypes.SerDeInfo(serializationLib="org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe",
-                                   parameters={}))
+        serdeInfo=ttypes.SerDeInfo(serializationLib=TEXT_SERDE, parameters={}))
     t = ttypes.Table(tableName=table, dbName=db, owner="hive_compaction", sd=sd,
                      partitionKeys=[ttypes.FieldSchema(k, "string", "") for k in PARTITION_KEYS],
                      parameters={"EXTERNAL": "TRUE", "comment": "hive_compaction: merge results per run and batch"},
@@ -75,10 +77,10 @@ def prune(hms, name: str, now: float, keep_days: int = KEEP_DAYS) -> int:
     from hmsclient.genthrift.hive_metastore import ttypes
     db, table = split_name(name)
     cutoff = now - keep_days * 86400
-    old = [n for n in hms._call("get_partition_names", db, table, -1)]
+    names = hms._call("get_partition_names", db, table, -1)
     dropped = 0
-    for i in range(0, len(old), 500):
-        for p in hms._call("get_partitions_by_names", db, table, old[i:i + 500]):
+    for i in range(0, len(names), hms.batch_size):
+        for p in hms._call("get_partitions_by_names", db, table, names[i:i + hms.batch_size]):
             if p.createTime and p.createTime < cutoff:
                 try:
                     hms._call("drop_partition", db, table, p.values, True)
@@ -112,12 +114,12 @@ def publish(spark, name: str, run: str, batch: int | str, params: dict[str, str]
             if "NoSuchObject" not in str(e):
                 raise
         serde = api.SerDeInfo()
-        serde.setSerializationLib("org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe")
+        serde.setSerializationLib(TEXT_SERDE)
         serde.setParameters({})
         sd = api.StorageDescriptor()
         sd.setCols([api.FieldSchema("unused", "string", "")])
-        sd.setInputFormat("org.apache.hadoop.mapred.TextInputFormat")
-        sd.setOutputFormat("org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat")
+        sd.setInputFormat(TEXT_INPUT)
+        sd.setOutputFormat(TEXT_OUTPUT)
         sd.setSerdeInfo(serde)
         sd.setNumBuckets(-1)
         sd.setBucketCols([])

@@ -58,8 +58,7 @@ class PartitionResult:
 
     @property
     def stale_statistics(self) -> bool:
-        """The Metastore's numFiles / totalSize disagreed with the listing before this run."""
-        return self.listed and (self.stats_files != self.files_before or self.stats_bytes != self.bytes_before)
+        return statistics_were_stale(vars(self))
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -72,6 +71,13 @@ class PartitionResult:
         values = {k: v for k, v in d.items() if k in known}
         values["status"] = Status(values["status"])
         return cls(**values)
+
+
+def statistics_were_stale(r: dict) -> bool:
+    """The Metastore's numFiles / totalSize disagreed with the listing before the run (``r``: a
+    result's fields, as the report's dicts carry them)."""
+    return bool(r.get("listed")) and (r.get("stats_files"), r.get("stats_bytes")) != (r["files_before"],
+                                                                                       r["bytes_before"])
 
 
 def encode_results(results: list[PartitionResult]) -> dict[str, str]:

@@ -2,7 +2,7 @@
 
 Beside the table, never inside a partition (Hive and ``MSCK REPAIR`` do not read it)::
 
-    <root>/staging/<run>/<partition id>/     merged outputs before they are committed
+    <root>/staging/<run>/<partition id>/<attempt>/  merged outputs before they are committed
     <root>/journal/<partition id>.json       a decided commit, until it is fully applied
     <root>/trash/<run>/<partition id>/       replaced inputs, kept for rollback
     <root>/manifests/<run>/<partition id>.json  what a committed merge replaced (rollback, purge)
