@@ -7,18 +7,15 @@ tasks, so a mistake in it fails a task with a clear message instead of breaking 
 from __future__ import annotations
 
 import logging
-import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Asset, AssetAlias, Param, task
 
-_ROOT = Path(__file__).resolve().parents[1]
-if str(_ROOT / "plugins") not in sys.path:  # Airflow adds plugins/ itself; tests and CLIs may not
-    sys.path.insert(0, str(_ROOT / "plugins"))
+from hive_compaction import config, run_params
 
-from hive_compaction import config, run_params  # noqa: E402
+_ROOT = Path(__file__).resolve().parents[1]
 
 SETTINGS, _ = config.load_lenient()
 MERGE_JOB = str(_ROOT / "spark_jobs" / "compact_partitions.py")

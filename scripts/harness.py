@@ -23,6 +23,7 @@ for _p in (ROOT / "plugins", ROOT / "scripts"):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
+import postgres  # noqa: E402
 from local_stack import Metastore, free_port  # noqa: E402
 
 _dates = itertools.count()
@@ -42,11 +43,26 @@ class DagRun:
 
 
 class Stack:
-    def __init__(self, state: Path):
+    """``use_postgres``: PostgreSQL (Debian's package, on loopback) backs the Metastore and
+    Airflow's metadata database, as in production; else embedded Derby and SQLite."""
+
+    def __init__(self, state: Path, use_postgres: bool = False):
         self.state = state
-        self.metastore = Metastore(state / "hms", free_port())
+        self.postgres = postgres.Postgres(port=free_port()) if use_postgres else None
+        self.metastore = Metastore(state / "hms", free_port(), **(dict(
+            db_url=self.postgres.jdbc_url("metastore"), jdbc_jar=postgres.jdbc_jar(), db_user=postgres.ROLE)
+            if self.postgres else {}))
         self.airflow_home = state / "airflow"
+        self.airflow_db_env: dict[str, str] = {}  # the session Airflow's database, set by start()
         self._spark = None
+
+    def airflow_database(self, name: str) -> dict[str, str]:
+        """The environment giving Airflow a metadata database of its own (on PostgreSQL when the
+        stack has it, else SQLite in its AIRFLOW_HOME)."""
+        if self.postgres is None:
+            return {}
+        self.postgres.create_database(name)
+        return {"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.postgres.sqlalchemy_url(name)}
 
     @property
     def port(self) -> int:
@@ -65,6 +81,7 @@ class Stack:
             "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
             "SPARK_LOCAL_IP": "127.0.0.1",
             "PYSPARK_PYTHON": sys.executable,
+            **self.airflow_db_env,
         })
         if config_path:
             env["HIVE_COMPACTION_CONFIG"] = str(config_path)
@@ -77,9 +94,15 @@ class Stack:
         return env
 
     def start(self) -> None:
+        if self.postgres:
+            self.postgres.start()
+            self.postgres.create_database("metastore")
+            self.airflow_db_env = self.airflow_database("airflow")
         self.metastore.start()
         self.airflow_home.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["airflow", "db", "migrate"], env=self.env(), check=True, capture_output=True)
+        p = subprocess.run(["airflow", "db", "migrate"], env=self.env(), capture_output=True, text=True)
+        if p.returncode:
+            raise RuntimeError(f"airflow db migrate failed:\n{p.stdout[-3000:]}{p.stderr[-3000:]}")
 
     @property
     def spark(self):
@@ -96,6 +119,8 @@ class Stack:
         if self._spark is not None:
             self._spark.stop()
         self.metastore.stop()
+        if self.postgres:
+            self.postgres.stop(remove=True)
 
     # --- data -------------------------------------------------------------------------------
     def make_table(self, db: str, table: str, storage: str, dates: list[str], files: int = 5, rows: int = 400,

@@ -23,14 +23,24 @@ DEFAULT_STATE = ROOT / ".state"
 
 HIVE_SITE = """<?xml version="1.0"?>
 <configuration>
-  <property><name>javax.jdo.option.ConnectionURL</name><value>jdbc:derby:;databaseName={state}/metastore_db;create=true</value></property>
-  <property><name>javax.jdo.option.ConnectionDriverName</name><value>org.apache.derby.jdbc.EmbeddedDriver</value></property>
+  <property><name>javax.jdo.option.ConnectionURL</name><value>{db_url}</value></property>
+  <property><name>javax.jdo.option.ConnectionDriverName</name><value>{db_driver}</value></property>
+  <property><name>javax.jdo.option.ConnectionUserName</name><value>{db_user}</value></property>
   <property><name>hive.metastore.warehouse.dir</name><value>file://{state}/warehouse</value></property>
-  <property><name>datanucleus.schema.autoCreateAll</name><value>true</value></property>
-  <property><name>hive.metastore.schema.verification</name><value>false</value></property>
+{schema_creation}  <property><name>hive.metastore.schema.verification</name><value>false</value></property>
   <property><name>hive.metastore.event.db.notification.api.auth</name><value>false</value></property>
 </configuration>
 """
+
+
+# The schema is created on first use. On PostgreSQL that happens inside the caller's transaction
+# and the foreign keys DataNucleus adds from a second connection would wait on it forever: there,
+# tables and columns only (autoCreateAll would imply the constraints).
+SCHEMA_CREATION = {
+    "derby": "  <property><name>datanucleus.schema.autoCreateAll</name><value>true</value></property>\n",
+    "postgresql": "".join(f"  <property><name>datanucleus.schema.{k}</name><value>{v}</value></property>\n" for k, v in (
+        ("autoCreateTables", "true"), ("autoCreateColumns", "true"), ("autoCreateConstraints", "false"))),
+}
 
 
 # A Hadoop viewfs mount over a local folder: a file system scheme Airflow knows nothing about
@@ -79,9 +89,18 @@ def answers(port: int) -> bool:
 
 
 class Metastore:
-    def __init__(self, state: Path, port: int = 9083):
+    """The Metastore service; its backing database is embedded Derby, or PostgreSQL given a JDBC
+    URL of it (``jdbc:postgresql://...``, schema created on first start) and its driver's jar."""
+
+    def __init__(self, state: Path, port: int = 9083, db_url: str | None = None, jdbc_jar: Path | None = None,
+                 db_user: str = ""):
         self.state = Path(state).resolve()
         self.port = port
+        self.db_url = db_url or f"jdbc:derby:;databaseName={self.state}/metastore_db;create=true"
+        self.db_driver = "org.postgresql.Driver" if self.db_url.startswith("jdbc:postgresql:") \
+            else "org.apache.derby.jdbc.EmbeddedDriver"
+        self.db_user = db_user
+        self.jdbc_jar = jdbc_jar
         self.pid_file = self.state / "metastore.pid"
         self.log_file = self.state / "metastore.log"
 
@@ -122,12 +141,15 @@ class Metastore:
         conf = self.state / "metastore-conf"
         conf.mkdir(parents=True, exist_ok=True)
         (self.state / "warehouse").mkdir(exist_ok=True)
-        (conf / "hive-site.xml").write_text(HIVE_SITE.format(state=self.state))
+        (conf / "hive-site.xml").write_text(HIVE_SITE.format(
+            state=self.state, db_url=self.db_url, db_driver=self.db_driver, db_user=self.db_user,
+            schema_creation=SCHEMA_CREATION["postgresql" if "postgresql" in self.db_driver else "derby"]))
         (conf / "core-site.xml").write_text(CORE_SITE.format(state=self.state, mount=VIEWFS_MOUNT))
         (self.state / "viewfs-data").mkdir(exist_ok=True)
         cmd = ["java", "-Xmx1g", "-Dlog4j2.contextSelector=org.apache.logging.log4j.core.selector.BasicContextSelector",
                f"-Dderby.system.home={self.state}",
-               "-cp", f"{conf}:{spark_jars()}/*", "org.apache.hadoop.hive.metastore.HiveMetaStore", "-p", str(self.port)]
+               "-cp", ":".join([str(conf), f"{spark_jars()}/*", *([str(self.jdbc_jar)] if self.jdbc_jar else [])]),
+               "org.apache.hadoop.hive.metastore.HiveMetaStore", "-p", str(self.port)]
         with open(self.log_file, "ab") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.state,
                                     start_new_session=True)

@@ -6,25 +6,22 @@ Lists every partition of the batch, merges its small files, and records what it 
 in the Metastore's results table for the DAG's refresh task. Exit code 0 when every partition
 was merged, skipped with a reason or had nothing to do; 1 when any partition failed (the others
 are still done, and every failure left its partition's files as they were).
+
+The driver needs the ``hive_compaction`` package (standard library and pyspark only): installed
+where the driver runs, or shipped with ``--py-files dist/hive_compaction.zip`` (``make dist``).
 """
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
-from pathlib import Path
 
-# In local and client mode the driver runs beside the package; in cluster mode ship it with --py-files.
-_PLUGINS = Path(__file__).resolve().parents[1] / "plugins"
-if _PLUGINS.is_dir() and str(_PLUGINS) not in sys.path:
-    sys.path.insert(0, str(_PLUGINS))
+from pyspark.sql import SparkSession
 
-from pyspark.sql import SparkSession  # noqa: E402
-
-from hive_compaction import result_table  # noqa: E402
-from hive_compaction.merge import BatchRunner  # noqa: E402
-from hive_compaction.batch import batch_tasks, decode_batch  # noqa: E402
-from hive_compaction.results import Status, encode_results  # noqa: E402
+from hive_compaction import result_table
+from hive_compaction.merge import BatchRunner
+from hive_compaction.batch import batch_tasks, decode_batch
+from hive_compaction.results import Status, encode_results
 
 
 def main(argv: list[str] | None = None) -> int:

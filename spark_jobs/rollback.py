@@ -11,21 +11,16 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
 
-_PLUGINS = Path(__file__).resolve().parents[1] / "plugins"
-if _PLUGINS.is_dir() and str(_PLUGINS) not in sys.path:
-    sys.path.insert(0, str(_PLUGINS))
+from pyspark.sql import SparkSession
 
-from pyspark.sql import SparkSession  # noqa: E402
-
-from hive_compaction import config  # noqa: E402
-from hive_compaction.work_area import WorkArea  # noqa: E402
-from hive_compaction.hadoop_fs import HadoopFS  # noqa: E402
-from hive_compaction.metastore import NUM_FILES, NUM_ROWS, TOTAL_SIZE, Metastore  # noqa: E402
-from hive_compaction.paths import run_tag  # noqa: E402
-from hive_compaction.planning import table_work_dir  # noqa: E402
-from hive_compaction.rollback import RollbackError, rollback_run  # noqa: E402
+from hive_compaction import config
+from hive_compaction.work_area import WorkArea
+from hive_compaction.hadoop_fs import HadoopFS
+from hive_compaction.metastore import NUM_FILES, NUM_ROWS, TOTAL_SIZE, Metastore
+from hive_compaction.paths import run_tag
+from hive_compaction.planning import table_work_dir
+from hive_compaction.rollback import RollbackError, rollback_run
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -14,7 +15,8 @@ import pytest
 from hive_compaction.package import build_zip
 
 ROOT = Path(__file__).resolve().parents[1]
-# sitecustomize for the driver: those packages are found nowhere, as if not installed.
+# sitecustomize for the driver: those packages are found nowhere, as if not installed, and this
+# package only in a zip (not from the development install of the venv).
 BLOCKER = '''
 import sys
 from importlib.machinery import PathFinder
@@ -24,6 +26,8 @@ class _NotInstalled(PathFinder):
     def find_spec(cls, name, path=None, target=None):
         if name.split(".")[0] in ("yaml", "hmsclient", "thrift", "airflow"):
             return None
+        if name == "hive_compaction":
+            return PathFinder.find_spec(name, [p for p in sys.path if p.endswith(".zip")], target)
         return PathFinder.find_spec(name, path, target)
 
 sys.meta_path[:] = [_NotInstalled if f is PathFinder else f for f in sys.meta_path]
@@ -35,6 +39,24 @@ def test_zip_holds_the_package_and_the_jvm_helper_source(tmp_path):
     names = zipfile.ZipFile(z).namelist()
     assert "hive_compaction/merge.py" in names and "hive_compaction/jvm/HiveCompactionHelper.java" in names
     assert not [n for n in names if "__pycache__" in n]
+
+
+def test_the_package_builds_as_a_wheel_with_its_modules_and_dependencies(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(ROOT)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    [wheel] = tmp_path.glob("hive_compaction-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    modules = {f"hive_compaction/{f.name}" for f in (ROOT / "plugins" / "hive_compaction").glob("*.py")}
+    assert modules <= set(names) and "hive_compaction/jvm/HiveCompactionHelper.java" in names
+    meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("/METADATA"))).decode()
+    for dep in ("apache-airflow", "hmsclient", "thrift_sasl", "PyYAML"):
+        assert f"Requires-Dist: {dep}" in meta, meta
+
+
+def test_the_entry_points_do_not_edit_sys_path():
+    for f in [ROOT / "dags" / "hive_compaction_dag.py", *(ROOT / "spark_jobs").glob("*.py")]:
+        assert "sys.path" not in f.read_text(), f
 
 
 @pytest.mark.integration
@@ -63,3 +85,6 @@ def test_the_merge_job_runs_from_only_the_job_file_and_the_zip(stack, tmp_path):
     probe = subprocess.run(["python", "-c", "import yaml"], cwd=node,
                            env=stack.env(cfg, PYTHONPATH=str(node / "blocker")), capture_output=True, text=True)
     assert probe.returncode != 0 and "No module named 'yaml'" in probe.stderr
+    probe = subprocess.run(["python", "-c", "import hive_compaction"], cwd=node,
+                           env=stack.env(cfg, PYTHONPATH=str(node / "blocker")), capture_output=True, text=True)
+    assert probe.returncode != 0 and "No module named 'hive_compaction'" in probe.stderr

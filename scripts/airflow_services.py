@@ -1,0 +1,209 @@
+"""The services docker-compose.yaml declares, started natively on loopback: PostgreSQL, the Hive
+Metastore on it, and Airflow's api-server, scheduler and dag-processor (LocalExecutor) on it.
+
+    make stack-up      # or: python scripts/airflow_services.py up   [--port 8080]
+    make stack-down    #     python scripts/airflow_services.py down
+
+State, logs and pid files live in ``.state/services/``. The UI is at http://127.0.0.1:8080 with
+Airflow's SimpleAuthManager and every user an admin: for a person's own machine, not a server.
+The tests (tests/test_as_a_user.py) start Airflow's services through ``AirflowServices`` too.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+import postgres
+from local_stack import Metastore, StackError, answers, free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVICES = ("api-server", "scheduler", "dag-processor")
+
+
+def service_env(base: dict[str, str], home: Path, port: int, **extra: str) -> dict[str, str]:
+    """Airflow's settings for the three services on one machine (LocalExecutor, loopback), over
+    ``base`` and under ``extra`` (e.g. the metadata database's AIRFLOW__DATABASE__SQL_ALCHEMY_CONN)."""
+    url = f"http://127.0.0.1:{port}"
+    env = dict(base)
+    env.update(
+        AIRFLOW_HOME=str(home),
+        AIRFLOW__CORE__EXECUTOR="LocalExecutor",
+        AIRFLOW__CORE__PARALLELISM="4",
+        AIRFLOW__CORE__AUTH_MANAGER="airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="True",
+        AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"{url}/execution/",
+        AIRFLOW__API__BASE_URL=url,
+        AIRFLOW__API__HOST="127.0.0.1",
+        AIRFLOW__API__PORT=str(port),
+        AIRFLOW__API__SECRET_KEY=secrets.token_hex(16),
+        AIRFLOW__API_AUTH__JWT_SECRET=secrets.token_hex(32),
+        AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=str(free_port()),
+        AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(free_port()),
+    )
+    env.update(extra)
+    return env
+
+
+class AirflowServices:
+    """Airflow's api-server, scheduler and dag-processor as processes of their own session."""
+
+    def __init__(self, home: Path, env: dict[str, str]):
+        self.home = Path(home)
+        self.env = env
+        self.url = env["AIRFLOW__API__BASE_URL"]
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def migrate(self) -> None:
+        p = subprocess.run(["airflow", "db", "migrate"], env=self.env, capture_output=True, text=True, timeout=600)
+        if p.returncode:
+            raise StackError(f"airflow db migrate failed:\n{p.stdout[-3000:]}{p.stderr[-3000:]}")
+
+    def start(self) -> None:
+        port = self.env["AIRFLOW__API__PORT"]
+        for name, args in (("api-server", ("api-server", "--host", "127.0.0.1", "--port", port)),
+                           ("scheduler", ("scheduler",)), ("dag-processor", ("dag-processor",))):
+            with open(self.home / f"{name}.log", "ab") as log:
+                self.procs[name] = subprocess.Popen(["airflow", *args], env=self.env, stdout=log,
+                                                    stderr=subprocess.STDOUT, start_new_session=True, cwd=self.home)
+            (self.home / f"{name}.pid").write_text(str(self.procs[name].pid))
+
+    def fetch_token(self) -> str | None:
+        """A bearer token once the API answers (every user is an admin under this auth manager)."""
+        try:
+            r = httpx.get(f"{self.url}/auth/token", timeout=10)
+            return r.json()["access_token"] if r.status_code == 201 else None
+        except httpx.TransportError:
+            return None
+
+    def wait_ready(self, dag_id: str | None = None, timeout: float = 240) -> str:
+        """Wait until the API hands out a token (and knows ``dag_id``, parsed); return the token."""
+        deadline = time.monotonic() + timeout
+        token = None
+        while True:
+            self.check_alive()
+            token = token or self.fetch_token()
+            if token and (dag_id is None or httpx.get(f"{self.url}/api/v2/dags/{dag_id}", timeout=10, headers={
+                    "Authorization": f"Bearer {token}"}).status_code == 200):
+                return token
+            if time.monotonic() > deadline:
+                raise StackError(f"Airflow's API or the DAG not ready after {timeout:.0f}s:\n{self.logs(3000)}")
+            time.sleep(2)
+
+    def check_alive(self) -> None:
+        for name, p in self.procs.items():
+            if p.poll() is not None:
+                raise StackError(f"airflow {name} exited with {p.returncode}:\n{self.service_log(name)}")
+
+    def service_log(self, name: str, tail: int = 6000) -> str:
+        path = self.home / f"{name}.log"
+        return path.read_text(errors="replace")[-tail:] if path.exists() else ""
+
+    def logs(self, tail: int = 3000) -> str:
+        return "\n".join(f"=== {n}.log\n{self.service_log(n, tail)}" for n in SERVICES)
+
+    def stop(self) -> None:
+        """Stop the services and every process they started (task runners, Spark drivers)."""
+        pids = [p.pid for p in self.procs.values()] or [int(f.read_text()) for f in self.home.glob("*.pid")
+                                                          if f.stem in SERVICES and f.read_text().strip().isdigit()]
+        for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 5)):
+            for pid in pids:
+                try:
+                    os.killpg(pid, sig)
+                except ProcessLookupError:
+                    pass
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+                for p in self.procs.values():
+                    p.poll()  # reap our own children
+                time.sleep(0.2)
+        for pid in self.stragglers():  # task processes that left the groups (by pid, ours only)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for name in SERVICES:
+            (self.home / f"{name}.pid").unlink(missing_ok=True)
+
+    def stragglers(self) -> list[int]:
+        """Processes still carrying this AIRFLOW_HOME in their environment: started by the services."""
+        marker = f"AIRFLOW_HOME={self.home}".encode()
+        found = []
+        for d in Path("/proc").iterdir():
+            if d.name.isdigit() and int(d.name) != os.getpid():
+                try:
+                    if marker in (d / "environ").read_bytes().split(b"\0"):
+                        found.append(int(d.name))
+                except OSError:
+                    pass
+        return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    try:  # a zombie is gone for our purposes
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+# --- make stack-up / stack-down --------------------------------------------------------------------
+def _parts(state: Path, pg_port: int, hms_port: int, api_port: int):
+    pg = postgres.Postgres(state / "postgres", pg_port)
+    hms = Metastore(state / "hms", hms_port, db_url=pg.jdbc_url("metastore"), jdbc_jar=postgres.jdbc_jar(),
+                    db_user=postgres.ROLE)
+    home = state / "airflow"
+    base = dict(os.environ, AIRFLOW_CONN_HIVE_METASTORE=json.dumps(
+        {"conn_type": "generic", "host": "127.0.0.1", "port": hms_port}))
+    return pg, hms, AirflowServices(home, service_env(
+        base, home, api_port, AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=pg.sqlalchemy_url("airflow")))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("action", choices=["up", "down"])
+    p.add_argument("--state", default=str(ROOT / ".state" / "services"))
+    p.add_argument("--port", type=int, default=8080, help="the Airflow API server's port")
+    p.add_argument("--postgres-port", type=int, default=55432)
+    p.add_argument("--metastore-port", type=int, default=int(os.environ.get("HIVE_METASTORE_PORT", "9083")))
+    args = p.parse_args()
+    state = Path(args.state).resolve()
+    pg, hms, airflow = _parts(state, args.postgres_port, args.metastore_port, args.port)
+    try:
+        if args.action == "down":
+            airflow.stop()
+            hms.stop()
+            pg.stop()
+            return 0
+        why = postgres.missing()
+        if why:
+            raise StackError(why)
+        airflow.home.mkdir(parents=True, exist_ok=True)
+        pg.start()
+        for db in ("metastore", "airflow"):
+            pg.create_database(db)
+        if not answers(hms.port):
+            hms.start()
+        airflow.migrate()
+        airflow.start()
+        airflow.wait_ready()
+        print(f"Airflow at {airflow.url} (every user an admin), logs in {airflow.home}; stop with: make stack-down")
+        return 0
+    except (StackError, RuntimeError, subprocess.CalledProcessError) as e:
+        print(f"error: {getattr(e, 'stderr', None) or e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
