@@ -43,6 +43,16 @@ SCHEMA_CREATION = {
 }
 
 
+def hive_site(state: Path, db_url: str | None = None, db_user: str = "") -> str:
+    """The Metastore's hive-site.xml: warehouse under ``state``, its database embedded Derby
+    there, or the one ``db_url`` names (``jdbc:postgresql://...``)."""
+    db_url = db_url or f"jdbc:derby:;databaseName={state}/metastore_db;create=true"
+    postgresql = db_url.startswith("jdbc:postgresql:")
+    return HIVE_SITE.format(state=state, db_url=db_url, db_user=db_user,
+                            db_driver="org.postgresql.Driver" if postgresql else "org.apache.derby.jdbc.EmbeddedDriver",
+                            schema_creation=SCHEMA_CREATION["postgresql" if postgresql else "derby"])
+
+
 # A Hadoop viewfs mount over a local folder: a file system scheme Airflow knows nothing about
 # (as hdfs:// or viewfs:// on a cluster), for tables and work areas in the tests. Spark needs the
 # same mount table (VIEWFS_CONF).
@@ -96,9 +106,7 @@ class Metastore:
                  db_user: str = ""):
         self.state = Path(state).resolve()
         self.port = port
-        self.db_url = db_url or f"jdbc:derby:;databaseName={self.state}/metastore_db;create=true"
-        self.db_driver = "org.postgresql.Driver" if self.db_url.startswith("jdbc:postgresql:") \
-            else "org.apache.derby.jdbc.EmbeddedDriver"
+        self.db_url = db_url
         self.db_user = db_user
         self.jdbc_jar = jdbc_jar
         self.pid_file = self.state / "metastore.pid"
@@ -141,9 +149,7 @@ class Metastore:
         conf = self.state / "metastore-conf"
         conf.mkdir(parents=True, exist_ok=True)
         (self.state / "warehouse").mkdir(exist_ok=True)
-        (conf / "hive-site.xml").write_text(HIVE_SITE.format(
-            state=self.state, db_url=self.db_url, db_driver=self.db_driver, db_user=self.db_user,
-            schema_creation=SCHEMA_CREATION["postgresql" if "postgresql" in self.db_driver else "derby"]))
+        (conf / "hive-site.xml").write_text(hive_site(self.state, self.db_url, self.db_user))
         (conf / "core-site.xml").write_text(CORE_SITE.format(state=self.state, mount=VIEWFS_MOUNT))
         (self.state / "viewfs-data").mkdir(exist_ok=True)
         cmd = ["java", "-Xmx1g", "-Dlog4j2.contextSelector=org.apache.logging.log4j.core.selector.BasicContextSelector",

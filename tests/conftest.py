@@ -6,6 +6,7 @@ serve the whole session; each test makes its own database and tables.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -16,6 +17,15 @@ sys.path[:0] = [str(ROOT / "plugins"), str(ROOT / "scripts")]
 
 import postgres  # noqa: E402
 from harness import Stack  # noqa: E402
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+# A run stopped with SIGTERM (a CI timeout, kill) still tears its stack down (PostgreSQL, the
+# Metastore): pytest finishes the fixtures of an interrupted session.
+signal.signal(signal.SIGTERM, _interrupt)
 
 
 @pytest.fixture(scope="session")

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hive_compaction import copy_merge as cm
-from hive_compaction.copy_merge import CopyMergeError, copy_groups, copy_merge, footer_info, verify_copy
+from hive_compaction.copy_merge import CopyMergeError, copy_merge
+
+from copy_checks import copy_groups, footer_info, read_one, verify_copy
 
 pytestmark = pytest.mark.integration
 
@@ -130,7 +131,7 @@ def test_damaged_input_fails_the_merge_and_leaves_nothing(spark, data, tmp_path,
             shutil.copyfile(src.parent / name, folder / name)
         files.append((folder / src.name).as_uri())
     victim = Path(urlsplit(files[1]).path)
-    unit = cm._read(spark, fmt, files[1])[1][0]
+    unit = read_one(spark, fmt, files[1])[1][0]
     raw = bytearray(victim.read_bytes())
     raw[unit.offset + unit.length // 2] ^= 0xFF
     victim.write_bytes(bytes(raw))
@@ -164,7 +165,7 @@ def test_verify_copy_detects_tampering_and_wrong_inputs(spark, data, tmp_path, f
         verify_copy(spark, fmt, files[::-1], out.as_uri())
 
     # Flip one byte in the middle of the first stripe / column chunk copied from files[1].
-    unit = cm._read(spark, fmt, out.as_uri())[1][len(cm._read(spark, fmt, files[0])[1])]
+    unit = read_one(spark, fmt, out.as_uri())[1][len(read_one(spark, fmt, files[0])[1])]
     raw = bytearray(out.read_bytes())
     raw[unit.offset + unit.length // 2] ^= 0xFF
     out.write_bytes(bytes(raw))

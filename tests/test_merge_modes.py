@@ -6,7 +6,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hive_compaction.copy_merge import footer_info
+from copy_checks import footer_info
 
 pytestmark = pytest.mark.integration
 

@@ -383,7 +383,7 @@ def kerberos_metastore(tmp_path_factory):
     if missing:
         pytest.skip(f"no Kerberos test: missing {', '.join(missing)} (apt-get install krb5-kdc krb5-admin-server "
                     "krb5-user libkrb5-dev; pip install kerberos)")
-    from local_stack import HIVE_SITE, spark_jars
+    from local_stack import hive_site, spark_jars
     d = tmp_path_factory.mktemp("kerberos")
     kdc_port, hms_port = free_port(), free_port()
     (d / "krb5.conf").write_text(f"""[libdefaults]
@@ -434,7 +434,7 @@ def kerberos_metastore(tmp_path_factory):
                 f"<value>{d}/hive.keytab</value></property>\n"
                 "  <property><name>hive.metastore.kerberos.principal</name><value>hive/localhost@EXAMPLE.COM</value>"
                 "</property>\n</configuration>")
-        (conf / "hive-site.xml").write_text(HIVE_SITE.format(state=d).replace("</configuration>", sasl))
+        (conf / "hive-site.xml").write_text(hive_site(d).replace("</configuration>", sasl))
         (conf / "core-site.xml").write_text(
             '<?xml version="1.0"?>\n<configuration>\n  <property><name>hadoop.security.authentication</name>'
             "<value>kerberos</value></property>\n</configuration>\n")

@@ -8,8 +8,19 @@ from pathlib import Path
 
 import pytest
 from harness import ROOT
+from hmsclient import hmsclient
+
+from hive_compaction.results import LISTED_AT, STATISTICS_KEYS
 
 pytestmark = pytest.mark.integration
+
+
+def statistics_parameters(stack, db: str, table: str) -> dict[str, dict[str, str]]:
+    """Per partition: its parameters among the keys a refresh may change."""
+    with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
+        return {"/".join(f"{k.name}={v}" for k, v in zip(c.get_table(db, table).partitionKeys, p.values)):
+                {k: v for k, v in p.parameters.items() if k in STATISTICS_KEYS}
+                for p in c.get_partitions(db, table, -1)}
 
 
 def test_rollback_restores_the_original_files_and_statistics(stack, tmp_path):
@@ -17,11 +28,14 @@ def test_rollback_restores_the_original_files_and_statistics(stack, tmp_path):
     stack.make_table(db, table, "PARQUET", ["2026-06-01", "2026-06-02"], files=4, rows=300)
     content = stack.content(db, table)
     before = stack.snapshot(db, table)
+    params_before = statistics_parameters(stack, db, table)
+    assert not any(LISTED_AT in p for p in params_before.values())
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])
     run = stack.run_dag(cfg)
     assert run.state == "success", run.log[-4000:]
     merged = stack.snapshot(db, table)
     assert all(p["num_files"] == 1 for p in merged.values()) and merged != before
+    assert all(LISTED_AT in p for p in statistics_parameters(stack, db, table).values())
 
     cmd = ["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false",
            str(ROOT / "spark_jobs" / "rollback.py"), "--table", f"{db}.{table}", "--run", run.run_id,
@@ -34,6 +48,8 @@ def test_rollback_restores_the_original_files_and_statistics(stack, tmp_path):
         assert after[name]["files"] == before[name]["files"], name
         for key in ("hms_num_files", "hms_total_size", "hms_num_rows"):
             assert after[name][key] == before[name][key], (name, key)
+    # Every key the refresh changed, exactly as before: the refresh's listedAt removed again.
+    assert statistics_parameters(stack, db, table) == params_before
     assert stack.content(db, table) == content
 
     again = subprocess.run(cmd, env=stack.env(cfg), capture_output=True, text=True, timeout=600)

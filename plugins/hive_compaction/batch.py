@@ -41,6 +41,9 @@ class PartitionTask:
     # partitions this package has not looked at for a while). Orders the work, never decides it.
     reason: str = "statistics"
     listed_at: int | None = None
+    # The partition's statistics parameters as planned (results.STATISTICS_KEYS it has): a
+    # commit records them, a rollback restores them.
+    statistics: dict[str, str] = field(default_factory=dict)
 
     @property
     def table_name(self) -> str:
@@ -71,7 +74,8 @@ def task_from_dict(d: dict) -> PartitionTask:
 
 
 # The fields of a task that vary per partition; the rest is the table's, sent once per batch.
-PARTITION_FIELDS = ("partition", "values", "location", "num_files", "total_size", "num_rows", "reason", "listed_at")
+PARTITION_FIELDS = ("partition", "values", "location", "num_files", "total_size", "num_rows", "reason", "listed_at",
+                    "statistics")
 
 
 def batch_payload(run: str, batch: int, dry_run: bool, tasks: list[PartitionTask],

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import jvm_helper
+from .grouping import FileFooter, Group
 from .hadoop_fs import HadoopFS
 
 FORMATS = ("orc", "parquet")
@@ -24,24 +25,6 @@ FORMATS = ("orc", "parquet")
 
 class CopyMergeError(RuntimeError):
     """The inputs cannot be copy-merged, the merge was partial, or its output does not match."""
-
-
-@dataclass(frozen=True)
-class FileFooter:
-    rows: int
-    block_rows: tuple[int, ...]  # rows of each stripe (ORC) / row group (Parquet), in file order
-    schema: str  # ORC TypeDescription / Parquet MessageType, as text
-    compression: str  # ORC CompressionKind; Parquet codec of the column chunks ("" if none)
-    version: str  # ORC "<file version> <writer version>"; Parquet created_by
-    block_bytes: tuple[int, ...]  # on-disk bytes of each stripe / row group
-    # Other footer facts a copy must agree on: ORC row index stride and user metadata,
-    # Parquet key-value metadata (e.g. Spark's schema JSON, which Spark reads back).
-    extra: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def copy_key(self) -> tuple:
-        """Files with equal keys can share one merged footer."""
-        return (self.schema, self.compression, self.version, self.extra)
 
 
 @dataclass(frozen=True)
@@ -88,48 +71,9 @@ def read_many(spark, fmt: str, paths: list[str]) -> list[tuple[FileFooter, list[
     return out
 
 
-def _read(spark, fmt: str, path: str) -> tuple[FileFooter, list[_Unit]]:
-    got = read_many(spark, fmt, [path])[0]
-    if isinstance(got, CopyMergeError):
-        raise got
-    return got
-
-
 def read_footers(spark, fmt: str, paths: list[str]) -> list[FileFooter | CopyMergeError]:
     """What each file's footer says (or why it cannot be read), read without touching data."""
     return [r if isinstance(r, CopyMergeError) else r[0] for r in read_many(spark, fmt, paths)]
-
-
-def footer_info(spark, fmt: str, path: str) -> FileFooter:
-    """What a file's footer says, read without touching its data."""
-    return _read(spark, fmt, path)[0]
-
-
-def tiny_blocks(ft: FileFooter, min_avg_block_bytes: int = 0, min_block_rows: int = 0) -> bool:
-    """Whether a file's stripes / row groups average below the floor (copying would keep them tiny)."""
-    n = len(ft.block_rows)
-    return bool(n) and (sum(ft.block_bytes) / n < min_avg_block_bytes or ft.rows / n < min_block_rows)
-
-
-def copy_groups(spark, fmt: str, files: list[str], min_block_rows: int = 0,
-                min_avg_block_bytes: int = 0) -> tuple[list[list[str]], list[str]]:
-    """Split ``files`` into groups that can be copy-merged together, plus the files to rewrite.
-
-    A copy keeps block sizes, so a file whose blocks average fewer than ``min_block_rows`` rows or
-    ``min_avg_block_bytes`` bytes is rejected: copying would make a big file of tiny blocks
-    (slow scans, poor compression). Groups keep the order of ``files`` and appear in order of
-    their first file; single-file groups are kept (nothing to merge, the caller decides).
-    """
-    groups: dict[tuple, list[str]] = {}
-    rejected: list[str] = []
-    for f, ft in zip(files, read_footers(spark, fmt, files)):
-        if isinstance(ft, CopyMergeError):
-            raise ft
-        if tiny_blocks(ft, min_avg_block_bytes, min_block_rows):
-            rejected.append(f)
-        else:
-            groups.setdefault(ft.copy_key, []).append(f)
-    return list(groups.values()), rejected
 
 
 def copy_merge(spark, fmt: str, inputs: list[str], output: str) -> tuple[FileFooter, int]:
@@ -141,7 +85,7 @@ def copy_merge(spark, fmt: str, inputs: list[str], output: str) -> tuple[FileFoo
     their statistics, as ``OrcFile.mergeFiles`` does, hashing each stripe from the bytes
     appended; Parquet: ``ParquetRewriter``, which copies column chunks verbatim, then the inputs'
     chunks are hashed), closes the output and reads its footer and every copied unit back. The
-    comparison (see ``verify_copy``) happens here; any failure deletes the output and raises
+    comparison (``_compare``) happens here; any failure deletes the output and raises
     CopyMergeError.
     """
     fmt = _check_fmt(fmt)
@@ -163,33 +107,13 @@ def copy_merge(spark, fmt: str, inputs: list[str], output: str) -> tuple[FileFoo
     return out, int(got["output"]["size"])
 
 
-def _digests(spark, files: list[tuple[str, list[_Unit]]]) -> list[list[str]]:
-    """SHA-256 of each unit's bytes of each file, read through the Hadoop FS in the JVM helper
-    (one call for all files): no data bytes cross into Python, only digests come back."""
-    spec = [{"path": path, "ranges": [[u.offset, u.length] for u in units]} for path, units in files]
-    out = []
-    for (path, _), got in zip(files, jvm_helper.call(spark, "digests", spec)):
-        if isinstance(got, dict):  # e.g. a ChecksumException or EOF: unreadable, so not a good copy
-            raise CopyMergeError(f"cannot read the blocks of {path}: {got['error']}")
-        out.append(got)
-    return out
-
-
-def verify_copy(spark, fmt: str, inputs: list[str], output: str) -> None:
-    """Check, without decoding a row, that ``output`` is exactly the blocks of ``inputs`` in order
-    (what ``copy_merge`` checks as it merges; this reads everything afresh).
-
-    Raises CopyMergeError naming the files on the first difference.
-    """
-    fmt = _check_fmt(fmt)
-    got = read_many(spark, fmt, [*inputs, output])
-    for r in got:
-        if isinstance(r, CopyMergeError):
-            raise r
-    read, (out, out_units) = got[:-1], got[-1]
-    *in_digests, out_digests = _digests(spark, [*((p, units) for p, (_, units) in zip(inputs, read)),
-                                                 (output, out_units)])
-    _compare(fmt, inputs, read, output, out, out_units, in_digests, out_digests)
+def stage(spark, fmt: str, group: Group, staging: str, name: str) -> None:
+    """The copy engine: ``group``'s files copy-merged into ``staging/name``, verified
+    (``copy_merge``); the group records its staged output, rows and footer."""
+    staged = f"{staging}/{name}"
+    footer, size = copy_merge(spark, fmt, [f.path for f in group.files], staged)
+    group.staged = [{"staged": staged, "name": name, "size": size}]
+    group.rows, group.footers = footer.rows, [footer]
 
 
 def _compare(fmt: str, inputs: list[str], read: list[tuple[FileFooter, list[_Unit]]], output: str,

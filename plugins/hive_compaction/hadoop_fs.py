@@ -11,12 +11,6 @@ from urllib.parse import urlsplit
 from py4j.java_gateway import JavaClass
 
 from . import jvm_helper
-from .sizing import DataFile
-
-
-def is_hidden(name: str) -> bool:
-    """Hive and Spark skip names starting with '_' or '.' (_SUCCESS, .crc, staging folders)."""
-    return name.startswith(("_", "."))
 
 
 @dataclass(frozen=True)
@@ -26,9 +20,6 @@ class Entry:
     size: int
     modification_time: int
     is_dir: bool
-
-    def as_data_file(self) -> DataFile:
-        return DataFile(self.path, self.size, self.modification_time)
 
 
 class HadoopFS:
@@ -84,10 +75,6 @@ class HadoopFS:
             raise FileExistsError(f"will not overwrite {dst} (moving {src})")
         if not self.move_all([(src, dst)]):
             raise FileNotFoundError(f"rename {src} -> {dst}: {src} does not exist")
-
-    def mkdirs(self, uri: str) -> None:
-        if not self.fs(uri).mkdirs(self.path(uri)):
-            raise OSError(f"could not create folder {uri}")
 
     def delete(self, uri: str, recursive: bool = False) -> bool:
         return bool(self.fs(uri).delete(self.path(uri), recursive))

@@ -25,11 +25,10 @@ from hmsclient.genthrift.hive_metastore import ttypes
 from thrift.protocol import TBinaryProtocol, TProtocol
 from thrift.transport import TSocket, TTransport
 
+from .results import NUM_FILES, NUM_ROWS, SPARK_NUM_ROWS, SPARK_TOTAL_SIZE, TOTAL_SIZE  # noqa: F401 - re-exported
+
 log = logging.getLogger(__name__)
 
-# Hive's basic statistics keys (StatsSetupConst) and Spark's own copies of them.
-NUM_FILES, TOTAL_SIZE, NUM_ROWS = "numFiles", "totalSize", "numRows"
-SPARK_TOTAL_SIZE, SPARK_NUM_ROWS = "spark.sql.statistics.totalSize", "spark.sql.statistics.numRows"
 # Tells the Metastore to store our statistics as given instead of recomputing them itself.
 DO_NOT_UPDATE_STATS = "DO_NOT_UPDATE_STATS"
 

@@ -13,6 +13,7 @@ from .batch import MAX_ENCODED_BATCH, PartitionTask
 from .config import FanOut, TablePolicy
 from .metastore import NUM_FILES, NUM_ROWS, TOTAL_SIZE, PartitionInfo, TableInfo
 from .paths import default_work_dir, location_problem
+from .results import LISTED_AT, STATISTICS_KEYS
 
 
 @dataclass(frozen=True)
@@ -35,9 +36,6 @@ def table_refusal(table: TableInfo) -> str | None:
     return None
 
 
-# Set by the refresh task on every partition a run listed (epoch seconds): the audit lists the
-# partitions not looked at for the longest time first.
-LISTED_AT = "hive_compaction.listedAt"
 DDL_TIME = "transient_lastDdlTime"
 
 
@@ -114,6 +112,7 @@ def plan_table(table: TableInfo, policy: TablePolicy, partitions, work_root: str
             table_parameters={k: v for k, v in table.parameters.items()
                               if k in ("orc.compress", "parquet.compression")},
             reason=reason, listed_at=p.stat(LISTED_AT),
+            statistics={k: p.parameters[k] for k in STATISTICS_KEYS if k in p.parameters},
         ))
     return tasks, skipped
 

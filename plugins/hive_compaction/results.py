@@ -16,10 +16,39 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 
+# Hive's basic statistics keys (StatsSetupConst) and Spark's own copies of them.
+NUM_FILES, TOTAL_SIZE, NUM_ROWS = "numFiles", "totalSize", "numRows"
+SPARK_TOTAL_SIZE, SPARK_NUM_ROWS = "spark.sql.statistics.totalSize", "spark.sql.statistics.numRows"
+# Set by the refresh task on every partition a run listed (epoch seconds): the audit lists the
+# partitions not looked at for the longest time first.
+LISTED_AT = "hive_compaction.listedAt"
+# Every partition parameter the refresh may change: a commit records them as they were, and a
+# rollback restores exactly these (a key the partition did not have is removed again).
+STATISTICS_KEYS = (NUM_FILES, TOTAL_SIZE, NUM_ROWS, SPARK_TOTAL_SIZE, SPARK_NUM_ROWS, LISTED_AT)
+
 # Hive stores a parameter value in a VARCHAR(4000) column (Hive 2.3 to 4 schemas).
 MAX_PARAM_CHARS = 4000
 RESULT_KEY_PREFIX = "result."
 REASON_CHARS = 400
+
+
+@dataclass
+class CommitRecord:
+    """A decided merge of one partition, as its journal and manifest hold it: which inputs the
+    outputs replace, where the outputs are staged, the statistics before (every key of
+    ``STATISTICS_KEYS``, None where the partition had none)."""
+    run: str
+    pid: str
+    staging: str
+    table: str
+    partition: str
+    location: str
+    inputs: list[dict]  # {"name", "size"}
+    outputs: list[dict]  # {"staged", "name", "size"}
+    stats_before: dict[str, str | None]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
 class Status(str, Enum):

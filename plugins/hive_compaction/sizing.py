@@ -26,6 +26,11 @@ def small_files(files: list[DataFile], small_file_limit: int) -> list[DataFile]:
     return [f for f in files if f.size < small_file_limit]
 
 
+def enough_small_files(small: list[DataFile], min_small_files: int) -> bool:
+    """Whether a partition's small files are worth merging: at least ``min_small_files``, and two."""
+    return len(small) >= max(min_small_files, 2)
+
+
 def pack_small_files(
     files: list[DataFile],
     *,
@@ -40,7 +45,7 @@ def pack_small_files(
     returned group holds at least two files and no group exceeds the target.
     """
     small = small_files(files, small_file_limit)
-    if len(small) < max(min_small_files, 2):
+    if not enough_small_files(small, min_small_files):
         return []
     groups: list[list[DataFile]] = []
     sizes: list[int] = []

@@ -258,22 +258,6 @@ public class HiveCompactionHelper {
 
     // --- content digests -------------------------------------------------------------------
 
-    /** SHA-256 of byte ranges: JSON [{"path", "ranges": [[offset, length], ...]}, ...] ->
-     *  [[hex, ...] or {"error"}, ...]. Only digests cross into Python, never data. */
-    public String digests(String specJson) throws Exception {
-        List specs = (List) read(specJson);
-        List out = new ArrayList();
-        for (int i = 0; i < specs.size(); i++) {
-            Map spec = (Map) specs.get(i);
-            try {
-                out.add(rangeDigests(new Path((String) spec.get("path")), (List) spec.get("ranges")));
-            } catch (Exception e) {
-                out.add(error(e));
-            }
-        }
-        return write(out);
-    }
-
     private final ThreadLocal buffers = new ThreadLocal();
     private static final int KEPT_BUFFER = 4 << 20;
 

@@ -1,0 +1,175 @@
+"""What to merge in one partition, decided from its listing and footers: no Spark, no I/O.
+
+The rules, in the order the merge job applies them:
+
+1. *skip rules* (``skip_reason``): a writer's staging folder, sub-folders, files written within
+   the quiet period, zero-byte files, and ``merge_mode: copy`` on a SORTED BY table each leave
+   the partition as it is, with the reason in the report;
+2. *small files* (``sizing.small_files``): fewer than ``min_small_files`` (at least 2) and there
+   is nothing to do;
+3. *grouping* (``group``): small files whose footers agree (``FileFooter.copy_key``) and whose
+   blocks are not tiny are packed into ``copy`` groups; the rest into ``rewrite`` groups, packed
+   by the output size predicted from the partition's earlier writes (``expansion``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from .batch import PartitionTask
+from .results import PartitionResult
+from .sizing import DataFile, pack_small_files
+from .work_area import WorkArea
+
+# Folders writers keep in a partition while they write (Hive, MapReduce, Spark).
+WRITER_STAGING = (".hive-staging", "_temporary", ".spark-staging")
+
+# Footer codec names -> the writer's "compression" option.
+CODECS = {"NONE": "none", "UNCOMPRESSED": "none", "ZLIB": "zlib", "SNAPPY": "snappy", "LZO": "lzo",
+          "LZ4": "lz4", "ZSTD": "zstd", "GZIP": "gzip", "BROTLI": "brotli", "LZ4_RAW": "lz4_raw"}
+
+
+class Engine(str, Enum):
+    """How a group's files become one: their blocks copied, or their rows rewritten."""
+    COPY = "copy"
+    REWRITE = "rewrite"
+
+
+@dataclass(frozen=True)
+class FileFooter:
+    rows: int
+    block_rows: tuple[int, ...]  # rows of each stripe (ORC) / row group (Parquet), in file order
+    schema: str  # ORC TypeDescription / Parquet MessageType, as text
+    compression: str  # ORC CompressionKind; Parquet codec of the column chunks ("" if none)
+    version: str  # ORC "<file version> <writer version>"; Parquet created_by
+    block_bytes: tuple[int, ...]  # on-disk bytes of each stripe / row group
+    # Other footer facts a copy must agree on: ORC row index stride and user metadata,
+    # Parquet key-value metadata (e.g. Spark's schema JSON, which Spark reads back).
+    extra: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def copy_key(self) -> tuple:
+        """Files with equal keys can share one merged footer (the JVM helper checks the same)."""
+        return (self.schema, self.compression, self.version, self.extra)
+
+
+@dataclass
+class Group:
+    engine: Engine
+    files: list[DataFile]
+    staged: list[dict] = field(default_factory=list)  # {"staged", "name", "size"}
+    rows: int = 0
+    want: tuple[int, int] = (0, 0)  # rows and content checksum of the inputs, seen while writing
+    footers: list[FileFooter] = field(default_factory=list)  # of the staged outputs, where read
+
+
+@dataclass
+class Work:
+    """One partition on its way through the merge job's phases (prepare, stage, commit)."""
+    task: PartitionTask
+    pid: str
+    area: WorkArea
+    result: PartitionResult
+    files: list[DataFile]
+    footers: dict[str, FileFooter]
+    groups: list[Group]
+    codec: str
+    started: float
+    error: str | None = None
+    staging: str = ""  # this attempt's own staging folder: a retry never touches another attempt's
+
+
+def is_hidden(name: str) -> bool:
+    """Hive and Spark skip names starting with '_' or '.' (_SUCCESS, .crc, staging folders)."""
+    return name.startswith(("_", "."))
+
+
+def data_files(entries) -> tuple[list[DataFile], list[str]]:
+    """From a partition folder's listing (entries with path, name, size, modification_time,
+    is_dir): its visible data files, and its sub-folders that matter (visible ones and writers'
+    staging folders)."""
+    files = [DataFile(e.path, e.size, e.modification_time) for e in entries if not e.is_dir and not is_hidden(e.name)]
+    folders = [e.name for e in entries if e.is_dir and (not is_hidden(e.name) or e.name.startswith(WRITER_STAGING))]
+    return files, folders
+
+
+def skip_reason(task: PartitionTask, files: list[DataFile], folders: list[str], now_ms: float) -> str | None:
+    """Why the partition must be left as it is now, or None."""
+    writing = [f for f in folders if f.startswith(WRITER_STAGING)]
+    if writing:
+        return f"a writer is still writing into it ({writing[:3]})"
+    if folders:
+        return f"holds sub-folders {folders[:3]}: not a flat Hive partition"
+    age_ms = now_ms - max((f.modification_time for f in files), default=0)
+    if task.quiet_period_minutes and age_ms < task.quiet_period_minutes * 60_000:
+        return f"written to {age_ms / 60_000:.1f} min ago, within the quiet period of {task.quiet_period_minutes} min"
+    empty = [f.name for f in files if f.size == 0]
+    if empty:
+        return f"holds zero-byte file(s) {empty[:3]}"
+    return None
+
+
+def copy_refused(task: PartitionTask) -> str | None:
+    """A mode the table's layout cannot have (checked once footers are read)."""
+    if task.merge_mode == "copy" and task.sort_columns:
+        return "merge_mode copy cannot keep the table's SORTED BY order; use auto or rewrite"
+    return None
+
+
+def tiny_blocks(ft: FileFooter, min_avg_block_bytes: int = 0, min_block_rows: int = 0) -> bool:
+    """Whether a file's stripes / row groups average below the floor (copying would keep them tiny)."""
+    n = len(ft.block_rows)
+    return bool(n) and (sum(ft.block_bytes) / n < min_avg_block_bytes or ft.rows / n < min_block_rows)
+
+
+def group(task: PartitionTask, files: list[DataFile], small: list[DataFile], footers: dict[str, FileFooter]) -> list[Group]:
+    """Copy groups where the inputs allow it, rewrite groups for the rest (Hudi-style packing).
+
+    ``merge_mode`` auto: copy what can be copied (blocks averaging at least
+    ``copy_min_block_size``), rewrite the rest; copy: only copy; rewrite: only rewrite. A table
+    that is SORTED BY is always rewritten (a copy keeps the inputs' order)."""
+    pack = dict(small_file_limit=task.small_file_limit, min_small_files=2)
+    groups: list[Group] = []
+    rest = list(small)
+    if task.merge_mode in ("auto", "copy") and not task.sort_columns:
+        floor = task.copy_min_block_size if task.merge_mode == "auto" else 0
+        compatible: dict[tuple, list[DataFile]] = {}
+        for f in small:
+            ft = footers[f.path]
+            if ft.block_rows and not tiny_blocks(ft, floor):
+                compatible.setdefault(ft.copy_key, []).append(f)
+        for candidates in compatible.values():
+            groups += [Group(Engine.COPY, g) for g in
+                       pack_small_files(candidates, target_file_size=task.target_file_size, **pack)]
+        copied = {f.path for g in groups for f in g.files}
+        rest = [f for f in small if f.path not in copied] if task.merge_mode == "auto" else []
+    if rest:
+        # Re-encoding changes the size: pack by the output size predicted from bytes per row.
+        capacity = int(task.target_file_size / expansion(files, rest, footers))
+        groups += [Group(Engine.REWRITE, g) for g in pack_small_files(rest, target_file_size=capacity, **pack)]
+    return groups
+
+
+def expansion(files: list[DataFile], rewrite: list[DataFile], footers: dict[str, FileFooter]) -> float:
+    """Predicted output bytes per input byte for a rewrite, Hudi-style from earlier writes: the
+    bytes per row of the partition's big (already compacted) files over that of the small ones.
+    1.0 (outputs no bigger than their inputs) when there is nothing to learn from."""
+    names = {f.path for f in rewrite}
+    big = [f for f in files if f.path not in names and f.path in footers and footers[f.path].rows]
+    in_rows = sum(footers[f.path].rows for f in rewrite)
+    if not big or not in_rows:
+        return 1.0
+    out_per_row = sum(f.size for f in big) / sum(footers[f.path].rows for f in big)
+    in_per_row = sum(f.size for f in rewrite) / in_rows
+    return min(1.0, max(0.25, out_per_row / in_per_row))
+
+
+def output_codec(ft: FileFooter) -> str:
+    """The writer's compression option that keeps a file's codec (snappy when unknown)."""
+    return CODECS.get(ft.compression.split("+")[0], "snappy")
+
+
+def staged_suffix(name: str) -> str:
+    """Keep Spark's '.snappy.orc'-style ending, so the codec stays visible in the name."""
+    parts = name.split(".")
+    return "." + ".".join(parts[-2:]) if len(parts) >= 3 else ("." + parts[-1] if len(parts) == 2 else "")

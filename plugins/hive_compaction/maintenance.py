@@ -1,0 +1,74 @@
+"""Looking after a table's work area from a merge job: commits that jobs of earlier runs left
+behind, torn journals, expired runs.
+
+The merge job that owns a table's work area in a run (see ``batch.batch_payload``) calls
+``maintain`` before its merges. Partitions it lists itself are finished by its own ``prepare``;
+journals of other runs are finished here once they are old enough that no live job can own them.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+from .commit import recover
+from .grouping import data_files
+from .paths import partition_id
+from .batch import PartitionTask
+from .results import PartitionResult, Status
+from .work_area import WorkArea, journaled, purge_expired
+
+log = logging.getLogger(__name__)
+
+# A journal this old belongs to a job that is gone: a commit holds its journal for seconds.
+ORPHAN_AGE_SECONDS = 600
+
+
+def maintain(fs, run: str, areas: list[dict], tasks: list[PartitionTask]) -> list[PartitionResult]:
+    """For each work area (``{"table", "work_dir", "trash_retention_days"}``): finish the commits
+    of other runs' jobs in partitions this job does not list itself, drop torn journals, purge
+    expired runs. A work area that cannot be tidied is logged and does not stop the merges."""
+    planned = {partition_id(t.table_name, t.partition) for t in tasks}
+    old = time.time() * 1000 - ORPHAN_AGE_SECONDS * 1000
+    results = []
+    for a in areas:
+        try:
+            results += _maintain_area(fs, run, a, planned, old)
+        except Exception:
+            log.exception("%s: could not look after the work area %s", a["table"], a["work_dir"])
+    return results
+
+
+def _maintain_area(fs, run: str, a: dict, planned: set[str], old: float) -> list[PartitionResult]:
+    results = []
+    area, keep = WorkArea(a["work_dir"]), {run}
+    for entry, record in journaled(fs, area):
+        pid = entry.name[:-len(".json")]
+        if record is None and entry.modification_time < old:
+            log.warning("removing the incomplete journal %s (its commit never started)", entry.path)
+            fs.delete(entry.path)
+        elif record is not None and record["run"] != run and pid not in planned and entry.modification_time < old:
+            results.append(_recover_orphan(fs, area, pid, record))
+        elif record is not None:
+            keep.add(record["run"])
+    purge_expired(fs, area, a["trash_retention_days"], keep)
+    return results
+
+
+def _recover_orphan(fs, area: WorkArea, pid: str, record: dict) -> PartitionResult:
+    result = PartitionResult(record["table"], record["partition"], record["location"], Status.MERGED,
+                             reason=f"finished the commit run {record['run']} left behind", recovered=True)
+    try:
+        recover(fs, area, pid)
+        files, _ = data_files(fs.list(record["location"]))
+    except Exception as e:
+        log.exception("%s/%s: could not finish an interrupted commit", record["table"], record["partition"])
+        result.status, result.reason = Status.FAILED, f"finishing an interrupted commit: {type(e).__name__}: {e}"
+        return result
+    result.listed = True
+    result.files_after, result.bytes_after = len(files), sum(f.size for f in files)
+    result.files_before = result.files_after - len(record["outputs"]) + len(record["inputs"])
+    result.bytes_before = (result.bytes_after - sum(o["size"] for o in record["outputs"])
+                           + sum(f["size"] for f in record["inputs"]))
+    log.info("%s %s: %s (%d -> %d files)", result.table, result.partition or "(table)", result.reason,
+             result.files_before, result.files_after)
+    return result

@@ -1,0 +1,269 @@
+"""The rewrite engine: groups' rows read and written again by Spark, verified by content.
+
+All rewrite groups of a batch go through a few Spark jobs: one job per table (up to
+``REWRITE_GROUPS_PER_JOB`` groups), each group one task streaming its files into one output
+(``coalesce(1)``, no shuffle), observed in the same pass for rows and an order-independent
+content checksum (the sum of a 64-bit hash of every row). One more job reads every output back
+and compares; a group that differs fails only its partition. Verified outputs move to their
+partition's staging folder, where the commit protocol expects them.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import re
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from .commit import fault_point
+from .copy_merge import error_text
+from .grouping import Engine, Group, Work, staged_suffix
+from .hadoop_fs import HadoopFS
+
+log = logging.getLogger(__name__)
+
+
+def _contains_map(dt: T.DataType) -> bool:
+    if isinstance(dt, T.MapType):
+        return True
+    if isinstance(dt, T.ArrayType):
+        return _contains_map(dt.elementType)
+    if isinstance(dt, T.StructType):
+        return any(_contains_map(f.dataType) for f in dt.fields)
+    return False
+
+
+def _hashable(c, dt: T.DataType):
+    """xxhash64 refuses maps: a map column is hashed as its entries (an array of key-value
+    structs, in the file's order, which a rewrite keeps), a map nested deeper as its JSON text
+    (slower: about twice the cost of the whole hash)."""
+    if isinstance(dt, T.MapType) and not (_contains_map(dt.keyType) or _contains_map(dt.valueType)):
+        return F.map_entries(c)
+    return F.to_json(c) if _contains_map(dt) else c
+
+
+def row_hash(schema: T.StructType):
+    """A 64-bit hash over every column of a row; null flags keep (null, 1) apart from (1, null)."""
+    cols = []
+    for f in schema.fields:
+        c = F.col(f"`{f.name}`")
+        cols += [_hashable(c, f.dataType), c.isNull()]
+    return F.xxhash64(*cols)
+
+
+# The file a write task makes: part-<task's partition index>-<job uuid>...
+_TASK_FILE = re.compile(r"part-(\d{5})-")
+
+
+def _decimal(c):
+    return c.cast("decimal(38,0)")
+
+
+def _content_metrics(schema: T.StructType) -> list:
+    """Rows and content checksum (the sum of every row's hash; order-independent), for observe().
+    Columns are unresolved expressions: built once, they serve every branch read with ``schema``
+    (each built column is several py4j calls)."""
+    return [F.count(F.lit(1)).alias("rows"),
+            F.coalesce(F.sum(_decimal(row_hash(schema))), _decimal(F.lit(0))).alias("checksum")]
+
+
+class RewriteEngine:
+    def __init__(self, spark: SparkSession, fs: HadoopFS, run: str, threads: int):
+        self.spark, self.fs, self.run, self.threads = spark, fs, run, threads
+
+    def stage(self, works: list[Work]) -> None:
+        """Every rewrite group of the batch in a few Spark jobs: one job per table (up to
+        ``REWRITE_GROUPS_PER_JOB`` groups), in which each group is one task streaming its files
+        into one output file, so every executor core is busy, with no shuffle and no job per
+        group. The table's jobs run side by side from driver threads. A failing group fails only
+        its partition."""
+        items = [(w, g) for w in works for g in w.groups if g.engine is Engine.REWRITE]
+        if not items:
+            return
+        began = time.monotonic()
+        schemas = self._read_schemas(items)
+        log.info("read the schema of %d table(s) in %.1fs", len({w.task.table_name for w, _ in items}),
+                 time.monotonic() - began)
+        jobs: dict[tuple, list[tuple[Work, Group]]] = {}
+        for w, g in items:
+            schema = schemas[id(w)]
+            if isinstance(schema, Exception):
+                w.error = w.error or f"cannot read the files to rewrite: {schema}"[:500]
+                continue
+            # One job writes one format with one codec and one schema (a union needs one schema).
+            jobs.setdefault((w.task.work_dir, w.task.storage_format, w.codec, id(schema)), []).append((w, g))
+        chunks = []
+        for job_items in jobs.values():
+            # Biggest groups first: Spark starts tasks in order, so the long ones do not come last.
+            job_items.sort(key=lambda item: -sum(f.size for f in item[1].files))
+            for k in range(0, len(job_items), self.REWRITE_GROUPS_PER_JOB):
+                chunks.append(job_items[k:k + self.REWRITE_GROUPS_PER_JOB])
+        with ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="rewrite") as pool:
+            list(pool.map(lambda chunk: self._rewrite_or_isolate(chunk, schemas[id(chunk[0][0])]), chunks))
+
+    def _rewrite_or_isolate(self, chunk: list[tuple[Work, Group]], schema: T.StructType) -> None:
+        """Run one rewrite job; if it fails (say a file whose footer reads fine but whose data
+        does not), run each of its groups in a job of its own, so the failure stays with the
+        partition that caused it."""
+        try:
+            self._rewrite_job(chunk, schema)
+            return
+        except Exception as e:
+            if len(chunk) == 1:
+                w = chunk[0][0]
+                log.error("%s: rewrite failed: %s", w.task.label, error_text(e))
+                w.error = w.error or f"rewrite failed: {error_text(e)}".splitlines()[0][:500]
+                return
+            log.warning("a rewrite job of %d group(s) failed (%s); rewriting each group on its own to find "
+                        "the partition(s) at fault", len(chunk), error_text(e).splitlines()[0][:300])
+        for item in chunk:
+            if not item[0].error:
+                self._rewrite_or_isolate([item], schema)
+
+    # A union of this many file scans still plans quickly; each group is one task of the job.
+    REWRITE_GROUPS_PER_JOB = 100
+
+    def _read_schemas(self, items: list[tuple[Work, Group]]) -> dict[int, T.StructType | Exception]:
+        """The schema every rewrite of a partition reads and writes, per Work: the union of the
+        schemas of the table's files being rewritten in this batch (files written before a column
+        was added are read into the newest schema). One small Spark read per table, over one file
+        per distinct footer schema, instead of a schema inference per group. Should the union
+        fail for the table (incompatible types), each partition is tried on its own."""
+        per_work: dict[int, dict[str, str]] = {}  # id(work) -> footer schema -> one file with it
+        tables: dict[str, dict[int, Work]] = {}
+        for w, g in items:
+            reps = per_work.setdefault(id(w), {})
+            for f in g.files:
+                reps.setdefault(w.footers[f.path].schema, f.path)
+            tables.setdefault(w.task.table_name, {})[id(w)] = w
+
+        def union(fmt: str, reps: dict[str, str]):
+            files = sorted(set(reps.values()))
+            # One schema needs no merge: ORC then reads that file's footer in the driver (a merge
+            # is a Spark job, ~1-2 s in a fresh application).
+            return self.spark.read.format(fmt).option("mergeSchema", str(len(files) > 1).lower()).load(files).schema
+
+        out: dict[int, T.StructType | Exception] = {}
+        for table, table_works in tables.items():
+            reps: dict[str, str] = {}
+            for key in table_works:
+                for k, v in per_work[key].items():
+                    reps.setdefault(k, v)
+            try:
+                schema = union(next(iter(table_works.values())).task.storage_format, reps)
+                for key in table_works:
+                    out[key] = schema
+            except Exception as e:
+                log.warning("%s: the files to rewrite have no common schema (%s); trying each partition "
+                            "on its own", table, error_text(e))
+                for key, w in table_works.items():
+                    try:
+                        out[key] = union(w.task.storage_format, per_work[key])
+                    except Exception as e2:
+                        out[key] = RuntimeError(error_text(e2))
+        return out
+
+    def _rewrite_job(self, items: list[tuple[Work, Group]], schema: T.StructType) -> None:
+        """Rewrite groups (of one table) in one Spark job, then verify and stage each output.
+
+        Each group is one branch of a union: its files read with ``schema``, observed (rows and
+        content checksum, taken in the same pass as the write), ``coalesce(1)`` (one task, no
+        shuffle), sorted within the task if the table is SORTED BY. With
+        ``spark.sql.unionOutputPartitioning`` off, the union's partitions are the branches' in
+        order, so task i writes group i's single file ``part-0000i-...``. One more job reads all
+        outputs back; a group whose output differs in rows or checksum fails its partition."""
+        first = items[0][0]
+        fmt, codec = first.task.storage_format, first.codec
+        job_dir = f"{first.area.root}/staging/{self.run}/rewrite-{uuid.uuid4().hex[:12]}"
+        branches = []
+        planning = time.monotonic()
+        reads, observations = self._observed_reads(fmt, schema, [[f.path for f in g.files] for _, g in items],
+                                                   "group")
+        for (w, _), df in zip(items, reads):
+            branch = df.coalesce(1)
+            sort = [c for c in w.task.sort_columns if c in df.columns]
+            if sort:
+                branch = branch.sortWithinPartitions(*sort)  # spills to disk when a group exceeds memory
+            branches.append(branch)
+        started = time.monotonic()
+        log.info("%s: rewriting %d group(s) in one Spark job (plan built in %.1fs)", first.task.table_name,
+                 len(items), started - planning)
+        try:
+            functools.reduce(DataFrame.unionAll, branches).write.format(fmt).option("compression", codec).save(job_dir)
+            written = time.monotonic()
+            for w, _ in items:
+                fault_point("rewritten", w.task.label, w.task.location)
+            outputs: dict[int, list] = {}
+            for e in self.fs.list(job_dir):
+                m = _TASK_FILE.match(e.name)
+                if m and not e.is_dir:
+                    outputs.setdefault(int(m.group(1)), []).append(e)
+            for i, ((w, g), observed) in enumerate(zip(items, observations)):
+                metrics = observed.get
+                g.want = (int(metrics["rows"]), int(metrics["checksum"]))
+                in_footers = sum(w.footers[f.path].rows for f in g.files)
+                if g.want[0] != in_footers and not w.error:
+                    w.error = (f"verification failed: Spark read {g.want[0]} rows from inputs whose footers hold "
+                               f"{in_footers}; nothing was committed")
+                g.rows = g.want[0]
+                g.staged = [{"staged": e.path, "name": e.name, "size": e.size} for e in outputs.get(i, [])]
+            self._verify_rewrites(items, schema)
+            log.info("%s: rewrote %d group(s) (%d files) in %.1fs, read back and verified in %.1fs",
+                     first.task.table_name, len(items), sum(len(g.files) for _, g in items),
+                     written - started, time.monotonic() - written)
+            # Each verified output moves to its partition's staging folder, where the commit
+            # protocol (and recovery, and cleanup) expects it.
+            moves = []
+            for w, g in items:
+                if w.error:
+                    continue
+                tag = uuid.uuid4().hex[:12]
+                staged = []
+                for k, o in enumerate(g.staged):
+                    target = f"{w.staging}/rewrite-{tag}-{k}{staged_suffix(o['name'])}"
+                    moves.append((o["staged"], target))
+                    staged.append({"staged": target, "name": f"part-compacted-{tag}-{k:05d}{staged_suffix(o['name'])}",
+                                   "size": o["size"]})
+                g.staged = staged
+            self.fs.move_all(moves)
+        finally:
+            self.fs.delete(job_dir, recursive=True)
+
+    def _observed_reads(self, fmt: str, schema: T.StructType, path_lists: list[list[str]],
+                        tag: str) -> tuple[list[DataFrame], list[Observation]]:
+        """One read per list of files, each observed for rows and content checksum (taken as
+        the read is consumed, by whatever job consumes it)."""
+        metrics = _content_metrics(schema)
+        reads, observations = [], []
+        for i, paths in enumerate(path_lists):
+            observed = Observation(f"{tag}-{i}-{uuid.uuid4().hex[:8]}")
+            reads.append(self.spark.read.format(fmt).schema(schema).load(paths).observe(observed, *metrics))
+            observations.append(observed)
+        return reads, observations
+
+    def _verify_rewrites(self, items: list[tuple[Work, Group]], schema: T.StructType) -> None:
+        """Read the staged outputs of many groups back in one job and compare each group's rows
+        and content checksum with what its write pass observed in the inputs. Each group's read
+        is observed on its own and the union goes to Spark's ``noop`` sink: one stage, no
+        shuffle, nothing written."""
+        written = [(w, g) for w, g in items if g.staged and not w.error]
+        got: dict[int, tuple[int, int]] = {}
+        if written:
+            fmt = written[0][0].task.storage_format
+            branches, observations = self._observed_reads(fmt, schema, [[o["staged"] for o in g.staged]
+                                                                         for _, g in written], "out")
+            functools.reduce(DataFrame.unionAll, branches).write.format("noop").mode("overwrite").save()
+            got = {id(g): (int(o.get["rows"]), int(o.get["checksum"])) for (_, g), o in zip(written, observations)}
+        for w, g in items:
+            if w.error:
+                continue
+            have = got.get(id(g), (0, 0))
+            if have != g.want:
+                w.error = (f"verification failed: inputs had {g.want[0]} rows (checksum {g.want[1]}), the staged "
+                           f"output has {have[0]} (checksum {have[1]}); nothing was committed")
+                log.error("%s: %s", w.task.label, w.error)

@@ -1,0 +1,95 @@
+"""The merge job's decisions for one partition (skip rules, copy or rewrite groups, predicted
+output size), as pure functions of its listing and footers."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hive_compaction.batch import PartitionTask
+from hive_compaction.grouping import (Engine, FileFooter, data_files, expansion, group, output_codec,
+                                      skip_reason, staged_suffix, tiny_blocks)
+from hive_compaction.sizing import DataFile
+from hive_compaction.hadoop_fs import Entry
+
+MB = 1 << 20
+NOW = 1_800_000_000_000
+TASK = PartitionTask("db", "t", "dt=1", ("1",), "file:/w/t/dt=1", "file:/w/t", "orc", "file:/w/.hc",
+                     target_file_size=128 * MB, small_file_limit=64 * MB, min_small_files=2, merge_mode="auto",
+                     copy_min_block_size=1 * MB)
+
+
+def footer(rows=1000, blocks=1, block_bytes=2 * MB, schema="struct<a:int>", codec="SNAPPY") -> FileFooter:
+    return FileFooter(rows, (rows // blocks,) * blocks, schema, codec, "0.12 ORC_14", (block_bytes,) * blocks)
+
+
+def files(n, size=4 * MB, prefix="f"):
+    return [DataFile(f"file:/w/t/dt=1/{prefix}{i}", size, NOW - 3_600_000) for i in range(n)]
+
+
+def test_listing_keeps_visible_files_and_the_folders_that_matter():
+    entries = [Entry("p/a", "a", 5, 1, False), Entry("p/_SUCCESS", "_SUCCESS", 0, 1, False),
+               Entry("p/.a.crc", ".a.crc", 1, 1, False), Entry("p/sub", "sub", 0, 1, True),
+               Entry("p/.hive-staging_1", ".hive-staging_1", 0, 1, True), Entry("p/.other", ".other", 0, 1, True)]
+    got_files, folders = data_files(entries)
+    assert [f.name for f in got_files] == ["a"]
+    assert folders == ["sub", ".hive-staging_1"]
+
+
+def test_skip_rules_name_the_reason():
+    fs = files(3)
+    assert skip_reason(TASK, fs, [], NOW) is None
+    assert "writer is still writing" in skip_reason(TASK, fs, ["sub", "_temporary"], NOW)
+    assert "sub-folders ['sub']" in skip_reason(TASK, fs, ["sub"], NOW)
+    quiet = replace(TASK, quiet_period_minutes=90)
+    assert "within the quiet period of 90 min" in skip_reason(quiet, fs, [], NOW)
+    assert skip_reason(replace(TASK, quiet_period_minutes=30), fs, [], NOW) is None
+    assert "zero-byte file(s) ['z0']" in skip_reason(TASK, fs + files(1, size=0, prefix="z"), [], NOW)
+
+
+def test_compatible_files_are_copied_and_the_rest_rewritten():
+    fs = files(6)
+    footers = {f.path: footer() for f in fs[:4]}
+    footers.update({f.path: footer(schema="struct<b:string>") for f in fs[4:5]})  # alone: not copyable
+    footers[fs[5].path] = footer(blocks=10, block_bytes=MB // 10)  # tiny blocks: rewritten
+    groups = group(TASK, fs, fs, footers)
+    assert [(g.engine, sorted(f.name for f in g.files)) for g in groups] == [
+        (Engine.COPY, ["f0", "f1", "f2", "f3"]), (Engine.REWRITE, ["f4", "f5"])]
+
+
+def test_merge_modes_and_sorted_tables():
+    fs = files(4)
+    footers = {f.path: footer() for f in fs}
+    assert [g.engine for g in group(replace(TASK, merge_mode="rewrite"), fs, fs, footers)] == [Engine.REWRITE]
+    assert [g.engine for g in group(replace(TASK, sort_columns=("a",)), fs, fs, footers)] == [Engine.REWRITE]
+    tiny = {f.path: footer(blocks=10, block_bytes=MB // 10) for f in fs}
+    assert group(replace(TASK, merge_mode="copy"), fs, fs, tiny)[0].engine is Engine.COPY  # no floor in copy mode
+    assert [g.engine for g in group(TASK, fs, fs, tiny)] == [Engine.REWRITE]
+
+
+def test_rewrite_groups_are_packed_by_the_predicted_output_size():
+    small = files(8, size=30 * MB, prefix="s")
+    big = files(1, size=100 * MB, prefix="b")
+    # The compacted file holds 4x the rows per byte of the small ones: outputs shrink to a quarter.
+    footers = {f.path: footer(rows=1000, schema=f"x{i}") for i, f in enumerate(small)}
+    footers[big[0].path] = footer(rows=13_334)
+    assert 0.24 < expansion(big + small, small, footers) < 0.26
+    groups = group(replace(TASK, merge_mode="rewrite"), big + small, small, footers)
+    assert [len(g.files) for g in groups] == [8]  # 240 MB of input -> about 60 MB out, one file
+    assert expansion(small, small, footers) == 1.0  # nothing to learn from
+
+
+def test_tiny_blocks_codec_and_suffix():
+    assert tiny_blocks(footer(blocks=4, block_bytes=100), min_avg_block_bytes=101)
+    assert not tiny_blocks(footer(blocks=4, block_bytes=100), min_avg_block_bytes=100)
+    assert tiny_blocks(footer(rows=400, blocks=4), min_block_rows=101)
+    assert output_codec(footer(codec="ZSTD")) == "zstd" and output_codec(footer(codec="WEIRD")) == "snappy"
+    assert staged_suffix("part-0.snappy.orc") == ".snappy.orc" and staged_suffix("a.parquet") == ".parquet"
+    assert staged_suffix("noext") == ""
+
+
+def test_the_decisions_need_no_spark():
+    import subprocess
+    import sys
+    code = ("import sys, hive_compaction.grouping, hive_compaction.sizing; "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j')]; assert not bad, bad")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
