@@ -6,18 +6,20 @@ tasks, so a mistake in it fails a task with a clear message instead of breaking 
 """
 from __future__ import annotations
 
-import logging
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Asset, AssetAlias, Param, task
 
-from hive_compaction import config, run_params
+from hive_compaction import alerts, config, run_params
 
 _ROOT = Path(__file__).resolve().parents[1]
 
 SETTINGS, _ = config.load_lenient()
+# Every task's failure is logged with its tables, partitions and reason, and sent to the config's
+# notifiers (those usable even if the rest of the config is wrong: a plan failing on it alerts).
+ON_FAILURE = alerts.FailureAlert(alerts.lenient_specs())
 MERGE_JOB = str(_ROOT / "spark_jobs" / "compact_partitions.py")
 # Downstream DAGs can schedule on this alias: one asset event per compacted table,
 # with the partitions and dates in its extra.
@@ -28,13 +30,14 @@ def table_asset(name: str) -> Asset:
     return Asset(name=name, uri=f"hive://{name.replace('.', '/')}")
 
 
-def _report_failed_merge(context):
-    """Name the tables and partitions of a failed merge in the log (and wherever alerts go)."""
-    ti = context["ti"]
-    logging.getLogger("hive_compaction").error(
-        "compaction failed for %s (map index %s, try %s); the partitions' files are as they were or "
-        "will be finished by the next run; statistics are refreshed once every merge succeeds",
-        getattr(ti, "rendered_map_index", None) or ti.task_id, ti.map_index, ti.try_number)
+def _mask_batch(context):
+    """The encoded batch (up to tens of KB) says nothing to a person: the task's name (its map
+    index) names the tables and partitions. Masked, the operator's command line stays readable."""
+    from airflow.sdk.log import mask_secret
+    args = list(context["task"].application_args or [])
+    for flag, value in zip(args, args[1:]):
+        if flag == "--batch":
+            mask_secret(value)
 
 
 with DAG(
@@ -45,7 +48,8 @@ with DAG(
     catchup=False,
     max_active_runs=1,
     default_args={"retries": SETTINGS.retries, "retry_delay": timedelta(minutes=1),
-                  "retry_exponential_backoff": True, "max_retry_delay": timedelta(minutes=30)},
+                  "retry_exponential_backoff": True, "max_retry_delay": timedelta(minutes=30),
+                  "on_failure_callback": ON_FAILURE},
     params={name: Param(run_params.PARAM_DEFAULTS[name], **schema)
             for name, schema in run_params.params_schema([t.name for t in SETTINGS.tables]).items()},
     tags=["maintenance", "hive", "spark"],
@@ -61,6 +65,7 @@ with DAG(
         from hive_compaction import dag_tasks, metastore
         try:  # a wrong config or form value is not worth a retry
             settings = config.load()
+            alerts.check(settings)
             selection = run_params.select(settings, dict(params), dag_run.run_type, logical_date)
         except (config.ConfigError, run_params.ParamError) as e:
             raise AirflowFailException(str(e)) from e
@@ -92,8 +97,8 @@ with DAG(
         task_id="merge",
         application=MERGE_JOB,
         map_index_template="{{ task.name }}",
-        on_failure_callback=_report_failed_merge,
-        # conn_id, py_files, conf, pool and the config's spark_submit: options
+        on_execute_callback=_mask_batch,
+        # conn_id, py_files, conf, pool (and max_active_tis_per_dagrun) and the config's spark_submit: options
         **config.merge_operator_kwargs(SETTINGS),
     ).expand_kwargs(planned)
     merges >> refresh_metastore(planned["plan"])

@@ -10,6 +10,7 @@ packages these tests skip, saying so (CI installs them).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from datetime import datetime, timedelta, timezone
@@ -181,6 +182,10 @@ def test_trigger_from_the_form_compacts_that_date_only(airflow, stack):
     states = svc.states(run_id)
     assert states["merge"] == ["success"], states
     assert states["refresh_metastore"] == ["success"], states
+    # The merge task's log names the job; its encoded batch argument is masked.
+    merge_log = svc.task_logs(run_id, tail=10**7)
+    assert re.search(r"Spark-Submit cmd: .*compact_partitions\.py --batch \*\*\*", merge_log), \
+        re.findall(r"Spark-Submit cmd: .{0,300}", merge_log)[:1]
 
     after, content_after = partition_state(stack, DB, FORM_TABLE), stack.content(DB, FORM_TABLE)
     assert after["dt=2026-09-01"] == before["dt=2026-09-01"]  # same files, sizes, times and statistics

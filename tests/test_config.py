@@ -359,3 +359,29 @@ def test_load_lenient_good_file(tmp_path):
     settings, error = load_lenient(write(tmp_path, GOOD))
     assert error is None
     assert len(settings.tables) == 3
+
+
+# --- the pool ---------------------------------------------------------------------------------
+
+def test_pool_as_a_name_or_with_slots_and_a_cap_per_run():
+    from hive_compaction.config import merge_operator_kwargs
+    s = parse({"pool": "compaction"})
+    assert (s.pool, s.pool_slots, s.max_merges_per_run) == ("compaction", None, None)
+    assert "max_active_tis_per_dagrun" not in merge_operator_kwargs(s)
+    s = parse({"pool": {"name": "hive_compaction", "slots": 4, "max_merges_per_run": 2}})
+    assert (s.pool, s.pool_slots, s.max_merges_per_run) == ("hive_compaction", 4, 2)
+    kwargs = merge_operator_kwargs(s)
+    assert (kwargs["pool"], kwargs["max_active_tis_per_dagrun"]) == ("hive_compaction", 2)
+
+
+@pytest.mark.parametrize("pool, message", [
+    ({"slots": 2}, "cfg.yaml: pool: key 'name': expected a pool name"),
+    ({"name": "a pool"}, "cfg.yaml: pool: key 'name': expected a pool name"),
+    ({"name": "p", "slots": 0}, "cfg.yaml: pool: key 'slots': expected an integer >= 1, got 0"),
+    ({"name": "p", "max_merges_per_run": "2"}, "cfg.yaml: pool: key 'max_merges_per_run': expected an integer"),
+    ({"name": "p", "slots": 2, "max_merges_per_run": 3}, "key 'max_merges_per_run' (3) exceeds the pool's slots (2)"),
+    ({"name": "p", "size": 3}, "cfg.yaml: pool: unknown key(s) size"),
+    (["p"], "cfg.yaml: pool: expected a pool name or a mapping"),
+])
+def test_pool_errors_name_the_key(pool, message):
+    assert message in errors_of({"pool": pool})

@@ -156,3 +156,68 @@ def test_results_fit_the_metastore_parameter_column_and_a_cut_batch_is_refused()
     del params["result.00001"]
     with pytest.raises(ValueError):
         decode_results(params)
+
+
+# --- file-size distribution and the run note --------------------------------------------------
+
+from hive_compaction.report import bucket_labels, distribution, note, render_distribution, size_histogram  # noqa: E402
+
+POLICY = {"small_file_limit": 100 * MB, "target_file_size": 128 * MB}
+
+
+def test_size_histogram_buckets_around_the_limit_and_the_target():
+    sizes = [0, 25 * MB - 1, 25 * MB, 100 * MB - 1, 100 * MB, 128 * MB - 1, 128 * MB, 900 * MB]
+    assert size_histogram(sizes, 100 * MB, 128 * MB) == [2, 2, 2, 2]
+    assert bucket_labels(100 * MB, 128 * MB) == ["< 25.0 MiB", "25.0 MiB - 100.0 MiB", "100.0 MiB - 128.0 MiB",
+                                                 ">= 128.0 MiB"]
+    assert size_histogram([5, 50], 0, 10) == [0, 0, 1, 1]  # limit 0: nothing is small
+
+
+def test_distribution_sums_recorded_buckets_and_lists_the_small_files_left_with_reasons():
+    results = [
+        result(partition="dt=1", files_before=12, files_after=3, files_merged=10, groups=1,
+               sizes_before=[8, 2, 1, 1], sizes_after=[0, 1, 1, 1]),
+        result(partition="dt=2", status="nothing_to_do", files_before=2, files_after=2,
+               reason="1 small file(s), fewer than min_small_files (2)", sizes_before=[1, 0, 0, 1],
+               sizes_after=[1, 0, 0, 1]),
+        result(partition="dt=3", files_before=4, files_after=1, files_merged=4, groups=1,
+               sizes_before=[4, 0, 0, 0], sizes_after=[0, 0, 1, 0]),
+    ]
+    t = distribution(results, [{"table": "db.t", "partition": "dt=9", "reason": "quiet period"}],
+                     [{"table": "db.t", "partition": "dt=10"}], {"db.t": POLICY})["db.t"]
+    assert (t["before"], t["after"]) == ([13, 2, 1, 2], [1, 1, 2, 2])
+    assert (t["files_before"], t["files_after"], t["merged_inputs"], t["outputs"]) == (18, 6, 14, 2)
+    assert t["small_files_left"] == [
+        {"partition": "dt=1", "small_files": 1, "reason": "too little small data left to fill a file of the "
+                                                          "small-file limit"},
+        {"partition": "dt=2", "small_files": 1, "reason": "1 small file(s), fewer than min_small_files (2)"},
+        {"partition": "dt=9", "small_files": None, "reason": "quiet period"},
+        {"partition": "dt=10", "small_files": None, "reason": "fan-out limit reached; planned again next run"}]
+    text = render_distribution({"db.t": t})
+    rows = {line.rsplit(None, 2)[0].strip(): line.split()[-2:] for line in text.splitlines()[2:6]}
+    assert rows == {"< 25.0 MiB": ["13", "1"], "25.0 MiB - 100.0 MiB": ["2", "1"],
+                    "100.0 MiB - 128.0 MiB": ["1", "2"], ">= 128.0 MiB": ["2", "2"]}
+    assert "left: dt=2: 1 small file(s): 1 small file(s), fewer than min_small_files (2)" in text
+
+
+def test_distribution_without_recorded_sizes_says_what_is_known():
+    results = [result(partition="dt=1", files_merged=10, groups=2),
+               result(partition="dt=2", status="skipped", files_before=4, files_after=4, reason="sub-folders"),
+               result(partition="dt=3", status="nothing_to_do", files_before=1, files_after=1)]
+    t = distribution(results, [], [], {"db.t": POLICY})["db.t"]
+    assert t["before"] is None and t["after"] is None
+    assert t["small_files_left"] == [{"partition": "dt=2", "small_files": None, "reason": "sub-folders"}]
+    assert "sizes per file not recorded by the merge job: 10 small file(s) merged into 2" in render_distribution(
+        {"db.t": t})
+
+
+def test_note_is_one_line_and_counts_would_merge_in_a_dry_run():
+    results = [result(partition="dt=1", files_merged=10, groups=2), result(partition="dt=2", status="failed",
+                                                                            reason="boom")]
+    tables = distribution(results, [], [], {"db.t": POLICY})
+    line = note(results, summarize(results, [], []), tables)
+    assert line == ("merged 1 of 2 partition(s) in 1 table(s): 10 -> 2 files, 100.0 MiB -> 99.0 MiB; "
+                    "1 partition(s) with small files left; 0 skipped, 0 deferred, 1 failed")
+    dry = [dict(r, status="would_merge") for r in results[:1]]
+    line = note(dry, summarize(dry, [], []), distribution(dry, [], [], {}), dry_run=True)
+    assert line.startswith("dry run, would merge 1 of 1 partition(s) in 1 table(s): 10 -> 2 files") and "\n" not in line

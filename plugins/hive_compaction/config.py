@@ -6,6 +6,7 @@ falls back to defaults, so a bad file can never break the scheduler.
 """
 from __future__ import annotations
 
+import importlib
 import os
 import re
 from dataclasses import dataclass, field, fields, replace
@@ -136,12 +137,22 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
+class AlertSpec:
+    """One entry of ``alerts:``: a notifier class (import path) and its keyword arguments."""
+    notifier: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Settings:
     tables: tuple[TableConfig, ...] = ()
     metastore_conn_id: str = "hive_metastore"
     spark_conn_id: str = "spark_default"
     pool: str = "default_pool"
+    pool_slots: int | None = None  # the slots the pool should have (documentation and airflow-init)
+    max_merges_per_run: int | None = None  # merge tasks of one run at once (max_active_tis_per_dagrun)
     retries: int = 2
+    alerts: tuple[AlertSpec, ...] = ()
     fan_out: FanOut = field(default_factory=FanOut)
     spark_conf: dict[str, str] = field(default_factory=dict)
     py_files: str | None = None
@@ -290,12 +301,15 @@ def _spark_submit(raw: Any, spark_conf: dict[str, str], where: str) -> SparkSubm
 def merge_operator_kwargs(settings: Settings) -> dict[str, Any]:
     """The SparkSubmitOperator arguments of the merge tasks that come from the config.
 
-    ``conn_id``, ``py_files``, ``conf`` and ``pool``, plus every ``spark_submit`` option that
+    ``conn_id``, ``py_files``, ``conf``, ``pool`` (and ``max_active_tis_per_dagrun`` when
+    ``pool: max_merges_per_run`` is set), plus every ``spark_submit`` option that
     was set (unset ones are left out so that the provider's defaults apply).
     """
     conf = dict(settings.spark_conf)
     kwargs: dict[str, Any] = {"conn_id": settings.spark_conn_id, "py_files": settings.py_files,
                               "pool": settings.pool}
+    if settings.max_merges_per_run is not None:
+        kwargs["max_active_tis_per_dagrun"] = settings.max_merges_per_run
     opts = settings.spark_submit
     for f in fields(opts):
         value = getattr(opts, f.name)
@@ -313,13 +327,73 @@ def merge_operator_kwargs(settings: Settings) -> dict[str, Any]:
     return kwargs
 
 
+def _pool(raw: Any, where: str) -> dict[str, Any]:
+    """``pool: NAME`` or ``pool: {name: NAME, slots: N, max_merges_per_run: M}``."""
+    if isinstance(raw, str):
+        raw = {"name": raw}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a pool name or a mapping with name, slots, max_merges_per_run")
+    unknown = set(raw) - {"name", "slots", "max_merges_per_run"}
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))} "
+                          "(known: max_merges_per_run, name, slots)")
+    name = raw.get("name")
+    # Airflow's pool names: what `airflow pools set` and the UI accept without quoting trouble.
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise ConfigError(f"{where}: key 'name': expected a pool name (letters, digits, _ . -), got {name!r}")
+    out: dict[str, Any] = {"pool": name}
+    for key, attr in (("slots", "pool_slots"), ("max_merges_per_run", "max_merges_per_run")):
+        if raw.get(key) is not None:
+            out[attr] = _int(raw[key], f"{where}: key {key!r}", 1)
+    if out.get("pool_slots") and out.get("max_merges_per_run", 0) > out["pool_slots"]:
+        raise ConfigError(f"{where}: key 'max_merges_per_run' ({out['max_merges_per_run']}) exceeds "
+                          f"the pool's slots ({out['pool_slots']})")
+    return out
+
+
+def import_notifier(path: str, where: str) -> type:
+    """The notifier class at ``path`` ("package.module.Class"); ConfigError naming ``where`` if not."""
+    module, _, name = path.rpartition(".")
+    if not module or not name:
+        raise ConfigError(f"{where}: expected a class's import path like "
+                          f"airflow.providers.smtp.notifications.smtp.SmtpNotifier, got {path!r}")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except Exception as e:  # noqa: BLE001 - a missing provider, a typo, an import error in it
+        raise ConfigError(f"{where}: cannot import notifier {path!r}: {type(e).__name__}: {e}") from e
+    if not isinstance(cls, type) or not callable(getattr(cls, "notify", None)):
+        raise ConfigError(f"{where}: {path!r} is not a notifier class (a subclass of airflow.sdk.BaseNotifier)")
+    return cls
+
+
+def _alerts(raw: Any, where: str) -> tuple[AlertSpec, ...]:
+    if not isinstance(raw, list):
+        raise ConfigError(f"{where}: expected a list of {{notifier: <import path>, kwargs: {{...}}}}")
+    specs = []
+    for i, entry in enumerate(raw):
+        at = f"{where}[{i}]"
+        if isinstance(entry, str):
+            entry = {"notifier": entry}
+        if not isinstance(entry, dict) or not isinstance(entry.get("notifier"), str):
+            raise ConfigError(f"{at}: expected a mapping with a 'notifier' key (a class's import path)")
+        unknown = set(entry) - {"notifier", "kwargs"}
+        if unknown:
+            raise ConfigError(f"{at}: unknown key(s) {', '.join(sorted(map(str, unknown)))} (known: kwargs, notifier)")
+        kwargs = entry.get("kwargs") or {}
+        if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+            raise ConfigError(f"{at}: key 'kwargs': expected a mapping of argument names to values")
+        import_notifier(entry["notifier"], f"{at}: key 'notifier'")
+        specs.append(AlertSpec(entry["notifier"], dict(kwargs)))
+    return tuple(specs)
+
+
 def parse(raw: Any, source: str = "<config>") -> Settings:
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: expected a mapping at the top level")
     known = {"tables", "defaults", "metastore_conn_id", "spark_conn_id", "pool", "fan_out",
-             "spark_conf", "spark_submit", "py_files", "retries", "results_table"}
+             "spark_conf", "spark_submit", "py_files", "retries", "results_table", "alerts"}
     unknown = set(raw) - known
     if unknown:
         raise ConfigError(f"{source}: unknown key(s) {', '.join(sorted(map(str, unknown)))}")
@@ -371,7 +445,11 @@ def parse(raw: Any, source: str = "<config>") -> Settings:
         if not isinstance(raw["results_table"], str) or not _TABLE_NAME.fullmatch(raw["results_table"]):
             raise ConfigError(f"{source}: results_table: expected 'database.table', got {raw['results_table']!r}")
         out = replace(out, results_table=raw["results_table"].lower())
-    for key in ("metastore_conn_id", "spark_conn_id", "pool", "py_files"):
+    if raw.get("pool") is not None:
+        out = replace(out, **_pool(raw["pool"], f"{source}: pool"))
+    if raw.get("alerts") is not None:
+        out = replace(out, alerts=_alerts(raw["alerts"], f"{source}: alerts"))
+    for key in ("metastore_conn_id", "spark_conn_id", "py_files"):
         if raw.get(key) is not None:
             if not isinstance(raw[key], str) or not raw[key]:
                 raise ConfigError(f"{source}: {key}: expected a non-empty string")

@@ -13,7 +13,7 @@ from .paths import run_tag
 from .batch import batch_payload, encode_batch
 from .planning import (LISTED_AT, Skipped, batch_label, pack_batches, plan_table, priority, split_oversized,
                        table_refusal, table_work_dir)
-from .report import render, summarize
+from .report import distribution, note, render, render_distribution, summarize
 from .results import PartitionResult, Status, decode_results
 from .run_params import RunSelection, partition_date
 
@@ -112,6 +112,9 @@ def plan(settings: config_mod.Settings, hms: Metastore, run_id: str, selection: 
         "spark_args": spark_args,
         "plan": {"run": run, "dry_run": dry_run, "batches": described, "results_table": settings.results_table,
                  "dates": {k: [str(v[0]), str(v[1])] if v else None for k, v in selection.dates.items()},
+                 # the sizes the run used (the form may override them), for the report's buckets
+                 "policies": {tc.name: {"small_file_limit": tc.policy.small_file_limit,
+                                        "target_file_size": tc.policy.target_file_size} for tc in selection.tables},
                  "skipped": [asdict(s) for s in skipped],
                  "deferred": [{"table": t.table_name, "partition": t.partition} for t in deferred]},
     }
@@ -169,9 +172,12 @@ def refresh(settings: config_mod.Settings, hms: Metastore, plan: dict, now: floa
             log.info("%s: statistics refreshed for %d partition(s) (%d had statistics that disagreed with the disk)",
                      name, written, stale)
     dicts = [r.to_dict() for r in results]
+    summary = summarize(dicts, plan["skipped"], plan["deferred"])
+    tables = distribution(dicts, plan["skipped"], plan["deferred"], plan.get("policies") or {})
+    line = note(dicts, summary, tables, plan.get("dry_run", False))
     text = render(dicts, plan["skipped"], plan["deferred"])
-    log.info("run report\n%s", text)
-    return {"summary": summarize(dicts, plan["skipped"], plan["deferred"]), "partitions": dicts,
+    log.info("run report\n%s\n\nfile sizes per table\n%s\n\nrun note: %s", text, render_distribution(tables), line)
+    return {"summary": summary, "note": line, "tables": tables, "partitions": dicts,
             "skipped": plan["skipped"], "deferred": plan["deferred"], "dry_run": plan.get("dry_run", False),
             "dates": plan.get("dates", {}), "run": plan["run"]}
 

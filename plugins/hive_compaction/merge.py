@@ -35,7 +35,7 @@ from .hadoop_fs import HadoopFS
 from .paths import partition_id
 from .results import STATISTICS_KEYS, CommitRecord, PartitionResult, Status
 from .rewrite import RewriteEngine
-from .sizing import DataFile, enough_small_files, small_files
+from .sizing import DataFile, enough_small_files, size_histogram, small_files
 from .work_area import WorkArea
 
 log = logging.getLogger(__name__)
@@ -134,6 +134,7 @@ class BatchRunner:
                                  files_after=len(files), bytes_after=sum(f.size for f in files),
                                  recovered=recovered, listed=True, stats_files=task.num_files,
                                  stats_bytes=task.total_size)
+        result.sizes_before = result.sizes_after = self._histogram(task, files)
 
         def skip(reason: str) -> PartitionResult:
             result.status, result.reason = Status.SKIPPED, reason
@@ -169,6 +170,7 @@ class BatchRunner:
         if self.dry_run:
             result.status = Status.WOULD_MERGE
             result.files_after = result.files_before - result.files_merged + len(groups)
+            result.sizes_after = None  # not known before the merge
             return result
         codec = grouping.output_codec(footers[groups[0].files[0].path])
         return Work(task, pid, area, result, files, footers, groups, codec, started,
@@ -205,6 +207,7 @@ class BatchRunner:
             result.outputs = [o["name"] for o in outputs]
             result.rows_merged = sum(g.rows for g in work.groups)
             result.files_after, result.bytes_after = len(after), sum(f.size for f in after)
+            result.sizes_after = self._histogram(task, after)
             # Footers known by file name: the untouched files' from prepare, the outputs' from staging.
             known = {f.name: work.footers[f.path] for f in work.files if f.path in work.footers}
             known.update({o["name"]: g.footers[k] for g in work.groups for k, o in enumerate(g.staged)
@@ -215,8 +218,13 @@ class BatchRunner:
             result = self._failed(task, e)
             result.files_before, result.bytes_before = work.result.files_before, work.result.bytes_before
             result.files_after, result.bytes_after = result.files_before, result.bytes_before
+            result.sizes_before = result.sizes_after = work.result.sizes_before
         result.seconds = round(time.monotonic() - work.started, 3)
         return result
+
+    @staticmethod
+    def _histogram(task: PartitionTask, files: list[DataFile]) -> list[int]:
+        return size_histogram([f.size for f in files], task.small_file_limit, task.target_file_size)
 
     def _rows(self, task: PartitionTask, files: list[DataFile], known: dict[str, FileFooter] | None = None) -> int:
         """Rows in the partition, from the files' footers (no data is read); ``known``: footers

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .results import statistics_were_stale
+from .sizing import BUCKETS, bucket_edges, size_histogram  # noqa: F401 - size_histogram re-exported
 
 
 def _size(n: int | None) -> str:
@@ -68,3 +69,110 @@ def render(results: list[dict], skipped: list[dict], deferred: list[dict]) -> st
                  f"{s['skipped']} skipped, {s['deferred']} deferred, {s['failed']} failed; "
                  f"{s['listed']} listed, {s['stale_statistics']} with statistics that disagreed with the disk")
     return "\n".join(lines)
+
+
+# --- file-size distribution -------------------------------------------------------------------
+def bucket_labels(small_file_limit: int, target_file_size: int) -> list[str]:
+    q, limit, target = (_size(x) for x in bucket_edges(small_file_limit, target_file_size))
+    return [f"< {q}", f"{q} - {limit}", f"{limit} - {target}", f">= {target}"]
+
+
+def _add(a: list[int] | None, b) -> list[int] | None:
+    if a is None or not isinstance(b, (list, tuple)) or len(b) != BUCKETS:
+        return None
+    return [x + int(y) for x, y in zip(a, b)]
+
+
+def _left_reason(r: dict) -> str:
+    if r.get("reason"):
+        return r["reason"]
+    return {"merged": "too little small data left to fill a file of the small-file limit",
+            "would_merge": "dry run",
+            "nothing_to_do": "fewer small files than min_small_files"}.get(r["status"], r["status"])
+
+
+def distribution(results: list[dict], skipped: list[dict], deferred: list[dict],
+                 policies: dict[str, dict]) -> dict[str, dict]:
+    """Per table: the file-size buckets before and after (summed over the partitions listed), and
+    the partitions where small files are left, with the reason. ``policies``: per table the
+    ``small_file_limit`` and ``target_file_size`` the run used. Buckets are exact where the merge
+    job recorded ``sizes_before`` / ``sizes_after``; otherwise they are None and the counts of
+    merged inputs and outputs (``merged_inputs``, ``outputs``) are what is known."""
+    tables: dict[str, dict] = {}
+
+    def entry(name: str) -> dict:
+        if name not in tables:
+            p = policies.get(name) or {}
+            limit, target = p.get("small_file_limit"), p.get("target_file_size")
+            known = limit is not None and target is not None
+            tables[name] = {"small_file_limit": limit, "target_file_size": target,
+                            "buckets": bucket_labels(limit, target) if known else None,
+                            "before": [0] * BUCKETS if known else None,
+                            "after": [0] * BUCKETS if known else None,
+                            "partitions": 0, "files_before": 0, "files_after": 0,
+                            "merged_inputs": 0, "outputs": 0, "small_files_left": []}
+        return tables[name]
+
+    for r in sorted(results, key=lambda r: (r["table"], r["partition"])):
+        e = entry(r["table"])
+        e["partitions"] += 1
+        e["files_before"] += r["files_before"]
+        e["files_after"] += r["files_after"]
+        if r["status"] in ("merged", "would_merge"):
+            e["merged_inputs"] += r.get("files_merged") or 0
+            e["outputs"] += r.get("groups") or 0
+        e["before"] = _add(e["before"], r.get("sizes_before"))
+        after = r.get("sizes_after")
+        e["after"] = _add(e["after"], after)
+        if isinstance(after, (list, tuple)) and len(after) == BUCKETS:
+            small = after[0] + after[1]
+            if small:
+                e["small_files_left"].append({"partition": r["partition"], "small_files": small,
+                                              "reason": _left_reason(r)})
+        elif r["status"] != "merged" and r["files_after"] > 1:  # sizes unknown: they may be small
+            e["small_files_left"].append({"partition": r["partition"], "small_files": None,
+                                          "reason": _left_reason(r)})
+    for s in skipped:
+        entry(s["table"])["small_files_left"].append({"partition": s["partition"], "small_files": None,
+                                                      "reason": s["reason"]})
+    for d in deferred:
+        entry(d["table"])["small_files_left"].append({"partition": d["partition"], "small_files": None,
+                                                      "reason": "fan-out limit reached; planned again next run"})
+    return tables
+
+
+def render_distribution(tables: dict[str, dict]) -> str:
+    """Per table, a few lines a person reads at a glance."""
+    lines = []
+    for name, e in sorted(tables.items()):
+        lines.append(f"{name}: {e['partitions']} partition(s) listed, files {e['files_before']} -> {e['files_after']}")
+        if e["buckets"] and e["before"] is not None and e["after"] is not None:
+            width = max(len(b) for b in e["buckets"])
+            lines.append(f"  {'file size'.ljust(width)}  before  after")
+            for label, b, a in zip(e["buckets"], e["before"], e["after"]):
+                lines.append(f"  {label.ljust(width)}  {b:>6}  {a:>5}")
+        else:
+            lines.append(f"  sizes per file not recorded by the merge job: {e['merged_inputs']} small file(s) "
+                         f"merged into {e['outputs']}")
+        for s in e["small_files_left"][:20]:
+            count = "small files" if s["small_files"] is None else f"{s['small_files']} small file(s)"
+            lines.append(f"  left: {s['partition'] or '(table)'}: {count}: {s['reason']}")
+        if len(e["small_files_left"]) > 20:
+            lines.append(f"  left: ... {len(e['small_files_left']) - 20} more partition(s)")
+    return "\n".join(lines)
+
+
+def note(results: list[dict], summary: dict, tables: dict[str, dict], dry_run: bool = False) -> str:
+    """One line for the run: what was merged, what is left."""
+    left = sum(len(e["small_files_left"]) for e in tables.values())
+    verb = "dry run, would merge" if dry_run else "merged"
+    merged = sum(1 for r in results if r["status"] == ("would_merge" if dry_run else "merged"))
+    if dry_run:  # the summary's figures count merged partitions only
+        would = [r for r in results if r["status"] == "would_merge"]
+        summary = {**summary, **{k: sum(r[k] for r in would)
+                                 for k in ("files_before", "files_after", "bytes_before", "bytes_after")}}
+    return (f"{verb} {merged} of {summary['partitions_examined']} partition(s) "
+            f"in {len(tables)} table(s): {summary['files_before']} -> {summary['files_after']} files, "
+            f"{_size(summary['bytes_before'])} -> {_size(summary['bytes_after'])}; "
+            f"{left} partition(s) with small files left; "
+            f"{summary['skipped']} skipped, {summary['deferred']} deferred, {summary['failed']} failed")

@@ -84,6 +84,9 @@ class PartitionResult:
     stats_files: int | None = None  # what the Metastore said at planning time
     stats_bytes: int | None = None
     outputs: list[str] = field(default_factory=list)
+    # Files per size bucket (sizing.size_histogram) before and after, where the job listed them.
+    sizes_before: list[int] | None = None
+    sizes_after: list[int] | None = None
 
     @property
     def stale_statistics(self) -> bool:

@@ -59,3 +59,23 @@ def pack_small_files(
             groups.append([f])
             sizes.append(f.size)
     return [sorted(g, key=lambda f: f.path) for g in groups if len(g) > 1]
+
+
+# The file-size distribution the report shows: four buckets around the table's small-file
+# limit L and target T: tiny (< L/4), small (L/4 to L: merged when there are enough), fine
+# (L to T), at or above the target.
+BUCKETS = 4
+
+
+def bucket_edges(small_file_limit: int, target_file_size: int) -> tuple[int, int, int]:
+    return small_file_limit // 4, small_file_limit, target_file_size
+
+
+def size_histogram(sizes, small_file_limit: int, target_file_size: int) -> list[int]:
+    """Counts of ``sizes`` per bucket: a compact form of a partition's file sizes (4 integers),
+    meant to travel in a PartitionResult as ``sizes_before`` / ``sizes_after``."""
+    edges = bucket_edges(small_file_limit, target_file_size)
+    counts = [0] * BUCKETS
+    for s in sizes:
+        counts[sum(1 for e in edges if s >= e)] += 1
+    return counts

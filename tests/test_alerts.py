@@ -1,0 +1,100 @@
+"""Failure alerts: the message names tables, partitions and the reason; notifiers from the config."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from hive_compaction import alerts
+from hive_compaction.config import AlertSpec, ConfigError, parse
+
+sys.path.insert(0, str(Path(__file__).parent))  # alert_recorder, importable by path
+RECORDER = "alert_recorder.RecordingNotifier"
+
+PLAN = {"run": "manual__x", "results_table": "default.r", "batches": [
+    {"batch": 0, "label": "db.t dt=2026-01-01", "partitions": [["db.t", "dt=2026-01-01"]]},
+    {"batch": 1, "label": "db.t dt=2026-01-02 +1", "partitions": [["db.t", "dt=2026-01-02"], ["db.u", ""]]},
+]}
+
+
+def test_a_merge_failure_names_its_batch_only_and_the_exception():
+    f = alerts.failure("merge", "manual__x", map_index=1, label="db.t dt=2026-01-02 +1", plan=PLAN,
+                       exception=RuntimeError("Cannot execute: spark-submit ... Error code is: 1."), try_number=3)
+    assert f["tables"] == ["db.t", "db.u"]
+    assert f["partitions"] == ["db.t/dt=2026-01-02", "db.u"]
+    assert f["reason"] == "RuntimeError: Cannot execute: spark-submit ... Error code is: 1."
+    assert f["message"] == ("hive_compaction: merge[1] (db.t dt=2026-01-02 +1) failed in run manual__x, try 3. "
+                            "Tables: db.t, db.u. Partitions: db.t/dt=2026-01-02, db.u. "
+                            "Reason: RuntimeError: Cannot execute: spark-submit ... Error code is: 1.")
+    assert "dt=2026-01-01" not in f["message"]
+
+
+def test_the_jobs_recorded_failures_give_the_reason_and_come_first():
+    results = [{"table": "db.t", "partition": "dt=2026-01-02", "status": "merged"},
+               {"table": "db.u", "partition": "", "status": "failed", "reason": "checksum mismatch"}]
+    f = alerts.failure("merge", "r", map_index=1, plan=PLAN, exception=RuntimeError("exit 1"), results=results)
+    assert f["reason"] == "db.u/(table): checksum mismatch"
+    assert f["partitions"] == ["db.u", "db.t/dt=2026-01-02"]
+
+
+def test_a_refresh_failure_names_every_planned_partition():
+    f = alerts.failure("refresh_metastore", "r", plan=PLAN, exception=ValueError("batch 1 recorded no results"))
+    assert f["partitions"] == ["db.t/dt=2026-01-01", "db.t/dt=2026-01-02", "db.u"]
+    assert "Reason: ValueError: batch 1 recorded no results" in f["message"]
+
+
+def test_a_plan_failure_names_the_tables_asked_for_and_long_lists_are_cut():
+    f = alerts.failure("plan", "r", tables=["db.b", "db.a"], exception=None)
+    assert f["tables"] == ["db.a", "db.b"] and f["partitions"] == []
+    assert "Partitions: none planned yet" in f["message"] and "Reason: unknown" in f["message"]
+    many = {"batches": [{"batch": 0, "partitions": [["db.t", f"dt={i}"] for i in range(25)]}]}
+    f = alerts.failure("merge", "r", map_index=0, plan=many, exception="x" * 5000)
+    assert "dt=19 and 5 more" in f["message"] and "dt=20" not in f["message"]
+    assert len(f["reason"]) < 1100
+
+
+def test_alerts_config_names_the_entry_and_the_path():
+    s = parse({"alerts": [{"notifier": RECORDER, "kwargs": {"path": "/tmp/a"}}]})
+    assert s.alerts == (AlertSpec(RECORDER, {"path": "/tmp/a"}),)
+    with pytest.raises(ConfigError, match=r"cfg: alerts\[1\]: key 'notifier': cannot import notifier "
+                                          r"'no_such_module.Notifier': ModuleNotFoundError"):
+        parse({"alerts": [RECORDER, {"notifier": "no_such_module.Notifier"}]}, "cfg")
+    with pytest.raises(ConfigError, match=r"alerts\[0\]: key 'notifier': 'json.dumps' is not a notifier class"):
+        parse({"alerts": [{"notifier": "json.dumps"}]})
+    with pytest.raises(ConfigError, match=r"alerts\[0\]: unknown key\(s\) kwarg"):
+        parse({"alerts": [{"notifier": RECORDER, "kwarg": {}}]})
+    with pytest.raises(ConfigError, match="alerts: expected a list"):
+        parse({"alerts": {"notifier": RECORDER}})
+
+
+def test_check_fails_on_arguments_the_notifier_does_not_take():
+    s = parse({"alerts": [{"notifier": RECORDER, "kwargs": {"paht": "/tmp/a"}}]})
+    with pytest.raises(ConfigError, match=r"alerts: notifier 'alert_recorder.RecordingNotifier' cannot be created "
+                                          r"with kwargs \['paht'\]: TypeError"):
+        alerts.check(s)
+
+
+def test_lenient_specs_keep_the_good_entries_of_a_broken_config(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"tables: [{{name: db.t, target_file_size: lots}}]\n"
+                   f"alerts:\n  - notifier: {RECORDER}\n    kwargs: {{path: /tmp/a}}\n  - notifier: nope.Nope\n")
+    assert alerts.lenient_specs(cfg) == (AlertSpec(RECORDER, {"path": "/tmp/a"}),)
+    assert alerts.lenient_specs(tmp_path / "missing.yaml") == ()
+
+
+def test_the_callback_renders_each_notifier_afresh_and_survives_a_broken_one(tmp_path, monkeypatch):
+    out = tmp_path / "alerts.jsonl"
+    callback = alerts.FailureAlert((AlertSpec("alert_recorder.BrokenNotifier"),
+                                    AlertSpec(RECORDER, {"path": str(out)})))
+    ti = SimpleNamespace(task_id="refresh_metastore", map_index=-1, try_number=1, run_id="r",
+                         xcom_pull=lambda **kw: PLAN if kw == {"task_ids": "plan", "key": "plan", "map_indexes": -1}
+                         else None)
+    for error in ("first", "second"):
+        callback({"ti": ti, "run_id": "r", "exception": RuntimeError(error)})
+    got = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [g["failure"]["reason"] for g in got] == ["RuntimeError: first", "RuntimeError: second"]
+    assert got[1]["message"] == got[1]["failure"]["message"]  # the template was rendered for each alert
+    assert "db.u" in got[0]["message"]
