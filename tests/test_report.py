@@ -160,7 +160,8 @@ def test_results_fit_the_metastore_parameter_column_and_a_cut_batch_is_refused()
 
 # --- file-size distribution and the run note --------------------------------------------------
 
-from hive_compaction.report import bucket_labels, distribution, note, render_distribution, size_histogram  # noqa: E402
+from hive_compaction.report import bucket_labels, distribution, note, render_distribution  # noqa: E402
+from hive_compaction.sizing import size_histogram  # noqa: E402
 
 POLICY = {"small_file_limit": 100 * MB, "target_file_size": 128 * MB}
 
@@ -221,3 +222,15 @@ def test_note_is_one_line_and_counts_would_merge_in_a_dry_run():
     dry = [dict(r, status="would_merge") for r in results[:1]]
     line = note(dry, summarize(dry, [], []), distribution(dry, [], [], {}), dry_run=True)
     assert line.startswith("dry run, would merge 1 of 1 partition(s) in 1 table(s): 10 -> 2 files") and "\n" not in line
+
+
+def test_the_refresh_writes_only_the_statistics_that_differ_and_when_it_listed():
+    from hive_compaction.results import (LISTED_AT, NUM_FILES, NUM_ROWS, SPARK_NUM_ROWS, SPARK_TOTAL_SIZE,
+                                         TOTAL_SIZE, PartitionResult, Status, statistics_update)
+    r = PartitionResult("db.t", "dt=1", "file:/t/dt=1", Status.MERGED, files_before=4, files_after=1,
+                        bytes_before=400, bytes_after=300, rows=10, listed=True)
+    spark_keys = {NUM_FILES: "4", TOTAL_SIZE: "300", SPARK_TOTAL_SIZE: "400", SPARK_NUM_ROWS: "10"}
+    assert statistics_update(r, spark_keys, 1000.9) == {NUM_FILES: "1", NUM_ROWS: "10", SPARK_TOTAL_SIZE: "300",
+                                                        LISTED_AT: "1000"}
+    r.rows = None  # rows unknown: no row count is written, Spark's own keys only where present
+    assert statistics_update(r, {}, 5) == {NUM_FILES: "1", TOTAL_SIZE: "300", LISTED_AT: "5"}

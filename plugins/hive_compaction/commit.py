@@ -69,6 +69,15 @@ def commit(fs: HadoopFS, area: WorkArea, record: dict, check_inputs) -> dict:
     return _apply(fs, area, record, first=True)
 
 
+def check_unchanged(fs: HadoopFS, label: str, inputs: list) -> None:
+    """The inputs (DataFile) are still there with the size and modification time they were
+    listed with; else nothing may be committed (a writer or another run changed them)."""
+    for f, st in zip(inputs, fs.statuses([f.path for f in inputs])):
+        if st is None or st.size != f.size or st.modification_time != f.modification_time:
+            raise RuntimeError(f"input {f.name} of {label} changed while it was being merged; "
+                               "nothing was committed, the next run will plan it again")
+
+
 def recover(fs: HadoopFS, area: WorkArea, pid: str) -> dict | None:
     """Finish a commit a crashed attempt left behind for this partition; None if there was none."""
     journal = area.journal(pid)

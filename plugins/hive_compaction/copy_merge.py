@@ -76,6 +76,30 @@ def read_footers(spark, fmt: str, paths: list[str]) -> list[FileFooter | CopyMer
     return [r if isinstance(r, CopyMergeError) else r[0] for r in read_many(spark, fmt, paths)]
 
 
+def readable_footers(spark, fmt: str, files: list, small: list) -> tuple[dict[str, FileFooter], list[str]]:
+    """Footers of ``files`` (DataFile) by path, and the small files whose footer cannot be read
+    ("name (why)"): those stop a merge; a big file, never touched, may be anything."""
+    footers, bad = {}, []
+    for f, ft in zip(files, read_footers(spark, fmt, [f.path for f in files])):
+        if not isinstance(ft, CopyMergeError):
+            footers[f.path] = ft
+        elif f in small:
+            bad.append(f"{f.name} ({str(ft).split(': ', 1)[-1][:160]})")
+    return footers, bad
+
+
+def partition_rows(spark, fmt: str, files: list, known: dict[str, FileFooter] | None = None) -> int:
+    """Rows in ``files`` (DataFile), from their footers (no data is read); ``known``: footers
+    already read, by file name. Raises CopyMergeError for a footer that cannot be read."""
+    known = dict(known or {})
+    unknown = [f for f in files if f.name not in known]
+    for f, ft in zip(unknown, read_footers(spark, fmt, [f.path for f in unknown])):
+        if isinstance(ft, CopyMergeError):
+            raise ft
+        known[f.name] = ft
+    return sum(known[f.name].rows for f in files)
+
+
 def copy_merge(spark, fmt: str, inputs: list[str], output: str) -> tuple[FileFooter, int]:
     """Write ``output`` (which must not exist) from the blocks of ``inputs``, in order, and verify
     it against them before returning its footer and size in bytes.

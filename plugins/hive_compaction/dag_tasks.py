@@ -7,14 +7,13 @@ from dataclasses import asdict
 
 from . import config as config_mod
 from . import result_table
-from .metastore import (NUM_FILES, NUM_ROWS, SPARK_NUM_ROWS, SPARK_TOTAL_SIZE, TOTAL_SIZE, Metastore,
-                        PartitionInfo, TableInfo, unescape_path_name)
+from .metastore import Metastore, TableInfo, unescape_path_name
 from .paths import run_tag
 from .batch import batch_payload, encode_batch
-from .planning import (LISTED_AT, Skipped, batch_label, pack_batches, plan_table, priority, split_oversized,
+from .planning import (Skipped, batch_label, pack_batches, plan_table, priority, split_oversized,
                        table_refusal, table_work_dir)
 from .report import distribution, note, render, render_distribution, summarize
-from .results import PartitionResult, Status, decode_results
+from .results import PartitionResult, Status, decode_results, statistics_update
 from .run_params import RunSelection, partition_date
 
 log = logging.getLogger(__name__)
@@ -136,19 +135,6 @@ def read_results(hms: Metastore, plan: dict) -> list[PartitionResult]:
     return results
 
 
-def statistics_update(result: PartitionResult, before: PartitionInfo, now: float) -> dict[str, str]:
-    """Hive's (and, where present, Spark's) statistics keys that differ from what is on disk,
-    and when the partition was listed."""
-    new = {NUM_FILES: str(result.files_after), TOTAL_SIZE: str(result.bytes_after), LISTED_AT: str(int(now))}
-    if result.rows is not None:
-        new[NUM_ROWS] = str(result.rows)
-        if SPARK_NUM_ROWS in before.parameters:
-            new[SPARK_NUM_ROWS] = str(result.rows)
-    if SPARK_TOTAL_SIZE in before.parameters:
-        new[SPARK_TOTAL_SIZE] = str(result.bytes_after)
-    return {k: v for k, v in new.items() if before.parameters.get(k) != v}
-
-
 def refresh(settings: config_mod.Settings, hms: Metastore, plan: dict, now: float | None = None) -> dict:
     """Write the disk's statistics to every partition the merge jobs listed (merged or not);
     return the report."""
@@ -166,7 +152,7 @@ def refresh(settings: config_mod.Settings, hms: Metastore, plan: dict, now: floa
             table = hms.table(db, tbl)
             current = {p.name: p for p in hms.partitions(table, names=[r.partition for r in rs])}
             updates = {r.partition: u for r in rs
-                       if r.partition in current and (u := statistics_update(r, current[r.partition], now))}
+                       if r.partition in current and (u := statistics_update(r, current[r.partition].parameters, now))}
             written = hms.update_statistics(table, updates)
             stale = sum(1 for r in rs if r.stale_statistics)
             log.info("%s: statistics refreshed for %d partition(s) (%d had statistics that disagreed with the disk)",

@@ -28,9 +28,9 @@ from pyspark.sql import SparkSession
 
 from . import copy_merge, grouping, maintenance
 from .batch import PartitionTask
-from .commit import commit, fault_point, recover
-from .copy_merge import CopyMergeError, read_footers
-from .grouping import Engine, FileFooter, Work, staged_suffix
+from .commit import check_unchanged, commit, fault_point, recover
+from .copy_merge import CopyMergeError, partition_rows, readable_footers
+from .grouping import Engine, Work, staged_suffix
 from .hadoop_fs import HadoopFS
 from .paths import partition_id
 from .results import STATISTICS_KEYS, CommitRecord, PartitionResult, Status
@@ -134,7 +134,7 @@ class BatchRunner:
                                  files_after=len(files), bytes_after=sum(f.size for f in files),
                                  recovered=recovered, listed=True, stats_files=task.num_files,
                                  stats_bytes=task.total_size)
-        result.sizes_before = result.sizes_after = self._histogram(task, files)
+        result.sizes_before = result.sizes_after = _histogram(task, files)
 
         def skip(reason: str) -> PartitionResult:
             result.status, result.reason = Status.SKIPPED, reason
@@ -147,14 +147,9 @@ class BatchRunner:
         if not enough_small_files(small, task.min_small_files):
             # The Metastore's row count only if its file count and size are the disk's too.
             trusted = task.num_rows is not None and not recovered and not result.stale_statistics
-            result.rows = task.num_rows if trusted else self._rows(task, files)
+            result.rows = task.num_rows if trusted else partition_rows(self.spark, task.storage_format, files)
             return result
-        footers, bad = {}, []
-        for f, ft in zip(files, read_footers(self.spark, task.storage_format, [f.path for f in files])):
-            if not isinstance(ft, CopyMergeError):
-                footers[f.path] = ft
-            elif f in small:  # a big file we will not touch may be anything
-                bad.append(f"{f.name} ({str(ft).split(': ', 1)[-1][:160]})")
+        footers, bad = readable_footers(self.spark, task.storage_format, files, small)
         if bad:
             return skip("unreadable or foreign file(s): " + "; ".join(bad[:3]))
         reason = grouping.copy_refused(task)
@@ -201,18 +196,18 @@ class BatchRunner:
                 run=self.run, pid=work.pid, staging=work.staging, table=task.table_name, partition=task.partition,
                 location=task.location, inputs=[{"name": f.name, "size": f.size} for f in inputs], outputs=outputs,
                 stats_before={k: task.statistics.get(k) for k in STATISTICS_KEYS})
-            commit(self.fs, work.area, record.to_dict(), check_inputs=lambda: self._check_unchanged(task, inputs))
+            commit(self.fs, work.area, record.to_dict(), check_inputs=lambda: check_unchanged(self.fs, task.label, inputs))
             after, _ = grouping.data_files(self.fs.list(task.location))
             result.status = Status.MERGED
             result.outputs = [o["name"] for o in outputs]
             result.rows_merged = sum(g.rows for g in work.groups)
             result.files_after, result.bytes_after = len(after), sum(f.size for f in after)
-            result.sizes_after = self._histogram(task, after)
+            result.sizes_after = _histogram(task, after)
             # Footers known by file name: the untouched files' from prepare, the outputs' from staging.
             known = {f.name: work.footers[f.path] for f in work.files if f.path in work.footers}
             known.update({o["name"]: g.footers[k] for g in work.groups for k, o in enumerate(g.staged)
                           if k < len(g.footers)})
-            result.rows = self._rows(task, after, known)
+            result.rows = partition_rows(self.spark, task.storage_format, after, known)
         except Exception as e:
             log.exception("%s: failed", task.label)
             result = self._failed(task, e)
@@ -222,23 +217,6 @@ class BatchRunner:
         result.seconds = round(time.monotonic() - work.started, 3)
         return result
 
-    @staticmethod
-    def _histogram(task: PartitionTask, files: list[DataFile]) -> list[int]:
-        return size_histogram([f.size for f in files], task.small_file_limit, task.target_file_size)
 
-    def _rows(self, task: PartitionTask, files: list[DataFile], known: dict[str, FileFooter] | None = None) -> int:
-        """Rows in the partition, from the files' footers (no data is read); ``known``: footers
-        already read, by file name."""
-        known = dict(known or {})  # file name -> footer
-        unknown = [f for f in files if f.name not in known]
-        for f, ft in zip(unknown, read_footers(self.spark, task.storage_format, [f.path for f in unknown])):
-            if isinstance(ft, CopyMergeError):
-                raise ft
-            known[f.name] = ft
-        return sum(known[f.name].rows for f in files)
-
-    def _check_unchanged(self, task: PartitionTask, inputs: list[DataFile]) -> None:
-        for f, st in zip(inputs, self.fs.statuses([f.path for f in inputs])):
-            if st is None or st.size != f.size or st.modification_time != f.modification_time:
-                raise RuntimeError(f"input {f.name} of {task.label} changed while it was being merged; "
-                                   "nothing was committed, the next run will plan it again")
+def _histogram(task: PartitionTask, files: list[DataFile]) -> list[int]:
+    return size_histogram([f.size for f in files], task.small_file_limit, task.target_file_size)

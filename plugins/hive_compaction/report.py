@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .results import statistics_were_stale
-from .sizing import BUCKETS, bucket_edges, size_histogram  # noqa: F401 - size_histogram re-exported
+from .sizing import BUCKETS, bucket_edges
 
 
 def _size(n: int | None) -> str:

@@ -112,6 +112,19 @@ def statistics_were_stale(r: dict) -> bool:
                                                                                        r["bytes_before"])
 
 
+def statistics_update(result: PartitionResult, parameters: dict[str, str], now: float) -> dict[str, str]:
+    """What the refresh writes to a listed partition whose parameters are ``parameters``: Hive's
+    (and, where present, Spark's) statistics keys that differ from the disk, and when it was listed."""
+    new = {NUM_FILES: str(result.files_after), TOTAL_SIZE: str(result.bytes_after), LISTED_AT: str(int(now))}
+    if result.rows is not None:
+        new[NUM_ROWS] = str(result.rows)
+        if SPARK_NUM_ROWS in parameters:
+            new[SPARK_NUM_ROWS] = str(result.rows)
+    if SPARK_TOTAL_SIZE in parameters:
+        new[SPARK_TOTAL_SIZE] = str(result.bytes_after)
+    return {k: v for k, v in new.items() if parameters.get(k) != v}
+
+
 def encode_results(results: list[PartitionResult]) -> dict[str, str]:
     """Metastore parameters holding a batch's results: one key per partition, each value short
     enough for the Metastore's parameter column (long reasons and output lists are cut)."""
