@@ -16,10 +16,10 @@ from hive_compaction import alerts, config, run_params
 
 _ROOT = Path(__file__).resolve().parents[1]
 
-SETTINGS, _ = config.load_lenient()
+SETTINGS, CONFIG_ERROR = config.load_lenient()
 # Every task's failure is logged with its tables, partitions and reason, and sent to the config's
 # notifiers (those usable even if the rest of the config is wrong: a plan failing on it alerts).
-ON_FAILURE = alerts.FailureAlert(alerts.lenient_specs())
+ON_FAILURE = alerts.FailureAlert(SETTINGS.alerts if CONFIG_ERROR is None else alerts.lenient_specs())
 MERGE_JOB = str(_ROOT / "spark_jobs" / "compact_partitions.py")
 # Downstream DAGs can schedule on this alias: one asset event per compacted table,
 # with the partitions and dates in its extra.

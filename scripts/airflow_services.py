@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 
 import postgres
-from local_stack import Metastore, StackError, answers, free_port
+from local_stack import Metastore, StackError, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVICES = ("api-server", "scheduler", "dag-processor")
@@ -53,6 +53,13 @@ def service_env(base: dict[str, str], home: Path, port: int, **extra: str) -> di
     return env
 
 
+def migrate(env: dict[str, str]) -> None:
+    """``airflow db migrate`` for the metadata database ``env`` names; StackError with its output."""
+    p = subprocess.run(["airflow", "db", "migrate"], env=env, capture_output=True, text=True, timeout=600)
+    if p.returncode:
+        raise StackError(f"airflow db migrate failed:\n{p.stdout[-3000:]}{p.stderr[-3000:]}")
+
+
 class AirflowServices:
     """Airflow's api-server, scheduler and dag-processor as processes of their own session."""
 
@@ -63,9 +70,7 @@ class AirflowServices:
         self.procs: dict[str, subprocess.Popen] = {}
 
     def migrate(self) -> None:
-        p = subprocess.run(["airflow", "db", "migrate"], env=self.env, capture_output=True, text=True, timeout=600)
-        if p.returncode:
-            raise StackError(f"airflow db migrate failed:\n{p.stdout[-3000:]}{p.stderr[-3000:]}")
+        migrate(self.env)
 
     def start(self) -> None:
         port = self.env["AIRFLOW__API__PORT"]
@@ -161,8 +166,7 @@ def _alive(pid: int) -> bool:
 # --- make stack-up / stack-down --------------------------------------------------------------------
 def _parts(state: Path, pg_port: int, hms_port: int, api_port: int):
     pg = postgres.Postgres(state / "postgres", pg_port)
-    hms = Metastore(state / "hms", hms_port, db_url=pg.jdbc_url("metastore"), jdbc_jar=postgres.jdbc_jar(),
-                    db_user=postgres.ROLE)
+    hms = Metastore(state / "hms", hms_port, **pg.metastore_args())
     home = state / "airflow"
     base = dict(os.environ, AIRFLOW_CONN_HIVE_METASTORE=json.dumps(
         {"conn_type": "generic", "host": "127.0.0.1", "port": hms_port}))
@@ -193,8 +197,7 @@ def main() -> int:
         pg.start()
         for db in ("metastore", "airflow"):
             pg.create_database(db)
-        if not answers(hms.port):
-            hms.start()
+        hms.start()  # says so if it is already running
         airflow.migrate()
         airflow.start()
         airflow.wait_ready()

@@ -24,6 +24,7 @@ for _p in (ROOT / "plugins", ROOT / "scripts"):
         sys.path.insert(0, str(_p))
 
 import postgres  # noqa: E402
+from airflow_services import migrate  # noqa: E402
 from local_stack import Metastore, free_port  # noqa: E402
 
 _dates = itertools.count()
@@ -49,9 +50,8 @@ class Stack:
     def __init__(self, state: Path, use_postgres: bool = False):
         self.state = state
         self.postgres = postgres.Postgres(port=free_port()) if use_postgres else None
-        self.metastore = Metastore(state / "hms", free_port(), **(dict(
-            db_url=self.postgres.jdbc_url("metastore"), jdbc_jar=postgres.jdbc_jar(), db_user=postgres.ROLE)
-            if self.postgres else {}))
+        db = self.postgres.metastore_args() if self.postgres else {}
+        self.metastore = Metastore(state / "hms", free_port(), **db)
         self.airflow_home = state / "airflow"
         self.airflow_db_env: dict[str, str] = {}  # the session Airflow's database, set by start()
         self._spark = None
@@ -100,9 +100,7 @@ class Stack:
             self.airflow_db_env = self.airflow_database("airflow")
         self.metastore.start()
         self.airflow_home.mkdir(parents=True, exist_ok=True)
-        p = subprocess.run(["airflow", "db", "migrate"], env=self.env(), capture_output=True, text=True)
-        if p.returncode:
-            raise RuntimeError(f"airflow db migrate failed:\n{p.stdout[-3000:]}{p.stderr[-3000:]}")
+        migrate(self.env())
 
     @property
     def spark(self):

@@ -1,21 +1,18 @@
 """A PostgreSQL server for the local stack, from Debian's ``postgresql`` package, on loopback.
 
-    python scripts/postgres.py start|stop|status [--state DIR] [--port 5432]
-
-It backs the Hive Metastore and Airflow's metadata database as in production (docker-compose.yaml
-declares the same services). Trust authentication on 127.0.0.1 only; one role ``hive_compaction``
-owns every database. Run as root, the server runs as the ``postgres`` system user (PostgreSQL
+Started by the tests' harness and by ``make stack-up`` (scripts/airflow_services.py), it backs
+the Hive Metastore and Airflow's metadata database as in production (docker-compose.yaml
+declares the same services). Trust authentication on 127.0.0.1 only; one role
+``hive_compaction`` owns every database. Run as root, the server runs as the ``postgres`` system user (PostgreSQL
 refuses root), with its data in a folder that user owns.
 """
 from __future__ import annotations
 
-import argparse
 import glob
 import os
 import pwd
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -100,6 +97,10 @@ class Postgres:
     def jdbc_url(self, database: str) -> str:
         return f"jdbc:postgresql://127.0.0.1:{self.port}/{database}"
 
+    def metastore_args(self, database: str = "metastore") -> dict:
+        """``local_stack.Metastore``'s arguments for a Metastore whose database is ``database`` here."""
+        return {"db_url": self.jdbc_url(database), "jdbc_jar": jdbc_jar(), "db_user": ROLE}
+
     def sqlalchemy_url(self, database: str) -> str:
         return f"postgresql+psycopg2://{ROLE}@127.0.0.1:{self.port}/{database}"
 
@@ -111,29 +112,3 @@ class Postgres:
         if remove:
             shutil.rmtree(self.data, ignore_errors=True)
             self.log_file.unlink(missing_ok=True)
-
-
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("action", choices=["start", "stop", "status"])
-    p.add_argument("--state", default=str(Path(__file__).resolve().parents[1] / ".state" / "postgres"))
-    p.add_argument("--port", type=int, default=5432)
-    args = p.parse_args()
-    pg = Postgres(Path(args.state), args.port)
-    try:
-        if args.action == "start":
-            pg.start()
-        elif args.action == "stop":
-            pg.stop()
-        else:
-            up = pg.running()
-            print(f"PostgreSQL on 127.0.0.1:{args.port}: {'up' if up else 'down'}")
-            return 0 if up else 1
-    except (RuntimeError, subprocess.CalledProcessError) as e:
-        print(f"error: {getattr(e, 'stderr', None) or e}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -85,14 +85,10 @@ def check(settings: config_mod.Settings) -> None:
 
 
 def lenient_specs(path: str | Path | None = None) -> tuple[config_mod.AlertSpec, ...]:
-    """For DAG parsing: the usable ``alerts`` entries even when another part of the config (or
-    another entry) is wrong, so that the plan task's failure on it still reaches the notifiers.
-    Never raises; what it drops is logged (the plan task fails on it, naming it)."""
-    try:
-        settings = config_mod.load(path)
-        return settings.alerts
-    except Exception:  # noqa: BLE001
-        pass
+    """For DAG parsing when the config does not load: the usable ``alerts`` entries even though
+    another part of the config (or another entry) is wrong, so that the plan task's failure on it
+    still reaches the notifiers. Never raises; what it drops is logged (the plan task fails on
+    it, naming it)."""
     try:
         raw = yaml.safe_load(Path(path or config_mod.config_path()).read_text()) or {}
         entries = (raw.get("alerts") or []) if isinstance(raw, dict) else []

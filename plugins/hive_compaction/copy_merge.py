@@ -79,7 +79,7 @@ def read_footers(spark, fmt: str, paths: list[str]) -> list[FileFooter | CopyMer
 def readable_footers(spark, fmt: str, files: list, small: list) -> tuple[dict[str, FileFooter], list[str]]:
     """Footers of ``files`` (DataFile) by path, and the small files whose footer cannot be read
     ("name (why)"): those stop a merge; a big file, never touched, may be anything."""
-    footers, bad = {}, []
+    footers, bad, small = {}, [], set(small)
     for f, ft in zip(files, read_footers(spark, fmt, [f.path for f in files])):
         if not isinstance(ft, CopyMergeError):
             footers[f.path] = ft
