@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         with Metastore(host, int(port)) as hms:
             table = hms.table(db, tbl)
             area = WorkArea(table_work_dir(table, policy))
-            done = rollback_run(HadoopFS(spark), area, run_tag(args.run), args.partition)
+            done = rollback_run(HadoopFS(spark), area, run_tag(args.run), table.location, args.partition)
             # Exactly the statistics the partition had: a key it did not have is removed again.
             stats = {m["partition"]: {k: None if v is None else str(v) for k, v in m["stats_before"].items()}
                      for m in done}

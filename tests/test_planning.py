@@ -228,6 +228,26 @@ def test_plan_table_work_dir_from_policy_or_root():
     assert tasks[0].work_dir == "s3a://b/work/db.events"
 
 
+@pytest.mark.parametrize("location, refused", [
+    ("hdfs://nn/wh/db.db/events", False), ("file:/wh/db.db/events", False), ("/wh/db.db/events", False),
+    ("viewfs://cluster/wh/db.db/events", False),  # its mount is resolved by the merge job
+    ("s3a://bucket/wh/events", True), ("gs://bucket/wh/events", True), ("abfss://c@acct.dfs.core.windows.net/e", True)])
+def test_tables_on_storage_without_atomic_renames_are_refused_with_the_reason(location, refused):
+    reason = table_refusal(make_table(location=location))
+    assert (reason is not None) == refused, reason
+    if refused:
+        assert f"storage scheme '{location.split(':')[0]}'" in reason and "duplicate or lose rows" in reason
+
+
+def test_two_partitions_sharing_one_folder_are_not_both_planned():
+    table = make_table()
+    shared = "hdfs://nn/wh/db.db/events/dt=1"
+    tasks, skipped = plan_table(table, TablePolicy(), [make_partition("dt=1", numFiles=9),
+                                                      make_partition("dt=2", location=shared + "/", numFiles=9)])
+    assert [t.partition for t in tasks] == ["dt=1"]
+    assert skipped == [Skipped("db.events", "dt=2", f"shares its folder {shared}/ with partition dt=1")]
+
+
 def test_plan_table_refused_table_gives_one_skip_and_no_tasks():
     table = make_table(num_buckets=4)
     tasks, skipped = plan_table(table, TablePolicy(), [make_partition("dt=1")])

@@ -9,9 +9,17 @@ Per partition, after the merged outputs are staged outside the partition and ver
 4. A manifest (the record used by rollback and trash cleanup) is written, the journal and the
    staging folder are removed.
 
+The journal is published whole and exclusively (``HadoopFS.create_exclusive``: only on storage
+whose primitives make that atomic, see ``storage``), so of two committers exactly one holds a
+partition. Its record names its owner (the job's attempt); before each step the committer reads
+the journal again and stops if another job took it over.
+
 A crash before 1 leaves only staging garbage outside the partition. A crash after 1 is finished
 by ``recover`` at the start of the next attempt on that partition, which replays steps 2-4 (each
-step is idempotent). Only the files named in the journal are ever moved, so files that arrive
+step is idempotent) only after checking the record (``work_area.check_record``: names, folders)
+and every input's identity (size and modification time, in the partition or in the trash): a
+partition another writer changed since is not touched further and is reported. A replay is
+claimed exclusively too (``<partition-id>.replay``), so two jobs never replay one journal. Only the files named in the journal are ever moved, so files that arrive
 while a merge runs stay where they are. Readers listing the partition between steps 2 and 3 see
 neither the old nor the new files of the merged groups (never both: no row is ever visible twice);
 the window lasts as long as a handful of renames.
@@ -25,7 +33,7 @@ import os
 import time
 
 from .hadoop_fs import HadoopFS
-from .work_area import WorkArea, read_journal
+from .work_area import WorkArea, check_record, read_journal
 
 log = logging.getLogger(__name__)
 
@@ -45,17 +53,27 @@ def fault_point(point: str, label: str = "", location: str = "") -> None:
         getattr(importlib.import_module(module), name)(point, label, location)
 
 
+# A journal or replay claim this old belongs to a job that is gone: a commit holds it for seconds.
+ORPHAN_AGE_SECONDS = 600
+
+
 class CommitConflict(RuntimeError):
-    """Another attempt holds this partition's journal, or the inputs changed: nothing was moved."""
+    """Another job holds this partition's journal or replay claim: this job moved nothing more."""
+
+
+class InputsChanged(RuntimeError):
+    """A decided commit's inputs were changed by someone else: the replay stopped, and said so."""
 
 
 def commit(fs: HadoopFS, area: WorkArea, record: dict, check_inputs) -> dict:
     """Publish staged outputs and retire the inputs of one partition. ``record`` keys:
-    run, pid, table, partition, location, inputs [{name,size}], outputs [{staged,name,size}].
+    run, pid, owner, table, partition, location, inputs [{name,size,mtime}], outputs
+    [{staged,name,size}].
 
     The journal is created exclusively, so two runs can never commit one partition at once, and
     ``check_inputs()`` runs again while it is held: inputs that another run already replaced
     make this commit stop before moving anything (else its outputs would duplicate rows)."""
+    check_record(record, area, record["pid"], location=record["location"])
     journal = area.journal(record["pid"])
     if not fs.create_exclusive(journal, json.dumps(record, indent=1)):
         raise CommitConflict(f"another run is committing {_label(record)} (journal {journal}); "
@@ -78,8 +96,11 @@ def check_unchanged(fs: HadoopFS, label: str, inputs: list) -> None:
                                "nothing was committed, the next run will plan it again")
 
 
-def recover(fs: HadoopFS, area: WorkArea, pid: str) -> dict | None:
-    """Finish a commit a crashed attempt left behind for this partition; None if there was none."""
+def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | None = None,
+            table_location: str | None = None) -> dict | None:
+    """Finish a commit a crashed attempt left behind for this partition; None if there was none.
+    ``location``: the partition's folder as planned (the record must name the same); else the
+    record's folder must lie inside ``table_location``."""
     journal = area.journal(pid)
     if not fs.exists(journal):
         return None
@@ -88,9 +109,59 @@ def recover(fs: HadoopFS, area: WorkArea, pid: str) -> dict | None:
         log.warning("removing the incomplete journal %s (its commit never started)", journal)
         fs.delete(journal)
         return None
-    log.warning("recovering the interrupted commit of %s (run %s) from %s",
-                record["partition"] or record["table"], record["run"], journal)
-    return _apply(fs, area, record)
+    if record.get("rollback"):
+        raise CommitConflict(f"a rollback of {_label(record)} holds it ({journal}): run that rollback again to "
+                             "finish it; nothing was moved")
+    check_record(record, area, pid, location=location, table_location=table_location)
+    claim = area.replay_claim(pid)
+    if not fs.create_exclusive(claim, json.dumps({"owner": owner, "at": time.time()})):
+        st = fs.status(claim)
+        if st is None or st.modification_time > (time.time() - ORPHAN_AGE_SECONDS) * 1000:
+            raise CommitConflict(f"another job is finishing the interrupted commit of {_label(record)} "
+                                 f"({claim}); nothing was moved by this one")
+        log.warning("taking over the replay claim %s of a job that is gone", claim)
+        fs.delete(claim)
+        return recover(fs, area, pid, owner, location, table_location)
+    try:
+        log.warning("recovering the interrupted commit of %s (run %s) from %s",
+                    record["partition"] or record["table"], record["run"], journal)
+        # The journal names this job from now on: its first committer, if only paused, sees
+        # that before its next step and stops.
+        record = {**record, "owner": owner}
+        fs.write_text_atomic(journal, json.dumps(record, indent=1))
+        _check_identity(fs, area, record)
+        return _apply(fs, area, record)
+    finally:
+        fs.delete(claim)
+
+
+def _check_identity(fs: HadoopFS, area: WorkArea, record: dict) -> None:
+    """Replay only if every input is the file the journal names (same size and modification
+    time), in the partition or already in the trash. Else another writer changed the partition
+    since the commit was decided (an INSERT OVERWRITE reusing names, a delete): the replay stops,
+    published outputs leave the partition again, inputs already in the trash stay there (they
+    may be what the writer meant to replace), and the journal is removed."""
+    location, trash = record["location"].rstrip("/"), area.trash(record["run"], record["pid"])
+    inputs = record["inputs"]
+    found = fs.statuses([f"{location}/{f['name']}" for f in inputs] + [f"{trash}/{f['name']}" for f in inputs])
+    changed = []
+    for f, here, trashed in zip(inputs, found, found[len(inputs):]):
+        st = here or trashed
+        if st is None or st.size != f["size"] or ("mtime" in f and st.modification_time != f["mtime"]):
+            changed.append(f["name"])
+    if not changed:
+        return
+    for o in record["outputs"]:
+        published = f"{location}/{o['name']}"
+        if fs.exists(published) and not fs.exists(o["staged"]):
+            fs.rename(published, o["staged"])
+    in_trash = sum(1 for st in found[len(inputs):] if st is not None)
+    fs.delete(area.journal(record["pid"]))
+    raise InputsChanged(
+        f"{_label(record)}: the interrupted commit of run {record['run']} was not finished: input(s) "
+        f"{changed[:3]} changed or vanished since it was decided (another writer rewrote the partition); "
+        f"the partition was left as that writer left it, {in_trash} replaced file(s) stay in {trash} until "
+        "the trash retention ends")
 
 
 def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> dict:
@@ -112,21 +183,33 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> d
         raise RuntimeError(f"the folder of {_label(record)} is gone ({location}): dropped while it was being "
                            "merged? nothing was moved into it")
     # Files already moved by an interrupted attempt are skipped: every step can be replayed.
+    _check_owner(fs, area, record)
     moves = [(f"{location}/{f['name']}", f"{trash}/{f['name']}") for f in record["inputs"]]
     moved = _move(fs, moves, record, "input_moved", "inputs_moved")
     if first and moved != len(moves):
         _abandon(fs, area, record, trash, location, f"{len(moves) - moved} input(s) vanished before they moved")
     moves = [(o["staged"], f"{location}/{o['name']}") for o in outputs]
+    _check_owner(fs, area, record)
     moved = _move(fs, moves, record, "output_moved", "outputs_moved")
     if first and moved != len(moves):
         _abandon(fs, area, record, trash, location, f"{len(moves) - moved} staged output(s) vanished before "
                                                     "they moved")
+    _check_owner(fs, area, record)
     manifest = {**record, "committed_at": time.time(), "trash": trash}
     fs.write_text_atomic(area.manifest(run, pid), json.dumps(manifest, indent=1))
     fault_point("manifest_written", _label(record), location)
     fs.delete(area.journal(pid))
     fs.delete(record.get("staging") or area.staging(run, pid), recursive=True)
     return manifest
+
+
+def _check_owner(fs: HadoopFS, area: WorkArea, record: dict) -> None:
+    """Before each step: the journal still exists and still names this job (a job that paused
+    longer than ``ORPHAN_AGE_SECONDS`` may have been taken over by a replay)."""
+    current = read_journal(fs, area.journal(record["pid"])) if fs.exists(area.journal(record["pid"])) else None
+    if current is None or current.get("owner") != record.get("owner"):
+        raise CommitConflict(f"{_label(record)}: this job no longer holds the partition's journal (taken over by "
+                             f"{(current or {}).get('owner', 'nobody')}); it stopped before moving more")
 
 
 def _label(record: dict) -> str:

@@ -71,7 +71,8 @@ def plan(settings: config_mod.Settings, hms: Metastore, run_id: str, selection: 
         tasks += t
         skipped += s
         if not table_refusal(table):
-            areas[tc.name] = {"table": tc.name, "work_dir": table_work_dir(table, tc.policy),
+            areas[tc.name] = {"table": tc.name, "table_location": table.location,
+                              "work_dir": table_work_dir(table, tc.policy),
                               "trash_retention_days": tc.policy.trash_retention_days}
     limit = max(1, min(settings.fan_out.max_spark_jobs, max_map_length))
     # Statistics order the work: when the caps defer some, the likeliest small files go first.

@@ -5,12 +5,16 @@ the local file system: whatever scheme the partition location has.
 """
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from py4j.java_gateway import JavaClass
 
-from . import jvm_helper
+from . import jvm_helper, storage
+
+# Work areas hold journals whose names decide which files move: only their owner may write them.
+_OWNER_ONLY = 0o700
 
 
 @dataclass(frozen=True)
@@ -87,24 +91,64 @@ class HadoopFS:
         finally:
             stream.close()
 
+    def resolved_scheme(self, uri: str) -> str:
+        """The scheme the data really lives on: a viewfs mount's target, else the URI's own.
+        The path must exist."""
+        return str(self.fs(uri).resolvePath(self.path(uri)).toUri().getScheme() or "file").lower()
+
     def create_exclusive(self, uri: str, text: str) -> bool:
-        """Create a small file only if it does not exist (an atomic create on HDFS); False if it did."""
-        fs = self.fs(uri)
+        """Publish a small file only if nothing has its name; False if something did.
+
+        The text is written and closed under a hidden temporary name first, then published by
+        the storage's no-replace primitive (``storage.EXCLUSIVE_PUBLISH``): a reader never sees
+        it half written, and of two publishers exactly one wins. Hadoop's ``create(overwrite=
+        false)`` is not used: on the local file system (and S3A) it checks, then writes."""
         p = self.path(uri)
+        fs = self.fs(uri)
         if not fs.exists(p.getParent()):
             fs.mkdirs(p.getParent())
+        resolved = self.resolved_scheme(p.getParent().toString())
+        how = storage.EXCLUSIVE_PUBLISH.get(resolved)
+        if how is None:
+            raise OSError(storage.commit_refusal(resolved))
+        tmp = self.path(f"{p.getParent().toString()}/.{p.getName()}.{uuid.uuid4().hex[:12]}.tmp")
+        self._write(fs, tmp, text)
         try:
-            out = fs.create(p, False)
-        except Exception as e:  # py4j wraps FileAlreadyExistsException
-            if "FileAlreadyExists" in str(e) or fs.exists(p):
-                return False
-            raise
+            if how == storage.HARD_LINK:
+                local = self._jvm.java.io.File(fs.resolvePath(tmp).toUri().getPath())
+                target = self._jvm.java.io.File(local.getParentFile(), p.getName())
+                try:
+                    self._jvm.java.nio.file.Files.createLink(target.toPath(), local.toPath())
+                except Exception as e:  # py4j wraps java.nio.file.FileAlreadyExistsException
+                    if "FileAlreadyExists" in str(e):
+                        return False
+                    raise
+                return True
+            return bool(fs.rename(tmp, p))  # HDFS: false when the target exists, atomically
+        finally:
+            fs.delete(tmp, False)
+
+    def _write(self, fs, path, text: str) -> None:
+        out = fs.create(path, True)
         try:
             out.write(bytearray(text.encode("utf-8")))
             out.hsync()
         finally:
             out.close()
+
+    def make_private_folder(self, uri: str) -> bool:
+        """Create ``uri`` readable and writable by its owner only (0700; mkdirs alone would
+        apply the umask). Returns False, changing nothing, when it already exists."""
+        fs, p = self.fs(uri), self.path(uri)
+        if fs.exists(p):
+            return False
+        fs.mkdirs(p)
+        fs.setPermission(p, self._jvm.org.apache.hadoop.fs.permission.FsPermission(_OWNER_ONLY))
         return True
+
+    def permission(self, uri: str) -> int:
+        """The folder's or file's permission bits (e.g. 0o700)."""
+        return int(self.fs(uri).getFileStatus(self.path(uri)).getPermission().toShort())
 
     def write_text_atomic(self, uri: str, text: str) -> None:
         """Write to a hidden temporary name, close (durable), then rename over nothing."""
@@ -113,12 +157,7 @@ class HadoopFS:
         fs = self.fs(uri)
         if fs.exists(self.path(tmp)):
             fs.delete(self.path(tmp), False)
-        out = fs.create(self.path(tmp), True)
-        try:
-            out.write(bytearray(text.encode("utf-8")))
-            out.hsync()
-        finally:
-            out.close()
+        self._write(fs, self.path(tmp), text)
         if fs.exists(p):
             fs.delete(p, False)
         if not fs.rename(self.path(tmp), p):

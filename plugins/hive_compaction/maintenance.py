@@ -10,21 +10,18 @@ from __future__ import annotations
 import logging
 import time
 
-from .commit import recover
+from .commit import ORPHAN_AGE_SECONDS, CommitConflict, InputsChanged, recover
 from .grouping import data_files
 from .paths import partition_id
 from .batch import PartitionTask
-from .results import PartitionResult, Status
+from .results import REASON_CHARS, PartitionResult, Status
 from .work_area import WorkArea, journaled, purge_expired
 
 log = logging.getLogger(__name__)
 
-# A journal this old belongs to a job that is gone: a commit holds its journal for seconds.
-ORPHAN_AGE_SECONDS = 600
-
-
-def maintain(fs, run: str, areas: list[dict], tasks: list[PartitionTask]) -> list[PartitionResult]:
-    """For each work area (``{"table", "work_dir", "trash_retention_days"}``): finish the commits
+def maintain(fs, run: str, owner: str, areas: list[dict], tasks: list[PartitionTask]) -> list[PartitionResult]:
+    """For each work area (``{"table", "table_location", "work_dir", "trash_retention_days"}``):
+    finish the commits
     of other runs' jobs in partitions this job does not list itself, drop torn journals, purge
     expired runs. A work area that cannot be tidied is logged and does not stop the merges."""
     planned = {partition_id(t.table_name, t.partition) for t in tasks}
@@ -32,13 +29,13 @@ def maintain(fs, run: str, areas: list[dict], tasks: list[PartitionTask]) -> lis
     results = []
     for a in areas:
         try:
-            results += _maintain_area(fs, run, a, planned, old)
+            results += _maintain_area(fs, run, owner, a, planned, old)
         except Exception:
             log.exception("%s: could not look after the work area %s", a["table"], a["work_dir"])
     return results
 
 
-def _maintain_area(fs, run: str, a: dict, planned: set[str], old: float) -> list[PartitionResult]:
+def _maintain_area(fs, run: str, owner: str, a: dict, planned: set[str], old: float) -> list[PartitionResult]:
     results = []
     area, keep = WorkArea(a["work_dir"]), {run}
     for entry, record in journaled(fs, area):
@@ -47,19 +44,26 @@ def _maintain_area(fs, run: str, a: dict, planned: set[str], old: float) -> list
             log.warning("removing the incomplete journal %s (its commit never started)", entry.path)
             fs.delete(entry.path)
         elif record is not None and record["run"] != run and pid not in planned and entry.modification_time < old:
-            results.append(_recover_orphan(fs, area, pid, record))
+            results.append(_recover_orphan(fs, area, pid, record, owner, a.get("table_location")))
+            if results[-1].status is not Status.MERGED and fs.exists(entry.path):
+                keep.add(record["run"])  # its trash and staging are still needed
         elif record is not None:
             keep.add(record["run"])
     purge_expired(fs, area, a["trash_retention_days"], keep)
     return results
 
 
-def _recover_orphan(fs, area: WorkArea, pid: str, record: dict) -> PartitionResult:
+def _recover_orphan(fs, area: WorkArea, pid: str, record: dict, owner: str,
+                    table_location: str | None) -> PartitionResult:
     result = PartitionResult(record["table"], record["partition"], record["location"], Status.MERGED,
                              reason=f"finished the commit run {record['run']} left behind", recovered=True)
     try:
-        recover(fs, area, pid)
+        recover(fs, area, pid, owner, table_location=table_location)
         files, _ = data_files(fs.list(record["location"]))
+    except (CommitConflict, InputsChanged) as e:
+        log.warning("%s", e)
+        result.status, result.reason, result.recovered = Status.SKIPPED, str(e)[:REASON_CHARS], False
+        return result
     except Exception as e:
         log.exception("%s/%s: could not finish an interrupted commit", record["table"], record["partition"])
         result.status, result.reason = Status.FAILED, f"finishing an interrupted commit: {type(e).__name__}: {e}"

@@ -26,9 +26,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pyspark.sql import SparkSession
 
-from . import copy_merge, grouping, maintenance
+from . import copy_merge, grouping, maintenance, storage
 from .batch import PartitionTask
-from .commit import check_unchanged, commit, fault_point, recover
+from .commit import CommitConflict, InputsChanged, check_unchanged, commit, fault_point, recover
 from .copy_merge import CopyMergeError, partition_rows, readable_footers
 from .grouping import Engine, Work, staged_suffix
 from .hadoop_fs import HadoopFS
@@ -49,6 +49,9 @@ class BatchRunner:
         self.batch_id = batch_id
         self.dry_run = dry_run
         self.attempt = uuid.uuid4().hex[:12]
+        self.owner = f"{run}/{self.attempt}"  # names this job in the journals it holds
+        self._private_areas: set[str] = set()
+        self._areas_lock = threading.Lock()
         # A file Spark cannot read must fail the job, never be skipped silently in both the write
         # and the verification pass (a cluster's defaults may turn skipping on).
         spark.conf.set("spark.sql.files.ignoreCorruptFiles", "false")
@@ -65,7 +68,7 @@ class BatchRunner:
 
     def maintain(self, areas: list[dict], tasks: list[PartitionTask]) -> list[PartitionResult]:
         """Look after the work areas this job owns (``maintenance.maintain``); not in a dry run."""
-        return [] if self.dry_run else maintenance.maintain(self.fs, self.run, areas, tasks)
+        return [] if self.dry_run else maintenance.maintain(self.fs, self.run, self.owner, areas, tasks)
 
     # --- the batch --------------------------------------------------------------------------
     def run_batch(self, tasks: list[PartitionTask]) -> list[PartitionResult]:
@@ -127,7 +130,12 @@ class BatchRunner:
     def prepare(self, task: PartitionTask, started: float) -> Work | PartitionResult:
         area = WorkArea(task.work_dir)
         pid = partition_id(task.table_name, task.partition)
-        recovered = recover(self.fs, area, pid) is not None if not self.dry_run else False
+        try:
+            recovered = recover(self.fs, area, pid, self.owner, location=task.location) is not None \
+                if not self.dry_run else False
+        except (CommitConflict, InputsChanged) as e:
+            return PartitionResult(task.table_name, task.partition, task.location, Status.SKIPPED, reason=str(e),
+                                   listed=False, stats_files=task.num_files, stats_bytes=task.total_size)
         files, folders = grouping.data_files(self.fs.list(task.location))
         result = PartitionResult(task.table_name, task.partition, task.location, Status.NOTHING_TO_DO,
                                  files_before=len(files), bytes_before=sum(f.size for f in files),
@@ -167,9 +175,29 @@ class BatchRunner:
             result.files_after = result.files_before - result.files_merged + len(groups)
             result.sizes_after = None  # not known before the merge
             return result
+        reason = self._storage_refusal(task.location)
+        if reason:
+            return skip(reason)
+        self._private_area(area)
         codec = grouping.output_codec(footers[groups[0].files[0].path])
         return Work(task, pid, area, result, files, footers, groups, codec, started,
                     staging=f"{area.staging(self.run, pid)}/{self.attempt}")
+
+    def _storage_refusal(self, location: str) -> str | None:
+        return storage.commit_refusal(self.fs.resolved_scheme(location))
+
+    def _private_area(self, area: WorkArea) -> None:
+        """The work area is created readable by its owner only; one that exists wider is
+        used as it is (an administrator may have widened it on purpose) with a warning."""
+        with self._areas_lock:
+            if area.root in self._private_areas:
+                return
+            self._private_areas.add(area.root)
+        if not self.fs.make_private_folder(area.root):
+            mode = self.fs.permission(area.root)
+            if mode & 0o022:
+                log.warning("work area %s is writable by others (mode %o): its journals decide which files move; "
+                            "restrict it to the account that runs the merges (chmod 700)", area.root, mode)
 
     # --- phase 2: stage (rewrites: rewrite.RewriteEngine) -----------------------------------
     def stage_copies(self, work: Work) -> None:
@@ -193,8 +221,9 @@ class BatchRunner:
             inputs = [f for g in work.groups for f in g.files]
             outputs = [o for g in work.groups for o in g.staged]
             record = CommitRecord(
-                run=self.run, pid=work.pid, staging=work.staging, table=task.table_name, partition=task.partition,
-                location=task.location, inputs=[{"name": f.name, "size": f.size} for f in inputs], outputs=outputs,
+                run=self.run, pid=work.pid, owner=self.owner, staging=work.staging, table=task.table_name,
+                partition=task.partition, location=task.location, outputs=outputs,
+                inputs=[{"name": f.name, "size": f.size, "mtime": f.modification_time} for f in inputs],
                 stats_before={k: task.statistics.get(k) for k in STATISTICS_KEYS})
             commit(self.fs, work.area, record.to_dict(), check_inputs=lambda: check_unchanged(self.fs, task.label, inputs))
             after, _ = grouping.data_files(self.fs.list(task.location))

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from .batch import MAX_ENCODED_BATCH, PartitionTask
 from .config import FanOut, TablePolicy
 from .metastore import NUM_FILES, NUM_ROWS, TOTAL_SIZE, PartitionInfo, TableInfo
-from .paths import default_work_dir, location_problem
+from .paths import canonical, default_work_dir, location_problem
 from .results import LISTED_AT, STATISTICS_KEYS
+from .storage import plan_refusal
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ def table_refusal(table: TableInfo) -> str | None:
         return f"is bucketed ({table.num_buckets} buckets): merging files would break the bucket layout"
     if table.storage_format is None:
         return f"has an unsupported storage format ({table.input_format or 'unknown'}); only ORC and Parquet are merged"
-    return None
+    return plan_refusal(table.location)
 
 
 DDL_TIME = "transient_lastDdlTime"
@@ -86,6 +87,7 @@ def plan_table(table: TableInfo, policy: TablePolicy, partitions, work_root: str
         return tasks, [Skipped(table.name, "", refusal)]
     work_dir = table_work_dir(table, policy, work_root)
     now = time.time() if now is None else now
+    folders: dict[str, str] = {}
     for p in partitions:
         if candidate(p, policy):
             reason = "statistics"
@@ -96,6 +98,10 @@ def plan_table(table: TableInfo, policy: TablePolicy, partitions, work_root: str
         else:
             continue
         problem = location_problem(p.location, table.location, bool(table.partition_keys))
+        if not problem and canonical(p.location) in folders:
+            # One folder, two partitions: a commit holds a partition, so both could be merged at once.
+            problem = f"shares its folder {p.location} with partition {folders[canonical(p.location)]}"
+        folders.setdefault(canonical(p.location), p.name)
         if problem:
             skipped.append(Skipped(table.name, p.name, problem))
             continue

@@ -39,11 +39,12 @@ class CommitRecord:
     ``STATISTICS_KEYS``, None where the partition had none)."""
     run: str
     pid: str
+    owner: str  # the job that holds the journal (a replay takes it over)
     staging: str
     table: str
     partition: str
     location: str
-    inputs: list[dict]  # {"name", "size"}
+    inputs: list[dict]  # {"name", "size", "mtime"}: the identity a replay checks
     outputs: list[dict]  # {"staged", "name", "size"}
     stats_before: dict[str, str | None]
 

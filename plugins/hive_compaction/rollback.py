@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import logging
 import time
+import uuid
 
-from .work_area import WorkArea
+from .work_area import UnsafeRecord, WorkArea, check_record, read_journal
 from .hadoop_fs import HadoopFS
 
 log = logging.getLogger(__name__)
@@ -25,36 +26,69 @@ def manifests(fs: HadoopFS, area: WorkArea, run: str) -> list[dict]:
             if e.name.endswith(".json") and not e.name.startswith(".")]
 
 
-def rollback_partition(fs: HadoopFS, area: WorkArea, manifest: dict) -> dict:
+def rollback_partition(fs: HadoopFS, area: WorkArea, manifest: dict, table_location: str,
+                       owner: str = "rollback") -> dict:
+    """Undo one committed merge. Everything is checked before anything moves: the manifest's
+    names and folders, that no commit or replay holds the partition (its journal and replay
+    claim are taken), that every file to move is where the manifest says and that no name it
+    moves to is taken; else nothing changes."""
     if manifest.get("rolled_back_at"):
         return manifest
+    label = f"{manifest['table']} {manifest['partition']}"
+    pid = manifest["pid"]
+    try:
+        check_record(manifest, area, pid, table_location=table_location)
+    except UnsafeRecord as e:
+        raise RollbackError(str(e)) from None
     location = manifest["location"].rstrip("/")
     trash = manifest["trash"]
-    gone_inputs = [f["name"] for f in manifest["inputs"]
-                   if not fs.exists(f"{trash}/{f['name']}") and not fs.exists(f"{location}/{f['name']}")]
-    if gone_inputs:
-        raise RollbackError(f"{manifest['table']} {manifest['partition']}: original file(s) {gone_inputs[:3]} "
-                            "are no longer in the trash (purged after the retention?); nothing was changed")
-    replaced = [o["name"] for o in manifest["outputs"]
-                if not fs.exists(f"{location}/{o['name']}") and not fs.exists(f"{trash}/rolled-back/{o['name']}")]
-    if replaced:
-        raise RollbackError(f"{manifest['table']} {manifest['partition']}: merged file(s) {replaced[:3]} are gone "
-                            "from the partition (a later compaction replaced them? roll that run back first); "
-                            "nothing was changed")
-    for o in manifest["outputs"]:
-        if fs.exists(f"{location}/{o['name']}"):
-            fs.rename(f"{location}/{o['name']}", f"{trash}/rolled-back/{o['name']}")
-    for f in manifest["inputs"]:
-        if fs.exists(f"{trash}/{f['name']}"):
-            fs.rename(f"{trash}/{f['name']}", f"{location}/{f['name']}")
+    if trash.rstrip("/") != area.trash(manifest["run"], pid):
+        raise RollbackError(f"{label}: the manifest's trash {trash} is not this work area's; nothing was changed")
+    # Hold the partition as a commit would: no merge or replay can start while files move back.
+    journal = area.journal(pid)
+    held = not fs.create_exclusive(journal, json.dumps({**manifest, "owner": owner, "rollback": True}))
+    if held and not (read_journal(fs, journal) or {}).get("rollback"):  # an interrupted rollback: finish it
+        raise RollbackError(f"{label}: a commit of this partition is under way or unfinished ({area.journal(pid)}); "
+                            "let it finish (run the DAG) and roll back then; nothing was changed")
+    try:
+        _check_and_move(fs, manifest, label, location, trash)
+    finally:
+        fs.delete(journal)
     done = {**manifest, "rolled_back_at": time.time()}
-    fs.write_text_atomic(area.manifest(manifest["run"], manifest["pid"]), json.dumps(done, indent=1))
-    log.info("rolled back %s %s: %d file(s) restored, %d merged file(s) moved to %s/rolled-back",
-             manifest["table"], manifest["partition"], len(manifest["inputs"]), len(manifest["outputs"]), trash)
+    fs.write_text_atomic(area.manifest(manifest["run"], pid), json.dumps(done, indent=1))
+    log.info("rolled back %s: %d file(s) restored, %d merged file(s) moved to %s/rolled-back",
+             label, len(manifest["inputs"]), len(manifest["outputs"]), trash)
     return done
 
 
-def rollback_run(fs: HadoopFS, area: WorkArea, run: str, partitions: list[str] | None = None) -> list[dict]:
+def _check_and_move(fs: HadoopFS, manifest: dict, label: str, location: str, trash: str) -> None:
+    inputs, outputs = manifest["inputs"], manifest["outputs"]
+    paths = ([f"{trash}/{f['name']}" for f in inputs] + [f"{location}/{f['name']}" for f in inputs]
+             + [f"{location}/{o['name']}" for o in outputs] + [f"{trash}/rolled-back/{o['name']}" for o in outputs])
+    found = fs.statuses(paths)
+    n, m = len(inputs), len(outputs)
+    in_trash, in_place = found[:n], found[n:2 * n]
+    published, retired = found[2 * n:2 * n + m], found[2 * n + m:]
+    gone = [f["name"] for f, t, p in zip(inputs, in_trash, in_place) if t is None and p is None]
+    if gone:
+        raise RollbackError(f"{label}: original file(s) {gone[:3]} are no longer in the trash (purged after the "
+                            "retention?); nothing was changed")
+    clash = [f["name"] for f, t, p in zip(inputs, in_trash, in_place) if t is not None and p is not None]
+    clash += [o["name"] for o, p, r in zip(outputs, published, retired) if p is not None and r is not None]
+    if clash:
+        raise RollbackError(f"{label}: file name(s) {clash[:3]} exist both in the partition and where rollback "
+                            "would move them (a writer reused the names?); nothing was changed")
+    replaced = [o["name"] for o, p, r in zip(outputs, published, retired) if p is None and r is None]
+    if replaced:
+        raise RollbackError(f"{label}: merged file(s) {replaced[:3]} are gone from the partition (a later "
+                            "compaction replaced them? roll that run back first); nothing was changed")
+    # Outputs leave before the originals return: never both visible at once.
+    fs.move_all([(f"{location}/{o['name']}", f"{trash}/rolled-back/{o['name']}") for o in outputs])
+    fs.move_all([(f"{trash}/{f['name']}", f"{location}/{f['name']}") for f in inputs])
+
+
+def rollback_run(fs: HadoopFS, area: WorkArea, run: str, table_location: str,
+                 partitions: list[str] | None = None) -> list[dict]:
     found = manifests(fs, area, run)
     if partitions:
         missing = set(partitions) - {m["partition"] for m in found}
@@ -63,4 +97,4 @@ def rollback_run(fs: HadoopFS, area: WorkArea, run: str, partitions: list[str] |
         found = [m for m in found if m["partition"] in partitions]
     if not found:
         raise RollbackError(f"run {run} has no committed compaction in {area.root}")
-    return [rollback_partition(fs, area, m) for m in found]
+    return [rollback_partition(fs, area, m, table_location, owner=f"rollback/{uuid.uuid4().hex[:12]}") for m in found]

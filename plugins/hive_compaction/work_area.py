@@ -4,6 +4,7 @@ Beside the table, never inside a partition (Hive and ``MSCK REPAIR`` do not read
 
     <root>/staging/<run>/<partition id>/<attempt>/  merged outputs before they are committed
     <root>/journal/<partition id>.json       a decided commit, until it is fully applied
+    <root>/journal/<partition id>.replay     held by the one job replaying that journal
     <root>/trash/<run>/<partition id>/       replaced inputs, kept for rollback
     <root>/manifests/<run>/<partition id>.json  what a committed merge replaced (rollback, purge)
 
@@ -15,8 +16,11 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from dataclasses import dataclass
+
+from .paths import canonical, is_within, location_problem, partition_id
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +42,9 @@ class WorkArea:
     def journal(self, pid: str) -> str:
         return f"{self.journals}/{pid}.json"
 
+    def replay_claim(self, pid: str) -> str:
+        return f"{self.journals}/{pid}.replay"
+
     def trash(self, run: str, pid: str) -> str:
         return f"{self.root}/trash/{run}/{pid}"
 
@@ -46,6 +53,50 @@ class WorkArea:
 
     def manifest(self, run: str, pid: str) -> str:
         return f"{self.manifests(run)}/{pid}.json"
+
+
+class UnsafeRecord(RuntimeError):
+    """A journal or manifest that would move files outside its partition or work area."""
+
+
+# A file or run name: one path segment, nothing that climbs or hides.
+_SEGMENT = re.compile(r"^(?!\.{1,2}$)[^/\\\x00]+$")
+
+
+def check_record(record: dict, area: WorkArea, pid: str, location: str | None = None,
+                 table_location: str | None = None) -> None:
+    """Before a journal or manifest decides any move: its names are plain file names, its
+    partition id is the one its file is named by and its table and partition hash to, its
+    staged files lie in this work area's staging folder, and its folder is the partition's
+    (``location``) or lies inside the table (``table_location``). Anyone who can write the work
+    area could otherwise make the service account move table files out or foreign files in."""
+    label = f"{record.get('table')}/{record.get('partition')}"
+    problems = []
+    if record.get("pid") != pid or partition_id(str(record.get("table")), str(record.get("partition"))) != pid:
+        problems.append(f"partition id {record.get('pid')!r} does not match its file {pid!r} or its partition")
+    if not _SEGMENT.match(str(record.get("run", ""))):
+        problems.append(f"run {record.get('run')!r} is not a plain name")
+    names = [f.get("name", "") for f in record.get("inputs", [])] + [o.get("name", "") for o in record.get("outputs", [])]
+    bad = [n for n in names if not _SEGMENT.match(str(n))]
+    if bad:
+        problems.append(f"file names {bad[:3]} are not plain names")
+    staging = f"{area.root}/staging"
+    outside = [o.get("staged") for o in record.get("outputs", []) if not is_within(str(o.get("staged")), staging)]
+    if outside:
+        problems.append(f"staged files {outside[:3]} lie outside {staging}")
+    where = str(record.get("location", ""))
+    if location is not None and canonical(where) != canonical(location):
+        problems.append(f"folder {where} is not the partition's ({location})")
+    elif location is None:
+        why = location_problem(where, table_location or "", bool(record.get("partition"))) if table_location \
+            else "no table location to check it against"
+        if why:
+            problems.append(f"folder: {why}")
+    if is_within(where, area.root) or canonical(where) == canonical(area.root):
+        problems.append(f"folder {where} lies in the work area")
+    if problems:
+        raise UnsafeRecord(f"{label}: the commit record in {area.root} is refused, nothing was moved: "
+                           + "; ".join(problems))
 
 
 def read_journal(fs, uri: str) -> dict | None:

@@ -1,0 +1,151 @@
+"""The commit protocol against other actors (issue 11): writers that rewrite a partition after a
+commit was decided, tampered journals, rollbacks that would clash, exclusive journals, private
+work areas. Real stack: the Metastore, spark-submit of the merge job, real ORC and Parquet files;
+every row checked by content checksum."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+from harness import ROOT
+
+from hive_compaction.hadoop_fs import HadoopFS
+from hive_compaction.work_area import read_journal
+
+pytestmark = pytest.mark.integration
+
+
+def data_files(folder: Path) -> list[Path]:
+    return sorted(f for f in folder.iterdir() if f.is_file() and not f.name.startswith((".", "_")))
+
+
+def work_area(stack, db: str, table: str) -> Path:
+    return Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db" / ".hive_compaction" / table
+
+
+def killed_at(stack, cfg, point: str, run_id: str = "killed"):
+    batch = stack.plan_batches(cfg, run_id=run_id)["spark_args"][0]["application_args"][1]
+    p = stack.spark_submit(batch, HIVE_COMPACTION_TEST_KILL_AT=point)
+    assert p.returncode != 0, p.stdout[-3000:]
+    return p
+
+
+@pytest.mark.parametrize("point, storage", [("journaled", "ORC"), ("inputs_moved", "PARQUET")])
+def test_a_replay_never_acts_on_inputs_a_writer_replaced_since_the_commit_was_decided(stack, tmp_path, point,
+                                                                                      storage):
+    """A crash after the journal, then a writer rewrites the partition reusing a file name (as
+    Hive's INSERT OVERWRITE does with 000000_0): the next run must not retire the new file or
+    publish the stale merged output. The partition keeps exactly the writer's rows."""
+    db, table, dt = f"replaced_{point}", "events", "2026-05-01"
+    stack.make_table(db, table, storage, [dt], files=4, rows=200)
+    stack.make_table(db, "writer", storage, [dt], files=1, rows=37)
+    folder = stack.partition_location(db, table, f"dt={dt}")
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])
+    inputs = [f.name for f in data_files(folder)]
+    killed_at(stack, cfg, point)
+    assert len(list((work_area(stack, db, table) / "journal").glob("*.json"))) == 1
+
+    # The writer: the partition now holds only its file, under the name of one of the inputs.
+    for f in folder.iterdir():  # with the local file system's .crc side files
+        f.unlink()
+    shutil.copy(data_files(stack.partition_location(db, "writer", f"dt={dt}"))[0], folder / inputs[0])
+    writer_content = stack.content(db, "writer")[f"dt={dt}"]
+    written = (folder / inputs[0]).read_bytes()
+
+    run = stack.run_dag(cfg, conf={"partition_date": dt})
+    assert run.state == "success", run.log[-4000:]
+    assert "the interrupted commit of run killed was not finished" in run.log
+    assert "changed or vanished since it was decided" in run.log
+    assert [f.name for f in data_files(folder)] == [inputs[0]] and (folder / inputs[0]).read_bytes() == written
+    assert stack.content(db, table)[f"dt={dt}"] == writer_content
+    assert not list((work_area(stack, db, table) / "journal").glob("*.json"))
+
+
+def test_a_tampered_journal_moves_nothing(stack, tmp_path):
+    """Whoever can write the work area must not be able to make the job move other files: a
+    journal naming a file outside the partition (or staged outside the work area) is refused."""
+    db, table, dt = "tampered", "events", "2026-05-02"
+    stack.make_table(db, table, "ORC", [dt], files=3, rows=90)
+    stack.make_table(db, "victim", "ORC", [dt], files=2, rows=40)
+    folder = stack.partition_location(db, table, f"dt={dt}")
+    victim = stack.partition_location(db, "victim", f"dt={dt}")
+    victim_files = {f.name: f.read_bytes() for f in data_files(victim)}
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])
+    killed_at(stack, cfg, "journaled")
+    before = {f.name: f.read_bytes() for f in data_files(folder)}
+    content = stack.content(db, table)
+    journal = next((work_area(stack, db, table) / "journal").glob("*.json"))
+    record = json.loads(journal.read_text())
+    record["inputs"][0]["name"] = f"../../victim/dt={dt}/{data_files(victim)[0].name}"
+    journal.write_text(json.dumps(record))
+
+    run = stack.run_dag(cfg, conf={"partition_date": dt})
+    assert run.state == "failed"  # a person must look: someone wrote into the work area
+    assert "the commit record in" in run.log and "is refused, nothing was moved" in run.log
+    assert "are not plain names" in run.log
+    assert {f.name: f.read_bytes() for f in data_files(victim)} == victim_files
+    assert {f.name: f.read_bytes() for f in data_files(folder)} == before
+    assert stack.content(db, table) == content
+
+
+def test_rollback_checks_every_clash_before_it_moves_anything(stack, tmp_path):
+    db, table, dt = "rb_clash", "events", "2026-05-03"
+    stack.make_table(db, table, "PARQUET", [dt], files=4, rows=120)
+    folder = stack.partition_location(db, table, f"dt={dt}")
+    inputs = [f.name for f in data_files(folder)]
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])
+    run = stack.run_dag(cfg, conf={"partition_date": dt})
+    assert run.state == "success", run.log[-4000:]
+    merged = data_files(folder)
+    assert len(merged) == 1
+    # A writer adds a file under the name one original had: restoring that original would
+    # replace it, so the rollback must refuse before moving the merged file out.
+    shutil.copy(merged[0], folder / inputs[-1])  # (no .crc side file: none is needed to read it)
+    after_writer = {f.name: f.read_bytes() for f in data_files(folder)}
+    cmd = ["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false",
+           str(ROOT / "spark_jobs" / "rollback.py"), "--table", f"{db}.{table}", "--run", run.run_id,
+           "--metastore", f"127.0.0.1:{stack.port}", "--config", str(cfg)]
+    p = subprocess.run(cmd, env=stack.env(cfg), capture_output=True, text=True, timeout=600)
+    assert p.returncode == 1, p.stdout[-3000:]
+    assert f"file name(s) ['{inputs[-1]}'] exist both in the partition and where rollback" in p.stdout + p.stderr, \
+        p.stdout[-3000:]
+    assert {f.name: f.read_bytes() for f in data_files(folder)} == after_writer
+    assert not list((work_area(stack, db, table) / "journal").glob("*.json"))  # its hold released
+
+
+def test_work_areas_are_private_to_the_account_that_merges(stack, tmp_path):
+    db, table, dt = "private", "events", "2026-05-04"
+    stack.make_table(db, table, "ORC", [dt], files=3, rows=60)
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])
+    run = stack.run_dag(cfg, conf={"partition_date": dt})
+    assert run.state == "success", run.log[-4000:]
+    assert work_area(stack, db, table).stat().st_mode & 0o777 == 0o700
+
+
+def test_a_journal_is_published_whole_and_to_one_publisher_only(spark, tmp_path):
+    """The local file system's create(overwrite=false) checks, then writes: two committers could
+    both win. Ours publishes with a hard link (``storage.HARD_LINK``): of many racing publishers
+    exactly one wins, and what it published is whole."""
+    fs = HadoopFS(spark)
+    target = f"file://{tmp_path}/journal/p.json"
+    for round_ in range(5):
+        wins, barrier = [], threading.Barrier(4)
+
+        def publish(i: int) -> None:
+            barrier.wait()
+            if fs.create_exclusive(target, json.dumps({"owner": i, "pad": "x" * 200_000})):
+                wins.append(i)
+
+        threads = [threading.Thread(target=publish, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(wins) == 1, (round_, wins)
+        assert read_journal(fs, target)["owner"] == wins[0]
+        assert sorted(p.name for p in (tmp_path / "journal").iterdir() if not p.name.endswith(".crc")) == ["p.json"]
+        fs.delete(target)
