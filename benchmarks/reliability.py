@@ -2,6 +2,7 @@
 let the next DAG run repair it, and check every row.
 
     python benchmarks/reliability.py [--formats ORC PARQUET] [--partitions 2] [--files 4] [--rows 250]
+    python benchmarks/reliability.py --adversaries     # other actors at every step instead of kills
 
 For each format and kill point, a table is made, its merge job is killed at that point (through
 the test-only kill hook, not by timing), then one real DAG run over all the tables must finish
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import sys
 import tempfile
 from collections import Counter
@@ -22,7 +24,7 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "scripts"),
                 str(Path(__file__).resolve().parents[1] / "plugins")]
 
-from harness import Stack  # noqa: E402
+from harness import ROOT, Stack  # noqa: E402
 from hive_compaction.commit import KILL_POINTS  # noqa: E402
 
 
@@ -81,20 +83,156 @@ def kill_matrix(stack: Stack, work: Path, formats=("ORC", "PARQUET"), points=KIL
     return figures
 
 
+# Other actors at a commit step, and what the partition must hold once the next run is done.
+ADVERSARIES = ("add", "overwrite", "drop", "rival", "rollback", "purge")
+
+
+def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=ADVERSARIES,
+                     rows: int = 120, db: str = "adversaries") -> dict:
+    """At each commit step, pause the merge job (the test hook) while another actor acts on its
+    partition: a writer adding a file, a writer overwriting the partition reusing the inputs'
+    names, a DROP PARTITION, a second committer (another run's merge job), a rollback of the
+    running commit, a purge by another run's job with every folder aged past the retention. Then
+    one DAG run of the date, and every row checked against what the actor left: nothing lost,
+    nothing duplicated, no dropped folder re-created, no journal left, statistics = disk. ORC and
+    Parquet alternate across the cases."""
+    import os
+    dt = "2026-04-01"
+    formats = ("ORC", "PARQUET")
+    for fmt in formats:
+        stack.make_table(db, f"src_{fmt.lower()}", fmt, [dt], files=1, rows=17)
+        stack.make_table(db, f"writer_{fmt.lower()}", fmt, [dt], files=4, rows=60)
+    cases = {(point, adv): (f"{adv}_{point}", formats[(i + j) % 2])
+             for i, point in enumerate(points) for j, adv in enumerate(adversaries)}
+    expected, actions, figures = {}, {}, {"cases": 0, "rows_checked": 0, "rows_lost": 0, "rows_duplicated": 0,
+                                          "folders_recreated": 0, "msck_changed": 0, "journals_left": 0, "statistics_wrong": 0,
+                                          "not_reached": 0, "problems": [], "matrix": {}}
+    log_path = work / "adversaries.log"
+    for (point, adv), (table, fmt) in cases.items():
+        stack.make_table(db, table, fmt, [dt], files=4, rows=rows)
+        folder = stack.partition_location(db, table, f"dt={dt}")
+        before = stack.rows(db, table).get(f"dt={dt}", [])
+        cfg = stack.write_config(work / f"{table}.yaml", [{"name": f"{db}.{table}"}])
+        f = fmt.lower()
+        if adv == "add":
+            source = next(p for p in stack.partition_location(db, f"src_{f}", f"dt={dt}").iterdir()
+                          if not p.name.startswith((".", "_")))
+            actions[str(folder)] = {"action": "add", "source": str(source), "name": f"part-late.{f}"}
+            expected[table] = sorted(before + stack.rows(db, f"src_{f}")[f"dt={dt}"])
+        elif adv == "overwrite":
+            writer = stack.partition_location(db, f"writer_{f}", f"dt={dt}")
+            inputs = sorted(p.name for p in folder.iterdir() if not p.name.startswith((".", "_")))
+            actions[str(folder)] = {"action": "overwrite", "names": inputs,
+                                    "sources": sorted(str(p) for p in writer.iterdir() if not p.name.startswith((".", "_")))}
+            expected[table] = stack.rows(db, f"writer_{f}")[f"dt={dt}"]
+        elif adv == "drop":
+            actions[str(folder)] = {"action": "drop", "db": db, "table": table, "partition": f"dt={dt}"}
+            expected[table] = None
+        else:
+            rival = stack.plan_batches(cfg, run_id=f"rival-{table}")["spark_args"][0]["application_args"][1]
+            argv = stack.spark_submit_cmd(rival)
+            if adv == "rollback":
+                argv = ["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false",
+                        str(ROOT / "spark_jobs" / "rollback.py"), "--table", f"{db}.{table}", "--run", f"adv-{point}",
+                        "--metastore", f"127.0.0.1:{stack.port}", "--config", str(cfg)]
+            elif adv == "purge":  # every folder of the work area older than any retention, then a rival's job
+                area = folder.parent.parent / ".hive_compaction" / table
+                age = (f"import os,time; t=time.time()-40*86400; "
+                       f"[os.utime(os.path.join(d,n),(t,t)) for d,ds,fs in os.walk({str(area)!r}) for n in ds+fs]")
+                argv = ["bash", "-c", f"{sys.executable} -c {json.dumps(age)} && " + " ".join(map(shlex.quote, argv))]
+            actions[str(folder)] = {"action": "command", "argv": argv, "label": adv}
+            expected[table] = before
+    for point in points:
+        tables = [cases[(point, adv)][0] for adv in adversaries]
+        cfg = stack.write_config(work / f"point-{point}.yaml", [{"name": f"{db}.{t}", "trash_retention_days": 1}
+                                                                for t in tables])
+        for spark_args in stack.plan_batches(cfg, run_id=f"adv-{point}")["spark_args"]:
+            stack.spark_submit(spark_args["application_args"][1], config_path=cfg,
+                               HIVE_COMPACTION_TEST_HOOK_AT=point,
+                               HIVE_COMPACTION_TEST_HOOK_CMD=f"{shlex.quote(sys.executable)} {ROOT / 'scripts' / 'adversaries.py'}",
+                               HIVE_COMPACTION_ADVERSARIES=json.dumps(actions),
+                               HIVE_COMPACTION_ADVERSARY_LOG=str(log_path), HIVE_METASTORE_PORT=str(stack.port))
+    acted = Counter(json.loads(line)["folder"] for line in log_path.read_text().splitlines()) \
+        if log_path.exists() else Counter()
+    cfg = stack.write_config(work / "adv-all.yaml", [{"name": f"{db}.{t}"} for t, _ in cases.values()])
+    run = stack.run_dag(cfg, conf={"partition_date": dt})
+    figures["recovery_run"] = run.state
+    if run.state != "success":
+        figures["problems"] += [line.strip()[:400] for line in run.log.splitlines()
+                                if re.search(r"FAILED |ERROR hive_compaction|Error: |Exception: ", line)][-20:]
+    warehouse = Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db"
+    for (point, adv), (table, fmt) in cases.items():
+        figures["cases"] += 1
+        folder = warehouse / table / f"dt={dt}"
+        if acted[str(folder)] != 1:
+            figures["not_reached"] += 1
+            figures["problems"].append(f"{table}: the {adv} actor ran {acted[str(folder)]} time(s) at {point}")
+        after = stack.rows(db, table).get(f"dt={dt}")
+        problems = []
+        if expected[table] is None:  # dropped: gone from the Metastore, its folder never re-created
+            if folder.exists():
+                figures["folders_recreated"] += 1
+                problems.append("dropped partition's folder re-created")
+            if after:
+                problems.append(f"dropped partition has {len(after)} row(s)")
+        else:
+            old, new = Counter(expected[table]), Counter(after or [])
+            lost, dup = sum((old - new).values()), sum((new - old).values())
+            figures["rows_checked"] += sum(old.values())
+            figures["rows_lost"] += lost
+            figures["rows_duplicated"] += dup
+            if lost or dup:
+                problems.append(f"{lost} row(s) lost, {dup} duplicated")
+            part = stack.snapshot(db, table).get(f"dt={dt}")
+            if part and (part["hms_num_files"], part["hms_total_size"]) != (str(part["num_files"]), str(part["bytes"])):
+                figures["statistics_wrong"] += 1
+                problems.append("Metastore statistics differ from the disk")
+        # MSCK REPAIR must find nothing to add (no re-created or stray folder) and change no row.
+        stack.spark.sql(f"MSCK REPAIR TABLE {db}.{table}")
+        if stack.rows(db, table).get(f"dt={dt}") != after:
+            figures["msck_changed"] += 1
+            problems.append("MSCK REPAIR TABLE changed the table")
+        journals = list((warehouse / ".hive_compaction" / table / "journal").glob("*.json"))
+        figures["journals_left"] += len(journals)
+        if journals:
+            problems.append(f"journal(s) left: {[j.name for j in journals]}")
+        figures["matrix"].setdefault(point, {})[adv] = "ok" if not problems else "; ".join(problems)
+        figures["problems"] += [f"{table} ({fmt}, {adv} at {point}): {p}" for p in problems]
+    return figures
+
+
+def print_matrix(figures: dict) -> None:
+    advs = list(next(iter(figures["matrix"].values())).keys()) if figures["matrix"] else []
+    print(f"{'step':<18}" + "".join(f"{a:>10}" for a in advs))
+    for point, row in figures["matrix"].items():
+        print(f"{point:<18}" + "".join(f"{('ok' if row[a] == 'ok' else 'FAIL'):>10}" for a in advs))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--formats", nargs="+", default=["ORC", "PARQUET"])
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--files", type=int, default=4)
     ap.add_argument("--rows", type=int, default=250)
+    ap.add_argument("--adversaries", action="store_true",
+                    help="instead of kills: other actors at every commit step (adversary_matrix)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="reliability-") as tmp:
         stack = Stack(Path(tmp))
         stack.start()
         try:
-            f = kill_matrix(stack, Path(tmp), args.formats, KILL_POINTS, args.partitions, args.files, args.rows)
+            if args.adversaries:
+                f = adversary_matrix(stack, Path(tmp), KILL_POINTS, ADVERSARIES, args.rows)
+            else:
+                f = kill_matrix(stack, Path(tmp), args.formats, KILL_POINTS, args.partitions, args.files, args.rows)
         finally:
             stack.stop()
+    if args.adversaries:
+        print_matrix(f)
+        for problem in f["problems"]:
+            print(f"problem: {problem}")
+        print(json.dumps({k: v for k, v in f.items() if k != "matrix"}))
+        return 0 if not f["problems"] and f["recovery_run"] == "success" else 1
     for key in ("kill_points_tried", "runs", "partitions_checked", "rows_checked", "rows_lost",
                 "rows_duplicated", "leftovers", "kills_not_reached", "recovery_run"):
         print(f"{key:>20}: {f[key]}")

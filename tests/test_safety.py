@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from hive_compaction.commit import KILL_POINTS
 
-from reliability import kill_matrix
+from reliability import ADVERSARIES, adversary_matrix, kill_matrix, print_matrix
 from test_end_to_end import files_with_times
 
 pytestmark = pytest.mark.integration
@@ -31,6 +31,23 @@ def test_a_kill_at_every_commit_step_is_repaired_by_the_next_run(stack, tmp_path
     assert figures["rows_lost"] == 0 and figures["rows_duplicated"] == 0
     assert figures["leftovers"] == 0 and figures["kills_not_reached"] == 0
     assert figures["problems"] == []
+
+
+def test_other_actors_at_commit_steps_never_lose_or_duplicate_a_row(stack, tmp_path):
+    """The reliability script's adversary matrix on three steps (before the journal, between two
+    input moves, after the outputs moved; `benchmarks/reliability.py --adversaries` runs every
+    step): writers, a DROP PARTITION, a second committer, a rollback and a purge act while the
+    job is paused there; then every row is checked against what they left, before and after an
+    MSCK REPAIR TABLE."""
+    points = ("staged", "input_moved", "outputs_moved")
+    figures = adversary_matrix(stack, tmp_path, points=points)
+    print_matrix(figures)
+    assert figures["cases"] == len(points) * len(ADVERSARIES)
+    assert figures["problems"] == [], figures["problems"]
+    assert figures["recovery_run"] == "success"
+    assert figures["rows_checked"] > 0 and figures["rows_lost"] == 0 and figures["rows_duplicated"] == 0
+    assert figures["folders_recreated"] == 0 and figures["journals_left"] == 0 and figures["not_reached"] == 0
+    assert figures["msck_changed"] == 0
 
 
 def test_an_interrupted_commit_is_finished_even_when_the_next_run_selects_other_dates(stack, tmp_path):

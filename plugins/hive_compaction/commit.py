@@ -65,35 +65,21 @@ class InputsChanged(RuntimeError):
     """A decided commit's inputs were changed by someone else: the replay stopped, and said so."""
 
 
-def commit(fs: HadoopFS, area: WorkArea, record: dict, check_inputs) -> dict:
+def commit(fs: HadoopFS, area: WorkArea, record: dict) -> dict:
     """Publish staged outputs and retire the inputs of one partition. ``record`` keys:
     run, pid, owner, table, partition, location, inputs [{name,size,mtime}], outputs
     [{staged,name,size}].
 
-    The journal is created exclusively, so two runs can never commit one partition at once, and
-    ``check_inputs()`` runs again while it is held: inputs that another run already replaced
-    make this commit stop before moving anything (else its outputs would duplicate rows)."""
+    The journal is published exclusively, so two jobs can never commit one partition at once;
+    the inputs' identity is checked again once it is held, just before the first move (a writer
+    or another run that replaced them makes this commit stop before moving anything)."""
     check_record(record, area, record["pid"], location=record["location"])
     journal = area.journal(record["pid"])
     if not fs.create_exclusive(journal, json.dumps(record, indent=1)):
         raise CommitConflict(f"another run is committing {_label(record)} (journal {journal}); "
                              "nothing was moved, the next run will look at it again")
-    try:
-        check_inputs()
-    except Exception:
-        fs.delete(journal)
-        raise
     fault_point("journaled", _label(record), record["location"])
     return _apply(fs, area, record, first=True)
-
-
-def check_unchanged(fs: HadoopFS, label: str, inputs: list) -> None:
-    """The inputs (DataFile) are still there with the size and modification time they were
-    listed with; else nothing may be committed (a writer or another run changed them)."""
-    for f, st in zip(inputs, fs.statuses([f.path for f in inputs])):
-        if st is None or st.size != f.size or st.modification_time != f.modification_time:
-            raise RuntimeError(f"input {f.name} of {label} changed while it was being merged; "
-                               "nothing was committed, the next run will plan it again")
 
 
 def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | None = None,
@@ -129,39 +115,90 @@ def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | 
         # that before its next step and stops.
         record = {**record, "owner": owner}
         fs.write_text_atomic(journal, json.dumps(record, indent=1))
-        _check_identity(fs, area, record)
         return _apply(fs, area, record)
     finally:
         fs.delete(claim)
 
 
-def _check_identity(fs: HadoopFS, area: WorkArea, record: dict) -> None:
-    """Replay only if every input is the file the journal names (same size and modification
-    time), in the partition or already in the trash. Else another writer changed the partition
-    since the commit was decided (an INSERT OVERWRITE reusing names, a delete): the replay stops,
-    published outputs leave the partition again, inputs already in the trash stay there (they
-    may be what the writer meant to replace), and the journal is removed."""
+def _changed_inputs(fs: HadoopFS, area: WorkArea, record: dict, first: bool) -> tuple[list[str], int]:
+    """(names of inputs that are not the files the journal names, how many are in the trash).
+    An input is unchanged with the size and modification time recorded in the partition, or
+    (on a replay) with its size in the trash."""
     location, trash = record["location"].rstrip("/"), area.trash(record["run"], record["pid"])
     inputs = record["inputs"]
-    found = fs.statuses([f"{location}/{f['name']}" for f in inputs] + [f"{trash}/{f['name']}" for f in inputs])
-    changed = []
-    for f, here, trashed in zip(inputs, found, found[len(inputs):]):
-        st = here or trashed
-        if st is None or st.size != f["size"] or ("mtime" in f and st.modification_time != f["mtime"]):
-            changed.append(f["name"])
+    found = fs.statuses([f"{location}/{f['name']}" for f in inputs] +
+                        ([] if first else [f"{trash}/{f['name']}" for f in inputs]))
+    trashed = found[len(inputs):] or [None] * len(inputs)
+    # In the partition a file is the input only with its size and time; in the trash (this
+    # commit's own folder, which only this account can write) its size is enough.
+    changed = [f["name"] for f, here, gone in zip(inputs, found, trashed)
+               if (here is None and (gone is None or gone.size != f["size"]))
+               or (here is not None and (here.size != f["size"]
+                                         or ("mtime" in f and here.modification_time != f["mtime"])))]
+    return changed, sum(1 for st in trashed if st is not None)
+
+
+def _stop_if_changed(fs: HadoopFS, area: WorkArea, record: dict, first: bool) -> None:
+    """Act only on the files the journal names. On the first pass nothing has moved: the journal
+    goes and the partition is left to whoever changed it. On a replay, another writer changed
+    the partition since the commit was decided (an INSERT OVERWRITE reusing names, a delete): the
+    replay stops, published outputs leave the partition again, inputs already in the trash stay
+    there (they may be what the writer meant to replace), and the journal is removed."""
+    changed, in_trash = _changed_inputs(fs, area, record, first)
     if not changed:
+        return
+    label, journal = _label(record), area.journal(record["pid"])
+    if first:
+        fs.delete(journal)
+        raise CommitConflict(f"input(s) {changed[:3]} of {label} changed while it was being merged; nothing was "
+                             "committed, the next run will plan it again")
+    location = record["location"].rstrip("/")
+    for o in record["outputs"]:
+        published = f"{location}/{o['name']}"
+        if fs.exists(published) and not fs.exists(o["staged"]):
+            fs.rename(published, o["staged"])
+    fs.delete(journal)
+    raise InputsChanged(
+        f"{label}: the interrupted commit of run {record['run']} was not finished: input(s) {changed[:3]} changed "
+        f"or vanished since it was decided (another writer rewrote the partition); the partition was left as that "
+        f"writer left it, {in_trash} replaced file(s) stay in {area.trash(record['run'], record['pid'])} until the "
+        "trash retention ends")
+
+
+def _stop_if_dropped(fs: HadoopFS, area: WorkArea, record: dict, first: bool) -> None:
+    """A partition dropped meanwhile stays dropped: its folder is never re-created (a later
+    ``MSCK REPAIR`` would register it again), nothing is moved into it."""
+    location = record["location"].rstrip("/")
+    if fs.status(location) is not None:
+        return
+    fs.delete(area.journal(record["pid"]))
+    raise (RuntimeError if first else InputsChanged)(
+        f"the folder of {_label(record)} is gone ({location}): dropped while it was being merged? nothing was "
+        f"moved into it; replaced file(s) stay in {area.trash(record['run'], record['pid'])} until the trash "
+        "retention ends")
+
+
+def _stop_if_rewritten(fs: HadoopFS, area: WorkArea, record: dict) -> None:
+    """Once the inputs are in the trash, a file under an input's name in the partition was
+    written since by someone else: Hive's INSERT OVERWRITE reuses 000000_0 after deleting
+    everything, and so may an INSERT INTO once the name is free. Publishing the merged output
+    could bring back rows the writer replaced; putting the inputs back could clash with its files.
+    Without a Metastore lock the two cannot be told apart, so nothing more moves: the merged
+    output stays out, the inputs stay in the trash (named in the error), the journal goes."""
+    location = record["location"].rstrip("/")
+    found = fs.statuses([f"{location}/{f['name']}" for f in record["inputs"]])
+    reused = [f["name"] for f, st in zip(record["inputs"], found) if st is not None]
+    if not reused:
         return
     for o in record["outputs"]:
         published = f"{location}/{o['name']}"
         if fs.exists(published) and not fs.exists(o["staged"]):
             fs.rename(published, o["staged"])
-    in_trash = sum(1 for st in found[len(inputs):] if st is not None)
     fs.delete(area.journal(record["pid"]))
     raise InputsChanged(
-        f"{_label(record)}: the interrupted commit of run {record['run']} was not finished: input(s) "
-        f"{changed[:3]} changed or vanished since it was decided (another writer rewrote the partition); "
-        f"the partition was left as that writer left it, {in_trash} replaced file(s) stay in {trash} until "
-        "the trash retention ends")
+        f"{_label(record)}: a writer wrote {reused[:3]} into the partition while its commit ran (an INSERT "
+        f"OVERWRITE?); the merged output was not published and the replaced files stay in "
+        f"{area.trash(record['run'], record['pid'])} until the trash retention ends: check the partition's rows")
 
 
 def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> dict:
@@ -177,19 +214,20 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> d
                if staged is None and published is None]
     if missing:
         _abandon(fs, area, record, trash, location, f"staged outputs {missing} are gone")
-    if fs.status(location) is None:  # dropped meanwhile: never re-create a partition's folder
-        if first:
-            fs.delete(area.journal(pid))
-        raise RuntimeError(f"the folder of {_label(record)} is gone ({location}): dropped while it was being "
-                           "merged? nothing was moved into it")
+    _stop_if_dropped(fs, area, record, first)
     # Files already moved by an interrupted attempt are skipped: every step can be replayed.
     _check_owner(fs, area, record)
-    moves = [(f"{location}/{f['name']}", f"{trash}/{f['name']}") for f in record["inputs"]]
+    _stop_if_changed(fs, area, record, first)
+    moves = [(f"{location}/{f['name']}", f"{trash}/{f['name']}") + ((f["size"], f["mtime"]) if "mtime" in f else ())
+             for f in record["inputs"]]
     moved = _move(fs, moves, record, "input_moved", "inputs_moved")
     if first and moved != len(moves):
-        _abandon(fs, area, record, trash, location, f"{len(moves) - moved} input(s) vanished before they moved")
+        _abandon(fs, area, record, trash, location, f"{len(moves) - moved} input(s) vanished or changed before "
+                                                    "they moved")
     moves = [(o["staged"], f"{location}/{o['name']}") for o in outputs]
     _check_owner(fs, area, record)
+    _stop_if_dropped(fs, area, record, first)
+    _stop_if_rewritten(fs, area, record)
     moved = _move(fs, moves, record, "output_moved", "outputs_moved")
     if first and moved != len(moves):
         _abandon(fs, area, record, trash, location, f"{len(moves) - moved} staged output(s) vanished before "
@@ -228,12 +266,16 @@ def _move(fs: HadoopFS, moves: list[tuple[str, str]], record: dict, after_first:
 
 
 def _abandon(fs: HadoopFS, area: WorkArea, record: dict, trash: str, location: str, why: str) -> None:
+    # A job that lost the journal to a replay (it paused too long) must not undo that replay's moves.
+    _check_owner(fs, area, record)
     _roll_back(fs, record, trash, location)
     fs.delete(area.journal(record["pid"]))
     raise RuntimeError(f"{_label(record)}: {why}; every file was put back, nothing was committed")
 
 
 def _roll_back(fs: HadoopFS, record: dict, trash: str, location: str) -> None:
+    if fs.status(location) is None:  # dropped meanwhile: nothing goes back into a re-created folder
+        return
     for o in record["outputs"]:
         published = f"{location}/{o['name']}"
         if fs.exists(published) and not fs.exists(o["staged"]):

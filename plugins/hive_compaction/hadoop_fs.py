@@ -68,9 +68,10 @@ class HadoopFS:
     def exists(self, uri: str) -> bool:
         return self.status(uri) is not None
 
-    def move_all(self, pairs: list[tuple[str, str]]) -> int:
-        """Move files (src, dst) in order, creating folders; a missing src is skipped (replays are
-        idempotent), an existing dst raises (a move never overwrites). Returns how many moved."""
+    def move_all(self, pairs: list[tuple]) -> int:
+        """Move files (src, dst[, size, mtime]) in order, creating folders; a missing src is
+        skipped (replays are idempotent), and so is one whose size or modification time is not
+        the one given; an existing dst raises (a move never overwrites). Returns how many moved."""
         return int(self._call("moveAll", [list(p) for p in pairs])) if pairs else 0
 
     def rename(self, src: str, dst: str) -> None:

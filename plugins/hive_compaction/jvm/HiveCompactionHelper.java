@@ -113,7 +113,16 @@ public class HiveCompactionHelper {
             Path src = new Path((String) pair.get(0));
             Path dst = new Path((String) pair.get(1));
             FileSystem fs = fs(src);
-            if (!fs.exists(src)) continue;
+            FileStatus st;
+            try {
+                st = fs.getFileStatus(src);
+            } catch (java.io.FileNotFoundException e) {
+                continue;
+            }
+            // A pair that names the file's size and time moves only that file, never one a writer
+            // put under its name since (an INSERT OVERWRITE reusing 000000_0).
+            if (pair.size() > 3 && (st.getLen() != ((Number) pair.get(2)).longValue()
+                    || st.getModificationTime() != ((Number) pair.get(3)).longValue())) continue;
             if (fs.exists(dst)) throw new IOException("will not overwrite " + dst + " (moving " + src + ")");
             Path parent = dst.getParent();
             if (!fs.exists(parent) && !fs.mkdirs(parent)) throw new IOException("could not create folder " + parent);

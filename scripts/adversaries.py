@@ -1,0 +1,69 @@
+"""Other actors for the commit protocol's adversarial tests, run at a commit step by the test
+fault hook (``fault_hooks``: ``HIVE_COMPACTION_TEST_HOOK_CMD="python scripts/adversaries.py"``).
+
+Which actor acts on which partition comes from ``HIVE_COMPACTION_ADVERSARIES``: a JSON mapping
+of partition folder (local path) to ``{"action": ..., ...}``; the hook passes the partition's
+folder in ``HIVE_COMPACTION_PARTITION_DIR``. Actions:
+
+- ``add``: a writer drops one more file into the partition (``source`` -> ``name``);
+- ``overwrite``: a writer replaces the partition's content, reusing the inputs' names (as Hive's
+  ``INSERT OVERWRITE`` reuses ``000000_0``): every file removed, ``sources`` copied to ``names``;
+- ``drop``: ``ALTER TABLE ... DROP PARTITION`` through the Metastore (``db``, ``table``,
+  ``partition``; the Metastore deletes the folder of a managed table);
+- ``command``: any other actor as an argument list (a second committer's spark-submit, a
+  rollback, a purge by another run); its exit code is recorded, not enforced.
+
+Each action appends a line to ``HIVE_COMPACTION_ADVERSARY_LOG`` (when set) so the test can prove
+it ran.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+
+def act(folder: str, spec: dict) -> str:
+    action = spec["action"]
+    where = Path(folder)
+    if action == "add":
+        shutil.copy(spec["source"], where / spec["name"])
+        return f"added {spec['name']}"
+    if action == "overwrite":
+        for f in where.iterdir():
+            if f.is_file():
+                f.unlink()
+        for source, name in zip(spec["sources"], spec["names"]):
+            shutil.copy(source, where / name)
+        return f"overwrote with {len(spec['names'])} file(s) named as the inputs"
+    if action == "drop":
+        from hmsclient import hmsclient
+        with hmsclient.HMSClient(host="127.0.0.1", port=int(os.environ["HIVE_METASTORE_PORT"])) as c:
+            c.drop_partition_by_name(spec["db"], spec["table"], spec["partition"], True)
+        return f"dropped {spec['partition']}"
+    if action == "command":
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HIVE_COMPACTION_TEST_")}
+        p = subprocess.run(spec["argv"], env=env, capture_output=True, text=True, timeout=600)
+        return f"ran {spec.get('label', spec['argv'][0])}: exit {p.returncode}"
+    raise ValueError(f"unknown action {action!r}")
+
+
+def main() -> int:
+    folder = os.environ["HIVE_COMPACTION_PARTITION_DIR"].rstrip("/")
+    plan = json.loads(os.environ["HIVE_COMPACTION_ADVERSARIES"])
+    spec = plan.get(folder)
+    if spec is None:
+        return 0
+    done = act(folder, spec)
+    log = os.environ.get("HIVE_COMPACTION_ADVERSARY_LOG")
+    if log:
+        with open(log, "a") as f:
+            f.write(json.dumps({"folder": folder, "action": spec["action"], "done": done}) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
