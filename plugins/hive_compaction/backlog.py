@@ -3,9 +3,9 @@ alone by a run will be looked at again.
 
 A scheduled run lists every partition of its own date and, in the ``lookback_days`` before it,
 the partitions for which the Metastore keeps a reason to look again (``pending``): never listed
-by this package (late data), planned or deferred by a run and not listed since (the fan-out
-caps, a failed partition or merge task), altered since the last listing, or left with small
-files by it (a quiet period, a skip), else statistics that show small files. ``revisit`` says,
+by this package (late data), deferred by the fan-out caps or failed in a run and not listed
+since, altered since the last listing, or left with small files by it (a quiet period, a skip),
+else statistics that show small files. ``revisit`` says,
 from the same rules, when that will be. Pure logic: no Airflow, no Thrift.
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ def pending(p: PartitionInfo, policy: TablePolicy) -> str | None:
         return "never listed by this package"
     planned = p.stat(PLANNED_AT)
     if planned is not None and planned > listed:
-        return "planned by an earlier run and not listed since (deferred or failed)"
+        return "deferred or failed in an earlier run and not listed since"
     ddl = p.stat(DDL_TIME)
     if ddl is not None and ddl > listed:
         return "altered since its last listing"
@@ -52,7 +52,7 @@ def pending_after(r: dict, policy: TablePolicy) -> bool:
     if policy.small_file_limit <= 0:
         return False
     if r["status"] == "failed" or not r.get("listed"):
-        return True  # planned (plannedAt) and no listedAt written
+        return True  # the refresh marks it (plannedAt) and writes no listedAt
     small = small_files_left(r)
     if small is None:
         return r["files_after"] >= min_small(policy)

@@ -60,8 +60,8 @@ def plan(settings: config_mod.Settings, hms: Metastore, run_id: str, selection: 
     """Partitions from the Metastore, packed into Spark jobs. Returns the mapped tasks' kwargs
     (``spark_args``) and the plan the refresh task reads (``plan``). Touches no table storage:
     listing, recovery of interrupted commits and purges are the Spark jobs' work. Outside a dry
-    run it marks every partition it planned or deferred (``results.PLANNED_AT``), so that one
-    this run does not list is looked at again (``backlog``)."""
+    run it marks the partitions the caps deferred (``results.PLANNED_AT``), so that the backlog
+    looks at them again."""
     run, dry_run = run_tag(run_id), selection.dry_run
     now = time.time() if now is None else now
     tasks, skipped, areas, tables = [], [], {}, {}
@@ -111,7 +111,7 @@ def plan(settings: config_mod.Settings, hms: Metastore, run_id: str, selection: 
             log.info("dropped %d batch record(s) older than %d days from %s", pruned, result_table.KEEP_DAYS,
                      settings.results_table)
     if not dry_run:
-        _mark_planned(hms, tables, [t for b in batches for t in b] + deferred, now)
+        _mark_planned(hms, {(t.table_name, t.partition) for t in deferred}, now, tables)
     # Each table's work area is looked after (old journals, expired runs) by one job: the first
     # that lists its partitions, else the first job.
     owner = {}
@@ -201,13 +201,17 @@ def _task_date(tables: dict[str, TableInfo], policies: dict, t) -> date | None:
 SKIPPED_AGAIN = "skipped again by every run that selects it while this holds"
 
 
-def _mark_planned(hms: Metastore, tables: dict[str, TableInfo], tasks, now: float) -> None:
-    """Write ``PLANNED_AT`` to the planned and deferred partitions (what the backlog reads)."""
+def _mark_planned(hms: Metastore, partitions: set[tuple[str, str]], now: float,
+                  tables: dict[str, TableInfo] | None = None) -> None:
+    """Write ``PLANNED_AT`` to (table, partition)s a run meant to list and did not (the backlog
+    reads it)."""
     by_table: dict[str, dict[str, dict]] = {}
-    for t in tasks:
-        by_table.setdefault(t.table_name, {})[t.partition] = {PLANNED_AT: str(int(now))}
+    for table, partition in sorted(partitions):
+        by_table.setdefault(table, {})[partition] = {PLANNED_AT: str(int(now))}
     for name, updates in by_table.items():
-        hms.update_statistics(tables[name], updates)
+        table = (tables or {}).get(name) or hms.table(*name.split(".", 1))
+        hms.update_statistics(table, updates)
+        log.info("%s: %d partition(s) marked to be looked at again (%s)", name, len(updates), PLANNED_AT)
 
 
 def read_results(hms: Metastore, plan: dict) -> list[PartitionResult]:
@@ -248,6 +252,9 @@ def refresh(settings: config_mod.Settings, hms: Metastore, plan: dict, now: floa
             stale = sum(1 for r in rs if r.stale_statistics)
             log.info("%s: statistics refreshed for %d partition(s) (%d had statistics that disagreed with the disk)",
                      name, written, stale)
+        # failed or never listed: the backlog looks at them again
+        _mark_planned(hms, {(r.table, r.partition) for r in results if r.status is Status.FAILED or not r.listed},
+                      now)
     dicts = add_revisits(plan, [r.to_dict() for r in results])
     summary = summarize(dicts, plan["skipped"], plan["deferred"])
     tables = distribution(dicts, plan["skipped"], plan["deferred"], plan.get("policies") or {})

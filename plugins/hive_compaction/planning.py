@@ -50,7 +50,7 @@ def candidate(partition: PartitionInfo, policy: TablePolicy) -> bool:
 def audit_due(partition: PartitionInfo, policy: TablePolicy, now: float) -> bool:
     """Statistics may be stale (writers that append, files copied in, MSCK REPAIR): list a
     partition this package never listed, last listed more than ``audit_days`` ago, altered
-    (a Hive insert, an ALTER) after it was last listed, or planned by a run that never listed it."""
+    (a Hive insert, an ALTER) after it was last listed, or deferred or failed in a run since."""
     if policy.small_file_limit <= 0 or policy.audit_days <= 0:
         return False
     listed = partition.stat(LISTED_AT)

@@ -25,10 +25,10 @@ LISTED_AT = "hive_compaction.listedAt"
 # Set with it: how many small files (below the run's small-file limit) that listing left on
 # disk, where the merge job recorded file sizes. The backlog (backlog.py) reads it.
 SMALL_FILES = "hive_compaction.smallFiles"
-# Set by the plan task (not in a dry run) on every partition it planned or deferred (epoch
-# seconds): one planned later than its last listing was never listed since (deferred by the
-# caps, failed, a merge task or the refresh lost), so the backlog plans it again. Not restored
-# by a rollback: after one the partition is listed again.
+# When a run meant to list a partition and did not (epoch seconds; never in a dry run): set by
+# the plan task on the partitions the fan-out caps deferred, by the refresh on those whose merge
+# failed or was not listed. Later than its last listing: the backlog plans it again. Not in
+# STATISTICS_KEYS: a rollback leaves it, and the partition is listed again after one.
 PLANNED_AT = "hive_compaction.plannedAt"
 # Every partition parameter the refresh may change: a commit records them as they were, and a
 # rollback restores exactly these (a key the partition did not have is removed again).
