@@ -1,8 +1,13 @@
-"""Hive small-file compaction: plan from the Metastore -> mapped Spark merges -> statistics refresh.
+"""Hive small-file compaction: plan from the Metastore -> mapped Spark merges -> statistics refresh
+-> one asset event per compacted table.
 
 The logic lives in ``plugins/hive_compaction``; this file only wires tasks together. The
 config (``hive_compaction.yaml`` beside this file) is read leniently here and strictly by the
 tasks, so a mistake in it fails a task with a clear message instead of breaking the import.
+
+Runs are keyed by the partition date they compact (``CronPartitionTimetable``: daily at 00:00
+UTC, the key ``partition_lag_days`` of the config's defaults before the run's date); a backfill
+over a date range makes one run per key.
 """
 from __future__ import annotations
 
@@ -10,9 +15,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG, Asset, AssetAlias, Param, task
+from airflow.sdk import DAG, CronPartitionTimetable, Param, TaskGroup, task
 
 from hive_compaction import alerts, config, run_params
+from hive_compaction.assets import table_asset
 
 _ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,13 +27,10 @@ SETTINGS, CONFIG_ERROR = config.load_lenient()
 # notifiers (those usable even if the rest of the config is wrong: a plan failing on it alerts).
 ON_FAILURE = alerts.FailureAlert(SETTINGS.alerts if CONFIG_ERROR is None else alerts.lenient_specs())
 MERGE_JOB = str(_ROOT / "spark_jobs" / "compact_partitions.py")
-# Downstream DAGs can schedule on this alias: one asset event per compacted table,
-# with the partitions and dates in its extra.
-COMPACTED = AssetAlias("hive_compaction")
-
-
-def table_asset(name: str) -> Asset:
-    return Asset(name=name, uri=f"hive://{name.replace('.', '/')}")
+# One run a day at 00:00 UTC, keyed by the partition date it compacts: the default lag before it
+# (tables with their own lag shift from the key: run_params.table_date).
+SCHEDULE = CronPartitionTimetable("0 0 * * *", timezone="UTC", run_offset=-SETTINGS.key_lag_days or None,
+                                  key_format=run_params.KEY_FORMAT)
 
 
 def _mask_batch(context):
@@ -43,7 +46,7 @@ def _mask_batch(context):
 with DAG(
     dag_id="hive_compaction",
     description="Merge small files of Hive tables and refresh their Metastore statistics",
-    schedule="@daily",
+    schedule=SCHEDULE,
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
@@ -57,7 +60,7 @@ with DAG(
 ) as dag:
 
     @task
-    def plan(params=None, run_id=None, dag_run=None, logical_date=None, ti=None):
+    def plan(params=None, run_id=None, dag_run=None, logical_date=None, partition_key=None, ti=None):
         """Returns the merge tasks' kwargs; the plan itself goes to XCom key "plan" (Airflow maps
         only over a task's return value, so multiple_outputs cannot carry both)."""
         from airflow.sdk import conf
@@ -66,7 +69,7 @@ with DAG(
         try:  # a wrong config or form value is not worth a retry
             settings = config.load()
             alerts.check(settings)
-            selection = run_params.select(settings, dict(params), dag_run.run_type, logical_date)
+            selection = run_params.select(settings, dict(params), dag_run.run_type, logical_date, partition_key)
         except (config.ConfigError, run_params.ParamError) as e:
             raise AirflowFailException(str(e)) from e
         with metastore.from_airflow_connection(settings.metastore_conn_id) as hms:
@@ -75,22 +78,35 @@ with DAG(
         ti.xcom_push(key="plan", value=planned["plan"])
         return planned["spark_args"]
 
-    # Runs when every merge succeeded (or none ran). Airflow 3.3 fails (without retry) the second of
-    # two runs that emit the first event of one asset through the alias at the same moment
-    # (UNIQUE constraint on asset / asset_alias_asset, seen with concurrent backfill runs): one
-    # refresh at a time across runs (it takes a second), the configured tables' assets declared
-    # as inlets so the DAG processor registers them before any run, and retries (idempotent).
-    @task(trigger_rule="none_failed", outlets=[COMPACTED], inlets=[table_asset(t.name) for t in SETTINGS.tables],
-          max_active_tis_per_dag=1, retries=max(SETTINGS.retries, 2),
+    # Runs when every merge succeeded (or none ran); idempotent, so retried.
+    @task(trigger_rule="none_failed", retries=max(SETTINGS.retries, 2),
           retry_delay=timedelta(seconds=5), retry_exponential_backoff=False)
-    def refresh_metastore(plan: dict, outlet_events=None):
+    def refresh_metastore(plan: dict):
         from hive_compaction import dag_tasks, metastore
         settings = config.load()
         with metastore.from_airflow_connection(settings.metastore_conn_id) as hms:
-            report = dag_tasks.refresh(settings, hms, plan)
-        for table, extra in dag_tasks.compacted_tables(report).items():
-            outlet_events[COMPACTED].add(table_asset(table), extra=extra)
-        return report
+            return dag_tasks.refresh(settings, hms, plan)
+
+    # One task per configured table, its asset as the only outlet: it emits the table's event with
+    # the merged partitions as partition keys, or is skipped when nothing of the table was merged
+    # (a declared outlet of a task that succeeds always gets an event in Airflow 3.3, keyed by the
+    # run's key, and an asset alias cannot carry partition keys of its own).
+    def asset_event(name: str):
+        asset = table_asset(name)
+
+        @task(task_id=name, outlets=[asset], retries=2, retry_delay=timedelta(seconds=5))
+        def emit(report: dict, outlet_events=None):
+            from airflow.sdk.exceptions import AirflowSkipException
+            from hive_compaction import assets
+            event = assets.events(report).get(name)
+            if not event:
+                raise AirflowSkipException(f"no partition of {name} was merged")
+            outlet_events[asset].extra.update(event["extra"])
+            if event["partition_keys"]:
+                outlet_events[asset].add_partitions(event["partition_keys"])
+            return event["partition_keys"]
+
+        return emit
 
     planned = plan()
     merges = SparkSubmitOperator.partial(
@@ -101,4 +117,8 @@ with DAG(
         # conn_id, py_files, conf, pool (and max_active_tis_per_dagrun) and the config's spark_submit: options
         **config.merge_operator_kwargs(SETTINGS),
     ).expand_kwargs(planned)
-    merges >> refresh_metastore(planned["plan"])
+    report = refresh_metastore(planned["plan"])
+    merges >> report
+    with TaskGroup(alerts.ASSET_EVENT_GROUP, tooltip="one asset event per table with merged partitions"):
+        for t in SETTINGS.tables:
+            asset_event(t.name)(report)

@@ -46,6 +46,11 @@ def test_a_refresh_failure_names_every_planned_partition():
     assert "Reason: ValueError: batch 1 recorded no results" in f["message"]
 
 
+def test_an_asset_event_failure_names_its_tables_partitions():
+    f = alerts.failure("compacted.db.t", "r", plan=PLAN, exception=RuntimeError("api down"))
+    assert f["tables"] == ["db.t"] and f["partitions"] == ["db.t/dt=2026-01-01", "db.t/dt=2026-01-02"]
+
+
 def test_a_plan_failure_names_the_tables_asked_for_and_long_lists_are_cut():
     f = alerts.failure("plan", "r", tables=["db.b", "db.a"], exception=None)
     assert f["tables"] == ["db.a", "db.b"] and f["partitions"] == []

@@ -1,5 +1,6 @@
 """Airflow as a user runs it: the real services (API server, scheduler, DAG processor) on
-loopback, the DAG unpaused and triggered through the REST API, a backfill from the CLI.
+loopback, the DAG unpaused and triggered through the REST API, a backfill from the CLI, and the
+downstream example DAG scheduled on a table's partitioned asset events.
 
 The services get the stack's environment (Metastore and Spark connections, dags and plugins
 folders) with a fresh, migrated AIRFLOW_HOME and metadata database of their own on PostgreSQL
@@ -28,6 +29,7 @@ from test_end_to_end import files_with_times
 pytestmark = pytest.mark.integration
 
 DAG_ID = "hive_compaction"
+DOWNSTREAM_ID = "hive_compaction_downstream_example"
 DB = "user"
 FORM_TABLE, FORM_DATES = "events", ["2026-09-01", "2026-09-02"]
 BACKFILL_TABLE, BACKFILL_DATES, LATER_DATE = "backfill_events", ["2026-09-10", "2026-09-11", "2026-09-12"], "2026-09-13"
@@ -54,32 +56,40 @@ class Services(AirflowServices):
         assert r.status_code < 300, f"{method} {path}: {r.status_code} {r.text}"
         return r.json()
 
-    def runs(self) -> list[dict]:
-        return self.api("GET", f"/dags/{DAG_ID}/dagRuns", params={"limit": 100})["dag_runs"]
+    def runs(self, dag_id: str = DAG_ID) -> list[dict]:
+        return self.api("GET", f"/dags/{dag_id}/dagRuns", params={"limit": 100})["dag_runs"]
 
     def run(self, run_id: str) -> dict:
         return self.api("GET", f"/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}")
 
-    def task_instances(self, run_id: str) -> list[dict]:
-        return self.api("GET", f"/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}/taskInstances")["task_instances"]
+    def task_instances(self, run_id: str, dag_id: str = DAG_ID) -> list[dict]:
+        return self.api("GET", f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances")["task_instances"]
 
-    def states(self, run_id: str) -> dict[str, list[str]]:
+    def states(self, run_id: str, dag_id: str = DAG_ID) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
-        for ti in sorted(self.task_instances(run_id), key=lambda t: (t["task_id"], t["map_index"])):
+        for ti in sorted(self.task_instances(run_id, dag_id), key=lambda t: (t["task_id"], t["map_index"])):
             out.setdefault(ti["task_id"], []).append(ti["state"])
         return out
 
-    def xcom(self, run_id: str, task_id: str, key: str = "return_value"):
-        value = self.api("GET", f"/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}"
+    def xcom(self, run_id: str, task_id: str, key: str = "return_value", dag_id: str = DAG_ID):
+        value = self.api("GET", f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}"
                                 f"/xcomEntries/{key}")["value"]
         return json.loads(value) if isinstance(value, str) else value
 
-    def wait_for_runs(self, select, count: int, timeout: float) -> list[dict]:
+    def unpause(self, dag_id: str, timeout: float = 120) -> None:
+        """Unpause a DAG once the DAG processor has parsed it (new DAGs start paused)."""
+        deadline = time.monotonic() + timeout
+        while self.request("GET", f"/api/v2/dags/{dag_id}").status_code == 404:
+            assert time.monotonic() < deadline, f"{dag_id} not parsed after {timeout:.0f}s\n{self.logs()}"
+            time.sleep(2)
+        assert self.api("PATCH", f"/dags/{dag_id}", json={"is_paused": False})["is_paused"] is False
+
+    def wait_for_runs(self, select, count: int, timeout: float, dag_id: str = DAG_ID) -> list[dict]:
         """Poll until ``count`` runs chosen by ``select(run)`` have all finished."""
         deadline = time.monotonic() + timeout
         while True:
             self.check_alive()
-            runs = [r for r in self.runs() if select(r)]
+            runs = [r for r in self.runs(dag_id) if select(r)]
             if len(runs) >= count and all(r["state"] in TERMINAL for r in runs):
                 return runs
             if time.monotonic() > deadline:
@@ -137,14 +147,17 @@ def airflow(stack, tmp_path_factory):
 
     home = tmp / "airflow_home"
     home.mkdir()
-    env = service_env(stack.env(cfg), home, free_port(), **stack.airflow_database("airflow_as_a_user"))
+    # the downstream example listens to the backfill's table
+    env = service_env(stack.env(cfg), home, free_port(), HIVE_COMPACTION_EXAMPLE_TABLE=f"{DB}.{BACKFILL_TABLE}",
+                      **stack.airflow_database("airflow_as_a_user"))
     svc = Services(home, env, before=before)
     try:
         svc.migrate()
         svc.start()
         svc.token = svc.wait_ready(DAG_ID)
         assert svc.api("GET", f"/dags/{DAG_ID}")["is_paused"] is True  # new DAGs start paused
-        assert svc.api("PATCH", f"/dags/{DAG_ID}", json={"is_paused": False})["is_paused"] is False
+        svc.unpause(DOWNSTREAM_ID)  # before any event: a paused DAG is not queued by one
+        svc.unpause(DAG_ID)
 
         svc.scheduled_run = svc.wait_for_runs(lambda r: r["run_type"] == "scheduled", 1, timeout=360)[0]
         print(f"services up and the scheduled run done in {time.monotonic() - started:.0f}s")
@@ -202,27 +215,52 @@ def test_trigger_from_the_form_compacts_that_date_only(airflow, stack):
     assert report["dates"] == {f"{DB}.{FORM_TABLE}": ["2026-09-02", "2026-09-02"]}
 
 
-def test_the_scheduled_run_compacts_the_day_before_its_date_only(airflow, stack):
-    """The run unpausing started: each table's partitions of its date minus the lag (one day)."""
+def test_the_scheduled_run_compacts_its_key_and_the_backlog_before_it(airflow, stack):
+    """The run unpausing started fires at today's 00:00 UTC and carries the key of yesterday (the lag
+    of one day): it compacts each table's partitions of that date and, looking back
+    lookback_days, the day before yesterday's (never listed); today's are left alone."""
     svc = airflow
     run = svc.scheduled_run
-    day = run["logical_date"][:10]
-    yesterday = str(datetime.fromisoformat(day).date() - timedelta(days=1))
+    today = datetime.now(timezone.utc).date()
+    yesterday, before_yesterday = str(today - timedelta(days=1)), str(today - timedelta(days=2))
     assert run["state"] == "success", svc.diagnostics(run["dag_run_id"])
+    assert run["partition_key"] == yesterday and run["logical_date"] is None, run
+    assert run["run_after"][:10] == str(today), run
     report = svc.xcom(run["dag_run_id"], "refresh_metastore")
     assert report["dates"] == {f"{DB}.{t}": [yesterday, yesterday] for t in (FORM_TABLE, BACKFILL_TABLE, DAILY_TABLE)}, \
-        f"scheduled run of {day}: expected only partitions of {yesterday}, the plan selected {report['dates']}"
+        f"scheduled run keyed {yesterday}: the plan selected {report['dates']}"
+    week_before = str(today - timedelta(days=8))
+    assert report["lookback"] == {f"{DB}.{t}": [week_before, before_yesterday]
+                                  for t in (FORM_TABLE, BACKFILL_TABLE, DAILY_TABLE)}, report["lookback"]
 
     before, content_before = airflow.before[DAILY_TABLE]
     after, content_after = partition_state(stack, DB, DAILY_TABLE), stack.content(DB, DAILY_TABLE)
-    assert [(p["partition"], p["status"]) for p in report["partitions"]] == [(f"dt={yesterday}", "merged")], report
-    assert_compacted(stack, DB, DAILY_TABLE, f"dt={yesterday}", before, content_before, after, content_after, 100)
-    for name in set(before) - {f"dt={yesterday}"}:
-        assert after[name] == before[name], name  # today's and the day before yesterday's: untouched
+    assert [(p["partition"], p["status"]) for p in report["partitions"]] == \
+        [(f"dt={before_yesterday}", "merged"), (f"dt={yesterday}", "merged")], report
+    for day in (before_yesterday, yesterday):
+        assert_compacted(stack, DB, DAILY_TABLE, f"dt={day}", before, content_before, after, content_after, 100)
+    assert after[f"dt={today}"] == before[f"dt={today}"]  # today's: untouched
     assert content_after == content_before
+    # the daily table's event names both partitions; the tables with nothing merged emit none
+    assert {ti["task_id"]: ti["state"] for ti in svc.task_instances(run["dag_run_id"])
+            if ti["task_id"].startswith("compacted.")} == {
+            f"compacted.{DB}.{BACKFILL_TABLE}": "skipped", f"compacted.{DB}.{DAILY_TABLE}": "success",
+            f"compacted.{DB}.{FORM_TABLE}": "skipped"}
+    assert svc.xcom(run["dag_run_id"], f"compacted.{DB}.{DAILY_TABLE}") == \
+        [f"dt={before_yesterday}", f"dt={yesterday}"]
+    # A backfill would leave that key alone (the scheduled run holds its partition date) and create
+    # a run for the day before, whose key no run has: backfills and the schedule share their keys.
+    p = subprocess.run(["airflow", "backfill", "create", "--dag-id", DAG_ID, "--from-date", before_yesterday,
+                        "--to-date", yesterday, "--dry-run"], env=svc.env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    attempted = p.stdout.split("Runs to be attempted:")[-1]
+    assert before_yesterday in attempted and yesterday not in attempted, p.stdout[-3000:]
 
 
-def test_backfill_compacts_each_date_of_the_range_and_nothing_else(airflow, stack):
+@pytest.fixture(scope="module")
+def backfill(airflow, stack):
+    """`airflow backfill create` over three partition dates of the backfill table, two runs at once;
+    returns the runs and the table's state before."""
     svc = airflow
     stack.make_table(DB, BACKFILL_TABLE, "PARQUET", BACKFILL_DATES + [LATER_DATE], files=3, rows=150)
     before, content_before = partition_state(stack, DB, BACKFILL_TABLE), stack.content(DB, BACKFILL_TABLE)
@@ -239,25 +277,54 @@ def test_backfill_compacts_each_date_of_the_range_and_nothing_else(airflow, stac
 
     runs = svc.wait_for_runs(lambda r: r["run_type"] == "backfill", 3, timeout=540)
     print(f"backfill of {len(runs)} runs done in {time.monotonic() - t0:.0f}s")
+    return {"runs": runs, "before": before, "content_before": content_before, "others_before": others_before}
+
+
+def test_backfill_compacts_each_date_of_the_range_and_nothing_else(airflow, stack, backfill):
+    """One run per partition key of the range, each meaning what a scheduled run of that key means
+    (the keys are partition dates: a backfill does not apply the schedule's run_offset)."""
+    svc, runs = airflow, backfill["runs"]
+    before, content_before = backfill["before"], backfill["content_before"]
     assert len(runs) == 3, runs
-    by_date = {r["logical_date"][:10]: r for r in runs}
-    assert sorted(by_date) == BACKFILL_DATES
+    by_key = {r["partition_key"]: r for r in runs}
+    assert sorted(by_key) == BACKFILL_DATES
     for r in runs:
         assert r["state"] == "success", svc.diagnostics(r["dag_run_id"])
+        assert r["logical_date"] is None and r["run_after"][:10] == r["partition_key"], r
     # never more than two at once
     spans = [(datetime.fromisoformat(r["start_date"]), datetime.fromisoformat(r["end_date"])) for r in runs]
     assert max(sum(1 for s, e in spans if s <= start < e) for start, _ in spans) <= 2, spans
 
-    for d, r in by_date.items():  # each run compacted the partitions of its own date, one each
+    for d, r in by_key.items():  # each run compacted the partitions of its own key, one each
         report = svc.xcom(r["dag_run_id"], "refresh_metastore")
         assert report["dates"] == {f"{DB}.{t}": [d, d] for t in (FORM_TABLE, BACKFILL_TABLE, DAILY_TABLE)}, \
-            f"backfill run of {d}: expected only partitions of {d}, the plan selected {report['dates']}"
+            f"backfill run keyed {d}: expected only partitions of {d}, the plan selected {report['dates']}"
+        assert report["lookback"] == {}, report["lookback"]  # backfill runs do not look back
         assert [(p["partition"], p["status"]) for p in report["partitions"]] == [(f"dt={d}", "merged")], report
         assert report["summary"]["partitions_merged"] == 1, report["summary"]
+        assert svc.xcom(r["dag_run_id"], f"compacted.{DB}.{BACKFILL_TABLE}") == [f"dt={d}"]
 
     after, content_after = partition_state(stack, DB, BACKFILL_TABLE), stack.content(DB, BACKFILL_TABLE)
     for d in BACKFILL_DATES:
         assert_compacted(stack, DB, BACKFILL_TABLE, f"dt={d}", before, content_before, after, content_after, 150)
     assert after[f"dt={LATER_DATE}"] == before[f"dt={LATER_DATE}"]  # outside the range: untouched
     assert content_after == content_before
-    assert {t: partition_state(stack, DB, t) for t in (FORM_TABLE, DAILY_TABLE)} == others_before
+    assert {t: partition_state(stack, DB, t) for t in (FORM_TABLE, DAILY_TABLE)} == backfill["others_before"]
+
+
+def test_the_downstream_example_runs_once_per_compacted_date(airflow, stack, backfill):
+    """The example DAG (PartitionedAssetTimetable on the backfill table's asset, StartOfDayMapper
+    over "dt=%Y-%m-%d") gets one run per date the backfill compacted, keyed by that date, with the
+    partition's figures from the event; no run for a date nothing was merged in."""
+    svc = airflow
+    runs = svc.wait_for_runs(lambda r: True, len(BACKFILL_DATES), timeout=300, dag_id=DOWNSTREAM_ID)
+    assert sorted(r["partition_key"] for r in runs) == BACKFILL_DATES, runs
+    for r in runs:
+        assert r["state"] == "success" and r["run_type"] == "asset_triggered", r
+        out = svc.xcom(r["dag_run_id"], "use_compacted_date", dag_id=DOWNSTREAM_ID)
+        day = r["partition_key"]
+        assert out["date"] == day and out["table"] == f"{DB}.{BACKFILL_TABLE}", out
+        [(partition, figures)] = out["partitions"].items()
+        assert partition == f"dt={day}" and (figures["files_before"], figures["files_after"]) == (3, 1), out
+        assert figures["rows"] == 150, out
+    assert len(svc.runs(DOWNSTREAM_ID)) == len(BACKFILL_DATES)

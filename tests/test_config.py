@@ -182,6 +182,9 @@ def test_load_reads_the_env_path(tmp_path, monkeypatch):
     ({"min_small_files": True}, "min_small_files"),
     ({"partition_lag_days": -1}, "partition_lag_days"),
     ({"partition_lag_days": 1.5}, "partition_lag_days"),
+    ({"lookback_days": -1}, "lookback_days"),
+    ({"lookback_days": "7"}, "lookback_days"),
+    ({"lookback_days": 367}, "lookback_days"),
     ({"partition_filter": 5}, "partition_filter"),
     ({"work_dir": ["a"]}, "work_dir"),
 ])
@@ -190,6 +193,16 @@ def test_bad_table_value_names_table_and_key(entry, key):
     assert msg.startswith("cfg.yaml: ")
     assert "table db.tbl" in msg
     assert f"'{key}'" in msg
+
+
+def test_lookback_days_defaults_to_a_week_and_is_set_per_table():
+    s = config.parse({"defaults": {"lookback_days": 3, "partition_lag_days": 2},
+                      "tables": [{"name": "db.a"}, {"name": "db.b", "lookback_days": 0}]}, "cfg.yaml")
+    assert [t.policy.lookback_days for t in s.tables] == [3, 0]
+    assert config.TablePolicy().lookback_days == 7
+    assert s.key_lag_days == 2  # the schedule's run_offset comes from the defaults' lag
+    assert table_error(lookback_days=-2) == \
+        "cfg.yaml: table db.tbl: key 'lookback_days': expected an integer >= 0, got -2"
 
 
 def test_small_file_limit_above_target_message_gives_both_values():

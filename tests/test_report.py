@@ -26,7 +26,8 @@ RESULTS = [
 ]
 SKIPPED = [{"table": "db.v", "partition": "", "reason": "is a view"},
            {"table": "db.t", "partition": "dt=9", "reason": "location x is outside the table location y"}]
-DEFERRED = [{"table": "db.t", "partition": "dt=10"}, {"table": "db.t", "partition": "dt=11"}]
+AGAIN = "again in the scheduled run of 2026-08-03 (within lookback_days: 7)"
+DEFERRED = [{"table": "db.t", "partition": "dt=10", "again": AGAIN}, {"table": "db.t", "partition": "dt=11", "again": AGAIN}]
 
 
 @pytest.mark.parametrize("n, text", [
@@ -109,7 +110,7 @@ def test_render_rows_sorted_and_formatted():
     assert body[5].split()[:3] == ["db.v", "-", "skipped"] and body[5].endswith("is a view")
     assert body[6].split()[:3] == ["db.t", "dt=9", "skipped"]
     assert body[7].split()[:3] == ["db.t", "dt=10", "deferred"]
-    assert body[7].endswith("fan-out limit reached; planned again next run")
+    assert body[7].endswith(f"fan-out limit reached; {AGAIN}")
     assert body[8].split()[:3] == ["db.t", "dt=11", "deferred"]
 
 
@@ -185,7 +186,7 @@ def test_distribution_sums_recorded_buckets_and_lists_the_small_files_left_with_
                sizes_before=[4, 0, 0, 0], sizes_after=[0, 0, 1, 0]),
     ]
     t = distribution(results, [{"table": "db.t", "partition": "dt=9", "reason": "quiet period"}],
-                     [{"table": "db.t", "partition": "dt=10"}], {"db.t": POLICY})["db.t"]
+                     [{"table": "db.t", "partition": "dt=10", "again": AGAIN}], {"db.t": POLICY})["db.t"]
     assert (t["before"], t["after"]) == ([13, 2, 1, 2], [1, 1, 2, 2])
     assert (t["files_before"], t["files_after"], t["merged_inputs"], t["outputs"]) == (18, 6, 14, 2)
     assert t["small_files_left"] == [
@@ -193,7 +194,7 @@ def test_distribution_sums_recorded_buckets_and_lists_the_small_files_left_with_
                                                           "small-file limit"},
         {"partition": "dt=2", "small_files": 1, "reason": "1 small file(s), fewer than min_small_files (2)"},
         {"partition": "dt=9", "small_files": None, "reason": "quiet period"},
-        {"partition": "dt=10", "small_files": None, "reason": "fan-out limit reached; planned again next run"}]
+        {"partition": "dt=10", "small_files": None, "reason": f"fan-out limit reached; {AGAIN}"}]
     text = render_distribution({"db.t": t})
     rows = {line.rsplit(None, 2)[0].strip(): line.split()[-2:] for line in text.splitlines()[2:6]}
     assert rows == {"< 25.0 MiB": ["13", "1"], "25.0 MiB - 100.0 MiB": ["2", "1"],

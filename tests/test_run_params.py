@@ -80,6 +80,49 @@ def test_the_task_sdks_run_type_enum_is_understood():
     assert select(SETTINGS, {}, DagRunType.MANUAL, day).dates["db.events"] is None
 
 
+def test_scheduled_and_backfill_runs_of_one_partition_key_mean_the_same_dates():
+    """The key is the date for tables with the DAG's lag (1); db.late (lag 3) compacts 2 days before it."""
+    for run_type in ("scheduled", "backfill", "manual"):
+        s = select(SETTINGS, {}, run_type, None, "2026-03-09")
+        assert s.dates == {"db.events": (date(2026, 3, 9),) * 2, "db.late": (date(2026, 3, 7),) * 2}, run_type
+    # a key and a logical date (runs from before the keys) of the same scheduled run agree
+    assert select(SETTINGS, {}, "scheduled", datetime(2026, 3, 10)).dates == \
+        select(SETTINGS, {}, "scheduled", None, "2026-03-09").dates
+
+
+def test_only_scheduled_runs_look_back_and_they_know_the_next_scheduled_key():
+    s = select(SETTINGS, {}, "scheduled", None, "2026-03-09")
+    assert s.lookback == {"db.events": (date(2026, 3, 2), date(2026, 3, 8)),
+                          "db.late": (date(2026, 2, 28), date(2026, 3, 6))}
+    assert s.next_key == date(2026, 3, 10) and s.key_lag_days == 1
+    assert select(SETTINGS, {}, "backfill", None, "2026-03-09").lookback == {}
+    # other runs: the key of the next daily tick after now
+    now = datetime(2026, 3, 20, 15, tzinfo=timezone.utc)
+    assert select(SETTINGS, {}, "backfill", None, "2026-03-09", now=now).next_key == date(2026, 3, 20)
+    assert select(SETTINGS, {"partition_date": "2026-01-02"}, "manual", None, now=now).next_key == date(2026, 3, 20)
+    off = config.parse({"defaults": {"lookback_days": 0}, "tables": [{"name": "db.events"}]})
+    assert select(off, {}, "scheduled", None, "2026-03-09").lookback == {}
+
+
+def test_a_form_date_wins_over_the_runs_key_and_a_bad_key_names_the_field():
+    s = select(SETTINGS, {"partition_date": "2026-01-02"}, "manual", None, "2026-03-09")
+    assert s.dates["db.late"] == (date(2026, 1, 2),) * 2 and s.lookback == {}
+    with pytest.raises(ParamError, match="partition_key"):
+        select(SETTINGS, {}, "scheduled", None, "2026-03-09T00:00:00")
+
+
+def test_the_dags_schedule_keys_runs_as_select_reads_them():
+    """The DAG's CronPartitionTimetable, as the scheduler runs it: the run at 2026-03-10 00:00 UTC
+    carries the key 2026-03-09 (the default lag of one day)."""
+    from airflow.timetables.trigger import CronPartitionTimetable
+    from hive_compaction.run_params import KEY_FORMAT
+    import pendulum
+    tt = CronPartitionTimetable("0 0 * * *", timezone="UTC", run_offset=-SETTINGS.key_lag_days, key_format=KEY_FORMAT)
+    _, key = tt._get_partition_info(pendulum.datetime(2026, 3, 10, tz="UTC"))
+    assert key == "2026-03-09"
+    assert select(SETTINGS, {}, "scheduled", None, key).dates["db.events"] == (date(2026, 3, 9),) * 2
+
+
 def test_backfill_runs_compact_the_partition_date_they_name():
     s = select(SETTINGS, {}, "backfill", datetime(2026, 3, 10, tzinfo=timezone.utc))
     assert s.dates == {"db.events": (date(2026, 3, 10),) * 2, "db.late": (date(2026, 3, 10),) * 2}

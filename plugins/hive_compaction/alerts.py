@@ -20,6 +20,11 @@ MAX_LISTED = 20  # partitions named in a message; the rest are counted
 REASON_CHARS = 1000
 
 
+# The DAG's per-table asset event tasks: "compacted.<db>.<table>" (this TaskGroup, the table).
+ASSET_EVENT_GROUP = "compacted"
+ASSET_EVENT_TASKS = f"{ASSET_EVENT_GROUP}."
+
+
 def failure(task_id: str, run_id: str, *, map_index: int = -1, label: str | None = None, plan: dict | None = None,
             exception: BaseException | str | None = None, results: list[dict] | None = None,
             tables: list[str] | None = None, try_number: int | None = None) -> dict:
@@ -32,11 +37,14 @@ def failure(task_id: str, run_id: str, *, map_index: int = -1, label: str | None
     pairs: list[tuple[str, str]] = []
     if plan:
         batches = plan.get("batches") or []
+        only = None
         if task_id == "merge":
             batches = [b for b in batches if b.get("batch") == map_index]
+        elif task_id.startswith(ASSET_EVENT_TASKS):  # a table's asset event: that table's partitions
+            only = task_id[len(ASSET_EVENT_TASKS):]
         elif task_id != "refresh_metastore":
             batches = []
-        pairs = [(t, p) for b in batches for t, p in b.get("partitions", [])]
+        pairs = [(t, p) for b in batches for t, p in b.get("partitions", []) if only in (None, t)]
     failed = [r for r in results or [] if r.get("status") == "failed"]
     if failed:  # the job says which partitions failed: name those first
         reasons = [f"{r['table']}/{r['partition'] or '(table)'}: {r.get('reason') or 'failed'}" for r in failed]

@@ -20,6 +20,7 @@ CONFIG_ENV = "HIVE_COMPACTION_CONFIG"
 MERGE_MODES = ("auto", "copy", "rewrite")
 _SIZE_UNITS = {"": 1, "B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4}
 _TABLE_NAME = re.compile(r"^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$")
+MAX_LOOKBACK_DAYS = 366
 
 
 class ConfigError(ValueError):
@@ -43,6 +44,9 @@ class TablePolicy:
     # Undated runs also list partitions not listed for this many days (statistics go stale);
     # 0 turns the audit off.
     audit_days: int = 7
+    # Scheduled runs also look back this many days before their own date for partitions that
+    # still hold small files (deferred, skipped, failed, late data); 0: their own date only.
+    lookback_days: int = 7
 
 
 @dataclass(frozen=True)
@@ -159,7 +163,16 @@ class Settings:
     spark_submit: SparkSubmitOptions = field(default_factory=SparkSubmitOptions)
     # Where merge jobs record their results for the refresh task (see results.py).
     results_table: str = "default.hive_compaction_results"
+    # The ``defaults:`` policy: its partition_lag_days is the DAG's, which the runs' partition
+    # keys are counted in (run_params.table_date).
+    defaults: TablePolicy = field(default_factory=TablePolicy)
     source: str = "<defaults>"
+
+    @property
+    def key_lag_days(self) -> int:
+        """Days between a scheduled run's cron date and its partition key (the schedule's
+        run_offset, negated): the default ``partition_lag_days``."""
+        return self.defaults.partition_lag_days
 
     def table(self, name: str) -> TableConfig:
         for t in self.tables:
@@ -206,6 +219,11 @@ def _policy(raw: dict, base: TablePolicy, where: str) -> TablePolicy:
             values[key] = _int(value, at, 2)
         elif key in ("partition_lag_days", "quiet_period_minutes", "audit_days"):
             values[key] = _int(value, at, 0)
+        elif key == "lookback_days":
+            values[key] = _int(value, at, 0)
+            if values[key] > MAX_LOOKBACK_DAYS:
+                raise ConfigError(f"{at}: at most {MAX_LOOKBACK_DAYS} days (a scheduled run lists what is pending in "
+                                  f"that many days), got {value!r}")
         elif key == "trash_retention_days":
             # At least a day: a purge must never reach a run whose merges may still be committing.
             values[key] = _int(value, at, 1)
@@ -437,7 +455,7 @@ def parse(raw: Any, source: str = "<config>") -> Settings:
         raise ConfigError(f"{source}: spark_conf: expected a mapping")
     spark_conf = {str(k): str(v) for k, v in spark_conf.items()}
     spark_submit = _spark_submit(raw.get("spark_submit") or {}, spark_conf, f"{source}: spark_submit")
-    out = Settings(tables=tuple(tables), fan_out=fan, source=source,
+    out = Settings(tables=tuple(tables), fan_out=fan, source=source, defaults=defaults,
                    spark_conf=spark_conf, spark_submit=spark_submit)
     if raw.get("retries") is not None:
         out = replace(out, retries=_int(raw["retries"], f"{source}: retries", 0))

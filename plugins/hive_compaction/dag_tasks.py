@@ -1,10 +1,12 @@
 """What the DAG's Python tasks do, kept out of the DAG file so it can be tested on its own."""
 from __future__ import annotations
 
-import time
 import logging
+import time
 from dataclasses import asdict
+from datetime import date
 
+from . import backlog
 from . import config as config_mod
 from . import result_table
 from .metastore import Metastore, TableInfo, unescape_path_name
@@ -13,7 +15,7 @@ from .batch import batch_payload, encode_batch
 from .planning import (Skipped, batch_label, pack_batches, plan_table, priority, split_oversized,
                        table_refusal, table_work_dir)
 from .report import distribution, note, render, render_distribution, summarize
-from .results import PartitionResult, Status, decode_results, statistics_update
+from .results import PLANNED_AT, PartitionResult, Status, decode_results, statistics_update
 from .run_params import RunSelection, partition_date
 
 log = logging.getLogger(__name__)
@@ -57,26 +59,45 @@ def plan(settings: config_mod.Settings, hms: Metastore, run_id: str, selection: 
          max_map_length: int = 1024, now: float | None = None) -> dict:
     """Partitions from the Metastore, packed into Spark jobs. Returns the mapped tasks' kwargs
     (``spark_args``) and the plan the refresh task reads (``plan``). Touches no table storage:
-    listing, recovery of interrupted commits and purges are the Spark jobs' work."""
+    listing, recovery of interrupted commits and purges are the Spark jobs' work. Outside a dry
+    run it marks the partitions the caps deferred (``results.PLANNED_AT``), so that the backlog
+    looks at them again."""
     run, dry_run = run_tag(run_id), selection.dry_run
-    tasks, skipped, areas = [], [], {}
+    now = time.time() if now is None else now
+    tasks, skipped, areas, tables = [], [], {}, {}
+    own_date: dict[int, bool] = {}  # id(task) -> of the run's own dates (else: the lookback window)
+    unpicked = []  # planned partitions the backlog would not pick as the Metastore stands
     for tc in selection.tables:
-        table = hms.table(tc.database, tc.table)
-        dates = selection.dates.get(tc.name)
-        partitions = partitions_in_dates(hms, table, tc, dates, skipped)
-        t, s = plan_table(table, tc.policy, partitions, list_all=dates is not None, now=now)
-        log.info("%s: %d partition(s) to list (%d by statistics, %d selected by date, %d audited), %d skipped",
-                 tc.name, len(t), *(sum(1 for x in t if x.reason == r) for r in ("statistics", "selected", "audit")),
-                 len(s))
-        tasks += t
-        skipped += s
+        table = tables[tc.name] = hms.table(tc.database, tc.table)
+        dates, window = selection.dates.get(tc.name), selection.lookback.get(tc.name)
+        if window and table.partition_keys:
+            partitions = list(partitions_in_dates(hms, table, tc, (window[0], dates[1]), skipped))
+            own = [p for p in partitions if _in_range(_values(table, p), tc, *dates)]
+            back = [p for p in partitions if not _in_range(_values(table, p), tc, *dates)]
+        else:
+            own, back = list(partitions_in_dates(hms, table, tc, dates, skipped)), []
+        t, s = plan_table(table, tc.policy, own, list_all=dates is not None, now=now)
+        b, s2 = plan_table(table, tc.policy, back, now=now, pick=backlog.pending)
+        by_name = {p.name: p for p in own}
+        unpicked += [(x.table_name, x.partition) for x in t
+                     if x.partition in by_name and not backlog.pending(by_name[x.partition], tc.policy)]
+        log.info("%s: %d partition(s) to list (%d by statistics, %d selected by date, %d audited, %d from the "
+                 "backlog of %s), %d skipped", tc.name, len(t) + len(b),
+                 *(sum(1 for x in t if x.reason == r) for r in ("statistics", "selected", "audit")), len(b),
+                 f"{window[0]} to {window[1]}" if window else "no lookback", len(s) + len(s2))
+        own_date.update({id(x): True for x in t})
+        tasks += t + b
+        skipped += s + s2
         if not table_refusal(table):
             areas[tc.name] = {"table": tc.name, "table_location": table.location,
                               "work_dir": table_work_dir(table, tc.policy),
                               "trash_retention_days": tc.policy.trash_retention_days}
+    policies = {tc.name: tc.policy for tc in selection.tables}
     limit = max(1, min(settings.fan_out.max_spark_jobs, max_map_length))
-    # Statistics order the work: when the caps defer some, the likeliest small files go first.
-    tasks.sort(key=priority)
+    # When the caps defer some: the run's own dates first (the likeliest small files first, by
+    # statistics), then the backlog, oldest date first.
+    tasks.sort(key=lambda x: (0, (), priority(x)) if own_date.get(id(x)) else
+               (1, _task_date(tables, policies, x) or date.max, priority(x)))
     capacity = limit * settings.fan_out.max_partitions_per_job
     batches, deferred = pack_batches(tasks[:capacity], settings.fan_out, max_map_length)
     deferred += tasks[capacity:]
@@ -86,10 +107,12 @@ def plan(settings: config_mod.Settings, hms: Metastore, run_id: str, selection: 
     batches = batches[:limit]
     if batches:
         result_table.ensure(hms, settings.results_table)
-        pruned = result_table.prune(hms, settings.results_table, time.time() if now is None else now)
+        pruned = result_table.prune(hms, settings.results_table, now)
         if pruned:
             log.info("dropped %d batch record(s) older than %d days from %s", pruned, result_table.KEEP_DAYS,
                      settings.results_table)
+    if not dry_run:
+        _mark_planned(hms, {(t.table_name, t.partition) for t in deferred}, now, tables)
     # Each table's work area is looked after (old journals, expired runs) by one job: the first
     # that lists its partitions, else the first job.
     owner = {}
@@ -108,16 +131,88 @@ def plan(settings: config_mod.Settings, hms: Metastore, run_id: str, selection: 
                           "partitions": [[t.table_name, t.partition] for t in batch]})
     log.info("planned %d partition(s) in %d Spark job(s); %d skipped, %d deferred; %d Metastore calls",
              len(tasks) - len(deferred), len(batches), len(skipped), len(deferred), hms.calls)
-    return {
-        "spark_args": spark_args,
-        "plan": {"run": run, "dry_run": dry_run, "batches": described, "results_table": settings.results_table,
-                 "dates": {k: [str(v[0]), str(v[1])] if v else None for k, v in selection.dates.items()},
-                 # the sizes the run used (the form may override them), for the report's buckets
-                 "policies": {tc.name: {"small_file_limit": tc.policy.small_file_limit,
-                                        "target_file_size": tc.policy.target_file_size} for tc in selection.tables},
-                 "skipped": [asdict(s) for s in skipped],
-                 "deferred": [{"table": t.table_name, "partition": t.partition} for t in deferred]},
+
+    unpicked_set = set(unpicked)
+    described_plan = {
+        "run": run, "dry_run": dry_run, "batches": described, "results_table": settings.results_table,
+        "dates": {k: [str(v[0]), str(v[1])] if v else None for k, v in selection.dates.items()},
+        "lookback": {k: [str(v[0]), str(v[1])] for k, v in selection.lookback.items()},
+        # the sizes the run used (the form may override them), for the report's buckets, and what
+        # says when a partition left alone is looked at again (revisit_text)
+        "policies": {tc.name: _policy_fields(tc.policy) for tc in selection.tables},
+        "partitioned": {k: bool(t.partition_keys) for k, t in tables.items()},
+        "revisit": {"next_key": str(selection.next_key or date.today()), "key_lag_days": selection.key_lag_days},
+        "skipped": [{**asdict(s), "again": SKIPPED_AGAIN} for s in skipped],
+        # for a dry run's report: planned partitions the backlog would not pick as things stand
+        "unpicked": [list(u) for u in unpicked],
     }
+    # Deferred partitions were marked planned (outside a dry run): the backlog picks them.
+    described_plan["deferred"] = [
+        {"table": t.table_name, "partition": t.partition,
+         "again": revisit_text(described_plan, t.table_name, t.partition,
+                               not dry_run or (t.table_name, t.partition) not in unpicked_set)}
+        for t in deferred]
+    return {"spark_args": spark_args, "plan": described_plan}
+
+
+def add_revisits(plan: dict, results: list[dict]) -> list[dict]:
+    """Results (the report's dicts) of partitions the run left alone (skipped, failed; in a dry
+    run every one it would merge) get ``again``: when the scheduled runs look at them again, as
+    the refresh leaves the Metastore (a dry run leaves it as the plan found it)."""
+    dry_run, unpicked = plan.get("dry_run"), {tuple(u) for u in plan.get("unpicked", [])}
+    for d in results:
+        if d["status"] in ("skipped", "failed") or (dry_run and d["status"] == "would_merge"):
+            policy = config_mod.TablePolicy(**plan["policies"][d["table"]])
+            will_pend = ((d["table"], d["partition"]) not in unpicked if dry_run
+                         else backlog.pending_after(d, policy))
+            d["again"] = revisit_text(plan, d["table"], d["partition"], will_pend)
+    return results
+
+
+def revisit_text(plan: dict, table: str, partition: str, will_pend: bool) -> str:
+    """When the scheduled runs look at a partition the run left alone again (backlog.revisit),
+    from what the plan recorded."""
+    policy = config_mod.TablePolicy(**plan["policies"][table])
+    day = partition_date(name_values(partition), policy.date_column, policy.date_format) if partition else None
+    return backlog.revisit(day, policy, plan["revisit"]["key_lag_days"],
+                           date.fromisoformat(plan["revisit"]["next_key"]), will_pend,
+                           partitioned=plan["partitioned"].get(table, True))
+
+
+# What plan() keeps of each table's policy for the refresh task's report.
+_REPORTED_POLICY = ("small_file_limit", "target_file_size", "min_small_files", "partition_lag_days",
+                    "lookback_days", "date_column", "date_format")
+
+
+def _policy_fields(policy: config_mod.TablePolicy) -> dict:
+    return {k: getattr(policy, k) for k in _REPORTED_POLICY}
+
+
+def _values(table: TableInfo, p) -> dict[str, str]:
+    return dict(zip([k for k, _ in table.partition_keys], p.values))
+
+
+def _task_date(tables: dict[str, TableInfo], policies: dict, t) -> date | None:
+    policy = policies[t.table_name]
+    return partition_date(_values(tables[t.table_name], t), policy.date_column, policy.date_format)
+
+
+# A partition (or table) the plan skips (a refused table, a location outside the table, no date
+# column) is skipped by every run that selects it, as long as the reason holds.
+SKIPPED_AGAIN = "skipped again by every run that selects it while this holds"
+
+
+def _mark_planned(hms: Metastore, partitions: set[tuple[str, str]], now: float,
+                  tables: dict[str, TableInfo] | None = None) -> None:
+    """Write ``PLANNED_AT`` to (table, partition)s a run meant to list and did not (the backlog
+    reads it)."""
+    by_table: dict[str, dict[str, dict]] = {}
+    for table, partition in sorted(partitions):
+        by_table.setdefault(table, {})[partition] = {PLANNED_AT: str(int(now))}
+    for name, updates in by_table.items():
+        table = (tables or {}).get(name) or hms.table(*name.split(".", 1))
+        hms.update_statistics(table, updates)
+        log.info("%s: %d partition(s) marked to be looked at again (%s)", name, len(updates), PLANNED_AT)
 
 
 def read_results(hms: Metastore, plan: dict) -> list[PartitionResult]:
@@ -158,7 +253,10 @@ def refresh(settings: config_mod.Settings, hms: Metastore, plan: dict, now: floa
             stale = sum(1 for r in rs if r.stale_statistics)
             log.info("%s: statistics refreshed for %d partition(s) (%d had statistics that disagreed with the disk)",
                      name, written, stale)
-    dicts = [r.to_dict() for r in results]
+        # failed or never listed: the backlog looks at them again
+        _mark_planned(hms, {(r.table, r.partition) for r in results if r.status is Status.FAILED or not r.listed},
+                      now)
+    dicts = add_revisits(plan, [r.to_dict() for r in results])
     summary = summarize(dicts, plan["skipped"], plan["deferred"])
     tables = distribution(dicts, plan["skipped"], plan["deferred"], plan.get("policies") or {})
     line = note(dicts, summary, tables, plan.get("dry_run", False))
@@ -166,21 +264,4 @@ def refresh(settings: config_mod.Settings, hms: Metastore, plan: dict, now: floa
     log.info("run report\n%s\n\nfile sizes per table\n%s\n\nrun note: %s", text, render_distribution(tables), line)
     return {"summary": summary, "note": line, "tables": tables, "partitions": dicts,
             "skipped": plan["skipped"], "deferred": plan["deferred"], "dry_run": plan.get("dry_run", False),
-            "dates": plan.get("dates", {}), "run": plan["run"]}
-
-
-def compacted_tables(report: dict) -> dict[str, dict]:
-    """Per table that had partitions merged: the asset event's extra (partitions, dates, figures)."""
-    if report.get("dry_run"):
-        return {}
-    out: dict[str, dict] = {}
-    for r in report["partitions"]:
-        if r["status"] != "merged":
-            continue
-        e = out.setdefault(r["table"], {"partitions": [], "files_before": 0, "files_after": 0})
-        e["partitions"].append(r["partition"])
-        e["files_before"] += r["files_before"]
-        e["files_after"] += r["files_after"]
-    for table, e in out.items():
-        e["dates"] = (report.get("dates") or {}).get(table)
-    return out
+            "dates": plan.get("dates", {}), "lookback": plan.get("lookback", {}), "run": plan["run"]}

@@ -13,7 +13,7 @@ from .batch import MAX_ENCODED_BATCH, PartitionTask
 from .config import FanOut, TablePolicy
 from .metastore import NUM_FILES, NUM_ROWS, TOTAL_SIZE, PartitionInfo, TableInfo
 from .paths import canonical, default_work_dir, location_problem
-from .results import LISTED_AT, STATISTICS_KEYS
+from .results import LISTED_AT, PLANNED_AT, STATISTICS_KEYS
 from .storage import plan_refusal
 
 
@@ -50,15 +50,16 @@ def candidate(partition: PartitionInfo, policy: TablePolicy) -> bool:
 
 def audit_due(partition: PartitionInfo, policy: TablePolicy, now: float) -> bool:
     """Statistics may be stale (writers that append, files copied in, MSCK REPAIR): list a
-    partition this package never listed, last listed more than ``audit_days`` ago, or altered
-    (a Hive insert, an ALTER) after it was last listed."""
+    partition this package never listed, last listed more than ``audit_days`` ago, altered
+    (a Hive insert, an ALTER) after it was last listed, or deferred or failed in a run since."""
     if policy.small_file_limit <= 0 or policy.audit_days <= 0:
         return False
     listed = partition.stat(LISTED_AT)
     if listed is None:
         return True
-    ddl = partition.stat(DDL_TIME)
-    return listed < now - policy.audit_days * 86400 or (ddl is not None and ddl > listed)
+    ddl, planned = partition.stat(DDL_TIME), partition.stat(PLANNED_AT)
+    return (listed < now - policy.audit_days * 86400 or (ddl is not None and ddl > listed)
+            or (planned is not None and planned > listed))
 
 
 def priority(task: "PartitionTask") -> tuple:
@@ -74,12 +75,14 @@ def table_work_dir(table: TableInfo, policy: TablePolicy, work_root: str | None 
 
 
 def plan_table(table: TableInfo, policy: TablePolicy, partitions, work_root: str | None = None,
-               list_all: bool = False, now: float | None = None):
+               list_all: bool = False, now: float | None = None, pick=None):
     """(tasks, skipped) for one table's partitions (an iterable of PartitionInfo).
 
     The statistics never decide alone that a partition needs nothing: with ``list_all`` (a run
     that selected dates) every partition is planned, to be listed by the Spark job; otherwise
-    those whose statistics show small files, plus those due for an audit (``audit_due``)."""
+    those whose statistics show small files, plus those due for an audit (``audit_due``). With
+    ``pick`` (the backlog: ``backlog.pending``), exactly the partitions it gives a reason for,
+    planned with reason "backlog"."""
     tasks: list[PartitionTask] = []
     skipped: list[Skipped] = []
     refusal = table_refusal(table)
@@ -89,7 +92,11 @@ def plan_table(table: TableInfo, policy: TablePolicy, partitions, work_root: str
     now = time.time() if now is None else now
     folders: dict[str, str] = {}
     for p in partitions:
-        if candidate(p, policy):
+        if pick is not None:
+            if not pick(p, policy):
+                continue
+            reason = "backlog"
+        elif candidate(p, policy):
             reason = "statistics"
         elif policy.small_file_limit > 0 and list_all:
             reason = "selected"

@@ -24,6 +24,11 @@ def stale_note(r: dict) -> str:
     return f"{said}, the disk had {r['files_before']} ({_size(r['bytes_before'])})"
 
 
+def deferred_reason(d: dict) -> str:
+    """Why a partition was not planned, and when it is looked at again (dag_tasks.revisit_text)."""
+    return f"fan-out limit reached; {d.get('again') or 'not looked at again automatically'}"
+
+
 def summarize(results: list[dict], skipped: list[dict], deferred: list[dict]) -> dict:
     merged = [r for r in results if r["status"] == "merged"]
     return {
@@ -52,12 +57,12 @@ def render(results: list[dict], skipped: list[dict], deferred: list[dict]) -> st
                      f"{_size(r['bytes_before'])} -> {_size(r['bytes_after'])}",
                      "-" if r.get("rows") is None else str(r["rows"]),
                      r.get("mode") or "-", f"{r.get('seconds', 0):.1f}",
-                     "; ".join(x for x in (r.get("reason"), stale_note(r)) if x)))
+                     "; ".join(x for x in (r.get("reason"), stale_note(r), r.get("again")) if x)))
     for s in skipped:
-        rows.append((s["table"], s["partition"] or "-", "skipped", "", "", "", "", "", s["reason"]))
+        rows.append((s["table"], s["partition"] or "-", "skipped", "", "", "", "", "",
+                     "; ".join(x for x in (s["reason"], s.get("again")) if x)))
     for d in deferred:
-        rows.append((d["table"], d["partition"] or "-", "deferred", "", "", "", "", "",
-                     "fan-out limit reached; planned again next run"))
+        rows.append((d["table"], d["partition"] or "-", "deferred", "", "", "", "", "", deferred_reason(d)))
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -84,11 +89,10 @@ def _add(a: list[int] | None, b) -> list[int] | None:
 
 
 def _left_reason(r: dict) -> str:
-    if r.get("reason"):
-        return r["reason"]
-    return {"merged": "too little small data left to fill a file of the small-file limit",
-            "would_merge": "dry run",
-            "nothing_to_do": "fewer small files than min_small_files"}.get(r["status"], r["status"])
+    reason = r.get("reason") or {"merged": "too little small data left to fill a file of the small-file limit",
+                                 "would_merge": "dry run",
+                                 "nothing_to_do": "fewer small files than min_small_files"}.get(r["status"], r["status"])
+    return "; ".join(x for x in (reason, r.get("again")) if x)
 
 
 def distribution(results: list[dict], skipped: list[dict], deferred: list[dict],
@@ -134,10 +138,11 @@ def distribution(results: list[dict], skipped: list[dict], deferred: list[dict],
                                           "reason": _left_reason(r)})
     for s in skipped:
         entry(s["table"])["small_files_left"].append({"partition": s["partition"], "small_files": None,
-                                                      "reason": s["reason"]})
+                                                      "reason": "; ".join(x for x in (s["reason"], s.get("again"))
+                                                                          if x)})
     for d in deferred:
         entry(d["table"])["small_files_left"].append({"partition": d["partition"], "small_files": None,
-                                                      "reason": "fan-out limit reached; planned again next run"})
+                                                      "reason": deferred_reason(d)})
     return tables
 
 

@@ -22,9 +22,17 @@ SPARK_TOTAL_SIZE, SPARK_NUM_ROWS = "spark.sql.statistics.totalSize", "spark.sql.
 # Set by the refresh task on every partition a run listed (epoch seconds): the audit lists the
 # partitions not looked at for the longest time first.
 LISTED_AT = "hive_compaction.listedAt"
+# Set with it: how many small files (below the run's small-file limit) that listing left on
+# disk, where the merge job recorded file sizes. The backlog (backlog.py) reads it.
+SMALL_FILES = "hive_compaction.smallFiles"
+# When a run meant to list a partition and did not (epoch seconds; never in a dry run): set by
+# the plan task on the partitions the fan-out caps deferred, by the refresh on those whose merge
+# failed or was not listed. Later than its last listing: the backlog plans it again. Not in
+# STATISTICS_KEYS: a rollback leaves it, and the partition is listed again after one.
+PLANNED_AT = "hive_compaction.plannedAt"
 # Every partition parameter the refresh may change: a commit records them as they were, and a
 # rollback restores exactly these (a key the partition did not have is removed again).
-STATISTICS_KEYS = (NUM_FILES, TOTAL_SIZE, NUM_ROWS, SPARK_TOTAL_SIZE, SPARK_NUM_ROWS, LISTED_AT)
+STATISTICS_KEYS = (NUM_FILES, TOTAL_SIZE, NUM_ROWS, SPARK_TOTAL_SIZE, SPARK_NUM_ROWS, LISTED_AT, SMALL_FILES)
 
 # Hive stores a parameter value in a VARCHAR(4000) column (Hive 2.3 to 4 schemas).
 MAX_PARAM_CHARS = 4000
@@ -113,10 +121,23 @@ def statistics_were_stale(r: dict) -> bool:
                                                                                        r["bytes_before"])
 
 
-def statistics_update(result: PartitionResult, parameters: dict[str, str], now: float) -> dict[str, str]:
+def small_files_left(r: dict) -> int | None:
+    """Small files a listed partition holds after the run (the size buckets below the run's
+    small-file limit: sizing.bucket_edges), or None where the job recorded no sizes."""
+    after = r.get("sizes_after")
+    if not r.get("listed") or not isinstance(after, (list, tuple)) or len(after) < 2:
+        return None
+    return int(after[0]) + int(after[1])
+
+
+def statistics_update(result: PartitionResult, parameters: dict[str, str], now: float) -> dict[str, str | None]:
     """What the refresh writes to a listed partition whose parameters are ``parameters``: Hive's
-    (and, where present, Spark's) statistics keys that differ from the disk, and when it was listed."""
-    new = {NUM_FILES: str(result.files_after), TOTAL_SIZE: str(result.bytes_after), LISTED_AT: str(int(now))}
+    (and, where present, Spark's) statistics keys that differ from the disk, when it was listed
+    and the small files left (None: remove the key)."""
+    new: dict[str, str | None] = {NUM_FILES: str(result.files_after), TOTAL_SIZE: str(result.bytes_after),
+                                  LISTED_AT: str(int(now))}
+    small = small_files_left(vars(result))
+    new[SMALL_FILES] = None if small is None else str(small)  # unknown: no stale count stays
     if result.rows is not None:
         new[NUM_ROWS] = str(result.rows)
         if SPARK_NUM_ROWS in parameters:

@@ -1,20 +1,29 @@
 """What one DAG run compacts: the trigger form's values, validated, and the partition dates.
 
-Three kinds of run: scheduled (each table's partitions of the run's date minus its lag),
-backfill (the partitions of the run's date: a backfill names partition dates) and manual (the
-form's date or date range, or every partition). Every value is checked here before anything
-reaches the Metastore or a path; errors name the field.
+Scheduled and backfill runs carry a partition key (the DAG's ``CronPartitionTimetable``): the
+partition date the run compacts, for tables with the DAG's lag (``defaults:
+partition_lag_days``, the schedule's ``run_offset``); a table with a lag of its own compacts the
+date its lag names, shifted from the key by the difference. A backfill of a date range makes one
+run per key, so a backfill run and a scheduled run of one key mean the same dates. Scheduled runs
+also look back ``lookback_days`` before their own date (``backlog``). Manual runs compact the
+form's date or date range, else the key they were triggered with, else every partition. Runs
+without a key (made before the schedule carried keys) keep the older rule: scheduled, the run's
+date minus each table's lag; backfill, the run's date. Every value is checked here before
+anything reaches the Metastore or a path; errors name the field.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from datetime import date, datetime, timedelta
+from dataclasses import dataclass, field, replace
+from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
-from .config import ConfigError, Settings, TableConfig
+from .backlog import next_scheduled_key
+from .config import ConfigError, Settings, TableConfig, TablePolicy
 
 MAX_SIZE_MB = 16 * 1024
 MAX_RANGE_DAYS = 366
+# The schedule's partition keys: the partition date, as the form writes dates.
+KEY_FORMAT = "%Y-%m-%d"
 
 
 class ParamError(ValueError):
@@ -50,6 +59,12 @@ class RunSelection:
     tables: tuple[TableConfig, ...]
     dates: dict[str, tuple[date, date] | None]  # per table: inclusive partition-date range, None = all
     dry_run: bool
+    # Scheduled runs, per table: the lookback window before its own date (inclusive), else absent.
+    lookback: dict[str, tuple[date, date]] = field(default_factory=dict)
+    # When partitions left alone are looked at again: the next scheduled run's key, and the lag
+    # the keys are counted in (config.Settings.key_lag_days).
+    next_key: date | None = None
+    key_lag_days: int = 0
 
 
 def _date(value: Any, field: str) -> date | None:
@@ -71,10 +86,28 @@ def _size_mb(value: Any, field: str, minimum: int) -> int | None:
     return value
 
 
-def select(settings: Settings, params: dict, run_type, logical_date: datetime | date | None) -> RunSelection:
+def key_date(partition_key: str) -> date:
+    """The partition date a run's key names (``KEY_FORMAT``)."""
+    try:
+        return datetime.strptime(partition_key, KEY_FORMAT).date()
+    except (TypeError, ValueError):
+        raise ParamError(f"partition_key: expected a date YYYY-MM-DD (the schedule's key_format), "
+                         f"got {partition_key!r}") from None
+
+
+def table_date(key: date, policy: TablePolicy, key_lag_days: int) -> date:
+    """The partition date a run keyed ``key`` compacts in a table: the key itself for a table with
+    the DAG's lag, earlier (later) by as many days as the table's lag is longer (shorter)."""
+    return key - timedelta(days=policy.partition_lag_days - key_lag_days)
+
+
+def select(settings: Settings, params: dict, run_type, logical_date: datetime | date | None,
+           partition_key: str | None = None, now: datetime | None = None) -> RunSelection:
     """``run_type`` is Airflow's DagRunType (an enum in the task SDK, whose str() is not its
-    value) or its value: "scheduled", "backfill", "manual", ..."""
+    value) or its value: "scheduled", "backfill", "manual", ...; ``partition_key`` the run's key
+    (None for runs without one); ``now`` for tests."""
     run_type = str(getattr(run_type, "value", run_type))
+    key = key_date(partition_key) if partition_key else None
     unknown = set(params) - set(PARAM_DEFAULTS)
     if unknown:
         raise ParamError(f"unknown field(s): {', '.join(sorted(unknown))}")
@@ -113,19 +146,28 @@ def select(settings: Settings, params: dict, run_type, logical_date: datetime | 
     if start and end and (end - start).days >= MAX_RANGE_DAYS:
         raise ParamError(f"partition_date_to: a range of at most {MAX_RANGE_DAYS} days, got {(end - start).days + 1}")
 
+    key_lag = settings.key_lag_days
+    if key is None and run_type == "scheduled" and logical_date is not None:  # a run from before the keys
+        key = _as_date(logical_date) - timedelta(days=key_lag)
     dates: dict[str, tuple[date, date] | None] = {}
+    lookback: dict[str, tuple[date, date]] = {}
     for t in overridden:
         if start:
             dates[t.name] = (start, end or start)
-        elif run_type == "scheduled" and logical_date is not None:
-            d = _as_date(logical_date) - timedelta(days=t.policy.partition_lag_days)
+        elif key is not None:
+            d = table_date(key, t.policy, key_lag)
             dates[t.name] = (d, d)
+            # Only scheduled runs look back: backfill runs run side by side, each on its own date.
+            if run_type == "scheduled" and t.policy.lookback_days:
+                lookback[t.name] = (d - timedelta(days=t.policy.lookback_days), d - timedelta(days=1))
         elif run_type == "backfill" and logical_date is not None:
             d = _as_date(logical_date)
             dates[t.name] = (d, d)
         else:
             dates[t.name] = None
-    return RunSelection(tuple(overridden), dates, p["dry_run"])
+    today = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).date()
+    next_key = next_scheduled_key(run_type, key if not start else None, key_lag, today)
+    return RunSelection(tuple(overridden), dates, p["dry_run"], lookback, next_key, key_lag)
 
 
 def _as_date(value: datetime | date) -> date:
