@@ -4,13 +4,14 @@ is looked at again. Pure logic, with an in-memory Metastore for the plan task's 
 from __future__ import annotations
 
 from datetime import date, timedelta
+from types import SimpleNamespace
 
 import pytest
 
 from hive_compaction import backlog, config, dag_tasks
 from hive_compaction.metastore import NUM_FILES, TOTAL_SIZE, PartitionInfo, TableInfo
 from hive_compaction.planning import DDL_TIME
-from hive_compaction.results import LISTED_AT, PLANNED_AT, SMALL_FILES
+from hive_compaction.results import LISTED_AT, PLANNED_AT, SMALL_FILES, PartitionResult, Status, encode_results
 from hive_compaction.run_params import select
 
 ORC_IN = "org.apache.hadoop.hive.ql.io.orc.OrcInputFormat"
@@ -130,7 +131,11 @@ class FakeMetastore:
             self.parts[table.name][name].parameters.update(updates)
         return len(stats)
 
-    def _call(self, name, *args):  # the results table: exists, nothing to prune
+    recorded: dict = {}  # the results table: batch number -> parameters
+
+    def _call(self, name, *args):  # the results table: exists, nothing to prune, the recorded batches
+        if name == "get_partitions_by_names":
+            return [SimpleNamespace(values=["run", str(b)], parameters=self.recorded[b]) for b in self.recorded]
         return {"get_tables": [args[-1]], "get_partition_names": []}[name]
 
 
@@ -218,3 +223,26 @@ def test_the_refresh_says_when_skipped_and_failed_partitions_come_back():
     assert skipped["again"] == "again in the scheduled run of 2026-08-03 (within lookback_days: 7)"
     assert failed["again"] == "not again automatically: older than lookback_days (7); trigger a run for its date"
     assert "again" not in merged
+
+
+def test_the_refresh_marks_failed_partitions_and_records_the_small_files_left():
+    d1 = KEY - timedelta(days=1)
+    hms = FakeMetastore({"db.events": [small(KEY), small(d1)], "db.late": []})
+    settings = settings_for()
+    planned = dag_tasks.plan(settings, hms, "scheduled__v", select(settings, {}, "scheduled", None, str(KEY)),
+                             now=NOW)["plan"]
+    assert {tuple(p) for b in planned["batches"] for p in b["partitions"]} == \
+        {("db.events", f"dt={KEY}"), ("db.events", f"dt={d1}")}
+    loc = "file:///wh/db.db/events"
+    hms.recorded = {0: encode_results([
+        PartitionResult("db.events", f"dt={KEY}", f"{loc}/dt={KEY}", Status.MERGED, files_before=10, files_after=1,
+                        listed=True, sizes_before=[10, 0, 0, 0], sizes_after=[1, 0, 0, 0]),
+        PartitionResult("db.events", f"dt={d1}", f"{loc}/dt={d1}", Status.FAILED, reason="boom")])}
+    report = dag_tasks.refresh(settings, hms, planned, now=NOW + 60)
+    merged, failed = (hms.parts["db.events"][f"dt={day}"].parameters for day in (KEY, d1))
+    assert (merged[LISTED_AT], merged[SMALL_FILES], merged[NUM_FILES]) == (str(NOW + 60), "1", "1")
+    assert PLANNED_AT not in merged and backlog.pending(hms.parts["db.events"][f"dt={KEY}"], POLICY) is None
+    assert failed[PLANNED_AT] == str(NOW + 60) and LISTED_AT not in failed
+    assert backlog.pending(hms.parts["db.events"][f"dt={d1}"], POLICY) == "never listed by this package"
+    [r] = [r for r in report["partitions"] if r["status"] == "failed"]
+    assert r["again"] == "again in the scheduled run of 2026-08-03 (within lookback_days: 7)"
