@@ -10,9 +10,10 @@ from hive_compaction import copy_merge as cm
 from hive_compaction.grouping import FileFooter, tiny_blocks
 
 
-def read_one(spark, fmt: str, path: str):
-    """(footer, copy units) of one file; raises CopyMergeError if it cannot be read."""
-    got = cm.read_many(spark, fmt, [path])[0]
+def read_one(spark, fmt: str, path: str, statistics: bool = False) -> cm.Read:
+    """(footer, copy units, file statistics check) of one file; raises CopyMergeError if it
+    cannot be read."""
+    got = cm.read_many(spark, fmt, [path], statistics)[0]
     if isinstance(got, cm.CopyMergeError):
         raise got
     return got
@@ -51,8 +52,9 @@ def _digests(path: str, units) -> list[str]:
 
 
 def verify_copy(spark, fmt: str, inputs: list[str], output: str) -> None:
-    """Raise CopyMergeError unless ``output`` is exactly the blocks of ``inputs`` in order."""
-    read = [read_one(spark, fmt, p) for p in inputs]
-    out, out_units = read_one(spark, fmt, output)
-    cm._compare(fmt.lower(), inputs, read, output, out, out_units,
-                [_digests(p, units) for p, (_, units) in zip(inputs, read)], _digests(output, out_units))
+    """Raise CopyMergeError unless ``output`` is exactly the blocks of ``inputs`` in order, under
+    the footer metadata they share, with their statistics."""
+    read = [read_one(spark, fmt, p, statistics=True) for p in inputs]
+    out = read_one(spark, fmt, output, statistics=True)
+    cm._compare(fmt.lower(), inputs, read, output, out, [_digests(p, r.units) for p, r in zip(inputs, read)],
+                _digests(output, out.units))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hive_compaction.batch import PartitionTask
-from hive_compaction.grouping import (Engine, FileFooter, data_files, expansion, group, output_codec,
+from hive_compaction.grouping import (Engine, FileFooter, copy_notes, data_files, expansion, group, output_codec,
                                       skip_reason, staged_suffix, tiny_blocks)
 from hive_compaction.sizing import DataFile
 from hive_compaction.hadoop_fs import Entry
@@ -17,8 +17,11 @@ TASK = PartitionTask("db", "t", "dt=1", ("1",), "file:/w/t/dt=1", "file:/w/t", "
                      copy_min_block_size=1 * MB)
 
 
-def footer(rows=1000, blocks=1, block_bytes=2 * MB, schema="struct<a:int>", codec="SNAPPY") -> FileFooter:
-    return FileFooter(rows, (rows // blocks,) * blocks, schema, codec, "0.12 ORC_14", (block_bytes,) * blocks)
+def footer(rows=1000, blocks=1, block_bytes=2 * MB, schema="struct<a:int>", codec="SNAPPY", calendar="hybrid",
+           no_copy="", **meta) -> FileFooter:
+    extra = (("calendar", calendar), ("row_index_stride", "10000")) + tuple(sorted(meta.items()))
+    return FileFooter(rows, (rows // blocks,) * blocks, schema, codec, "0.12 ORC_14", (block_bytes,) * blocks, extra,
+                      no_copy)
 
 
 def files(n, size=4 * MB, prefix="f"):
@@ -93,3 +96,36 @@ def test_the_decisions_need_no_spark():
             "bad = [m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j')]; assert not bad, bad")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
+
+
+def test_files_that_read_differently_are_never_copied_together_and_the_reason_is_recorded():
+    fs = files(7)
+    footers = {f.path: footer() for f in fs[:3]}
+    footers.update({f.path: footer(calendar="proleptic") for f in fs[3:5]})
+    footers[fs[5].path] = footer(no_copy="written by ORC_CPP, and a copy's footer would name the ORC Java writer")
+    footers[fs[6].path] = footer(calendar="proleptic", blocks=10, block_bytes=MB // 10)  # tiny: rewritten anyway
+    groups = group(TASK, fs, fs, footers)
+    assert [(g.engine, sorted(f.name for f in g.files)) for g in groups] == [
+        (Engine.COPY, ["f0", "f1", "f2"]), (Engine.COPY, ["f3", "f4"]), (Engine.REWRITE, ["f5", "f6"])]
+    note = copy_notes(TASK, fs, footers)
+    assert note == ("1 small file(s) not copied (f5: written by ORC_CPP, and a copy's footer would name the ORC Java "
+                    "writer). small files not copied together, their footers differ in calendar (hybrid: 3, "
+                    "proleptic: 2; changes how values read: the calendar of dates and timestamps before 1582)")
+    # copy mode: the file that must not be copied stays; rewrite mode and sorted tables: no note
+    assert [sorted(f.name for f in g.files) for g in group(replace(TASK, merge_mode="copy"), fs, fs, footers)] == [
+        ["f0", "f1", "f2"], ["f3", "f4", "f6"]]
+    assert copy_notes(replace(TASK, merge_mode="rewrite"), fs, footers) == ""
+    assert copy_notes(replace(TASK, sort_columns=("a",)), fs, footers) == ""
+    assert copy_notes(TASK, fs[:3], footers) == ""
+
+
+def test_the_note_names_every_difference_reading_ones_first():
+    fs = files(3)
+    footers = {fs[0].path: footer(**{"meta:org.apache.spark.version": "3.5.1", "meta:owner": "a"}),
+               fs[1].path: footer(**{"meta:org.apache.spark.version": "4.2.0", "meta:owner": "b"}),
+               fs[2].path: footer(codec="ZLIB", schema="struct<b:int>", **{"meta:owner": "a"})}
+    note = copy_notes(TASK, fs, footers)
+    assert note.startswith("small files not copied together, their footers differ in schema (2 kinds, changes "
+                           "how values read); meta:org.apache.spark.version (3.5.1: 1, 4.2.0: 1, absent: 1; "
+                           "changes how values read")
+    assert note.endswith("compression (2 kinds); meta:owner (a: 2, b: 1)")

@@ -15,6 +15,7 @@ paths are Hadoop URIs (``hdfs://``, ``s3a://``, ``file:``) and no byte of data p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import jvm_helper
 from .grouping import FileFooter, Group
@@ -30,10 +31,21 @@ class CopyMergeError(RuntimeError):
 @dataclass(frozen=True)
 class _Unit:
     """One contiguous byte range that a copy-merge moves unchanged: an ORC stripe or a Parquet
-    column chunk. ``what`` describes it (compared between input and output besides the bytes)."""
+    column chunk. ``what`` describes it (compared between input and output besides the bytes);
+    ``stats``: SHA-256 of its statistics (ORC stripe statistics, Parquet chunk statistics) when
+    they were read, else None."""
     what: tuple
     offset: int
     length: int
+    stats: str | None = None
+
+
+class Read(NamedTuple):
+    """One file's footer as a copy sees it: the facts, the copy units, and (ORC, statistics read)
+    "" when its file-level column statistics are the merge of its stripes', else what is wrong."""
+    footer: FileFooter
+    units: list[_Unit]
+    file_stats: str | None = None
 
 
 def error_text(e: Exception) -> str:
@@ -49,23 +61,27 @@ def _check_fmt(fmt: str) -> str:
     return fmt
 
 
-def _footer(fmt: str, doc: dict) -> tuple[FileFooter, list[_Unit]]:
+def _footer(fmt: str, doc: dict) -> Read:
     footer = FileFooter(rows=int(doc["rows"]), block_rows=tuple(doc["block_rows"]), schema=doc["schema"],
                         compression=doc["compression"], version=doc["version"],
-                        block_bytes=tuple(doc["block_bytes"]), extra=tuple(tuple(kv) for kv in doc["extra"]))
-    return footer, [_Unit(tuple(what), offset, length) for what, offset, length in doc["units"]]
+                        block_bytes=tuple(doc["block_bytes"]), extra=tuple(tuple(kv) for kv in doc["extra"]),
+                        no_copy=doc.get("no_copy") or "")
+    return Read(footer, [_Unit(tuple(u[0]), u[1], u[2], u[3] if len(u) > 3 else None) for u in doc["units"]],
+                doc.get("file_stats"))
 
 
-def read_many(spark, fmt: str, paths: list[str]) -> list[tuple[FileFooter, list[_Unit]] | CopyMergeError]:
-    """Footer and copy units of each file, in one JVM call: (footer, units), or the CopyMergeError
-    saying why the file is not a readable ``fmt`` file. ORC: the reader's stripes, schema, codec,
-    versions, row index stride and user metadata. Parquet: ParquetMetadata's row groups and
-    column chunks (path, codec, value count, position, size), created_by and key-value metadata."""
+def read_many(spark, fmt: str, paths: list[str], statistics: bool = False) -> list[Read | CopyMergeError]:
+    """Footer and copy units of each file, in one JVM call, or the CopyMergeError saying why the
+    file is not a readable ``fmt`` file. ORC: the reader's stripes, schema, codec, versions,
+    calendar, row index stride and user metadata. Parquet: ParquetMetadata's row groups and
+    column chunks (path, codec, value count, position, size), created_by and key-value metadata.
+    ``statistics``: also each unit's statistics digest and (ORC) the file statistics check,
+    from the footer already read (what a copy's verification compares)."""
     fmt = _check_fmt(fmt)
     if not paths:
         return []
     out = []
-    for path, doc in zip(paths, jvm_helper.call(spark, "footers", fmt, list(paths))):
+    for path, doc in zip(paths, jvm_helper.call(spark, "footers", fmt, list(paths), bool(statistics))):
         out.append(CopyMergeError(f"cannot read the {fmt} footer of {path}: {doc['error']}") if "error" in doc
                    else _footer(fmt, doc))
     return out
@@ -73,7 +89,7 @@ def read_many(spark, fmt: str, paths: list[str]) -> list[tuple[FileFooter, list[
 
 def read_footers(spark, fmt: str, paths: list[str]) -> list[FileFooter | CopyMergeError]:
     """What each file's footer says (or why it cannot be read), read without touching data."""
-    return [r if isinstance(r, CopyMergeError) else r[0] for r in read_many(spark, fmt, paths)]
+    return [r if isinstance(r, CopyMergeError) else r.footer for r in read_many(spark, fmt, paths)]
 
 
 def readable_footers(spark, fmt: str, files: list, small: list) -> tuple[dict[str, FileFooter], list[str]]:
@@ -105,12 +121,14 @@ def copy_merge(spark, fmt: str, inputs: list[str], output: str) -> tuple[FileFoo
     it against them before returning its footer and size in bytes.
 
     One JVM call (``HiveCompactionHelper.copyMerge``) opens each input once, refuses a list whose
-    footers differ in ``copy_key`` (nothing is written), copies the blocks (ORC: stripes with
-    their statistics, as ``OrcFile.mergeFiles`` does, hashing each stripe from the bytes
-    appended; Parquet: ``ParquetRewriter``, which copies column chunks verbatim, then the inputs'
-    chunks are hashed), closes the output and reads its footer and every copied unit back. The
-    comparison (``_compare``) happens here; any failure deletes the output and raises
-    CopyMergeError.
+    footers differ in ``copy_key`` or that holds a file that must not be copied
+    (``FileFooter.no_copy``; nothing is written), copies the blocks (ORC: stripes with their
+    statistics, as ``OrcFile.mergeFiles`` does, hashing each stripe from the bytes appended,
+    under the inputs' calendar, file and writer version and user metadata; Parquet:
+    ``ParquetRewriter``, which copies column chunks verbatim with their statistics and indexes
+    and keeps the key-value metadata, then the inputs' chunks are hashed), closes the output and
+    reads its footer and every copied unit back. The comparison (``_compare``) happens here; any
+    failure deletes the output and raises CopyMergeError.
     """
     fmt = _check_fmt(fmt)
     if not inputs:
@@ -121,14 +139,13 @@ def copy_merge(spark, fmt: str, inputs: list[str], output: str) -> tuple[FileFoo
             raise CopyMergeError(f"{fmt} copy-merge into {output} refused: {got['error']}")
         raise CopyMergeError(f"{fmt} copy-merge of {inputs} into {output} failed: {got['error']}")
     read = [_footer(fmt, doc) for doc in got["inputs"]]
-    out, out_units = _footer(fmt, got["output"])
+    out = _footer(fmt, got["output"])
     try:
-        _compare(fmt, inputs, read, output, out, out_units, [doc["digests"] for doc in got["inputs"]],
-                 got["output"]["digests"])
+        _compare(fmt, inputs, read, output, out, [doc["digests"] for doc in got["inputs"]], got["output"]["digests"])
     except CopyMergeError:
         HadoopFS(spark).delete(output)  # ours: the JVM call refused to write over an existing file
         raise
-    return out, int(got["output"]["size"])
+    return out.footer, int(got["output"]["size"])
 
 
 def stage(spark, fmt: str, group: Group, staging: str, name: str) -> None:
@@ -140,39 +157,62 @@ def stage(spark, fmt: str, group: Group, staging: str, name: str) -> None:
     group.rows, group.footers = footer.rows, [footer]
 
 
-def _compare(fmt: str, inputs: list[str], read: list[tuple[FileFooter, list[_Unit]]], output: str,
-             out: FileFooter, out_units: list[_Unit], in_digests: list[list[str]], out_digests: list[str]) -> None:
-    """Whether ``output`` is exactly the blocks of ``inputs`` in order, from their footers and
-    the SHA-256 of every copied byte range.
+def _compare(fmt: str, inputs: list[str], read: list[Read], output: str, out: Read,
+             in_digests: list[list[str]], out_digests: list[str]) -> None:
+    """Whether ``output`` is exactly the blocks of ``inputs`` in order, under the footer metadata
+    they share, from their footers and the SHA-256 of every copied byte range.
 
     Footers: rows, per-block rows and bytes, schema and compression (and for ORC the version,
-    which the stripe copy carries over). Content: the digest of every copied range, compared in
-    order. ORC: each stripe (StripeInformation offset/length). Parquet: each column chunk
-    (ColumnChunkMetaData startingPos/totalSize) plus its column path, codec and value count;
-    the rewriter copies chunk bytes verbatim, so no statistics fallback is needed.
+    which the stripe copy carries over), and every other footer fact the inputs share
+    (``FileFooter.extra``: ORC calendar, row index stride and user metadata; Parquet key-value
+    metadata but original.created.by). Statistics, where read: each stripe's / column chunk's,
+    compared in order, and (ORC) the output's file statistics must be the merge of its stripes'.
+    Content: the digest of every copied range, compared in order. ORC: each stripe
+    (StripeInformation offset/length). Parquet: each column chunk (ColumnChunkMetaData
+    startingPos/totalSize) plus its column path, codec and value count; the rewriter copies chunk
+    bytes verbatim, so no statistics fallback is needed.
     """
     def fail(what: str):
         raise CopyMergeError(f"{fmt} copy {output} does not match its inputs: {what}")
 
-    if out.rows != sum(ft.rows for ft, _ in read):
-        fail(f"{out.rows} rows, inputs have {sum(ft.rows for ft, _ in read)}")
-    if out.block_rows != tuple(r for ft, _ in read for r in ft.block_rows):
+    fts = [r.footer for r in read]
+    ft_out = out.footer
+    if ft_out.rows != sum(ft.rows for ft in fts):
+        fail(f"{ft_out.rows} rows, inputs have {sum(ft.rows for ft in fts)}")
+    if ft_out.block_rows != tuple(r for ft in fts for r in ft.block_rows):
         fail("rows per block differ from the inputs' blocks in order")
-    if out.block_bytes != tuple(b for ft, _ in read for b in ft.block_bytes):
+    if ft_out.block_bytes != tuple(b for ft in fts for b in ft.block_bytes):
         fail("bytes per block differ from the inputs' blocks in order")
-    for p, (ft, _) in zip(inputs, read):
-        if ft.schema != out.schema:
-            fail(f"schema differs from {p}: {ft.schema} vs {out.schema}")
-        if ft.compression != out.compression:
-            fail(f"compression {out.compression} differs from {p}: {ft.compression}")
-        if fmt == "orc" and ft.version != out.version:
-            fail(f"version {out.version} differs from {p}: {ft.version}")
-    in_units = [u for _, units in read for u in units]
-    if [(u.what, u.length) for u in in_units] != [(u.what, u.length) for u in out_units]:
+    for p, ft in zip(inputs, fts):
+        if ft.schema != ft_out.schema:
+            fail(f"schema differs from {p}: {ft.schema} vs {ft_out.schema}")
+        if ft.compression != ft_out.compression:
+            fail(f"compression {ft_out.compression} differs from {p}: {ft.compression}")
+        if fmt == "orc" and ft.version != ft_out.version:
+            fail(f"version {ft_out.version} differs from {p}: {ft.version}")
+        if ft.extra != ft_out.extra:
+            fail(f"footer metadata differs from {p}'s: {describe_extra_difference(ft.extra, ft_out.extra)}")
+    in_units = [u for r in read for u in r.units]
+    if [(u.what, u.length) for u in in_units] != [(u.what, u.length) for u in out.units]:
         fail("the copied stripes / column chunks differ in layout from the inputs'")
+    kind = "stripe" if fmt == "orc" else "column chunk"
+    out_iter = iter(out.units)
+    for p, r in zip(inputs, read):
+        for i, (want, got) in enumerate(zip(r.units, out_iter)):
+            if want.stats is not None and got.stats is not None and want.stats != got.stats:
+                fail(f"statistics of {kind} {i} of {p} {want.what} differ in the output")
+    if out.file_stats:
+        fail(out.file_stats)
     out_iter = iter(out_digests)
-    for p, (_, units), digests in zip(inputs, read, in_digests):
+    for p, r, digests in zip(inputs, read, in_digests):
         for i, (want, got) in enumerate(zip(digests, out_iter)):
             if want != got:
-                fail(f"bytes of {'stripe' if fmt == 'orc' else 'column chunk'} {i} of {p} "
-                     f"{units[i].what} differ in the output")
+                fail(f"bytes of {kind} {i} of {p} {r.units[i].what} differ in the output")
+
+
+def describe_extra_difference(want: tuple, got: tuple) -> str:
+    """Which keys of two ``FileFooter.extra`` differ, with both values (cut short)."""
+    a, b = dict(want), dict(got)
+    cut = lambda v: "absent" if v is None else '""' if v == "" else v if len(v) <= 60 else v[:57] + "..."  # noqa: E731
+    return ", ".join(f"{k} ({cut(a.get(k))} in the input, {cut(b.get(k))} in the output)"
+                     for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))

@@ -7,9 +7,12 @@ The rules, in the order the merge job applies them:
    the partition as it is, with the reason in the report;
 2. *small files* (``sizing.small_files``): fewer than ``min_small_files`` (at least 2) and there
    is nothing to do;
-3. *grouping* (``group``): small files whose footers agree (``FileFooter.copy_key``) and whose
-   blocks are not tiny are packed into ``copy`` groups; the rest into ``rewrite`` groups, packed
-   by the output size predicted from the partition's earlier writes (``expansion``).
+3. *grouping* (``group``): small files whose footers agree (``FileFooter.copy_key``: schema,
+   codec, version and every other footer fact, among them those that change how values read,
+   ``READING_KEYS``), that may be copied at all (``FileFooter.no_copy``) and whose blocks are
+   not tiny are packed into ``copy`` groups; the rest into ``rewrite`` groups, packed by the
+   output size predicted from the partition's earlier writes (``expansion``). Why small files
+   were not copied together is the partition's ``copy_notes``.
 """
 from __future__ import annotations
 
@@ -23,6 +26,25 @@ from .work_area import WorkArea
 
 # Folders writers keep in a partition while they write (Hive, MapReduce, Spark).
 WRITER_STAGING = (".hive-staging", "_temporary", ".spark-staging")
+
+# Footer facts (``FileFooter.extra`` keys) that change how a reader decodes values: files that
+# disagree on one are never copied together (their blocks would be read under one footer).
+READING_KEYS = {
+    # ORC: the calendar of dates and timestamps (proleptic Gregorian, or hybrid Julian/Gregorian).
+    "calendar": "the calendar of dates and timestamps before 1582",
+    "meta:org.apache.spark.version": "the Spark version, which decides how Spark rebases old dates",
+    # Parquet, Spark: datetimeRebaseModeInWrite / int96RebaseModeInWrite LEGACY write these keys;
+    # without them, the writing Spark version decides (before 3.0 / 3.1: rebased).
+    "org.apache.spark.legacyDateTime": "Spark's LEGACY datetime rebase (hybrid calendar)",
+    "org.apache.spark.legacyINT96": "Spark's LEGACY INT96 rebase (hybrid calendar)",
+    "org.apache.spark.version": "the Spark version, which decides how Spark rebases old dates",
+    "org.apache.spark.timeZone": "the time zone Spark wrote timestamps in",
+    "org.apache.spark.sql.parquet.row.metadata": "Spark's schema (its types, e.g. timestamp_ntz, char)",
+    # Parquet, Hive 3.1.3+ / 4: INT96 time zone and calendar of its writes.
+    "writer.time.zone": "the time zone Hive wrote INT96 timestamps in",
+    "writer.date.proleptic": "the calendar Hive wrote dates in",
+    "writer.zone.conversion.legacy": "Hive's legacy time zone conversion of timestamps",
+}
 
 # Footer codec names -> the writer's "compression" option.
 CODECS = {"NONE": "none", "UNCOMPRESSED": "none", "ZLIB": "zlib", "SNAPPY": "snappy", "LZO": "lzo",
@@ -43,9 +65,14 @@ class FileFooter:
     compression: str  # ORC CompressionKind; Parquet codec of the column chunks ("" if none)
     version: str  # ORC "<file version> <writer version>"; Parquet created_by
     block_bytes: tuple[int, ...]  # on-disk bytes of each stripe / row group
-    # Other footer facts a copy must agree on: ORC row index stride and user metadata,
-    # Parquet key-value metadata (e.g. Spark's schema JSON, which Spark reads back).
+    # Other footer facts a copy must agree on and keeps: ORC calendar ("proleptic" / "hybrid"),
+    # row index stride and user metadata ("meta:<key>"), Parquet key-value metadata (e.g.
+    # Spark's schema JSON and rebase keys, which Spark reads back) but original.created.by.
     extra: tuple[tuple[str, str], ...] = ()
+    # Why this file's blocks must never be copied into a new footer ("" when they may): an
+    # encrypted file, ORC from a writer other than ORC Java, Parquet pages that need a read
+    # workaround keyed on a created_by a copy cannot keep. Not part of the copy key.
+    no_copy: str = ""
 
     @property
     def copy_key(self) -> tuple:
@@ -132,12 +159,10 @@ def group(task: PartitionTask, files: list[DataFile], small: list[DataFile], foo
     groups: list[Group] = []
     rest = list(small)
     if task.merge_mode in ("auto", "copy") and not task.sort_columns:
-        floor = task.copy_min_block_size if task.merge_mode == "auto" else 0
         compatible: dict[tuple, list[DataFile]] = {}
         for f in small:
-            ft = footers[f.path]
-            if ft.block_rows and not tiny_blocks(ft, floor):
-                compatible.setdefault(ft.copy_key, []).append(f)
+            if _copyable(task, footers[f.path]):
+                compatible.setdefault(footers[f.path].copy_key, []).append(f)
         for candidates in compatible.values():
             groups += [Group(Engine.COPY, g) for g in
                        pack_small_files(candidates, target_file_size=task.target_file_size, **pack)]
@@ -148,6 +173,58 @@ def group(task: PartitionTask, files: list[DataFile], small: list[DataFile], foo
         capacity = int(task.target_file_size / expansion(files, rest, footers))
         groups += [Group(Engine.REWRITE, g) for g in pack_small_files(rest, target_file_size=capacity, **pack)]
     return groups
+
+
+def _copyable(task: PartitionTask, ft: FileFooter) -> bool:
+    """Whether a small file may go into a copy group: it has blocks, may be copied, and (auto)
+    its blocks are not tiny."""
+    floor = task.copy_min_block_size if task.merge_mode == "auto" else 0
+    return bool(ft.block_rows) and not ft.no_copy and not tiny_blocks(ft, floor)
+
+
+def copy_notes(task: PartitionTask, small: list[DataFile], footers: dict[str, FileFooter]) -> str:
+    """Why some small files may not be copied together, for the partition's reason ("" when
+    nothing keeps them apart): files that must not be copied at all, and what the footers of
+    the copyable ones disagree on (those go to separate copy groups, or to a rewrite)."""
+    if task.merge_mode not in ("auto", "copy") or task.sort_columns:
+        return ""
+    notes = []
+    refused = [f for f in small if footers[f.path].no_copy]
+    if refused:
+        shown = "; ".join(f"{f.name}: {footers[f.path].no_copy}" for f in refused[:3])
+        notes.append(f"{len(refused)} small file(s) not copied ({shown}{'; ...' if len(refused) > 3 else ''})")
+    copyable = [footers[f.path] for f in small if _copyable(task, footers[f.path])]
+    differing = footer_differences(copyable)
+    if differing:
+        notes.append("small files not copied together, their footers differ in " + "; ".join(differing))
+    return ". ".join(notes)
+
+
+def footer_differences(footers: list[FileFooter]) -> list[str]:
+    """What ``footers`` disagree on in their copy keys, each with its values and how many files
+    have each, those that change how values read (``READING_KEYS``) first and marked so."""
+    def counted(values: list[str]) -> str:
+        seen: dict[str, int] = {}
+        for v in values:
+            seen[v] = seen.get(v, 0) + 1
+        cut = lambda v: '""' if v == "" else v if len(v) <= 40 else v[:37] + "..."  # noqa: E731
+        return ", ".join(f"{cut(v)}: {n}" for v, n in seen.items())
+
+    reading, other = [], []
+    for name in ("schema", "compression", "version"):
+        values = [getattr(ft, name) for ft in footers]
+        if len(set(values)) > 1:
+            (reading if name == "schema" else other).append(
+                f"{name} ({len(set(values))} kinds" + (", changes how values read)" if name == "schema" else ")"))
+    keys = sorted({k for ft in footers for k, _ in ft.extra})
+    for key in keys:
+        values = [dict(ft.extra).get(key, "absent") for ft in footers]
+        if len(set(values)) > 1:
+            if key in READING_KEYS:
+                reading.append(f"{key} ({counted(values)}; changes how values read: {READING_KEYS[key]})")
+            else:
+                other.append(f"{key} ({counted(values)})")
+    return reading + other
 
 
 def expansion(files: list[DataFile], rewrite: list[DataFile], footers: dict[str, FileFooter]) -> float:

@@ -134,14 +134,17 @@ public class HiveCompactionHelper {
 
     // --- footers ---------------------------------------------------------------------------
 
-    /** For each path of a JSON list, its footer facts (see copy_merge.FileFooter) or {"error"}. */
-    public String footers(String fmt, String pathsJson) throws IOException {
+    /** For each path of a JSON list, its footer facts (see copy_merge.FileFooter) or {"error"}.
+     *  ``statistics``: also a digest of each copy unit's statistics (ORC stripe statistics,
+     *  Parquet column chunk statistics) and, for ORC, whether the file's column statistics are
+     *  the merge of its stripes' (``file_stats``); taken from the footer already read. */
+    public String footers(String fmt, String pathsJson, boolean statistics) throws IOException {
         List paths = (List) read(pathsJson);
         List out = new ArrayList();
         for (int i = 0; i < paths.size(); i++) {
             String path = (String) paths.get(i);
             try {
-                out.add("orc".equals(fmt) ? orcFooter(path) : parquetFooter(path));
+                out.add("orc".equals(fmt) ? orcFooter(path, statistics) : parquetFooter(path, statistics));
             } catch (Exception e) {
                 out.add(error(e));
             }
@@ -149,11 +152,13 @@ public class HiveCompactionHelper {
         return write(out);
     }
 
-    private static List unit(List what, long offset, long length) {
+    /** [what, offset, length] of one copy unit, and the digest of its statistics if read. */
+    private static List unit(List what, long offset, long length, String stats) {
         List u = new ArrayList();
         u.add(what);
         u.add(Long.valueOf(offset));
         u.add(Long.valueOf(length));
+        if (stats != null) u.add(stats);
         return u;
     }
 
@@ -165,7 +170,7 @@ public class HiveCompactionHelper {
 
     /** One file's footer facts, the shape copy_merge.FileFooter is built from. */
     private static Map footer(long rows, List blockRows, String schema, String compression, String version,
-                              List blockBytes, List extra, List units) {
+                              List blockBytes, List extra, List units, String noCopy) {
         Map m = new LinkedHashMap();
         m.put("rows", Long.valueOf(rows));
         m.put("block_rows", blockRows);
@@ -175,6 +180,7 @@ public class HiveCompactionHelper {
         m.put("block_bytes", blockBytes);
         m.put("extra", extra);
         m.put("units", units);
+        m.put("no_copy", noCopy);
         return m;
     }
 
@@ -182,18 +188,72 @@ public class HiveCompactionHelper {
         return org.apache.orc.OrcFile.createReader(p, org.apache.orc.OrcFile.readerOptions(conf).filesystem(fs(p)));
     }
 
-    private Map orcFooter(String path) throws IOException {
+    private Map orcFooter(String path, boolean statistics) throws IOException {
         org.apache.orc.Reader r = orcReader(new Path(path));
         try {
-            return orcFacts(r);
+            return orcFacts(r, statistics);
         } finally {
             r.close();
         }
     }
 
-    private static Map orcFacts(org.apache.orc.Reader r) throws IOException {
+    /** The calendar an ORC file's dates and timestamps are written in, as its reader takes it:
+     *  "proleptic" (ORC 1.6+ writers with orc.proleptic.gregorian=true, e.g. Hive 3.1.3+/4) or
+     *  "hybrid" (Julian before 1582-10-15; Spark's and older writers'; a file that records no
+     *  calendar is read as orc.proleptic.gregorian.default says, hybrid unless set). */
+    private static String calendar(org.apache.orc.Reader r) {
+        return r.writerUsedProlepticGregorian() ? "proleptic" : "hybrid";
+    }
+
+    /** Why an ORC file's stripes must not be copied into a footer this writer makes, or "". */
+    private static String orcNoCopy(org.apache.orc.Reader r) {
+        if (r.getColumnEncryptionKeys().length > 0) return "encrypted columns";
+        org.apache.orc.OrcFile.WriterImplementation impl = r.getWriterVersion().getWriterImplementation();
+        if (impl != org.apache.orc.OrcFile.WriterImplementation.ORC_JAVA) {
+            // The writer always records itself as ORC_JAVA: readers would apply the Java writer's
+            // version rules (e.g. trust the C++ writer's bad bloom filters, ORC-1025).
+            return "written by " + impl.name() + ", and a copy's footer would name the ORC Java writer";
+        }
+        return "";
+    }
+
+    private static String sha256Hex(byte[] bytes) throws IOException {
+        MessageDigest md = sha256();
+        md.update(bytes);
+        return hex(md.digest());
+    }
+
+    /** "" when the file-level column statistics equal, byte for byte, the merge of its stripes'
+     *  statistics in stripe order (what an ORC writer records for appended stripes), else which
+     *  columns differ. Works on the footer already read. */
+    private static String orcFileStatsCheck(org.apache.orc.Reader r, List stripeStats) {
+        org.apache.orc.TypeDescription schema = r.getSchema();
+        List fileStats = r.getOrcProtoFileStatistics();
+        List bad = new ArrayList();
+        for (int c = 0; c < fileStats.size(); c++) {
+            org.apache.orc.TypeDescription type = schema.findSubtype(c);
+            org.apache.orc.impl.ColumnStatisticsImpl merged =
+                org.apache.orc.impl.ColumnStatisticsImpl.create(type, r.writerUsedProlepticGregorian());
+            for (int k = 0; k < stripeStats.size(); k++) {
+                org.apache.orc.OrcProto.StripeStatistics ss = (org.apache.orc.OrcProto.StripeStatistics) stripeStats.get(k);
+                merged.merge(org.apache.orc.impl.ColumnStatisticsImpl.deserialize(type, ss.getColStats(c)));
+            }
+            byte[] want = merged.serialize().build().toByteArray();
+            byte[] got = ((org.apache.orc.OrcProto.ColumnStatistics) fileStats.get(c)).toByteArray();
+            if (!Arrays.equals(want, got)) bad.add(Integer.valueOf(c));
+        }
+        return bad.isEmpty() ? "" : "file statistics of column(s) " + bad + " are not the merge of the stripes'";
+    }
+
+    private static Map orcFacts(org.apache.orc.Reader r, boolean statistics) throws IOException {
         List blockRows = new ArrayList(), blockBytes = new ArrayList(), units = new ArrayList();
         List stripes = r.getStripes();
+        // Stripe statistics sit in the file tail the reader has already read: no I/O.
+        List stripeStats = statistics ? r.getOrcProtoStripeStatistics() : null;
+        if (statistics && stripeStats.size() != stripes.size()) {
+            throw new IOException("the file has statistics for " + stripeStats.size() + " of its " + stripes.size()
+                                  + " stripes");
+        }
         for (int i = 0; i < stripes.size(); i++) {
             org.apache.orc.StripeInformation s = (org.apache.orc.StripeInformation) stripes.get(i);
             blockRows.add(Long.valueOf(s.getNumberOfRows()));
@@ -201,9 +261,12 @@ public class HiveCompactionHelper {
             List what = new ArrayList();
             what.add("stripe");
             what.add(Long.valueOf(s.getNumberOfRows()));
-            units.add(unit(what, s.getOffset(), s.getLength()));
+            String stats = statistics
+                ? sha256Hex(((org.apache.orc.OrcProto.StripeStatistics) stripeStats.get(i)).toByteArray()) : null;
+            units.add(unit(what, s.getOffset(), s.getLength(), stats));
         }
         List extra = new ArrayList();
+        extra.add(Arrays.asList(new Object[] {"calendar", calendar(r)}));
         extra.add(Arrays.asList(new Object[] {"row_index_stride", String.valueOf(r.getRowIndexStride())}));
         TreeMap meta = new TreeMap();
         List keys = r.getMetadataKeys();
@@ -213,13 +276,50 @@ public class HiveCompactionHelper {
             meta.put("meta:" + k, StandardCharsets.ISO_8859_1.decode(v).toString());  // lossless bytes -> text
         }
         addEntries(extra, meta);
-        return footer(r.getNumberOfRows(), blockRows, r.getSchema().toString(), r.getCompressionKind().name(),
-                      r.getFileVersion().getName() + " " + r.getWriterVersion().name(), blockBytes, extra, units);
+        Map facts = footer(r.getNumberOfRows(), blockRows, r.getSchema().toString(), r.getCompressionKind().name(),
+                           r.getFileVersion().getName() + " " + r.getWriterVersion().name(), blockBytes, extra, units,
+                           orcNoCopy(r));
+        if (statistics) facts.put("file_stats", orcFileStatsCheck(r, stripeStats));
+        return facts;
     }
 
     private org.apache.parquet.ParquetReadOptions parquetOptions;
 
-    private Map parquetFooter(String path) throws IOException {
+    /** SHA-256 of a column chunk's statistics as the reader gives them (a reader drops those it
+     *  knows an old writer got wrong, PARQUET-251): type, null count, min and max bytes. */
+    private static String parquetStatsDigest(org.apache.parquet.column.statistics.Statistics st) throws IOException {
+        if (st == null || st.isEmpty()) return "none";
+        MessageDigest md = sha256();
+        md.update(st.type().toString().getBytes(StandardCharsets.UTF_8));
+        md.update((st.isNumNullsSet() ? "|nulls=" + st.getNumNulls() : "|nulls=?").getBytes(StandardCharsets.UTF_8));
+        if (st.hasNonNullValue()) {
+            byte[] min = st.getMinBytes(), max = st.getMaxBytes();
+            md.update(("|min=" + min.length + ":").getBytes(StandardCharsets.UTF_8));
+            md.update(min);
+            md.update(("|max=" + max.length + ":").getBytes(StandardCharsets.UTF_8));
+            md.update(max);
+        }
+        return hex(md.digest());
+    }
+
+    /** Why a Parquet file's column chunks must not be copied into a footer ParquetFileWriter
+     *  makes, or "". Its created_by cannot be kept (the writer always records its own), so chunks
+     *  a reader decodes differently by created_by are refused: DELTA_BYTE_ARRAY pages of
+     *  parquet-mr before 1.8.0 (PARQUET-246). Encrypted files are refused too. */
+    private static String parquetNoCopy(org.apache.parquet.hadoop.metadata.FileMetaData fmd, java.util.Set encodings) {
+        if (fmd.getEncryptionType() != org.apache.parquet.hadoop.metadata.FileMetaData.EncryptionType.UNENCRYPTED) {
+            return "encrypted (" + fmd.getEncryptionType() + ")";
+        }
+        if (encodings.contains(org.apache.parquet.column.Encoding.DELTA_BYTE_ARRAY)
+            && org.apache.parquet.CorruptDeltaByteArrays.requiresSequentialReads(
+                fmd.getCreatedBy(), org.apache.parquet.column.Encoding.DELTA_BYTE_ARRAY)) {
+            return "DELTA_BYTE_ARRAY pages written by " + fmd.getCreatedBy() + " need PARQUET-246's read workaround,"
+                   + " which a copy's footer (created_by of this parquet-mr) would turn off";
+        }
+        return "";
+    }
+
+    private Map parquetFooter(String path, boolean statistics) throws IOException {
         // Building read options copies the whole Hadoop configuration: ~6 ms, so once, not per file.
         if (parquetOptions == null) parquetOptions = org.apache.parquet.HadoopReadOptions.builder(conf).build();
         org.apache.parquet.hadoop.ParquetFileReader reader = org.apache.parquet.hadoop.ParquetFileReader.open(
@@ -230,6 +330,7 @@ public class HiveCompactionHelper {
             List blocks = meta.getBlocks();
             List blockRows = new ArrayList(), blockBytes = new ArrayList(), units = new ArrayList();
             TreeMap codecs = new TreeMap();
+            java.util.Set encodings = new java.util.HashSet();
             long rows = 0;
             for (int b = 0; b < blocks.size(); b++) {
                 org.apache.parquet.hadoop.metadata.BlockMetaData block =
@@ -243,11 +344,13 @@ public class HiveCompactionHelper {
                         (org.apache.parquet.hadoop.metadata.ColumnChunkMetaData) columns.get(c);
                     String codec = col.getCodec().name();
                     codecs.put(codec, codec);
+                    encodings.addAll(col.getEncodings());
                     List what = new ArrayList();
                     what.add(col.getPath().toDotString());
                     what.add(codec);
                     what.add(Long.valueOf(col.getValueCount()));
-                    units.add(unit(what, col.getStartingPos(), col.getTotalSize()));
+                    units.add(unit(what, col.getStartingPos(), col.getTotalSize(),
+                                   statistics ? parquetStatsDigest(col.getStatistics()) : null));
                 }
             }
             // ParquetRewriter records its inputs' writers under this key: it must not split groups.
@@ -259,7 +362,7 @@ public class HiveCompactionHelper {
             Object[] names = codecs.keySet().toArray();
             for (int i = 0; i < names.length; i++) compression.append(i == 0 ? "" : "+").append((String) names[i]);
             return footer(rows, blockRows, fmd.getSchema().toString(), compression.toString(),
-                          String.valueOf(fmd.getCreatedBy()), blockBytes, extra, units);
+                          String.valueOf(fmd.getCreatedBy()), blockBytes, extra, units, parquetNoCopy(fmd, encodings));
         } finally {
             reader.close();
         }
@@ -339,7 +442,8 @@ public class HiveCompactionHelper {
 
     /** Copy-merge the inputs (JSON list) into ``output`` (which must not exist), then read the
      *  output back, all in one call. Returns JSON {"inputs": [footer facts + "digests"],
-     *  "output": footer facts + "digests" + "size"}: the digests are SHA-256 of every copied unit
+     *  "output": footer facts + "digests" + "size"}, facts with statistics (see footers): the
+     *  digests are SHA-256 of every copied unit
      *  (ORC stripe / Parquet column chunk), the inputs' taken from the bytes as they were copied
      *  (ORC) or read again (Parquet), the output's read back after it was closed; the caller
      *  compares them. Or {"error", "refused"}: refused when the inputs cannot share one footer
@@ -355,7 +459,7 @@ public class HiveCompactionHelper {
         }
         try {
             List facts = "orc".equals(fmt) ? copyOrc(inputs, out) : copyParquet(inputs, out);
-            Map got = "orc".equals(fmt) ? orcFooter(output) : parquetFooter(output);
+            Map got = "orc".equals(fmt) ? orcFooter(output, true) : parquetFooter(output, true);
             got.put("digests", rangeDigests(out, ranges((List) got.get("units"))));
             got.put("size", Long.valueOf(fs(out).getFileStatus(out).getLen()));
             result.put("inputs", facts);
@@ -392,14 +496,63 @@ public class HiveCompactionHelper {
                                            facts.get("extra")});
     }
 
-    private static void checkOneKey(List inputs, List facts) throws Refused {
-        List differing = new ArrayList();
-        for (int i = 1; i < facts.size(); i++) {
-            if (!copyKey((Map) facts.get(i)).equals(copyKey((Map) facts.get(0)))) differing.add(inputs.get(i));
+    private static Map extraMap(Map facts) {
+        Map m = new TreeMap();
+        List extra = (List) facts.get("extra");
+        for (int i = 0; i < extra.size(); i++) {
+            List kv = (List) extra.get(i);
+            m.put(kv.get(0), kv.get(1));
         }
-        if (!differing.isEmpty()) {
-            throw new Refused("inputs cannot be copy-merged together: " + differing + " differ from " + inputs.get(0)
-                              + " in schema, compression, version or metadata");
+        return m;
+    }
+
+    private static String shortValue(Object v) {
+        String s = String.valueOf(v);
+        if (s.isEmpty()) return "\"\"";
+        return s.length() > 60 ? s.substring(0, 57) + "..." : s;
+    }
+
+    /** What two footers disagree on, e.g. "calendar (proleptic vs hybrid)". */
+    private static List differences(Map a, Map b) {
+        List out = new ArrayList();
+        String[] fields = {"schema", "compression", "version"};
+        for (int i = 0; i < fields.length; i++) {
+            Object x = a.get(fields[i]), y = b.get(fields[i]);
+            if (!String.valueOf(x).equals(String.valueOf(y))) {
+                out.add(fields[i] + " (" + shortValue(x) + " vs " + shortValue(y) + ")");
+            }
+        }
+        Map ea = extraMap(a), eb = extraMap(b);
+        TreeMap keys = new TreeMap(ea);
+        keys.putAll(eb);
+        Object[] names = keys.keySet().toArray();
+        for (int i = 0; i < names.length; i++) {
+            Object x = ea.get(names[i]), y = eb.get(names[i]);
+            if (x == null ? y != null : !x.equals(y)) {
+                out.add(names[i] + " (" + (x == null ? "absent" : shortValue(x)) + " vs "
+                        + (y == null ? "absent" : shortValue(y)) + ")");
+            }
+        }
+        return out;
+    }
+
+    /** Refuses inputs that must not be copied (``no_copy``) or that disagree on their footer. */
+    private static void checkOneKey(List inputs, List facts) throws Refused {
+        for (int i = 0; i < facts.size(); i++) {
+            String noCopy = (String) ((Map) facts.get(i)).get("no_copy");
+            if (noCopy != null && noCopy.length() > 0) {
+                throw new Refused("input " + inputs.get(i) + " cannot be copy-merged: " + noCopy);
+            }
+        }
+        StringBuilder why = new StringBuilder();
+        for (int i = 1; i < facts.size(); i++) {
+            if (!copyKey((Map) facts.get(i)).equals(copyKey((Map) facts.get(0)))) {
+                why.append(why.length() == 0 ? "" : "; ").append(inputs.get(i)).append(" differs in ")
+                   .append(differences((Map) facts.get(0), (Map) facts.get(i)));
+            }
+        }
+        if (why.length() > 0) {
+            throw new Refused("inputs cannot be copy-merged together: from " + inputs.get(0) + ", " + why);
         }
     }
 
@@ -414,18 +567,19 @@ public class HiveCompactionHelper {
             int bufferSize = 0;
             for (int i = 0; i < n; i++) {
                 readers[i] = orcReader(new Path((String) inputs.get(i)));
-                facts.add(orcFacts(readers[i]));
-                if (readers[i].getColumnEncryptionKeys().length > 0) {
-                    throw new Refused("encrypted ORC file " + inputs.get(i) + " is not copy-merged");
-                }
+                facts.add(orcFacts(readers[i], true));
                 bufferSize = Math.max(bufferSize, readers[i].getCompressionSize());
             }
-            checkOneKey(inputs, facts);
+            checkOneKey(inputs, facts);  // encrypted files and other writers' are refused here
             org.apache.orc.Reader first = readers[0];
+            // The calendar is the inputs' (equal: part of the copy key): the copied stripes hold
+            // their dates and timestamps as day / second counts in it, and readers convert from
+            // the calendar the footer names. OrcFile.mergeFiles leaves the writer's default.
             org.apache.orc.OrcFile.WriterOptions opts = org.apache.orc.OrcFile.writerOptions(conf)
                 .fileSystem(fs(out)).overwrite(false).setSchema(first.getSchema())
                 .compress(first.getCompressionKind()).version(first.getFileVersion())
-                .rowIndexStride(first.getRowIndexStride()).bufferSize(bufferSize);
+                .rowIndexStride(first.getRowIndexStride()).bufferSize(bufferSize)
+                .setProlepticGregorian(first.writerUsedProlepticGregorian());
             // The inputs' writer version stays (readers use it to work around old writers' bugs).
             // mergeFiles sets it through a protected method of its own package; so do we.
             java.lang.reflect.Method writerVersion = org.apache.orc.OrcFile.WriterOptions.class.getDeclaredMethod(
@@ -439,7 +593,9 @@ public class HiveCompactionHelper {
             try {
                 for (int i = 0; i < n; i++) {
                     Path p = new Path((String) inputs.get(i));
-                    List stats = readers[i].getVariantStripeStatistics((org.apache.orc.EncryptionVariant) null);
+                    // Each stripe's statistics as the file holds them (no calendar conversion):
+                    // the writer records them as they are and merges them into its file statistics.
+                    List stats = readers[i].getOrcProtoStripeStatistics();
                     List stripes = readers[i].getStripes();
                     List digests = new ArrayList();
                     // The stream the reader opened for the tail (as mergeFiles does): one open per input.
@@ -456,8 +612,8 @@ public class HiveCompactionHelper {
                             md.reset();
                             md.update(b, 0, length);
                             digests.add(hex(md.digest()));
-                            writer.appendStripe(b, 0, length, s, new org.apache.orc.StripeStatistics[] {
-                                (org.apache.orc.StripeStatistics) stats.get((int) s.getStripeId())});
+                            writer.appendStripe(b, 0, length, s,
+                                (org.apache.orc.OrcProto.StripeStatistics) stats.get((int) s.getStripeId()));
                         }
                     } finally {
                         in.close();
@@ -495,9 +651,11 @@ public class HiveCompactionHelper {
         List paths = new ArrayList();
         for (int i = 0; i < inputs.size(); i++) {
             paths.add(new Path((String) inputs.get(i)));
-            facts.add(parquetFooter((String) inputs.get(i)));
+            facts.add(parquetFooter((String) inputs.get(i), true));
         }
         checkOneKey(inputs, facts);
+        // The rewriter writes the inputs' key-value metadata (equal: part of the copy key) and
+        // their created_by under original.created.by; created_by itself is always its own.
         org.apache.parquet.hadoop.rewrite.RewriteOptions opts =
             new org.apache.parquet.hadoop.rewrite.RewriteOptions.Builder(conf, paths, out).build();
         org.apache.parquet.hadoop.rewrite.ParquetRewriter rewriter =
