@@ -13,7 +13,7 @@ import pytest
 from hive_compaction.batch import PartitionTask
 from hive_compaction.copy_merge import CopyMergeError, copy_merge, read_footers
 from hive_compaction.grouping import copy_notes
-from hive_compaction.rewrite import _content_metrics
+from hive_compaction.row_hash import content as observed_content, content_metrics
 from hive_compaction.sizing import DataFile
 
 from copy_checks import copy_groups, footer_info, read_one, verify_copy
@@ -79,11 +79,10 @@ def read_rows(spark, fmt: str, paths) -> list[tuple]:
     return sorted((tuple(r) for r in spark.read.format(fmt).load(paths).collect()), key=lambda r: r[0])
 
 
-def content(spark, fmt: str, paths) -> tuple[int, int]:
-    """Rows and the merge job's own content checksum (the sum of every row's 64-bit hash)."""
+def content(spark, fmt: str, paths) -> tuple[int, int, int]:
+    """Rows and the merge job's own content checksums (row_hash)."""
     df = spark.read.format(fmt).load(paths)
-    got = df.agg(*_content_metrics(df.schema)).first()
-    return int(got["rows"]), int(got["checksum"])
+    return observed_content(df.agg(*content_metrics(df.schema)).first())
 
 
 def extra(spark, fmt: str, path: str) -> dict[str, str]:

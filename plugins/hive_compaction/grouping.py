@@ -86,7 +86,7 @@ class Group:
     files: list[DataFile]
     staged: list[dict] = field(default_factory=list)  # {"staged", "name", "size"}
     rows: int = 0
-    want: tuple[int, int] = (0, 0)  # rows and content checksum of the inputs, seen while writing
+    want: tuple[int, int, int] = (0, 0, 0)  # rows and content checksums of the inputs, seen while writing
     footers: list[FileFooter] = field(default_factory=list)  # of the staged outputs, where read
 
 

@@ -3,7 +3,7 @@
 All rewrite groups of a batch go through a few Spark jobs: one job per table (up to
 ``REWRITE_GROUPS_PER_JOB`` groups), each group one task streaming its files into one output
 (``coalesce(1)``, no shuffle), observed in the same pass for rows and an order-independent
-content checksum (the sum of a 64-bit hash of every row). One more job reads every output back
+content checksum (``row_hash``: sums of two 64-bit hashes of every row). One more job reads every output back
 and compares; a group that differs fails only its partition. Verified outputs move to their
 partition's staging folder, where the commit protocol expects them.
 """
@@ -17,59 +17,18 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 from pyspark.sql import DataFrame, Observation, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .commit import fault_point
 from .copy_merge import error_text
 from .grouping import Engine, Group, Work, staged_suffix
 from .hadoop_fs import HadoopFS
+from .row_hash import content, content_metrics
 
 log = logging.getLogger(__name__)
 
-
-def _contains_map(dt: T.DataType) -> bool:
-    if isinstance(dt, T.MapType):
-        return True
-    if isinstance(dt, T.ArrayType):
-        return _contains_map(dt.elementType)
-    if isinstance(dt, T.StructType):
-        return any(_contains_map(f.dataType) for f in dt.fields)
-    return False
-
-
-def _hashable(c, dt: T.DataType):
-    """xxhash64 refuses maps: a map column is hashed as its entries (an array of key-value
-    structs, in the file's order, which a rewrite keeps), a map nested deeper as its JSON text
-    (slower: about twice the cost of the whole hash)."""
-    if isinstance(dt, T.MapType) and not (_contains_map(dt.keyType) or _contains_map(dt.valueType)):
-        return F.map_entries(c)
-    return F.to_json(c) if _contains_map(dt) else c
-
-
-def row_hash(schema: T.StructType):
-    """A 64-bit hash over every column of a row; null flags keep (null, 1) apart from (1, null)."""
-    cols = []
-    for f in schema.fields:
-        c = F.col(f"`{f.name}`")
-        cols += [_hashable(c, f.dataType), c.isNull()]
-    return F.xxhash64(*cols)
-
-
 # The file a write task makes: part-<task's partition index>-<job uuid>...
 _TASK_FILE = re.compile(r"part-(\d{5})-")
-
-
-def _decimal(c):
-    return c.cast("decimal(38,0)")
-
-
-def _content_metrics(schema: T.StructType) -> list:
-    """Rows and content checksum (the sum of every row's hash; order-independent), for observe().
-    Columns are unresolved expressions: built once, they serve every branch read with ``schema``
-    (each built column is several py4j calls)."""
-    return [F.count(F.lit(1)).alias("rows"),
-            F.coalesce(F.sum(_decimal(row_hash(schema))), _decimal(F.lit(0))).alias("checksum")]
 
 
 class RewriteEngine:
@@ -204,8 +163,7 @@ class RewriteEngine:
                 if m and not e.is_dir:
                     outputs.setdefault(int(m.group(1)), []).append(e)
             for i, ((w, g), observed) in enumerate(zip(items, observations)):
-                metrics = observed.get
-                g.want = (int(metrics["rows"]), int(metrics["checksum"]))
+                g.want = content(observed.get)
                 in_footers = sum(w.footers[f.path].rows for f in g.files)
                 if g.want[0] != in_footers and not w.error:
                     w.error = (f"verification failed: Spark read {g.want[0]} rows from inputs whose footers hold "
@@ -238,7 +196,7 @@ class RewriteEngine:
                         tag: str) -> tuple[list[DataFrame], list[Observation]]:
         """One read per list of files, each observed for rows and content checksum (taken as
         the read is consumed, by whatever job consumes it)."""
-        metrics = _content_metrics(schema)
+        metrics = content_metrics(schema)
         reads, observations = [], []
         for i, paths in enumerate(path_lists):
             observed = Observation(f"{tag}-{i}-{uuid.uuid4().hex[:8]}")
@@ -258,12 +216,12 @@ class RewriteEngine:
             branches, observations = self._observed_reads(fmt, schema, [[o["staged"] for o in g.staged]
                                                                          for _, g in written], "out")
             functools.reduce(DataFrame.unionAll, branches).write.format("noop").mode("overwrite").save()
-            got = {id(g): (int(o.get["rows"]), int(o.get["checksum"])) for (_, g), o in zip(written, observations)}
+            got = {id(g): content(o.get) for (_, g), o in zip(written, observations)}
         for w, g in items:
             if w.error:
                 continue
-            have = got.get(id(g), (0, 0))
+            have = got.get(id(g), (0, 0, 0))
             if have != g.want:
-                w.error = (f"verification failed: inputs had {g.want[0]} rows (checksum {g.want[1]}), the staged "
-                           f"output has {have[0]} (checksum {have[1]}); nothing was committed")
+                w.error = (f"verification failed: inputs had {g.want[0]} rows (checksum {g.want[1]}/{g.want[2]}), "
+                           f"the staged output has {have[0]} (checksum {have[1]}/{have[2]}); nothing was committed")
                 log.error("%s: %s", w.task.label, w.error)
