@@ -19,8 +19,10 @@ by ``recover`` at the start of the next attempt on that partition, which replays
 step is idempotent) only after checking the record (``work_area.check_record``: names, folders)
 and every input's identity (size and modification time, in the partition or in the trash): a
 partition another writer changed since is not touched further and is reported. A replay is
-claimed exclusively too (``<partition-id>.replay``), so two jobs never replay one journal. Only the files named in the journal are ever moved, so files that arrive
-while a merge runs stay where they are. Readers listing the partition between steps 2 and 3 see
+claimed exclusively too (``<partition-id>.replay``), so two jobs never replay one journal.
+
+Only the files named in the journal are ever moved, and each only while it has the size and
+time the journal names, so files that arrive while a merge runs stay where they are. Readers listing the partition between steps 2 and 3 see
 neither the old nor the new files of the merged groups (never both: no row is ever visible twice);
 the window lasts as long as a handful of renames.
 """

@@ -21,9 +21,9 @@ log = logging.getLogger(__name__)
 
 def maintain(fs, run: str, owner: str, areas: list[dict], tasks: list[PartitionTask]) -> list[PartitionResult]:
     """For each work area (``{"table", "table_location", "work_dir", "trash_retention_days"}``):
-    finish the commits
-    of other runs' jobs in partitions this job does not list itself, drop torn journals, purge
-    expired runs. A work area that cannot be tidied is logged and does not stop the merges."""
+    finish the commits of other runs' jobs in partitions this job does not list itself (``owner``
+    names this job in the journals it takes over), drop torn journals, purge expired runs. A work
+    area that cannot be tidied is logged and does not stop the merges."""
     planned = {partition_id(t.table_name, t.partition) for t in tasks}
     old = time.time() * 1000 - ORPHAN_AGE_SECONDS * 1000
     results = []

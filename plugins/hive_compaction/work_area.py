@@ -59,7 +59,7 @@ class UnsafeRecord(RuntimeError):
     """A journal or manifest that would move files outside its partition or work area."""
 
 
-# A file or run name: one path segment, nothing that climbs or hides.
+# A file or run name: one path segment (no separator, not "." or "..").
 _SEGMENT = re.compile(r"^(?!\.{1,2}$)[^/\\\x00]+$")
 
 
