@@ -22,7 +22,8 @@ partition another writer changed since is not touched further and is reported. A
 claimed exclusively too (``<partition-id>.replay``), so two jobs never replay one journal.
 
 Only the files named in the journal are ever moved, and each only while it has the size and
-time the journal names, so files that arrive while a merge runs stay where they are. Readers listing the partition between steps 2 and 3 see
+time the journal names, so files that arrive while a merge runs stay where they are. Readers
+listing the partition between steps 2 and 3 see
 neither the old nor the new files of the merged groups (never both: no row is ever visible twice);
 the window lasts as long as a handful of renames.
 """
