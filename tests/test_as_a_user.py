@@ -11,12 +11,14 @@ packages these tests skip, saying so (CI installs them).
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import subprocess
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import httpx
 import postgres
@@ -26,6 +28,8 @@ from airflow_services import AirflowServices, service_env
 from local_stack import free_port
 from test_end_to_end import files_with_times
 
+ROOT = Path(__file__).resolve().parents[1]
+
 pytestmark = pytest.mark.integration
 
 DAG_ID = "hive_compaction"
@@ -34,6 +38,8 @@ DB = "user"
 FORM_TABLE, FORM_DATES = "events", ["2026-09-01", "2026-09-02"]
 BACKFILL_TABLE, BACKFILL_DATES, LATER_DATE = "backfill_events", ["2026-09-10", "2026-09-11", "2026-09-12"], "2026-09-13"
 DAILY_TABLE = "daily_events"  # holds the dates around today, for the scheduled run unpausing starts
+BROWSER_TABLE = "clicks"  # picked in the trigger form in a real browser
+TABLES = (FORM_TABLE, BACKFILL_TABLE, DAILY_TABLE, BROWSER_TABLE)
 TERMINAL = {"success", "failed"}
 
 
@@ -139,11 +145,11 @@ def airflow(stack, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("as_a_user")
     today = datetime.now(timezone.utc).date()
     stack.make_table(DB, DAILY_TABLE, "ORC", [str(today - timedelta(days=d)) for d in (2, 1, 0)], files=3, rows=100)
-    for table in (FORM_TABLE, BACKFILL_TABLE):
+    for table in (FORM_TABLE, BACKFILL_TABLE, BROWSER_TABLE):
         stack.make_table(DB, table, "ORC", [])
     before = {DAILY_TABLE: (partition_state(stack, DB, DAILY_TABLE), stack.content(DB, DAILY_TABLE))}
     cfg = stack.write_config(tmp / "hive_compaction.yaml",
-                             [{"name": f"{DB}.{t}"} for t in (FORM_TABLE, BACKFILL_TABLE, DAILY_TABLE)])
+                             [{"name": f"{DB}.{t}"} for t in TABLES])
 
     home = tmp / "airflow_home"
     home.mkdir()
@@ -215,6 +221,98 @@ def test_trigger_from_the_form_compacts_that_date_only(airflow, stack):
     assert report["dates"] == {f"{DB}.{FORM_TABLE}": ["2026-09-02", "2026-09-02"]}
 
 
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium driven by Selenium (Debian's chromium and chromium-driver; CI installs
+    them), in US English so that date fields take mm/dd/yyyy."""
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError as e:
+        pytest.skip(f"selenium is not installed ({e}): pip install -r requirements.txt")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if not chromium or not driver:
+        pytest.skip("no Chromium here: apt-get install chromium chromium-driver (CI installs them)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1300",
+                "--lang=en-US"):
+        options.add_argument(arg)
+    d = webdriver.Chrome(options=options, service=Service(driver))
+    d.implicitly_wait(10)
+    try:
+        yield d
+    finally:
+        d.quit()
+
+
+def test_the_trigger_form_in_a_browser(airflow, stack, browser):
+    """A person in the UI: opens the DAG, Trigger, picks a table from the pick list, types a date,
+    switches dry run on and triggers; the run succeeds and its report (the refresh task's log) names
+    that table and partition, and nothing changed on disk. A year typed with a digit too many
+    shows the form's error naming the field, and no run starts. Screenshots go to
+    test-artifacts/trigger_form_browser/ (or $TEST_ARTIFACTS/trigger_form_browser/)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    svc, d = airflow, browser
+    shots = Path(os.environ.get("TEST_ARTIFACTS", ROOT / "test-artifacts")) / "trigger_form_browser"
+    shots.mkdir(parents=True, exist_ok=True)
+    stack.make_table(DB, BROWSER_TABLE, "ORC", ["2026-08-01", "2026-08-02"], files=3, rows=60)
+    before = partition_state(stack, DB, BROWSER_TABLE)
+
+    def open_form():
+        d.get(f"{svc.url}/dags/{DAG_ID}")
+        d.find_element(By.CSS_SELECTOR, "button[aria-label='Trigger Dag']").click()
+        d.find_element(By.ID, "element_tables").click()
+        options = [o.text for o in d.find_elements(By.CSS_SELECTOR, "[role=option]") if o.text]
+        assert options == sorted(f"{DB}.{t}" for t in TABLES), options  # the configured tables
+        next(o for o in d.find_elements(By.CSS_SELECTOR, "[role=option]") if o.text == f"{DB}.{BROWSER_TABLE}").click()
+
+    def type_date(month_day_year: tuple[str, str, str]) -> str:
+        field = d.find_element(By.ID, "element_partition_date")
+        for part in month_day_year:
+            field.send_keys(part)
+        return field.get_attribute("value")
+
+    def trigger_button():
+        return [b for b in d.find_elements(By.CSS_SELECTOR, "[role=dialog] button") if b.text.strip() == "Trigger"][-1]
+
+    # A mistyped year: the API refuses the form's value, the dialog says why, no run starts.
+    runs_before = {r["dag_run_id"] for r in svc.runs()}
+    open_form()
+    assert type_date(("08", "02", "20261")) == "20261-08-02"
+    trigger_button().click()
+    error = WebDriverWait(d, 30).until(lambda drv: next(
+        (e.text for e in drv.find_elements(By.CSS_SELECTOR, "[role=dialog]") if "Invalid input" in e.text), None))
+    d.save_screenshot(str(shots / "wrong_date.png"))
+    assert "Invalid input for param partition_date" in error and "'20261-08-02' is not a 'date'" in error, error
+    assert {r["dag_run_id"] for r in svc.runs()} == runs_before
+
+    # The right date, dry run: the run page opens and the run succeeds.
+    open_form()
+    assert type_date(("08", "02", "2026")) == "2026-08-02"
+    d.find_element(By.ID, "switch:element_dry_run").click()
+    d.save_screenshot(str(shots / "filled_form.png"))
+    trigger_button().click()
+    WebDriverWait(d, 30).until(lambda drv: "/runs/" in drv.current_url)
+    run_id = unquote(d.current_url.split("/runs/", 1)[1].split("/")[0])
+    run = svc.wait_for_runs(lambda r: r["dag_run_id"] == run_id, 1, timeout=420)[0]
+    assert run["state"] == "success", svc.diagnostics(run_id)
+    assert run["conf"] == {**run["conf"], "tables": [f"{DB}.{BROWSER_TABLE}"], "partition_date": "2026-08-02",
+                           "dry_run": True}, run["conf"]
+
+    # The report as a person reads it: the refresh task's log in the UI.
+    d.get(f"{svc.url}/dags/{DAG_ID}/runs/{quote(run_id, safe='')}/tasks/refresh_metastore")
+    report = WebDriverWait(d, 60).until(lambda drv: next(
+        (t for t in [drv.find_element(By.TAG_NAME, "body").text] if "run note:" in t), None))
+    d.save_screenshot(str(shots / "run_report.png"))
+    assert re.search(rf"{DB}\.{BROWSER_TABLE}\s+dt=2026-08-02\s+would_merge\s+3 -> 1", report), report[-3000:]
+    assert "dry run, would merge 1 of 1 partition(s) in 1 table(s)" in report, report[-3000:]
+    assert partition_state(stack, DB, BROWSER_TABLE) == before  # a dry run changes nothing
+
+
 def test_the_scheduled_run_compacts_its_key_and_the_backlog_before_it(airflow, stack):
     """The run unpausing started fires at today's 00:00 UTC and carries the key of yesterday (the lag
     of one day): it compacts each table's partitions of that date and, looking back
@@ -227,11 +325,11 @@ def test_the_scheduled_run_compacts_its_key_and_the_backlog_before_it(airflow, s
     assert run["partition_key"] == yesterday and run["logical_date"] is None, run
     assert run["run_after"][:10] == str(today), run
     report = svc.xcom(run["dag_run_id"], "refresh_metastore")
-    assert report["dates"] == {f"{DB}.{t}": [yesterday, yesterday] for t in (FORM_TABLE, BACKFILL_TABLE, DAILY_TABLE)}, \
+    assert report["dates"] == {f"{DB}.{t}": [yesterday, yesterday] for t in TABLES}, \
         f"scheduled run keyed {yesterday}: the plan selected {report['dates']}"
     week_before = str(today - timedelta(days=8))
     assert report["lookback"] == {f"{DB}.{t}": [week_before, before_yesterday]
-                                  for t in (FORM_TABLE, BACKFILL_TABLE, DAILY_TABLE)}, report["lookback"]
+                                  for t in TABLES}, report["lookback"]
 
     before, content_before = airflow.before[DAILY_TABLE]
     after, content_after = partition_state(stack, DB, DAILY_TABLE), stack.content(DB, DAILY_TABLE)
@@ -245,7 +343,7 @@ def test_the_scheduled_run_compacts_its_key_and_the_backlog_before_it(airflow, s
     assert {ti["task_id"]: ti["state"] for ti in svc.task_instances(run["dag_run_id"])
             if ti["task_id"].startswith("compacted.")} == {
             f"compacted.{DB}.{BACKFILL_TABLE}": "skipped", f"compacted.{DB}.{DAILY_TABLE}": "success",
-            f"compacted.{DB}.{FORM_TABLE}": "skipped"}
+            f"compacted.{DB}.{FORM_TABLE}": "skipped", f"compacted.{DB}.{BROWSER_TABLE}": "skipped"}
     assert svc.xcom(run["dag_run_id"], f"compacted.{DB}.{DAILY_TABLE}") == \
         [f"dt={before_yesterday}", f"dt={yesterday}"]
     # A backfill would leave that key alone (the scheduled run holds its partition date) and create
@@ -297,7 +395,7 @@ def test_backfill_compacts_each_date_of_the_range_and_nothing_else(airflow, stac
 
     for d, r in by_key.items():  # each run compacted the partitions of its own key, one each
         report = svc.xcom(r["dag_run_id"], "refresh_metastore")
-        assert report["dates"] == {f"{DB}.{t}": [d, d] for t in (FORM_TABLE, BACKFILL_TABLE, DAILY_TABLE)}, \
+        assert report["dates"] == {f"{DB}.{t}": [d, d] for t in TABLES}, \
             f"backfill run keyed {d}: expected only partitions of {d}, the plan selected {report['dates']}"
         assert report["lookback"] == {}, report["lookback"]  # backfill runs do not look back
         assert [(p["partition"], p["status"]) for p in report["partitions"]] == [(f"dt={d}", "merged")], report

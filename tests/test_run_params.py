@@ -37,6 +37,17 @@ def test_good_form_input_is_accepted_and_selects_tables_and_dates():
     assert s.tables[0].policy.small_file_limit == 100 * 1024**2
 
 
+def test_the_tables_field_is_a_pick_list_that_may_be_left_empty():
+    """Airflow's trigger form shows a multi-select for an array with ``examples`` and sends null when
+    nothing is picked: null and [] both mean every configured table."""
+    schema = params_schema([t.name for t in SETTINGS.tables])["tables"]
+    assert schema["examples"] == ["db.events", "db.late"] and "null" in schema["type"]
+    for empty in (None, []):
+        s = select(SETTINGS, form(tables=empty), "manual", None)
+        assert [t.name for t in s.tables] == ["db.events", "db.late"]
+    assert "examples" not in params_schema([])["tables"]  # no configured table: a free list
+
+
 @pytest.mark.parametrize("field, value", [
     ("tables", ["db.unknown"]), ("tables", ["not a table"]), ("tables", "db.events"),
     ("partition_date", "2026-13-01"), ("partition_date", "yesterday"), ("partition_date", 20260301),

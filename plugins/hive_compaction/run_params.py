@@ -33,11 +33,15 @@ class ParamError(ValueError):
 def params_schema(table_names: list[str]) -> dict[str, dict]:
     """JSON schema of each form field (the Airflow UI renders these as a form)."""
     table_items: dict[str, Any] = {"type": "string", "pattern": r"^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$"}
+    tables: dict[str, Any] = {
+        # null: the UI's pick list sends null when nothing is picked (= every table)
+        "type": ["null", "array"], "items": table_items, "uniqueItems": True,
+        "title": "Tables", "description": "Configured tables to compact; empty means all of them"}
     if table_names:
         table_items["enum"] = sorted(table_names)
+        tables["examples"] = sorted(table_names)  # the UI shows a pick list for an array with examples
     return {
-        "tables": {"type": "array", "items": table_items, "uniqueItems": True,
-                   "title": "Tables", "description": "Configured tables to compact; empty means all of them"},
+        "tables": tables,
         "partition_date": {"type": ["null", "string"], "format": "date", "title": "Partition date",
                            "description": "Only partitions of this date (YYYY-MM-DD); empty: every partition"},
         "partition_date_to": {"type": ["null", "string"], "format": "date", "title": "Up to partition date",
