@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     spark.sparkContext.setLogLevel("WARN")  # our own progress lines stay readable in the task log
     try:
         runner = BatchRunner(spark, payload["run"], str(payload["batch"]),
-                             dry_run=args.dry_run or payload.get("dry_run", False))
+                             dry_run=args.dry_run or payload.get("dry_run", False),
+                             metastore_uris=payload.get("metastore_uris"))
         results = runner.maintain(payload.get("maintain", []), tasks) + runner.run_batch(tasks)
         result_table.publish(spark, payload["results_table"], payload["run"], payload["batch"],
                              encode_results(results), payload.get("metastore_uris"))

@@ -29,6 +29,7 @@ class PartitionTask:
     small_file_limit: int
     min_small_files: int
     merge_mode: str
+    commit_mode: str = "in_place"
     quiet_period_minutes: int = 0
     copy_min_block_size: int = 0
     sort_columns: tuple[str, ...] = ()

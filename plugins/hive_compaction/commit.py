@@ -76,20 +76,27 @@ def commit(fs: HadoopFS, area: WorkArea, record: dict) -> dict:
     The journal is published exclusively, so two jobs can never commit one partition at once;
     the inputs' identity is checked again once it is held, just before the first move (a writer
     or another run that replaced them makes this commit stop before moving anything)."""
-    check_record(record, area, record["pid"], location=record["location"])
+    hold(fs, area, record)
+    return _apply(fs, area, record, first=True)
+
+
+def hold(fs: HadoopFS, area: WorkArea, record: dict) -> None:
+    """Publish the partition's journal exclusively (CommitConflict if another job holds it)."""
+    check_record(record, area, record["pid"], location=record["location"], table_location=record.get("table_location"))
     journal = area.journal(record["pid"])
     if not fs.create_exclusive(journal, json.dumps(record, indent=1)):
         raise CommitConflict(f"another run is committing {_label(record)} (journal {journal}); "
                              "nothing was moved, the next run will look at it again")
     fault_point("journaled", _label(record), record["location"])
-    return _apply(fs, area, record, first=True)
 
 
 def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | None = None,
-            table_location: str | None = None) -> dict | None:
+            table_location: str | None = None, switch=None) -> dict | None:
     """Finish a commit a crashed attempt left behind for this partition; None if there was none.
     ``location``: the partition's folder as planned (the record must name the same); else the
-    record's folder must lie inside ``table_location``."""
+    record's folder must lie inside ``table_location``. ``switch(record)`` finishes a location
+    switch's journal (``location_switch``: it needs the Metastore); without it such a journal
+    is left for a job that has one."""
     journal = area.journal(pid)
     if not fs.exists(journal):
         return None
@@ -101,6 +108,11 @@ def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | 
     if record.get("rollback"):
         raise CommitConflict(f"a rollback of {_label(record)} holds it ({journal}): run that rollback again to "
                              "finish it; nothing was moved")
+    if record.get("mode") == "location_switch":
+        if switch is None:
+            raise CommitConflict(f"the location switch of {_label(record)} by run {record['run']} is unfinished "
+                                 f"({journal}); a merge job of the table finishes it")
+        return switch(record)
     check_record(record, area, pid, location=location, table_location=table_location)
     claim = area.replay_claim(pid)
     if not fs.create_exclusive(claim, json.dumps({"owner": owner, "at": time.time()})):

@@ -18,6 +18,7 @@ import yaml
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[2] / "dags" / "hive_compaction.yaml"
 CONFIG_ENV = "HIVE_COMPACTION_CONFIG"
 MERGE_MODES = ("auto", "copy", "rewrite")
+COMMIT_MODES = ("in_place", "location_switch")
 _SIZE_UNITS = {"": 1, "B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4}
 _TABLE_NAME = re.compile(r"^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$")
 MAX_LOOKBACK_DAYS = 366
@@ -47,6 +48,10 @@ class TablePolicy:
     # Scheduled runs also look back this many days before their own date for partitions that
     # still hold small files (deferred, skipped, failed, late data); 0: their own date only.
     lookback_days: int = 7
+    # How a merge is committed: "in_place" renames files inside the partition's folder;
+    # "location_switch" builds the partition anew in a fresh folder and switches the Metastore's
+    # location to it (for tables whose writers all go through the Metastore; see commit_switch).
+    commit_mode: str = "in_place"
 
 
 @dataclass(frozen=True)
@@ -227,6 +232,10 @@ def _policy(raw: dict, base: TablePolicy, where: str) -> TablePolicy:
         elif key == "trash_retention_days":
             # At least a day: a purge must never reach a run whose merges may still be committing.
             values[key] = _int(value, at, 1)
+        elif key == "commit_mode":
+            if value not in COMMIT_MODES:
+                raise ConfigError(f"{at}: expected one of {', '.join(COMMIT_MODES)}, got {value!r}")
+            values[key] = value
         elif key == "merge_mode":
             if value not in MERGE_MODES:
                 raise ConfigError(f"{at}: expected one of {', '.join(MERGE_MODES)}, got {value!r}")

@@ -81,6 +81,12 @@ class HadoopFS:
         if not self.move_all([(src, dst)]):
             raise FileNotFoundError(f"rename {src} -> {dst}: {src} does not exist")
 
+    def copy(self, src: str, dst: str) -> None:
+        """Copy one file byte for byte (Hadoop's FileUtil.copy); the target must not exist."""
+        file_util = JavaClass("org.apache.hadoop.fs.FileUtil", self._jvm._gateway_client)
+        if not file_util.copy(self.fs(src), self.path(src), self.fs(dst), self.path(dst), False, False, self._conf):
+            raise OSError(f"copy {src} -> {dst} failed")
+
     def delete(self, uri: str, recursive: bool = False) -> bool:
         return bool(self.fs(uri).delete(self.path(uri), recursive))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 
+from . import location_switch
 from .commit import ORPHAN_AGE_SECONDS, CommitConflict, InputsChanged, recover
 from .grouping import data_files
 from .paths import partition_id
@@ -19,23 +20,26 @@ from .work_area import WorkArea, journaled, purge_expired
 
 log = logging.getLogger(__name__)
 
-def maintain(fs, run: str, owner: str, areas: list[dict], tasks: list[PartitionTask]) -> list[PartitionResult]:
+def maintain(fs, run: str, owner: str, areas: list[dict], tasks: list[PartitionTask],
+             partitions: location_switch.Partitions | None = None) -> list[PartitionResult]:
     """For each work area (``{"table", "table_location", "work_dir", "trash_retention_days"}``):
     finish the commits of other runs' jobs in partitions this job does not list itself (``owner``
-    names this job in the journals it takes over), drop torn journals, purge expired runs. A work
-    area that cannot be tidied is logged and does not stop the merges."""
+    names this job in the journals it takes over), drop torn journals, purge expired runs (and
+    retire the old folders of their location switches, asking ``partitions``). A work area that
+    cannot be tidied is logged and does not stop the merges."""
     planned = {partition_id(t.table_name, t.partition) for t in tasks}
     old = time.time() * 1000 - ORPHAN_AGE_SECONDS * 1000
     results = []
     for a in areas:
         try:
-            results += _maintain_area(fs, run, owner, a, planned, old)
+            results += _maintain_area(fs, run, owner, a, planned, old, partitions)
         except Exception:
             log.exception("%s: could not look after the work area %s", a["table"], a["work_dir"])
     return results
 
 
-def _maintain_area(fs, run: str, owner: str, a: dict, planned: set[str], old: float) -> list[PartitionResult]:
+def _maintain_area(fs, run: str, owner: str, a: dict, planned: set[str], old: float,
+                   partitions: location_switch.Partitions | None) -> list[PartitionResult]:
     results = []
     area, keep = WorkArea(a["work_dir"]), {run}
     for entry, record in journaled(fs, area):
@@ -44,22 +48,31 @@ def _maintain_area(fs, run: str, owner: str, a: dict, planned: set[str], old: fl
             log.warning("removing the incomplete journal %s (its commit never started)", entry.path)
             fs.delete(entry.path)
         elif record is not None and record["run"] != run and pid not in planned and entry.modification_time < old:
-            results.append(_recover_orphan(fs, area, pid, record, owner, a.get("table_location")))
+            results.append(_recover_orphan(fs, area, pid, record, owner, a.get("table_location"), partitions))
             if results[-1].status is not Status.MERGED and fs.exists(entry.path):
                 keep.add(record["run"])  # its trash and staging are still needed
         elif record is not None:
             keep.add(record["run"])
-    purge_expired(fs, area, a["trash_retention_days"], keep)
+    purge_expired(fs, area, a["trash_retention_days"], keep,
+                  retire=(lambda m: location_switch.retire(fs, partitions, m)) if partitions else None)
     return results
 
 
-def _recover_orphan(fs, area: WorkArea, pid: str, record: dict, owner: str,
-                    table_location: str | None) -> PartitionResult:
+def _recover_orphan(fs, area: WorkArea, pid: str, record: dict, owner: str, table_location: str | None,
+                    partitions: location_switch.Partitions | None) -> PartitionResult:
     result = PartitionResult(record["table"], record["partition"], record["location"], Status.MERGED,
                              reason=f"finished the commit run {record['run']} left behind", recovered=True)
+    switch = (lambda r: location_switch.recover_switch(fs, area, partitions, r, table_location or "")) \
+        if partitions else None
     try:
-        recover(fs, area, pid, owner, table_location=table_location)
-        files, _ = data_files(fs.list(record["location"]))
+        manifest = recover(fs, area, pid, owner, table_location=table_location, switch=switch)
+        if record.get("mode") == location_switch.MODE:
+            if manifest is None:
+                result.status, result.recovered = Status.SKIPPED, False
+                result.reason = f"undid the location switch run {record['run']} left unfinished"
+                return result
+            result.location = manifest["new_location"]
+        files, _ = data_files(fs.list(result.location))
     except (CommitConflict, InputsChanged) as e:
         log.warning("%s", e)
         result.status, result.reason, result.recovered = Status.SKIPPED, str(e)[:REASON_CHARS], False

@@ -26,9 +26,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pyspark.sql import SparkSession
 
-from . import copy_merge, grouping, maintenance, storage
+from . import copy_merge, grouping, location_switch, maintenance, storage
 from .batch import PartitionTask
-from .commit import CommitConflict, InputsChanged, commit, fault_point, recover
+from .commit import CommitConflict, InputsChanged, commit, fault_point, hold, recover
 from .copy_merge import CopyMergeError, partition_rows, readable_footers
 from .grouping import Engine, Work, staged_suffix
 from .hadoop_fs import HadoopFS
@@ -42,8 +42,11 @@ log = logging.getLogger(__name__)
 
 
 class BatchRunner:
-    def __init__(self, spark: SparkSession, run: str, batch_id: str, dry_run: bool = False):
+    def __init__(self, spark: SparkSession, run: str, batch_id: str, dry_run: bool = False,
+                 metastore_uris: str | None = None):
         self.spark = spark
+        # Tables with commit_mode location_switch: their partitions' locations, through Spark's Metastore client.
+        self.partitions = location_switch.Partitions(spark, metastore_uris)
         self.fs = HadoopFS(spark)
         self.run = run
         self.batch_id = batch_id
@@ -68,7 +71,8 @@ class BatchRunner:
 
     def maintain(self, areas: list[dict], tasks: list[PartitionTask]) -> list[PartitionResult]:
         """Look after the work areas this job owns (``maintenance.maintain``); not in a dry run."""
-        return [] if self.dry_run else maintenance.maintain(self.fs, self.run, self.owner, areas, tasks)
+        return [] if self.dry_run else maintenance.maintain(self.fs, self.run, self.owner, areas, tasks,
+                                                            self.partitions)
 
     # --- the batch --------------------------------------------------------------------------
     def run_batch(self, tasks: list[PartitionTask]) -> list[PartitionResult]:
@@ -131,11 +135,18 @@ class BatchRunner:
         area = WorkArea(task.work_dir)
         pid = partition_id(task.table_name, task.partition)
         try:
-            recovered = recover(self.fs, area, pid, self.owner, location=task.location) is not None \
-                if not self.dry_run else False
+            manifest = recover(self.fs, area, pid, self.owner, location=task.location, switch=lambda record:
+                               location_switch.recover_switch(self.fs, area, self.partitions, record,
+                                                              task.table_location)) if not self.dry_run else None
         except (CommitConflict, InputsChanged) as e:
             return PartitionResult(task.table_name, task.partition, task.location, Status.SKIPPED, reason=str(e),
                                    listed=False, stats_files=task.num_files, stats_bytes=task.total_size)
+        recovered = manifest is not None
+        if recovered and manifest.get("mode") == location_switch.MODE:
+            return PartitionResult(task.table_name, task.partition, manifest["new_location"], Status.SKIPPED,
+                                   reason=f"finished the location switch run {manifest['run']} left behind "
+                                          f"(the partition reads {manifest['new_location']})",
+                                   listed=False, recovered=True)
         files, folders = grouping.data_files(self.fs.list(task.location))
         result = PartitionResult(task.table_name, task.partition, task.location, Status.NOTHING_TO_DO,
                                  files_before=len(files), bytes_before=sum(f.size for f in files),
@@ -180,6 +191,8 @@ class BatchRunner:
         reason = self._storage_refusal(task.location)
         if reason:
             return skip(reason)
+        if task.commit_mode == location_switch.MODE and not task.partition:
+            return skip("commit_mode location_switch switches a partition's location: the table is not partitioned")
         self._private_area(area)
         codec = grouping.output_codec(footers[groups[0].files[0].path])
         return Work(task, pid, area, result, files, footers, groups, codec, started,
@@ -227,8 +240,11 @@ class BatchRunner:
                 partition=task.partition, location=task.location, outputs=outputs,
                 inputs=[{"name": f.name, "size": f.size, "mtime": f.modification_time} for f in inputs],
                 stats_before={k: task.statistics.get(k) for k in STATISTICS_KEYS})
-            commit(self.fs, work.area, record.to_dict())
-            after, _ = grouping.data_files(self.fs.list(task.location))
+            if task.commit_mode == location_switch.MODE:
+                result.location = self._switch(work, record.to_dict())
+            else:
+                commit(self.fs, work.area, record.to_dict())
+            after, _ = grouping.data_files(self.fs.list(result.location))
             result.status = Status.MERGED
             result.outputs = [o["name"] for o in outputs]
             result.rows_merged = sum(g.rows for g in work.groups)
@@ -247,6 +263,28 @@ class BatchRunner:
             result.sizes_before = result.sizes_after = work.result.sizes_before
         result.seconds = round(time.monotonic() - work.started, 3)
         return result
+
+
+    def _switch(self, work: Work, record: dict) -> str:
+        """Commit by a location switch (``location_switch``); returns the partition's new folder."""
+        task = work.task
+        merged = {f.name for g in work.groups for f in g.files}
+        fmt = task.storage_format
+        old_footers = {f.name: work.footers[f.path] for f in work.files if f.path in work.footers}
+        new_footers = {o["name"]: g.footers[k] for g in work.groups for k, o in enumerate(g.staged)
+                       if k < len(g.footers)}
+        record = {**record, "mode": location_switch.MODE, "values": list(task.values),
+                  "table_location": task.table_location,
+                  "new_location": location_switch.new_folder(task.table_location, task.partition, self.run,
+                                                             self.attempt),
+                  "files": [{"name": f.name, "size": f.size, "mtime": f.modification_time} for f in work.files],
+                  "copies": [f.name for f in work.files if f.name not in merged],
+                  "rows": partition_rows(self.spark, fmt, work.files, old_footers)}
+        hold(self.fs, work.area, record)
+        manifest = location_switch.build_and_switch(
+            self.fs, work.area, self.partitions, record,
+            lambda files: partition_rows(self.spark, fmt, files, new_footers))
+        return manifest["new_location"]
 
 
 def _histogram(task: PartitionTask, files: list[DataFile]) -> list[int]:

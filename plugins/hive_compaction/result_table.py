@@ -91,20 +91,26 @@ def prune(hms, name: str, now: float, keep_days: int = KEEP_DAYS) -> int:
 
 
 # --- Spark side (py4j, the Metastore client in Spark's JVM) --------------------------------------
-def publish(spark, name: str, run: str, batch: int | str, params: dict[str, str], uris: str | None = None) -> None:
-    """Record a batch's results: (re)create its partition with ``params``. A retried job
-    replaces what an earlier attempt recorded. The Metastore is Spark's own (``hive-site.xml``,
-    ``spark.hadoop.hive.metastore.uris``), else ``uris`` (the Airflow connection's address)."""
+def jvm_client(spark, uris: str | None, purpose: str):
+    """A Metastore client in Spark's JVM: Spark's own Metastore (``hive-site.xml``,
+    ``spark.hadoop.hive.metastore.uris``), else ``uris`` (the Airflow connection's address).
+    The caller closes it."""
     jvm = spark._jvm
     hive_conf = jvm.org.apache.hadoop.hive.conf.HiveConf
     conf = hive_conf(spark._jsc.hadoopConfiguration(), hive_conf._java_lang_class)
     if not (conf.get("hive.metastore.uris") or "").strip():
         if not uris:
-            raise RuntimeError("this Spark application knows no Hive Metastore (hive.metastore.uris) to record "
-                               f"its results in {name}")
+            raise RuntimeError(f"this Spark application knows no Hive Metastore (hive.metastore.uris) to {purpose}")
         conf.set("hive.metastore.uris", uris)
-    client = jvm.org.apache.hadoop.hive.metastore.HiveMetaStoreClient(conf)
-    api = jvm.org.apache.hadoop.hive.metastore.api
+    return jvm.org.apache.hadoop.hive.metastore.HiveMetaStoreClient(conf)
+
+
+def publish(spark, name: str, run: str, batch: int | str, params: dict[str, str], uris: str | None = None) -> None:
+    """Record a batch's results: (re)create its partition with ``params``. A retried job
+    replaces what an earlier attempt recorded. The Metastore is Spark's own (``hive-site.xml``,
+    ``spark.hadoop.hive.metastore.uris``), else ``uris`` (the Airflow connection's address)."""
+    client = jvm_client(spark, uris, f"record its results in {name}")
+    api = spark._jvm.org.apache.hadoop.hive.metastore.api
     db, table = split_name(name)
     try:
         values = [run, str(batch)]

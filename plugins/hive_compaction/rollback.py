@@ -1,4 +1,5 @@
-"""Undo committed compactions from their manifests: outputs out, original files back, statistics back.
+"""Undo committed compactions from their manifests: outputs out, original files back, statistics back
+(a location switch: the partition pointed back at its old folder, ``location_switch.rollback_switch``).
 
 The reverse of the commit, with the same rules: only the files named in the manifest move; the
 merged outputs leave the partition before the originals return (never both visible at once);
@@ -11,6 +12,7 @@ import logging
 import time
 import uuid
 
+from . import location_switch
 from .work_area import UnsafeRecord, WorkArea, check_record, read_journal
 from .hadoop_fs import HadoopFS
 
@@ -27,7 +29,7 @@ def manifests(fs: HadoopFS, area: WorkArea, run: str) -> list[dict]:
 
 
 def rollback_partition(fs: HadoopFS, area: WorkArea, manifest: dict, table_location: str,
-                       owner: str = "rollback") -> dict:
+                       owner: str = "rollback", partitions=None) -> dict:
     """Undo one committed merge. Everything is checked before anything moves: the manifest's
     names and folders, that no commit or replay holds the partition (its journal and replay
     claim are taken), that every file to move is where the manifest says and that no name it
@@ -40,9 +42,12 @@ def rollback_partition(fs: HadoopFS, area: WorkArea, manifest: dict, table_locat
         check_record(manifest, area, pid, table_location=table_location)
     except UnsafeRecord as e:
         raise RollbackError(str(e)) from None
+    switched = manifest.get("mode") == location_switch.MODE
+    if switched and partitions is None:
+        raise RollbackError(f"{label}: a location switch is rolled back through the Metastore; nothing was changed")
     location = manifest["location"].rstrip("/")
-    trash = manifest["trash"]
-    if trash.rstrip("/") != area.trash(manifest["run"], pid):
+    trash = manifest.get("trash", "")
+    if not switched and trash.rstrip("/") != area.trash(manifest["run"], pid):
         raise RollbackError(f"{label}: the manifest's trash {trash} is not this work area's; nothing was changed")
     # Hold the partition as a commit would: no merge or replay can start while files move back.
     journal = area.journal(pid)
@@ -51,13 +56,22 @@ def rollback_partition(fs: HadoopFS, area: WorkArea, manifest: dict, table_locat
         raise RollbackError(f"{label}: a commit of this partition is under way or unfinished ({area.journal(pid)}); "
                             "let it finish (run the DAG) and roll back then; nothing was changed")
     try:
-        _check_and_move(fs, manifest, label, location, trash)
+        if switched:  # one alter_partition back to the old folder, while it is whole
+            try:
+                location_switch.rollback_switch(fs, partitions, manifest)
+            except RuntimeError as e:
+                raise RollbackError(f"{e}; nothing was changed") from None
+        else:
+            _check_and_move(fs, manifest, label, location, trash)
     finally:
         fs.delete(journal)
     done = {**manifest, "rolled_back_at": time.time()}
     fs.write_text_atomic(area.manifest(manifest["run"], pid), json.dumps(done, indent=1))
-    log.info("rolled back %s: %d file(s) restored, %d merged file(s) moved to %s/rolled-back",
-             label, len(manifest["inputs"]), len(manifest["outputs"]), trash)
+    if switched:
+        log.info("rolled back %s: the partition reads %s again", label, location)
+    else:
+        log.info("rolled back %s: %d file(s) restored, %d merged file(s) moved to %s/rolled-back",
+                 label, len(manifest["inputs"]), len(manifest["outputs"]), trash)
     return done
 
 
@@ -88,7 +102,8 @@ def _check_and_move(fs: HadoopFS, manifest: dict, label: str, location: str, tra
 
 
 def rollback_run(fs: HadoopFS, area: WorkArea, run: str, table_location: str,
-                 partitions: list[str] | None = None) -> list[dict]:
+                 partitions: list[str] | None = None, metastore=None) -> list[dict]:
+    """``metastore``: a ``location_switch.Partitions``, for tables committed by location switch."""
     found = manifests(fs, area, run)
     if partitions:
         missing = set(partitions) - {m["partition"] for m in found}
@@ -97,4 +112,5 @@ def rollback_run(fs: HadoopFS, area: WorkArea, run: str, table_location: str,
         found = [m for m in found if m["partition"] in partitions]
     if not found:
         raise RollbackError(f"run {run} has no committed compaction in {area.root}")
-    return [rollback_partition(fs, area, m, table_location, owner=f"rollback/{uuid.uuid4().hex[:12]}") for m in found]
+    return [rollback_partition(fs, area, m, table_location, owner=f"rollback/{uuid.uuid4().hex[:12]}",
+                               partitions=metastore) for m in found]

@@ -92,6 +92,14 @@ def check_record(record: dict, area: WorkArea, pid: str, location: str | None = 
             else "no table location to check it against"
         if why:
             problems.append(f"folder: {why}")
+    if record.get("mode") == "location_switch":  # its new folder lies in the table's _compacted folder
+        names = [f.get("name", "") for f in record.get("files", [])] + list(record.get("copies", []))
+        bad = [n for n in names if not _SEGMENT.match(str(n))]
+        if bad:
+            problems.append(f"file names {bad[:3]} are not plain names")
+        new = str(record.get("new_location", ""))
+        if not table_location or not is_within(new, f"{table_location.rstrip('/')}/_compacted"):
+            problems.append(f"new folder {new} does not lie in {table_location}/_compacted")
     if is_within(where, area.root) or canonical(where) == canonical(area.root):
         problems.append(f"folder {where} lies in the work area")
     if problems:
@@ -115,11 +123,14 @@ def journaled(fs, area: WorkArea) -> list[tuple[object, dict | None]]:
             if e.name.endswith(".json") and not e.name.startswith(".")]
 
 
-def purge_expired(fs, area: WorkArea, retention_days: int, keep_runs: set[str], now: float | None = None) -> list[str]:
+def purge_expired(fs, area: WorkArea, retention_days: int, keep_runs: set[str], now: float | None = None,
+                  retire=None) -> list[str]:
     """Delete the per-run folders (trash, manifests, staging) of runs older than the retention.
 
     A run's age is the newest change in any of its folders; runs in ``keep_runs`` (the current
-    one, any with an interrupted commit) are never purged. Returns the folders deleted."""
+    one, any with an interrupted commit) are never purged. A run whose manifests include
+    location switches is purged only once ``retire(manifest)`` (``location_switch.retire``)
+    has looked after each old folder. Returns the folders deleted."""
     now = time.time() if now is None else now
     cutoff_ms = (now - retention_days * 86400) * 1000
     newest: dict[str, int] = {}
@@ -130,7 +141,7 @@ def purge_expired(fs, area: WorkArea, retention_days: int, keep_runs: set[str], 
             newest[run_dir.name] = max(newest.get(run_dir.name, 0), changed)
     deleted = []
     for run, changed in sorted(newest.items()):
-        if changed >= cutoff_ms or run in keep_runs:
+        if changed >= cutoff_ms or run in keep_runs or not _retired(fs, area, run, retire):
             continue
         for folder in RUN_FOLDERS:
             target = f"{area.root}/{folder}/{run}"
@@ -140,3 +151,13 @@ def purge_expired(fs, area: WorkArea, retention_days: int, keep_runs: set[str], 
         log.info("%s: purged %d expired folder(s) of %d run(s) older than %d day(s)", area.root, len(deleted),
                  len({d.rsplit('/', 1)[-1] for d in deleted}), retention_days)
     return deleted
+
+
+def _retired(fs, area: WorkArea, run: str, retire) -> bool:
+    """Whether the old folders of the run's location switches are looked after (or it has none)."""
+    for entry in fs.list(area.manifests(run)):
+        record = read_journal(fs, entry.path) if entry.name.endswith(".json") else None
+        if record and record.get("mode") == "location_switch":
+            if retire is None or not retire(record):
+                return False
+    return True

@@ -1,0 +1,286 @@
+"""``commit_mode: location_switch``: a partition is rebuilt in a fresh folder and one
+``alter_partition`` (location and statistics) is the commit point.
+
+For tables whose writers all go through the Metastore (a writer that appends by path to
+``table/col=value/`` would write where nobody reads after the switch). Readers see the rows
+before or the rows after, never a mix: a query that listed the old folder reads it whole (it
+stays as it was until the run's trash expires), a query planned after the switch reads the new
+one. Per partition, after its outputs are staged and verified as in place:
+
+1. The journal (``commit.commit``'s exclusive create) records the old folder's every data file
+   (name, size, time), the staged outputs and the new folder.
+2. The new folder ``<table>/_compacted/<partition>/<run>-<attempt>`` is built: the staged outputs
+   moved in, the files the merge leaves alone copied in byte for byte (HDFS has no links, and
+   moving them would take them from readers of the old folder). ``_compacted`` starts with ``_``:
+   Hive's and Spark's ``MSCK REPAIR`` skip it, while both read a partition located under it (a
+   location's own path is not filtered, only the names in it).
+3. The new folder is checked: every expected file with its size, and the rows in its footers
+   equal to the old folder's.
+4. The old folder is listed again: exactly the journal's files (a writer that added, replaced or
+   removed one, or left a staging folder, aborts the switch: the new folder is deleted).
+5. The Metastore's partition must still be at the old folder; then ``alter_partition`` sets the
+   new location and statistics, with ``hive_compaction.previousLocation`` naming the old folder.
+6. The manifest is written, the journal removed. The old folder is deleted when the run's trash
+   expires (``trash_retention_days``, at least a day: longer than queries and listing caches),
+   file by file as the manifest names them, and only while no partition points at it; a file
+   that arrived there since is kept and reported.
+
+Recovery of a journal asks the Metastore which location is current: the new folder, the switch
+happened (finish step 6); the old one, it did not (the new folder is deleted, once the journal is
+older than a live commit can be); neither (the partition was dropped or moved by someone else),
+the journal is removed and both folders are left.
+Rollback (``rollback_switch``) is one ``alter_partition`` back to the old folder while it is whole.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Callable
+
+from .commit import ORPHAN_AGE_SECONDS, CommitConflict, InputsChanged, _check_owner, fault_point
+from .grouping import data_files
+from .hadoop_fs import HadoopFS
+from .work_area import WorkArea, check_record, read_journal
+
+log = logging.getLogger(__name__)
+
+VERSIONS = "_compacted"
+MODE = "location_switch"
+PREVIOUS_LOCATION = "hive_compaction.previousLocation"
+SWITCH_POINTS = ("staged", "journaled", "folder_built", "switched", "manifest_written")
+
+
+def new_folder(table_location: str, partition: str, run: str, attempt: str) -> str:
+    return f"{table_location.rstrip('/')}/{VERSIONS}/{partition}/{run}-{attempt}"
+
+
+def is_version_folder(table_location: str, uri: str) -> bool:
+    return uri.rstrip("/").startswith(f"{table_location.rstrip('/')}/{VERSIONS}/")
+
+
+def same_location(a: str | None, b: str | None) -> bool:
+    return a is not None and b is not None and a.rstrip("/") == b.rstrip("/")
+
+
+class Partitions:
+    """The Metastore's partitions as the merge job sees them: through the Metastore client in
+    Spark's JVM (``result_table.jvm_client``), so it authenticates as Spark does."""
+
+    def __init__(self, spark, uris: str | None):
+        self._spark, self._uris = spark, uris
+
+    def _client(self):
+        from .result_table import jvm_client
+        return jvm_client(self._spark, self._uris, "switch partition locations")
+
+    def _get(self, client, table: str, values: list[str]):
+        db, tbl = table.split(".", 1)
+        try:
+            return client.getPartition(db, tbl, list(values))
+        except Exception as e:  # noqa: BLE001 - NoSuchObjectException through py4j
+            if "NoSuchObject" in str(e):
+                return None
+            raise
+
+    def location(self, table: str, values: list[str]) -> str | None:
+        """The partition's location now; None when it does not exist."""
+        client = self._client()
+        try:
+            p = self._get(client, table, values)
+            return None if p is None else str(p.getSd().getLocation())
+        finally:
+            client.close()
+
+    def switch(self, table: str, values: list[str], old: str, new: str, parameters: dict[str, str | None]) -> bool:
+        """Point the partition at ``new`` with ``parameters`` merged in (None removes a key),
+        only if it is at ``old`` now; True if it was switched. The Metastore is told not to
+        compute statistics itself (the given ones are the new folder's)."""
+        client = self._client()
+        try:
+            p = self._get(client, table, values)
+            if p is None or not same_location(str(p.getSd().getLocation()), old):
+                return False
+            p.getSd().setLocation(new)
+            params = p.getParameters()
+            for k, v in parameters.items():
+                if v is None:
+                    params.remove(k)
+                else:
+                    params.put(k, v)
+            api = self._spark._jvm.org.apache.hadoop.hive.metastore.api
+            context = api.EnvironmentContext()
+            context.putToProperties("DO_NOT_UPDATE_STATS", "true")
+            db, tbl = table.split(".", 1)
+            client.alter_partition(db, tbl, p, context)
+            return True
+        finally:
+            client.close()
+
+
+def build_and_switch(fs: HadoopFS, area: WorkArea, hms: Partitions, record: dict,
+                     rows_of: Callable[[list], int]) -> dict:
+    """Steps 2-6 for a held journal; returns the manifest. ``rows_of(files)``: the rows in the
+    footers of data files. Raises CommitConflict (another job or writer: nothing changed, the
+    partition is left for the next run), SwitchAborted (undone, nothing changed) or another error
+    (the journal is kept: the next run asks the Metastore and finishes or undoes it)."""
+    try:
+        _build(fs, area, record, rows_of)
+        switched = hms.switch(record["table"], record["values"], record["location"], record["new_location"], {
+            "numFiles": str(len(record["outputs"]) + len(record["copies"])),
+            "totalSize": str(sum(o["size"] for o in record["outputs"])
+                             + sum(f["size"] for f in record["files"] if f["name"] in set(record["copies"]))),
+            "numRows": str(record["rows"]), PREVIOUS_LOCATION: record["location"], "COLUMN_STATS_ACCURATE": None})
+    except (SwitchAborted, CommitConflict):
+        raise
+    except Exception as e:  # the Metastore or the file system failed before the switch: undo the new folder
+        if not same_location(hms.location(record["table"], record["values"]), record["new_location"]):
+            _abort(fs, area, record, f"{type(e).__name__}: {e}".splitlines()[0][:300])
+        raise
+    if not switched:
+        _abort(fs, area, record, "the Metastore's partition is no longer at the folder that was merged "
+                                 "(dropped or moved meanwhile)", conflict=True)
+    fault_point("switched", f"{record['table']}/{record['partition']}", record["location"])
+    return _finish(fs, area, record)
+
+
+def _build(fs: HadoopFS, area: WorkArea, record: dict, rows_of: Callable[[list], int]) -> None:
+    old, new = record["location"].rstrip("/"), record["new_location"]
+    label = f"{record['table']}/{record['partition']}"
+    if fs.exists(new):  # not this job's: left alone
+        fs.delete(area.journal(record["pid"]))
+        raise SwitchAborted(f"{label}: the new folder {new} exists already; nothing was switched")
+    moved = fs.move_all([(o["staged"], f"{new}/{o['name']}") for o in record["outputs"]])
+    if moved != len(record["outputs"]):
+        _abort(fs, area, record, f"{len(record['outputs']) - moved} staged output(s) vanished")
+    for name in record["copies"]:
+        fs.copy(f"{old}/{name}", f"{new}/{name}")
+    fault_point("folder_built", label, record["location"])
+    expected = {o["name"]: o["size"] for o in record["outputs"]}
+    expected.update({f["name"]: f["size"] for f in record["files"] if f["name"] in set(record["copies"])})
+    built, folders = data_files(fs.list(new))
+    found = {f.name: f.size for f in built}
+    if found != expected or folders:
+        _abort(fs, area, record, f"the new folder {new} does not hold what was written: {sorted(found)} "
+                                 f"!= {sorted(expected)}")
+    rows = rows_of(built)
+    if rows != record["rows"]:
+        _abort(fs, area, record, f"the new folder {new} holds {rows} rows, the old one {record['rows']}")
+    _check_old_folder(fs, area, record)
+    _check_owner(fs, area, record)
+
+
+def _check_old_folder(fs: HadoopFS, area: WorkArea, record: dict) -> None:
+    """The old folder holds exactly the journal's files, as they were, and no writer's staging."""
+    listed = fs.list(record["location"])
+    files, folders = data_files(listed)
+    now = {f.name: (f.size, f.modification_time) for f in files}
+    then = {f["name"]: (f["size"], f["mtime"]) for f in record["files"]}
+    why = f"a writer left folder(s) {folders[:3]} in it" if folders else None
+    if now != then or why:
+        changed = sorted(set(now.items()) ^ set(then.items()))
+        _abort(fs, area, record, why or f"the partition's files changed while it was being merged "
+                                        f"({[n for n, _ in changed][:3]})", conflict=True)
+
+
+class SwitchAborted(RuntimeError):
+    """The switch was undone before the commit point: the partition is as it was."""
+
+
+def _abort(fs: HadoopFS, area: WorkArea, record: dict, why: str, conflict: bool = False) -> None:
+    """Undo a switch that did not happen: staged outputs back, the new folder deleted."""
+    new = record["new_location"]
+    for o in record["outputs"]:
+        if fs.exists(f"{new}/{o['name']}") and not fs.exists(o["staged"]):
+            fs.rename(f"{new}/{o['name']}", o["staged"])
+    fs.delete(new, recursive=True)
+    fs.delete(area.journal(record["pid"]))
+    raise (CommitConflict if conflict else SwitchAborted)(
+        f"{record['table']}/{record['partition']}: {why}; the location was not switched, the partition is as it was")
+
+
+def _finish(fs: HadoopFS, area: WorkArea, record: dict) -> dict:
+    manifest = {**record, "committed_at": time.time()}
+    fs.write_text_atomic(area.manifest(record["run"], record["pid"]), json.dumps(manifest, indent=1))
+    fault_point("manifest_written", f"{record['table']}/{record['partition']}", record["location"])
+    fs.delete(area.journal(record["pid"]))
+    fs.delete(record["staging"], recursive=True)
+    return manifest
+
+
+def recover_switch(fs: HadoopFS, area: WorkArea, hms: Partitions, record: dict, table_location: str) -> dict | None:
+    """A switch a crashed job left: the Metastore says whether it happened. The record is
+    checked first (``work_area.check_record``) against the table's location as planned."""
+    check_record(record, area, record["pid"], table_location=table_location)
+    label = f"{record['table']}/{record['partition']}"
+    current = hms.location(record["table"], record["values"])
+    if same_location(current, record["new_location"]):
+        log.warning("%s: the location switch of run %s happened; finishing it", label, record["run"])
+        return _finish(fs, area, record)
+    if same_location(current, record["location"]):
+        st = fs.status(area.journal(record["pid"]))
+        if st is not None and st.modification_time > (time.time() - ORPHAN_AGE_SECONDS) * 1000:
+            raise CommitConflict(f"{label}: run {record['run']} is switching its location now (journal written "
+                                 f"{time.time() - st.modification_time / 1000:.0f}s ago); left to it")
+        log.warning("%s: the location switch of run %s did not happen; removing its new folder", label, record["run"])
+        for o in record["outputs"]:  # back to staging, which the run's purge removes
+            if fs.exists(f"{record['new_location']}/{o['name']}") and not fs.exists(o["staged"]):
+                fs.rename(f"{record['new_location']}/{o['name']}", o["staged"])
+        fs.delete(record["new_location"], recursive=True)
+        fs.delete(area.journal(record["pid"]))
+        return None
+    fs.delete(area.journal(record["pid"]))
+    raise InputsChanged(f"{label}: the Metastore's partition is at {current or 'nothing (dropped)'}, neither the folder "
+                        f"run {record['run']} merged nor the one it built; both were left as they are")
+
+
+def retire(fs: HadoopFS, hms: Partitions, manifest: dict) -> bool:
+    """Delete the old folder of an expired switch: the files the manifest names (with their size
+    and time), then the folder if empty. Nothing while a partition points at it; True when
+    nothing of it is left to look after."""
+    old = manifest["location"].rstrip("/")
+    label = f"{manifest['table']}/{manifest['partition']}"
+    current = hms.location(manifest["table"], manifest["values"])
+    if manifest.get("rolled_back_at"):  # the new folder is the one no partition reads
+        if not same_location(current, manifest["new_location"]):
+            fs.delete(manifest["new_location"], recursive=True)
+        return True
+    if same_location(current, old):
+        log.warning("%s: the partition points at %s again (rolled back?): the folder is kept", label, old)
+        return True
+    then = {f["name"]: (f["size"], f["mtime"]) for f in manifest["files"]}
+    extra = []
+    for f in fs.list(old):
+        if not f.is_dir and then.get(f.name) == (f.size, f.modification_time):
+            fs.delete(f.path)
+        else:
+            extra.append(f.name)
+    if extra:
+        log.warning("%s: %s was retired by the location switch of run %s, but %s arrived there since (a writer "
+                    "that writes by path?): kept, no partition reads them", label, old, manifest["run"], extra[:5])
+        return True
+    fs.delete(old)
+    log.info("%s: retired %s (the partition reads %s)", label, old, manifest["new_location"])
+    return True
+
+
+def rollback_switch(fs: HadoopFS, hms: Partitions, manifest: dict) -> str:
+    """Point the partition back at its old folder, if it is still whole and the partition is
+    still at the new one; the statistics as they were before."""
+    old, new = manifest["location"].rstrip("/"), manifest["new_location"]
+    files, _ = data_files(fs.list(old))
+    now = {f.name: (f.size, f.modification_time) for f in files}
+    if now != {f["name"]: (f["size"], f["mtime"]) for f in manifest["files"]}:
+        raise RuntimeError(f"{manifest['table']}/{manifest['partition']}: the old folder {old} is no longer whole "
+                           "(retired?): cannot switch back")
+    stats = {k: v for k, v in manifest["stats_before"].items()}
+    stats[PREVIOUS_LOCATION] = None
+    if not hms.switch(manifest["table"], manifest["values"], new, old, stats):
+        raise RuntimeError(f"{manifest['table']}/{manifest['partition']}: the partition is no longer at {new}: "
+                           "not switched back")
+    return old
+
+
+def read_manifest(fs: HadoopFS, uri: str) -> dict | None:
+    record = read_journal(fs, uri)
+    return record if record and record.get("mode") == MODE else None

@@ -1,0 +1,159 @@
+"""commit_mode location_switch (issue 11): the partition is rebuilt in a fresh folder and one
+alter_partition is the commit point. Real stack: the Metastore, spark-submit of the merge job,
+`airflow dags test`, real ORC and Parquet files; every row checked by content checksum."""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+DT = "2026-06-01"
+
+
+def data_files(folder: Path) -> list[Path]:
+    return sorted(f for f in folder.iterdir() if f.is_file() and not f.name.startswith((".", "_")))
+
+
+def work_area(stack, db: str, table: str) -> Path:
+    return Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db" / ".hive_compaction" / table
+
+
+def table_folder(stack, db: str, table: str) -> Path:
+    return Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db" / table
+
+
+def make(stack, db: str, table: str, storage: str, tmp_path: Path, rows: int = 200) -> tuple[Path, Path]:
+    """A partition of four small files and one big one (a file of another table with many rows),
+    and a config whose small-file limit lies between them: the big file is left alone."""
+    stack.make_table(db, table, storage, [DT], files=4, rows=rows)
+    stack.make_table(db, f"{table}_big", storage, [DT], files=1, rows=20000)
+    folder = stack.partition_location(db, table, f"dt={DT}")
+    big = data_files(stack.partition_location(db, f"{table}_big", f"dt={DT}"))[0]
+    shutil.copy(big, folder / f"big-{big.name}")
+    small = max(f.stat().st_size for f in data_files(folder) if not f.name.startswith("big-"))
+    assert big.stat().st_size > 4 * small
+    cfg = stack.write_config(tmp_path / f"{table}.yaml", [{
+        "name": f"{db}.{table}", "commit_mode": "location_switch", "small_file_limit": small + 1,
+        "target_file_size": big.stat().st_size * 4}])
+    return folder, cfg
+
+
+def read_paths(stack, storage: str, paths: list[Path]) -> list[str]:
+    """What a reader that listed these files reads from them now (rows as text, sorted)."""
+    from pyspark.sql.functions import lit
+    df = stack.spark.read.format(storage.lower()).load([f"file://{p}" for p in paths]).withColumn("dt", lit(DT))
+    return sorted(repr(tuple(r)) for r in df.collect())
+
+
+@pytest.mark.parametrize("storage", ["ORC", "PARQUET"])
+def test_a_switch_builds_the_partition_anew_and_readers_see_before_or_after(stack, tmp_path, storage):
+    db, table = f"switch_{storage.lower()}", "events"
+    folder, cfg = make(stack, db, table, storage, tmp_path)
+    before_rows = stack.rows(db, table)[f"dt={DT}"]
+    content = stack.content(db, table)
+    listed = data_files(folder)  # a reader lists the partition before the switch ...
+    old_bytes = {f.name: f.read_bytes() for f in listed}
+
+    run = stack.run_dag(cfg, conf={"partition_date": DT})
+    assert run.state == "success", run.log[-4000:]
+    new = stack.partition_location(db, table, f"dt={DT}")
+    assert new.parent == table_folder(stack, db, table) / "_compacted" / f"dt={DT}", new
+    assert stack.content(db, table) == content
+    files = data_files(new)
+    big = [f for f in files if f.name.startswith("big-")]
+    assert len(files) == 2 and len(big) == 1, files  # one merged output, the big file copied as it was
+    assert big[0].read_bytes() == old_bytes[big[0].name]
+    # ... and reads after it: exactly the rows before (the old folder stays whole until it retires)
+    assert {f.name: f.read_bytes() for f in data_files(folder)} == old_bytes
+    assert read_paths(stack, storage, listed) == before_rows
+    snap = stack.snapshot(db, table)[f"dt={DT}"]
+    assert (snap["hms_num_files"], snap["hms_total_size"], snap["hms_num_rows"]) == \
+        (str(snap["num_files"]), str(snap["bytes"]), str(len(before_rows))), snap
+    # MSCK REPAIR finds nothing to add: _compacted is hidden from it, the old folder's partition exists
+    stack.spark.sql(f"MSCK REPAIR TABLE {db}.{table}")
+    assert stack.content(db, table) == content
+    assert list(stack.snapshot(db, table)) == [f"dt={DT}"]
+    assert not list((work_area(stack, db, table) / "journal").glob("*.json"))
+
+    # Once the run's trash expires, the old folder is retired: its files deleted, then the folder.
+    for d, dirs, names in os.walk(work_area(stack, db, table)):
+        for n in dirs + names:
+            t = time.time() - 40 * 86400
+            os.utime(os.path.join(d, n), (t, t))
+    run = stack.run_dag(cfg, conf={"partition_date": DT})
+    assert run.state == "success", run.log[-4000:]
+    assert not folder.exists(), list(folder.iterdir())
+    assert stack.partition_location(db, table, f"dt={DT}") == new and data_files(new) == files
+    stack.spark.sql(f"MSCK REPAIR TABLE {db}.{table}")
+    assert stack.content(db, table) == content
+
+
+@pytest.mark.parametrize("point, storage", [("folder_built", "ORC"), ("switched", "PARQUET")])
+def test_a_killed_switch_is_finished_or_undone_by_the_next_run(stack, tmp_path, point, storage):
+    """Killed before the commit point, the next run undoes the new folder and merges again;
+    killed after it, the next run finishes the switch. Either way every row is there once."""
+    db, table = f"switch_kill_{point}", "events"
+    folder, cfg = make(stack, db, table, storage, tmp_path)
+    content = stack.content(db, table)
+    batch = stack.plan_batches(cfg, run_id="killed")["spark_args"][0]["application_args"][1]
+    p = stack.spark_submit(batch, HIVE_COMPACTION_TEST_KILL_AT=point)
+    assert p.returncode != 0, p.stdout[-3000:]
+    [journal] = (work_area(stack, db, table) / "journal").glob("*.json")
+    assert stack.content(db, table) == content  # the old folder or the new: the same rows
+    switched = stack.partition_location(db, table, f"dt={DT}") != folder
+    assert switched == (point == "switched")
+    old = time.time() - 3600  # the killed job is gone: its journal is older than a live commit can be
+    os.utime(journal, (old, old))
+
+    run = stack.run_dag(cfg, conf={"partition_date": DT})
+    assert run.state == "success", run.log[-4000:]
+    assert stack.content(db, table) == content
+    new = stack.partition_location(db, table, f"dt={DT}")
+    assert new != folder and len(data_files(new)) == 2
+    versions = sorted((table_folder(stack, db, table) / "_compacted" / f"dt={DT}").iterdir())
+    assert versions == [new], versions  # an undone folder is gone
+    if switched:
+        assert "finished the location switch run killed left behind" in run.log
+    else:
+        assert "did not happen; removing its new folder" in run.log
+    assert not list((work_area(stack, db, table) / "journal").glob("*.json"))
+    snap = stack.snapshot(db, table)[f"dt={DT}"]
+    assert (snap["hms_num_files"], snap["hms_total_size"]) == (str(snap["num_files"]), str(snap["bytes"])), snap
+
+
+@pytest.mark.parametrize("actor", ["add", "drop"])
+def test_a_writer_or_a_drop_during_the_switch_stops_it(stack, tmp_path, actor):
+    """A file added to the old folder, or the partition dropped, while the new folder is built:
+    the switch does not happen, the new folder is deleted, no row is lost or resurrected."""
+    db, table, storage = f"switch_{actor}", "events", "ORC"
+    folder, cfg = make(stack, db, table, storage, tmp_path)
+    stack.make_table(db, "late", storage, [DT], files=1, rows=11)
+    late = data_files(stack.partition_location(db, "late", f"dt={DT}"))[0]
+    expected = sorted(stack.rows(db, table)[f"dt={DT}"] + stack.rows(db, "late")[f"dt={DT}"])
+    if actor == "add":
+        cmd = f"cp {late} {folder}/part-late.orc"
+    else:
+        cmd = (f"python -c \"from hmsclient import hmsclient; c = hmsclient.HMSClient(host='127.0.0.1', "
+               f"port={stack.port}); c.open(); c.drop_partition_by_name('{db}', '{table}', 'dt={DT}', True)\"")
+    batch = stack.plan_batches(cfg, run_id="raced")["spark_args"][0]["application_args"][1]
+    p = stack.spark_submit(batch, HIVE_COMPACTION_TEST_HOOK_AT="folder_built", HIVE_COMPACTION_TEST_HOOK_CMD=cmd)
+    assert "the location was not switched, the partition is as it was" in p.stdout + p.stderr, \
+        (p.stdout + p.stderr)[-3000:]
+    assert not list((table_folder(stack, db, table) / "_compacted").glob("*/*")), "the new folder is left"
+    assert not list((work_area(stack, db, table) / "journal").glob("*.json"))
+    if actor == "drop":
+        assert f"dt={DT}" not in stack.snapshot(db, table) and not folder.exists()  # never re-created
+        stack.spark.sql(f"MSCK REPAIR TABLE {db}.{table}")
+        assert f"dt={DT}" not in stack.rows(db, table)
+        return
+    assert stack.partition_location(db, table, f"dt={DT}") == folder
+    assert stack.rows(db, table)[f"dt={DT}"] == expected
+    run = stack.run_dag(cfg, conf={"partition_date": DT})  # the next run merges the late file too
+    assert run.state == "success", run.log[-4000:]
+    assert stack.rows(db, table)[f"dt={DT}"] == expected
+    assert stack.partition_location(db, table, f"dt={DT}") != folder
