@@ -28,6 +28,7 @@ tables:
   - name: Sales.Events
     target_file_size: 1GB
     merge_mode: copy
+    commit_mode: location_switch
     partition_filter: "dt >= '2024-01-01'"
     work_dir: hdfs:///tmp/work
   - name: logs.clicks
@@ -106,13 +107,13 @@ def test_good_config():
 
     orders = s.table("sales.orders").policy
     assert (orders.target_file_size, orders.small_file_limit, orders.min_small_files) == (256 * MB, 200 * MB, 3)
-    assert orders.merge_mode == "auto" and orders.partition_lag_days == 1
+    assert orders.merge_mode == "auto" and orders.partition_lag_days == 1 and orders.commit_mode == "in_place"
 
     events = s.table("sales.events")
     assert (events.database, events.table) == ("sales", "events")
     assert events.policy.target_file_size == GB
     assert events.policy.small_file_limit == 200 * MB  # inherited from defaults
-    assert events.policy.merge_mode == "copy"
+    assert events.policy.merge_mode == "copy" and events.policy.commit_mode == "location_switch"
     assert events.policy.partition_filter == "dt >= '2024-01-01'"
     assert events.policy.work_dir == "hdfs:///tmp/work"
 
@@ -177,6 +178,7 @@ def test_load_reads_the_env_path(tmp_path, monkeypatch):
     ({"small_file_limit": 128 * MB + 1, "target_file_size": "128MB"}, "small_file_limit"),
     ({"merge_mode": "fast"}, "merge_mode"),
     ({"merge_mode": None}, "merge_mode"),
+    ({"commit_mode": "swap"}, "commit_mode"),
     ({"min_small_files": 1}, "min_small_files"),
     ({"min_small_files": "3"}, "min_small_files"),
     ({"min_small_files": True}, "min_small_files"),

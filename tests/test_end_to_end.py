@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +41,9 @@ def test_dag_compacts_keeps_every_row_and_refreshes_statistics(stack, tmp_path, 
     run = stack.run_dag(cfg)
     assert run.state == "success", run.log[-5000:]
     assert run.states["merge"] == ["success"] and run.states["refresh_metastore"] == ["success"]
+    # each in-place commit says how long a reader listing the partition could have missed rows
+    windows = re.findall(r"\] \S+ (dt=2026-03-0[23]): merged .*reader window (\d+) ms", run.log)
+    assert sorted(p for p, _ in windows) == ["dt=2026-03-02", "dt=2026-03-03"], windows
 
     after = stack.snapshot(db, table)
     for name in ("dt=2026-03-02", "dt=2026-03-03"):

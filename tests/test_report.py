@@ -53,6 +53,7 @@ def test_summarize_counts_only_merged_partitions_for_files_and_bytes():
         "failed": 1,
         "listed": 0,
         "stale_statistics": 0,
+        "reader_window_ms_max": 0,
     }
 
 
@@ -69,6 +70,12 @@ def test_summarize_empty():
     assert s["partitions_examined"] == 0 and s["partitions_merged"] == 0
     assert s["files_before"] == s["bytes_after"] == s["rows_merged"] == 0
     assert (s["skipped"], s["deferred"], s["failed"]) == (0, 0, 0)
+
+
+def test_summarize_reports_the_longest_reader_window_of_merged_partitions():
+    rs = [result(reader_window_ms=3.5), result(partition="dt=2", reader_window_ms=12.0),
+          result(partition="dt=3", status="failed", reader_window_ms=99.0), result(partition="dt=4")]
+    assert summarize(rs, [], [])["reader_window_ms_max"] == 12.0
 
 
 def test_summarize_missing_rows_merged_counts_as_zero():

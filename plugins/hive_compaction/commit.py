@@ -235,6 +235,7 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> d
     _stop_if_changed(fs, area, record, first)
     moves = [(f"{location}/{f['name']}", f"{trash}/{f['name']}") + ((f["size"], f["mtime"]) if "mtime" in f else ())
              for f in record["inputs"]]
+    window_start = time.monotonic()  # readers listing from here to the last output's arrival miss the groups' rows
     moved = _move(fs, moves, record, "input_moved", "inputs_moved")
     if first and moved != len(moves):
         _abandon(fs, area, record, trash, location, f"{len(moves) - moved} input(s) vanished or changed before "
@@ -247,8 +248,9 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> d
     if first and moved != len(moves):
         _abandon(fs, area, record, trash, location, f"{len(moves) - moved} staged output(s) vanished before "
                                                     "they moved")
+    window_ms = round((time.monotonic() - window_start) * 1000, 1)
     _check_owner(fs, area, record)
-    manifest = {**record, "committed_at": time.time(), "trash": trash}
+    manifest = {**record, "committed_at": time.time(), "trash": trash, "reader_window_ms": window_ms if first else None}
     fs.write_text_atomic(area.manifest(run, pid), json.dumps(manifest, indent=1))
     fault_point("manifest_written", _label(record), location)
     fs.delete(area.journal(pid))

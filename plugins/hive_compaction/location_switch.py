@@ -189,14 +189,20 @@ class SwitchAborted(RuntimeError):
 
 def _abort(fs: HadoopFS, area: WorkArea, record: dict, why: str, conflict: bool = False) -> None:
     """Undo a switch that did not happen: staged outputs back, the new folder deleted."""
+    _undo(fs, area, record)
+    raise (CommitConflict if conflict else SwitchAborted)(
+        f"{record['table']}/{record['partition']}: {why}; the location was not switched, the partition is as it was")
+
+
+def _undo(fs: HadoopFS, area: WorkArea, record: dict) -> None:
+    """Staged outputs back to staging (the run's purge removes them), the new folder deleted,
+    the journal removed."""
     new = record["new_location"]
     for o in record["outputs"]:
         if fs.exists(f"{new}/{o['name']}") and not fs.exists(o["staged"]):
             fs.rename(f"{new}/{o['name']}", o["staged"])
     fs.delete(new, recursive=True)
     fs.delete(area.journal(record["pid"]))
-    raise (CommitConflict if conflict else SwitchAborted)(
-        f"{record['table']}/{record['partition']}: {why}; the location was not switched, the partition is as it was")
 
 
 def _finish(fs: HadoopFS, area: WorkArea, record: dict) -> dict:
@@ -223,11 +229,7 @@ def recover_switch(fs: HadoopFS, area: WorkArea, hms: Partitions, record: dict, 
             raise CommitConflict(f"{label}: run {record['run']} is switching its location now (journal written "
                                  f"{time.time() - st.modification_time / 1000:.0f}s ago); left to it")
         log.warning("%s: the location switch of run %s did not happen; removing its new folder", label, record["run"])
-        for o in record["outputs"]:  # back to staging, which the run's purge removes
-            if fs.exists(f"{record['new_location']}/{o['name']}") and not fs.exists(o["staged"]):
-                fs.rename(f"{record['new_location']}/{o['name']}", o["staged"])
-        fs.delete(record["new_location"], recursive=True)
-        fs.delete(area.journal(record["pid"]))
+        _undo(fs, area, record)
         return None
     fs.delete(area.journal(record["pid"]))
     raise InputsChanged(f"{label}: the Metastore's partition is at {current or 'nothing (dropped)'}, neither the folder "

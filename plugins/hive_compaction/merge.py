@@ -122,9 +122,10 @@ class BatchRunner:
         return [results[i] for i in range(len(tasks))]
 
     def _progress(self, done: int, total: int, r: PartitionResult) -> None:
-        log.info("[%d/%d] %s %s: %s %s(%d -> %d files, %d -> %d bytes, %s) in %.1fs", done, total, r.table,
+        window = "" if r.reader_window_ms is None else f", reader window {r.reader_window_ms:.0f} ms"
+        log.info("[%d/%d] %s %s: %s %s(%d -> %d files, %d -> %d bytes, %s%s) in %.1fs", done, total, r.table,
                  r.partition or "(table)", r.status, f"{r.reason} " if r.reason else "", r.files_before,
-                 r.files_after, r.bytes_before, r.bytes_after, r.mode or "-", r.seconds)
+                 r.files_after, r.bytes_before, r.bytes_after, r.mode or "-", window, r.seconds)
 
     def _failed(self, task: PartitionTask, e: Exception) -> PartitionResult:
         return PartitionResult(task.table_name, task.partition, task.location, Status.FAILED,
@@ -242,8 +243,9 @@ class BatchRunner:
                 stats_before={k: task.statistics.get(k) for k in STATISTICS_KEYS})
             if task.commit_mode == location_switch.MODE:
                 result.location = self._switch(work, record.to_dict())
+                result.reader_window_ms = 0.0
             else:
-                commit(self.fs, work.area, record.to_dict())
+                result.reader_window_ms = commit(self.fs, work.area, record.to_dict())["reader_window_ms"]
             after, _ = grouping.data_files(self.fs.list(result.location))
             result.status = Status.MERGED
             result.outputs = [o["name"] for o in outputs]

@@ -44,6 +44,8 @@ def summarize(results: list[dict], skipped: list[dict], deferred: list[dict]) ->
         "failed": sum(1 for r in results if r["status"] == "failed"),
         "listed": sum(1 for r in results if r.get("listed")),
         "stale_statistics": sum(1 for r in results if stale_note(r)),
+        # the longest time a reader listing a merged partition could miss rows (in_place commits)
+        "reader_window_ms_max": max((r.get("reader_window_ms") or 0 for r in merged), default=0),
     }
 
 

@@ -96,6 +96,10 @@ class PartitionResult:
     # Files per size bucket (sizing.size_histogram) before and after, where the job listed them.
     sizes_before: list[int] | None = None
     sizes_after: list[int] | None = None
+    # How long readers listing the partition could miss the merged groups' rows (never see one
+    # twice): in_place, the milliseconds from the first input leaving to the last output
+    # arriving; location_switch, 0 (one Metastore call). None where nothing was committed.
+    reader_window_ms: float | None = None
 
     @property
     def stale_statistics(self) -> bool:
