@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
+from harness import ROOT
 
 pytestmark = pytest.mark.integration
 
@@ -157,3 +159,37 @@ def test_a_writer_or_a_drop_during_the_switch_stops_it(stack, tmp_path, actor):
     assert run.state == "success", run.log[-4000:]
     assert stack.rows(db, table)[f"dt={DT}"] == expected
     assert stack.partition_location(db, table, f"dt={DT}") != folder
+
+
+def test_rollback_switches_back_to_the_old_folder_with_its_statistics(stack, tmp_path):
+    """One alter_partition back while the old folder is whole: the location, every statistics key
+    the switch and the refresh changed, and the rows as before; the unused new folder retires with
+    the run's trash."""
+    from test_rollback_and_cleanup import statistics_parameters
+    db, table, storage = "switch_rollback", "events", "PARQUET"
+    folder, cfg = make(stack, db, table, storage, tmp_path)
+    content, params_before = stack.content(db, table), statistics_parameters(stack, db, table)
+    run = stack.run_dag(cfg, conf={"partition_date": DT})
+    assert run.state == "success", run.log[-4000:]
+    new = stack.partition_location(db, table, f"dt={DT}")
+    assert new != folder and statistics_parameters(stack, db, table) != params_before
+
+    cmd = ["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false",
+           str(ROOT / "spark_jobs" / "rollback.py"), "--table", f"{db}.{table}", "--run", run.run_id,
+           "--metastore", f"127.0.0.1:{stack.port}", "--config", str(cfg)]
+    p = subprocess.run(cmd, env=stack.env(cfg), capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert f"rolled back {db}.{table} dt={DT}: reads file:{folder} again" in p.stdout, p.stdout[-2000:]
+    assert stack.partition_location(db, table, f"dt={DT}") == folder
+    assert statistics_parameters(stack, db, table) == params_before
+    assert stack.content(db, table) == content
+
+    for d, dirs, names in os.walk(work_area(stack, db, table)):  # the run's trash expires
+        for n in dirs + names:
+            t = time.time() - 40 * 86400
+            os.utime(os.path.join(d, n), (t, t))
+    stack.write_config(cfg, [{"name": f"{db}.{table}", "commit_mode": "location_switch", "small_file_limit": 1}])
+    run = stack.run_dag(cfg, conf={"partition_date": DT})  # lists the partition, merges nothing
+    assert run.state == "success", run.log[-4000:]
+    assert not new.exists() and stack.partition_location(db, table, f"dt={DT}") == folder
+    assert stack.content(db, table) == content

@@ -130,7 +130,7 @@ def build_and_switch(fs: HadoopFS, area: WorkArea, hms: Partitions, record: dict
             "numFiles": str(len(record["outputs"]) + len(record["copies"])),
             "totalSize": str(sum(o["size"] for o in record["outputs"])
                              + sum(f["size"] for f in record["files"] if f["name"] in set(record["copies"]))),
-            "numRows": str(record["rows"]), PREVIOUS_LOCATION: record["location"], "COLUMN_STATS_ACCURATE": None})
+            "numRows": str(record["rows"]), PREVIOUS_LOCATION: record["location"]})
     except (SwitchAborted, CommitConflict):
         raise
     except Exception as e:  # the Metastore or the file system failed before the switch: undo the new folder
