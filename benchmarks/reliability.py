@@ -3,6 +3,7 @@ let the next DAG run repair it, and check every row.
 
     python benchmarks/reliability.py [--formats ORC PARQUET] [--partitions 2] [--files 4] [--rows 250]
     python benchmarks/reliability.py --adversaries     # other actors at every step instead of kills
+    python benchmarks/reliability.py --adversaries --commit-mode location_switch
 
 For each format and kill point, a table is made, its merge job is killed at that point (through
 the test-only kill hook, not by timing), then one real DAG run over all the tables must finish
@@ -26,6 +27,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "scripts"),
 
 from harness import ROOT, Stack  # noqa: E402
 from hive_compaction.commit import KILL_POINTS  # noqa: E402
+from hive_compaction.location_switch import SWITCH_POINTS  # noqa: E402
 
 
 def kill_matrix(stack: Stack, work: Path, formats=("ORC", "PARQUET"), points=KILL_POINTS,
@@ -40,7 +42,7 @@ def kill_matrix(stack: Stack, work: Path, formats=("ORC", "PARQUET"), points=KIL
                "rows_lost": 0, "rows_duplicated": 0, "leftovers": 0, "kills_not_reached": 0,
                "recovery_run": None, "problems": []}
     for (fmt, point), table in tables.items():
-        cfg = stack.write_config(work / f"{table}.yaml", [{"name": f"{db}.{table}"}])
+        cfg = stack.write_config(work / f"{table}.yaml", [{"name": f"{db}.{table}", **mode}])
         planned = stack.plan_batches(cfg, run_id=f"killed-{table}")
         p = stack.spark_submit(planned["spark_args"][0]["application_args"][1],
                                HIVE_COMPACTION_TEST_KILL_AT=f"{point}:dt={victim}")
@@ -85,10 +87,17 @@ def kill_matrix(stack: Stack, work: Path, formats=("ORC", "PARQUET"), points=KIL
 
 # Other actors at a commit step, and what the partition must hold once the next run is done.
 ADVERSARIES = ("add", "overwrite", "drop", "rival", "rollback", "purge")
+# With commit_mode location_switch, also a reader that lists at the step and reads after the run:
+# it must get exactly the rows before (or after; here they are the same rows).
+SWITCH_ADVERSARIES = ADVERSARIES + ("read",)
+# After a switch's commit point, a writer by path writes into the retired folder, where nobody
+# reads, and a DROP PARTITION then MSCK REPAIR re-adds the retired folder while it waits for the
+# trash retention: both are that mode's documented limits (README, Safety), not tried here.
+SWITCH_UNSUPPORTED = {(p, a) for p in ("switched", "manifest_written") for a in ("add", "overwrite", "drop")}
 
 
 def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=ADVERSARIES,
-                     rows: int = 120, db: str = "adversaries") -> dict:
+                     rows: int = 120, db: str = "adversaries", commit_mode: str = "in_place") -> dict:
     """At each commit step, pause the merge job (the test hook) while another actor acts on its
     partition: a writer adding a file, a writer overwriting the partition reusing the inputs'
     names, a DROP PARTITION, a second committer (another run's merge job), a rollback of the
@@ -103,7 +112,10 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
         stack.make_table(db, f"src_{fmt.lower()}", fmt, [dt], files=1, rows=17)
         stack.make_table(db, f"writer_{fmt.lower()}", fmt, [dt], files=4, rows=60)
     cases = {(point, adv): (f"{adv}_{point}", formats[(i + j) % 2])
-             for i, point in enumerate(points) for j, adv in enumerate(adversaries)}
+             for i, point in enumerate(points) for j, adv in enumerate(adversaries)
+             if commit_mode != "location_switch" or (point, adv) not in SWITCH_UNSUPPORTED}
+    mode = {"commit_mode": commit_mode}
+    readers: dict[str, Path] = {}
     expected, actions, figures = {}, {}, {"cases": 0, "rows_checked": 0, "rows_lost": 0, "rows_duplicated": 0,
                                           "folders_recreated": 0, "msck_changed": 0, "journals_left": 0, "statistics_wrong": 0,
                                           "not_reached": 0, "problems": [], "matrix": {}}
@@ -112,7 +124,7 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
         stack.make_table(db, table, fmt, [dt], files=4, rows=rows)
         folder = stack.partition_location(db, table, f"dt={dt}")
         before = stack.rows(db, table).get(f"dt={dt}", [])
-        cfg = stack.write_config(work / f"{table}.yaml", [{"name": f"{db}.{table}"}])
+        cfg = stack.write_config(work / f"{table}.yaml", [{"name": f"{db}.{table}", **mode}])
         f = fmt.lower()
         if adv == "add":
             source = next(p for p in stack.partition_location(db, f"src_{f}", f"dt={dt}").iterdir()
@@ -128,6 +140,11 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
         elif adv == "drop":
             actions[str(folder)] = {"action": "drop", "db": db, "table": table, "partition": f"dt={dt}"}
             expected[table] = None
+        elif adv == "read":
+            readers[table] = work / f"{table}.listed.json"
+            actions[str(folder)] = {"action": "read", "db": db, "table": table, "partition": f"dt={dt}",
+                                    "out": str(readers[table])}
+            expected[table] = before
         else:
             rival = stack.plan_batches(cfg, run_id=f"rival-{table}")["spark_args"][0]["application_args"][1]
             argv = stack.spark_submit_cmd(rival)
@@ -143,8 +160,8 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
             actions[str(folder)] = {"action": "command", "argv": argv, "label": adv}
             expected[table] = before
     for point in points:
-        tables = [cases[(point, adv)][0] for adv in adversaries]
-        cfg = stack.write_config(work / f"point-{point}.yaml", [{"name": f"{db}.{t}", "trash_retention_days": 1}
+        tables = [cases[(point, adv)][0] for adv in adversaries if (point, adv) in cases]
+        cfg = stack.write_config(work / f"point-{point}.yaml", [{"name": f"{db}.{t}", "trash_retention_days": 1, **mode}
                                                                 for t in tables])
         for spark_args in stack.plan_batches(cfg, run_id=f"adv-{point}")["spark_args"]:
             stack.spark_submit(spark_args["application_args"][1], config_path=cfg,
@@ -154,7 +171,7 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
                                HIVE_COMPACTION_ADVERSARY_LOG=str(log_path), HIVE_METASTORE_PORT=str(stack.port))
     acted = Counter(json.loads(line)["folder"] for line in log_path.read_text().splitlines()) \
         if log_path.exists() else Counter()
-    cfg = stack.write_config(work / "adv-all.yaml", [{"name": f"{db}.{t}"} for t, _ in cases.values()])
+    cfg = stack.write_config(work / "adv-all.yaml", [{"name": f"{db}.{t}", **mode} for t, _ in cases.values()])
     run = stack.run_dag(cfg, conf={"partition_date": dt})
     figures["recovery_run"] = run.state
     if run.state != "success":
@@ -183,6 +200,14 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
             figures["rows_duplicated"] += dup
             if lost or dup:
                 problems.append(f"{lost} row(s) lost, {dup} duplicated")
+            if table in readers:  # listed at the step, read now: exactly the rows before
+                from pyspark.sql.functions import lit
+                listed = json.loads(readers[table].read_text()) if readers[table].exists() else []
+                seen = sorted(repr(tuple(r)) for r in stack.spark.read.format(fmt.lower()).load(
+                    [f"file://{f}" for f in listed]).withColumn("dt", lit(dt)).collect()) if listed else []
+                if seen != expected[table]:
+                    problems.append(f"a reader that listed at {point} read {len(seen)} row(s), not the "
+                                    f"{len(expected[table])} before")
             part = stack.snapshot(db, table).get(f"dt={dt}")
             if part and (part["hms_num_files"], part["hms_total_size"]) != (str(part["num_files"]), str(part["bytes"])):
                 figures["statistics_wrong"] += 1
@@ -197,6 +222,9 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
         if journals:
             problems.append(f"journal(s) left: {[j.name for j in journals]}")
         figures["matrix"].setdefault(point, {})[adv] = "ok" if not problems else "; ".join(problems)
+    for point, adv in SWITCH_UNSUPPORTED if commit_mode == "location_switch" else ():
+        if point in points and adv in adversaries:
+            figures["matrix"].setdefault(point, {})[adv] = "n/a"
         figures["problems"] += [f"{table} ({fmt}, {adv} at {point}): {p}" for p in problems]
     return figures
 
@@ -205,7 +233,7 @@ def print_matrix(figures: dict) -> None:
     advs = list(next(iter(figures["matrix"].values())).keys()) if figures["matrix"] else []
     print(f"{'step':<18}" + "".join(f"{a:>10}" for a in advs))
     for point, row in figures["matrix"].items():
-        print(f"{point:<18}" + "".join(f"{('ok' if row[a] == 'ok' else 'FAIL'):>10}" for a in advs))
+        print(f"{point:<18}" + "".join(f"{(row[a] if row[a] in ('ok', 'n/a') else 'FAIL'):>10}" for a in advs))
 
 
 def main() -> int:
@@ -216,13 +244,18 @@ def main() -> int:
     ap.add_argument("--rows", type=int, default=250)
     ap.add_argument("--adversaries", action="store_true",
                     help="instead of kills: other actors at every commit step (adversary_matrix)")
+    ap.add_argument("--commit-mode", choices=["in_place", "location_switch"], default="in_place",
+                    help="with --adversaries: the tables' commit_mode (location_switch adds a reader)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="reliability-") as tmp:
         stack = Stack(Path(tmp))
         stack.start()
         try:
             if args.adversaries:
-                f = adversary_matrix(stack, Path(tmp), KILL_POINTS, ADVERSARIES, args.rows)
+                switch = args.commit_mode == "location_switch"
+                f = adversary_matrix(stack, Path(tmp), SWITCH_POINTS if switch else KILL_POINTS,
+                                     SWITCH_ADVERSARIES if switch else ADVERSARIES, args.rows,
+                                     commit_mode=args.commit_mode)
             else:
                 f = kill_matrix(stack, Path(tmp), args.formats, KILL_POINTS, args.partitions, args.files, args.rows)
         finally:

@@ -10,6 +10,9 @@ folder in ``HIVE_COMPACTION_PARTITION_DIR``. Actions:
   ``INSERT OVERWRITE`` reuses ``000000_0``): every file removed, ``sources`` copied to ``names``;
 - ``drop``: ``ALTER TABLE ... DROP PARTITION`` through the Metastore (``db``, ``table``,
   ``partition``; the Metastore deletes the folder of a managed table);
+- ``read``: a reader lists the partition's folder as the Metastore names it now (``db``,
+  ``table``, ``partition``) and writes the files it found to ``out``; the test reads them after
+  the job is done (a query that listed before and reads after);
 - ``command``: any other actor as an argument list (a second committer's spark-submit, a
   rollback, a purge by another run); its exit code is recorded, not enforced.
 
@@ -44,6 +47,14 @@ def act(folder: str, spec: dict) -> str:
         with hmsclient.HMSClient(host="127.0.0.1", port=int(os.environ["HIVE_METASTORE_PORT"])) as c:
             c.drop_partition_by_name(spec["db"], spec["table"], spec["partition"], True)
         return f"dropped {spec['partition']}"
+    if action == "read":
+        from hmsclient import hmsclient
+        with hmsclient.HMSClient(host="127.0.0.1", port=int(os.environ["HIVE_METASTORE_PORT"])) as c:
+            location = c.get_partition_by_name(spec["db"], spec["table"], spec["partition"]).sd.location
+        listed = Path(location.split(":", 1)[-1])
+        files = sorted(str(f) for f in listed.iterdir() if f.is_file() and not f.name.startswith((".", "_")))
+        Path(spec["out"]).write_text(json.dumps(files))
+        return f"listed {len(files)} file(s) in {listed}"
     if action == "command":
         env = {k: v for k, v in os.environ.items() if not k.startswith("HIVE_COMPACTION_TEST_")}
         p = subprocess.run(spec["argv"], env=env, capture_output=True, text=True, timeout=600)

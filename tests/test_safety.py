@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from hive_compaction.commit import KILL_POINTS
 
-from reliability import ADVERSARIES, adversary_matrix, kill_matrix, print_matrix
+from reliability import (ADVERSARIES, SWITCH_ADVERSARIES, SWITCH_UNSUPPORTED, adversary_matrix, kill_matrix,
+                         print_matrix)
 from test_end_to_end import files_with_times
 
 pytestmark = pytest.mark.integration
@@ -43,6 +44,23 @@ def test_other_actors_at_commit_steps_never_lose_or_duplicate_a_row(stack, tmp_p
     figures = adversary_matrix(stack, tmp_path, points=points)
     print_matrix(figures)
     assert figures["cases"] == len(points) * len(ADVERSARIES)
+    assert figures["problems"] == [], figures["problems"]
+    assert figures["recovery_run"] == "success"
+    assert figures["rows_checked"] > 0 and figures["rows_lost"] == 0 and figures["rows_duplicated"] == 0
+    assert figures["folders_recreated"] == 0 and figures["journals_left"] == 0 and figures["not_reached"] == 0
+    assert figures["msck_changed"] == 0
+
+
+def test_other_actors_during_a_location_switch_never_lose_or_duplicate_a_row(stack, tmp_path):
+    """The same matrix with commit_mode location_switch, plus a reader that lists the partition at
+    the step and reads what it listed after the run: it gets exactly the rows before. Steps: before
+    the journal, with the new folder built, just after the switch (the commit point)."""
+    points = ("staged", "folder_built", "switched")
+    figures = adversary_matrix(stack, tmp_path, points=points, adversaries=SWITCH_ADVERSARIES,
+                               db="adversaries_switch", commit_mode="location_switch")
+    print_matrix(figures)
+    unsupported = sum(1 for p, a in SWITCH_UNSUPPORTED if p in points)
+    assert figures["cases"] == len(points) * len(SWITCH_ADVERSARIES) - unsupported == 18
     assert figures["problems"] == [], figures["problems"]
     assert figures["recovery_run"] == "success"
     assert figures["rows_checked"] > 0 and figures["rows_lost"] == 0 and figures["rows_duplicated"] == 0
