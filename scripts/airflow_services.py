@@ -197,6 +197,7 @@ def main() -> int:
         pg.start()
         for db in ("metastore", "airflow"):
             pg.create_database(db)
+        pg.create_transaction_tables("metastore")
         hms.start()  # says so if it is already running
         airflow.migrate()
         airflow.start()

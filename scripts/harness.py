@@ -97,6 +97,7 @@ class Stack:
         if self.postgres:
             self.postgres.start()
             self.postgres.create_database("metastore")
+            self.postgres.create_transaction_tables("metastore")
             self.airflow_db_env = self.airflow_database("airflow")
         self.metastore.start()
         self.airflow_home.mkdir(parents=True, exist_ok=True)

@@ -29,7 +29,12 @@ HIVE_SITE = """<?xml version="1.0"?>
   <property><name>hive.metastore.warehouse.dir</name><value>file://{state}/warehouse</value></property>
 {schema_creation}  <property><name>hive.metastore.schema.verification</name><value>false</value></property>
   <property><name>hive.metastore.event.db.notification.api.auth</name><value>false</value></property>
-</configuration>
+  <!-- The Metastore's lock API (lock, check_lock, unlock) as a cluster's Metastore serves it: its
+       transaction handler pools with HikariCP (in the pyspark wheel; BoneCP, the default, is not).
+       Its tables (a cluster's schematool makes them): postgres.TRANSACTION_TABLES on PostgreSQL,
+       on Derby the handler's own test set-up (hive.in.test). -->
+  <property><name>datanucleus.connectionPoolingType</name><value>HikariCP</value></property>
+{derby_lock_tables}</configuration>
 """
 
 
@@ -50,7 +55,9 @@ def hive_site(state: Path, db_url: str | None = None, db_user: str = "") -> str:
     postgresql = db_url.startswith("jdbc:postgresql:")
     return HIVE_SITE.format(state=state, db_url=db_url, db_user=db_user,
                             db_driver="org.postgresql.Driver" if postgresql else "org.apache.derby.jdbc.EmbeddedDriver",
-                            schema_creation=SCHEMA_CREATION["postgresql" if postgresql else "derby"])
+                            schema_creation=SCHEMA_CREATION["postgresql" if postgresql else "derby"],
+                            derby_lock_tables="" if postgresql else
+                            "  <property><name>hive.in.test</name><value>true</value></property>\n")
 
 
 # A Hadoop viewfs mount over a local folder: a file system scheme Airflow knows nothing about

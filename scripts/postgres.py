@@ -94,6 +94,15 @@ class Postgres:
         if self._run(*psql, f"SELECT 1 FROM pg_database WHERE datname = '{name}'").stdout.strip() != "1":
             self._run(*psql, f'CREATE DATABASE "{name}"')
 
+    def create_transaction_tables(self, database: str = "metastore") -> None:
+        """The Metastore's transaction and lock tables (what Hive's schematool creates on a
+        cluster; DataNucleus does not), unless they exist."""
+        psql = [str(bin_dir() / "psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", ROLE, "-d", database,
+                "-v", "ON_ERROR_STOP=1", "-qc"]
+        statements = [f"CREATE TABLE IF NOT EXISTS {name} ({columns})" for name, columns in TRANSACTION_TABLES.items()]
+        statements += [f"INSERT INTO {t} SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM {t})" for t in SEQUENCE_TABLES]
+        self._run(*psql, "; ".join(statements))
+
     def jdbc_url(self, database: str) -> str:
         return f"jdbc:postgresql://127.0.0.1:{self.port}/{database}"
 
@@ -112,3 +121,40 @@ class Postgres:
         if remove:
             shutil.rmtree(self.data, ignore_errors=True)
             self.log_file.unlink(missing_ok=True)
+
+
+# The Metastore's transaction handler (Hive 2.3: TxnHandler) keeps locks and transactions in these
+# tables, unquoted names as its SQL writes them. Columns as the handler reads and writes them.
+_ID, _NAME, _PART, _FLAG = "bigint", "varchar(128)", "varchar(767)", "char(1)"
+TRANSACTION_TABLES = {
+    "TXNS": f"TXN_ID {_ID} PRIMARY KEY, TXN_STATE {_FLAG} NOT NULL, TXN_STARTED {_ID} NOT NULL, "
+            f"TXN_LAST_HEARTBEAT {_ID} NOT NULL, TXN_USER {_NAME} NOT NULL, TXN_HOST {_NAME} NOT NULL, "
+            f"TXN_AGENT_INFO {_NAME}, TXN_META_INFO {_NAME}, TXN_HEARTBEAT_COUNT integer",
+    "TXN_COMPONENTS": f"TC_TXNID {_ID}, TC_DATABASE {_NAME} NOT NULL, TC_TABLE {_NAME}, TC_PARTITION {_PART}, "
+                      f"TC_OPERATION_TYPE {_FLAG} NOT NULL",
+    "COMPLETED_TXN_COMPONENTS": f"CTC_TXNID {_ID}, CTC_DATABASE {_NAME} NOT NULL, CTC_TABLE varchar(256), "
+                                f"CTC_PARTITION {_PART}",
+    "NEXT_TXN_ID": f"NTXN_NEXT {_ID} NOT NULL",
+    "HIVE_LOCKS": f"HL_LOCK_EXT_ID {_ID} NOT NULL, HL_LOCK_INT_ID {_ID} NOT NULL, HL_TXNID {_ID}, HL_DB {_NAME} NOT NULL, "
+                  f"HL_TABLE {_NAME}, HL_PARTITION {_PART}, HL_LOCK_STATE {_FLAG} NOT NULL, "
+                  f"HL_LOCK_TYPE {_FLAG} NOT NULL, HL_LAST_HEARTBEAT {_ID} NOT NULL, HL_ACQUIRED_AT {_ID}, "
+                  f"HL_USER {_NAME} NOT NULL, HL_HOST {_NAME} NOT NULL, HL_HEARTBEAT_COUNT integer, "
+                  f"HL_AGENT_INFO {_NAME}, HL_BLOCKEDBY_EXT_ID {_ID}, HL_BLOCKEDBY_INT_ID {_ID}, "
+                  "PRIMARY KEY (HL_LOCK_EXT_ID, HL_LOCK_INT_ID)",
+    "NEXT_LOCK_ID": f"NL_NEXT {_ID} NOT NULL",
+    "COMPACTION_QUEUE": f"CQ_ID {_ID} PRIMARY KEY, CQ_DATABASE {_NAME} NOT NULL, CQ_TABLE {_NAME} NOT NULL, "
+                        f"CQ_PARTITION {_PART}, CQ_STATE {_FLAG} NOT NULL, CQ_TYPE {_FLAG} NOT NULL, "
+                        f"CQ_TBLPROPERTIES varchar(2048), CQ_WORKER_ID {_NAME}, CQ_START {_ID}, CQ_RUN_AS {_NAME}, "
+                        f"CQ_HIGHEST_TXN_ID {_ID}, CQ_META_INFO bytea, CQ_HADOOP_JOB_ID varchar(32)",
+    "NEXT_COMPACTION_QUEUE_ID": f"NCQ_NEXT {_ID} NOT NULL",
+    "COMPLETED_COMPACTIONS": f"CC_ID {_ID} PRIMARY KEY, CC_DATABASE {_NAME} NOT NULL, CC_TABLE {_NAME} NOT NULL, "
+                             f"CC_PARTITION {_PART}, CC_STATE {_FLAG} NOT NULL, CC_TYPE {_FLAG} NOT NULL, "
+                             f"CC_TBLPROPERTIES varchar(2048), CC_WORKER_ID {_NAME}, CC_START {_ID}, CC_END {_ID}, "
+                             f"CC_RUN_AS {_NAME}, CC_HIGHEST_TXN_ID {_ID}, CC_META_INFO bytea, "
+                             "CC_HADOOP_JOB_ID varchar(32)",
+    "AUX_TABLE": f"MT_KEY1 {_NAME} NOT NULL, MT_KEY2 {_ID} NOT NULL, MT_COMMENT varchar(255), "
+                 "PRIMARY KEY (MT_KEY1, MT_KEY2)",
+    "WRITE_SET": f"WS_DATABASE {_NAME} NOT NULL, WS_TABLE {_NAME} NOT NULL, WS_PARTITION {_PART}, "
+                 f"WS_TXNID {_ID} NOT NULL, WS_COMMIT_ID {_ID} NOT NULL, WS_OPERATION_TYPE {_FLAG} NOT NULL",
+}
+SEQUENCE_TABLES = ("NEXT_TXN_ID", "NEXT_LOCK_ID", "NEXT_COMPACTION_QUEUE_ID")  # each holds the next id, from 1

@@ -17,7 +17,8 @@ from pyspark.sql import SparkSession
 from hive_compaction import config
 from hive_compaction.work_area import WorkArea
 from hive_compaction.hadoop_fs import HadoopFS
-from hive_compaction.location_switch import Partitions
+from hive_compaction.commit import CommitConflict
+from hive_compaction.job_metastore import JobMetastore
 from hive_compaction.metastore import NUM_FILES, NUM_ROWS, TOTAL_SIZE, Metastore
 from hive_compaction.paths import run_tag
 from hive_compaction.planning import table_work_dir
@@ -44,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
             table = hms.table(db, tbl)
             area = WorkArea(table_work_dir(table, policy))
             done = rollback_run(HadoopFS(spark), area, run_tag(args.run), table.location, args.partition,
-                                metastore=Partitions(spark, f"thrift://{host}:{port}"))
+                                metastore=JobMetastore(spark, f"thrift://{host}:{port}"))
             # Exactly the statistics the partition had: a key it did not have is removed again.
             stats = {m["partition"]: {k: None if v is None else str(v) for k, v in m["stats_before"].items()}
                      for m in done}
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
                       + (f"reads {m['location']} again" if m.get("mode") else f"{len(m['inputs'])} original file(s) restored")
                       + "; statistics "
                       f"{ {k: m['stats_before'].get(k) for k in (NUM_FILES, TOTAL_SIZE, NUM_ROWS)} }", flush=True)
-    except (RollbackError, config.ConfigError) as e:
+    except (RollbackError, CommitConflict, config.ConfigError) as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
         return 1
     finally:

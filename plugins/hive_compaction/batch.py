@@ -30,6 +30,7 @@ class PartitionTask:
     min_small_files: int
     merge_mode: str
     commit_mode: str = "in_place"
+    lock_wait_seconds: int = 60
     quiet_period_minutes: int = 0
     copy_min_block_size: int = 0
     sort_columns: tuple[str, ...] = ()

@@ -52,6 +52,9 @@ class TablePolicy:
     # "location_switch" builds the partition anew in a fresh folder and switches the Metastore's
     # location to it (for tables whose writers all go through the Metastore; see commit_switch).
     commit_mode: str = "in_place"
+    # A commit waits this long for another holder of the Metastore's lock on the partition
+    # (a Hive writer), then leaves the partition for the next run.
+    lock_wait_seconds: int = 60
 
 
 @dataclass(frozen=True)
@@ -222,7 +225,7 @@ def _policy(raw: dict, base: TablePolicy, where: str) -> TablePolicy:
             values[key] = parse_size(value, at)
         elif key == "min_small_files":
             values[key] = _int(value, at, 2)
-        elif key in ("partition_lag_days", "quiet_period_minutes", "audit_days"):
+        elif key in ("partition_lag_days", "quiet_period_minutes", "audit_days", "lock_wait_seconds"):
             values[key] = _int(value, at, 0)
         elif key == "lookback_days":
             values[key] = _int(value, at, 0)

@@ -41,6 +41,7 @@ from typing import Callable
 from .commit import ORPHAN_AGE_SECONDS, CommitConflict, InputsChanged, _check_owner, fault_point
 from .grouping import data_files
 from .hadoop_fs import HadoopFS
+from .job_metastore import JobMetastore, same_location
 from .work_area import WorkArea, check_record, read_journal
 
 log = logging.getLogger(__name__)
@@ -59,66 +60,7 @@ def is_version_folder(table_location: str, uri: str) -> bool:
     return uri.rstrip("/").startswith(f"{table_location.rstrip('/')}/{VERSIONS}/")
 
 
-def same_location(a: str | None, b: str | None) -> bool:
-    return a is not None and b is not None and a.rstrip("/") == b.rstrip("/")
-
-
-class Partitions:
-    """The Metastore's partitions as the merge job sees them: through the Metastore client in
-    Spark's JVM (``result_table.jvm_client``), so it authenticates as Spark does."""
-
-    def __init__(self, spark, uris: str | None):
-        self._spark, self._uris = spark, uris
-
-    def _client(self):
-        from .result_table import jvm_client
-        return jvm_client(self._spark, self._uris, "switch partition locations")
-
-    def _get(self, client, table: str, values: list[str]):
-        db, tbl = table.split(".", 1)
-        try:
-            return client.getPartition(db, tbl, list(values))
-        except Exception as e:  # noqa: BLE001 - NoSuchObjectException through py4j
-            if "NoSuchObject" in str(e):
-                return None
-            raise
-
-    def location(self, table: str, values: list[str]) -> str | None:
-        """The partition's location now; None when it does not exist."""
-        client = self._client()
-        try:
-            p = self._get(client, table, values)
-            return None if p is None else str(p.getSd().getLocation())
-        finally:
-            client.close()
-
-    def switch(self, table: str, values: list[str], old: str, new: str, parameters: dict[str, str | None]) -> bool:
-        """Point the partition at ``new`` with ``parameters`` merged in (None removes a key),
-        only if it is at ``old`` now; True if it was switched. The Metastore is told not to
-        compute statistics itself (the given ones are the new folder's)."""
-        client = self._client()
-        try:
-            p = self._get(client, table, values)
-            if p is None or not same_location(str(p.getSd().getLocation()), old):
-                return False
-            p.getSd().setLocation(new)
-            params = p.getParameters()
-            for k, v in parameters.items():
-                if v is None:
-                    params.remove(k)
-                else:
-                    params.put(k, v)
-            api = self._spark._jvm.org.apache.hadoop.hive.metastore.api
-            context = api.EnvironmentContext()
-            context.putToProperties("DO_NOT_UPDATE_STATS", "true")
-            db, tbl = table.split(".", 1)
-            client.alter_partition(db, tbl, p, context)
-            return True
-        finally:
-            client.close()
-
-
-def build_and_switch(fs: HadoopFS, area: WorkArea, hms: Partitions, record: dict,
+def build_and_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: dict,
                      rows_of: Callable[[list], int]) -> dict:
     """Steps 2-6 for a held journal; returns the manifest. ``rows_of(files)``: the rows in the
     footers of data files. Raises CommitConflict (another job or writer: nothing changed, the
@@ -214,7 +156,7 @@ def _finish(fs: HadoopFS, area: WorkArea, record: dict) -> dict:
     return manifest
 
 
-def recover_switch(fs: HadoopFS, area: WorkArea, hms: Partitions, record: dict, table_location: str) -> dict | None:
+def recover_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: dict, table_location: str) -> dict | None:
     """A switch a crashed job left: the Metastore says whether it happened. The record is
     checked first (``work_area.check_record``) against the table's location as planned."""
     check_record(record, area, record["pid"], table_location=table_location)
@@ -236,7 +178,7 @@ def recover_switch(fs: HadoopFS, area: WorkArea, hms: Partitions, record: dict, 
                         f"run {record['run']} merged nor the one it built; both were left as they are")
 
 
-def retire(fs: HadoopFS, hms: Partitions, manifest: dict) -> bool:
+def retire(fs: HadoopFS, hms: JobMetastore, manifest: dict) -> bool:
     """Delete the old folder of an expired switch: the files the manifest names (with their size
     and time), then the folder if empty. Nothing while a partition points at it; True when
     nothing of it is left to look after."""
@@ -266,7 +208,7 @@ def retire(fs: HadoopFS, hms: Partitions, manifest: dict) -> bool:
     return True
 
 
-def rollback_switch(fs: HadoopFS, hms: Partitions, manifest: dict) -> str:
+def rollback_switch(fs: HadoopFS, hms: JobMetastore, manifest: dict) -> str:
     """Point the partition back at its old folder, if it is still whole and the partition is
     still at the new one; the statistics as they were before."""
     old, new = manifest["location"].rstrip("/"), manifest["new_location"]

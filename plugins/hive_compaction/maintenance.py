@@ -11,6 +11,7 @@ import logging
 import time
 
 from . import location_switch
+from .job_metastore import JobMetastore
 from .commit import ORPHAN_AGE_SECONDS, CommitConflict, InputsChanged, recover
 from .grouping import data_files
 from .paths import partition_id
@@ -21,7 +22,7 @@ from .work_area import WorkArea, journaled, purge_expired
 log = logging.getLogger(__name__)
 
 def maintain(fs, run: str, owner: str, areas: list[dict], tasks: list[PartitionTask],
-             partitions: location_switch.Partitions | None = None) -> list[PartitionResult]:
+             partitions: JobMetastore | None = None) -> list[PartitionResult]:
     """For each work area (``{"table", "table_location", "work_dir", "trash_retention_days"}``):
     finish the commits of other runs' jobs in partitions this job does not list itself (``owner``
     names this job in the journals it takes over), drop torn journals, purge expired runs (and
@@ -39,7 +40,7 @@ def maintain(fs, run: str, owner: str, areas: list[dict], tasks: list[PartitionT
 
 
 def _maintain_area(fs, run: str, owner: str, a: dict, planned: set[str], old: float,
-                   partitions: location_switch.Partitions | None) -> list[PartitionResult]:
+                   partitions: JobMetastore | None) -> list[PartitionResult]:
     results = []
     area, keep = WorkArea(a["work_dir"]), {run}
     for entry, record in journaled(fs, area):
@@ -59,7 +60,7 @@ def _maintain_area(fs, run: str, owner: str, a: dict, planned: set[str], old: fl
 
 
 def _recover_orphan(fs, area: WorkArea, pid: str, record: dict, owner: str, table_location: str | None,
-                    partitions: location_switch.Partitions | None) -> PartitionResult:
+                    partitions: JobMetastore | None) -> PartitionResult:
     result = PartitionResult(record["table"], record["partition"], record["location"], Status.MERGED,
                              reason=f"finished the commit run {record['run']} left behind", recovered=True)
     switch = (lambda r: location_switch.recover_switch(fs, area, partitions, r, table_location or "")) \

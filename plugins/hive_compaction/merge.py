@@ -32,6 +32,7 @@ from .commit import CommitConflict, InputsChanged, commit, fault_point, hold, re
 from .copy_merge import CopyMergeError, partition_rows, readable_footers
 from .grouping import Engine, Work, staged_suffix
 from .hadoop_fs import HadoopFS
+from .job_metastore import JobMetastore, LockTimeout
 from .paths import partition_id
 from .results import STATISTICS_KEYS, CommitRecord, PartitionResult, Status
 from .rewrite import RewriteEngine
@@ -45,8 +46,8 @@ class BatchRunner:
     def __init__(self, spark: SparkSession, run: str, batch_id: str, dry_run: bool = False,
                  metastore_uris: str | None = None):
         self.spark = spark
-        # Tables with commit_mode location_switch: their partitions' locations, through Spark's Metastore client.
-        self.partitions = location_switch.Partitions(spark, metastore_uris)
+        # The Metastore's lock and partition locations (location_switch), through Spark's Metastore client.
+        self.metastore = JobMetastore(spark, metastore_uris)
         self.fs = HadoopFS(spark)
         self.run = run
         self.batch_id = batch_id
@@ -72,7 +73,7 @@ class BatchRunner:
     def maintain(self, areas: list[dict], tasks: list[PartitionTask]) -> list[PartitionResult]:
         """Look after the work areas this job owns (``maintenance.maintain``); not in a dry run."""
         return [] if self.dry_run else maintenance.maintain(self.fs, self.run, self.owner, areas, tasks,
-                                                            self.partitions)
+                                                            self.metastore)
 
     # --- the batch --------------------------------------------------------------------------
     def run_batch(self, tasks: list[PartitionTask]) -> list[PartitionResult]:
@@ -136,9 +137,12 @@ class BatchRunner:
         area = WorkArea(task.work_dir)
         pid = partition_id(task.table_name, task.partition)
         try:
-            manifest = recover(self.fs, area, pid, self.owner, location=task.location, switch=lambda record:
-                               location_switch.recover_switch(self.fs, area, self.partitions, record,
-                                                              task.table_location)) if not self.dry_run else None
+            manifest = None
+            if not self.dry_run and self.fs.exists(area.journal(pid)):
+                with self.metastore.lock(task.table_name, task.partition, task.lock_wait_seconds):
+                    manifest = recover(self.fs, area, pid, self.owner, location=task.location, switch=lambda record:
+                                       location_switch.recover_switch(self.fs, area, self.metastore, record,
+                                                                      task.table_location))
         except (CommitConflict, InputsChanged) as e:
             return PartitionResult(task.table_name, task.partition, task.location, Status.SKIPPED, reason=str(e),
                                    listed=False, stats_files=task.num_files, stats_bytes=task.total_size)
@@ -241,11 +245,12 @@ class BatchRunner:
                 partition=task.partition, location=task.location, outputs=outputs,
                 inputs=[{"name": f.name, "size": f.size, "mtime": f.modification_time} for f in inputs],
                 stats_before={k: task.statistics.get(k) for k in STATISTICS_KEYS})
-            if task.commit_mode == location_switch.MODE:
-                result.location = self._switch(work, record.to_dict())
-                result.reader_window_ms = 0.0
-            else:
-                result.reader_window_ms = commit(self.fs, work.area, record.to_dict())["reader_window_ms"]
+            with self.metastore.lock(task.table_name, task.partition, task.lock_wait_seconds):
+                if task.commit_mode == location_switch.MODE:
+                    result.location = self._switch(work, record.to_dict())
+                    result.reader_window_ms = 0.0
+                else:
+                    result.reader_window_ms = commit(self.fs, work.area, record.to_dict())["reader_window_ms"]
             after, _ = grouping.data_files(self.fs.list(result.location))
             result.status = Status.MERGED
             result.outputs = [o["name"] for o in outputs]
@@ -257,6 +262,9 @@ class BatchRunner:
             known.update({o["name"]: g.footers[k] for g in work.groups for k, o in enumerate(g.staged)
                           if k < len(g.footers)})
             result.rows = partition_rows(self.spark, task.storage_format, after, known)
+        except LockTimeout as e:  # a writer is at work: nothing moved, the backlog looks again
+            log.warning("%s", e)
+            result.status, result.reason = Status.SKIPPED, str(e)[:500]
         except Exception as e:
             log.exception("%s: failed", task.label)
             result = self._failed(task, e)
@@ -284,7 +292,7 @@ class BatchRunner:
                   "rows": partition_rows(self.spark, fmt, work.files, old_footers)}
         hold(self.fs, work.area, record)
         manifest = location_switch.build_and_switch(
-            self.fs, work.area, self.partitions, record,
+            self.fs, work.area, self.metastore, record,
             lambda files: partition_rows(self.spark, fmt, files, new_footers))
         return manifest["new_location"]
 

@@ -7,6 +7,7 @@ every step is idempotent, so an interrupted rollback is finished by running it a
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -17,6 +18,9 @@ from .work_area import UnsafeRecord, WorkArea, check_record, read_journal
 from .hadoop_fs import HadoopFS
 
 log = logging.getLogger(__name__)
+
+
+LOCK_WAIT_SECONDS = 60
 
 
 class RollbackError(RuntimeError):
@@ -103,7 +107,7 @@ def _check_and_move(fs: HadoopFS, manifest: dict, label: str, location: str, tra
 
 def rollback_run(fs: HadoopFS, area: WorkArea, run: str, table_location: str,
                  partitions: list[str] | None = None, metastore=None) -> list[dict]:
-    """``metastore``: a ``location_switch.Partitions``, for tables committed by location switch."""
+    """``metastore``: a ``JobMetastore``, for tables committed by location switch."""
     found = manifests(fs, area, run)
     if partitions:
         missing = set(partitions) - {m["partition"] for m in found}
@@ -112,5 +116,10 @@ def rollback_run(fs: HadoopFS, area: WorkArea, run: str, table_location: str,
         found = [m for m in found if m["partition"] in partitions]
     if not found:
         raise RollbackError(f"run {run} has no committed compaction in {area.root}")
-    return [rollback_partition(fs, area, m, table_location, owner=f"rollback/{uuid.uuid4().hex[:12]}",
-                               partitions=metastore) for m in found]
+    done = []
+    for m in found:
+        # Held like a commit's: a Hive writer waits while files move back.
+        with metastore.lock(m["table"], m["partition"], LOCK_WAIT_SECONDS) if metastore else contextlib.nullcontext():
+            done.append(rollback_partition(fs, area, m, table_location, owner=f"rollback/{uuid.uuid4().hex[:12]}",
+                                           partitions=metastore))
+    return done

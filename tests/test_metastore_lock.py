@@ -1,0 +1,79 @@
+"""The Metastore's lock around a commit (issue 11): a Hive writer holding the partition's lock
+makes the commit wait, then leave the partition as it is; a writer asking for the lock while a
+commit runs waits for it. Real stack: the Metastore's lock API (its transaction tables on
+PostgreSQL or Derby), spark-submit of the merge job, `airflow dags test`, every row checked."""
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+from hmsclient import hmsclient
+from hmsclient.genthrift.hive_metastore import ttypes
+
+pytestmark = pytest.mark.integration
+
+DT = "2026-07-01"
+
+
+def lock_request(db: str, table: str, partition: str) -> ttypes.LockRequest:
+    """What a Hive writer with DbTxnManager asks for before it writes a partition."""
+    component = ttypes.LockComponent(type=ttypes.LockType.EXCLUSIVE, level=ttypes.LockLevel.PARTITION, dbname=db,
+                                     tablename=table, partitionname=partition,
+                                     operationType=ttypes.DataOperationType.NO_TXN, isAcid=False)
+    return ttypes.LockRequest(component=[component], user="hive-writer", hostname="localhost")
+
+
+def files(folder: Path) -> dict[str, int]:
+    return {f.name: f.stat().st_size for f in folder.iterdir() if f.is_file() and not f.name.startswith((".", "_"))}
+
+
+def test_a_writers_lock_makes_the_commit_wait_then_leave_the_partition(stack, tmp_path):
+    db, table = "locked", "events"
+    stack.make_table(db, table, "ORC", [DT], files=4, rows=120)
+    folder = stack.partition_location(db, table, f"dt={DT}")
+    before, content = files(folder), stack.content(db, table)
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}", "lock_wait_seconds": 3}])
+    with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
+        held = c.lock(lock_request(db, table, f"dt={DT}"))
+        assert held.state == ttypes.LockState.ACQUIRED
+        try:
+            run = stack.run_dag(cfg, conf={"partition_date": DT})
+        finally:
+            c.unlock(ttypes.UnlockRequest(lockid=held.lockid))
+    assert run.state == "success", run.log[-4000:]
+    assert "another writer holds the Metastore's lock on it (waited 3s" in run.log
+    assert files(folder) == before and stack.content(db, table) == content
+
+    run = stack.run_dag(cfg, conf={"partition_date": DT})  # the writer is done: merged now
+    assert run.state == "success", run.log[-4000:]
+    assert len(files(folder)) == 1 and stack.content(db, table) == content
+
+
+@pytest.mark.parametrize("commit_mode, point", [("in_place", "inputs_moved"), ("location_switch", "folder_built")])
+def test_a_writer_asking_for_the_lock_during_a_commit_waits(stack, tmp_path, commit_mode, point):
+    db, table = f"locking_{commit_mode}", "events"
+    stack.make_table(db, table, "PARQUET", [DT], files=3, rows=90)
+    content = stack.content(db, table)
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}", "commit_mode": commit_mode}])
+    seen = tmp_path / "writer.json"
+    writer = tmp_path / "writer.py"  # asks for the lock at the paused step, records the answer, withdraws
+    writer.write_text(
+        "import json, sys\n"
+        "from hmsclient import hmsclient\n"
+        "from hmsclient.genthrift.hive_metastore import ttypes\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from test_metastore_lock import lock_request\n"
+        f"with hmsclient.HMSClient(host='127.0.0.1', port={stack.port}) as c:\n"
+        f"    r = c.lock(lock_request({db!r}, {table!r}, 'dt={DT}'))\n"
+        f"    open({str(seen)!r}, 'w').write(json.dumps(ttypes.LockState._VALUES_TO_NAMES[r.state]))\n"
+        "    c.unlock(ttypes.UnlockRequest(lockid=r.lockid))\n")
+    batch = stack.plan_batches(cfg, run_id="locking")["spark_args"][0]["application_args"][1]
+    p = stack.spark_submit(batch, HIVE_COMPACTION_TEST_HOOK_AT=point,
+                           HIVE_COMPACTION_TEST_HOOK_CMD=f"{shlex.quote(sys.executable)} {shlex.quote(str(writer))}")
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    assert json.loads(seen.read_text()) == "WAITING"
+    assert stack.content(db, table) == content
+    assert len(files(stack.partition_location(db, table, f"dt={DT}"))) == 1
