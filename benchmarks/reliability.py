@@ -174,6 +174,9 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
     cfg = stack.write_config(work / "adv-all.yaml", [{"name": f"{db}.{t}", **mode} for t, _ in cases.values()])
     run = stack.run_dag(cfg, conf={"partition_date": dt})
     figures["recovery_run"] = run.state
+    # How long readers listing a partition could miss rows, per commit of that run (in place)
+    windows = [int(w) for w in re.findall(r"reader window (\d+) ms", run.log)]
+    figures["reader_window_ms"] = {"commits": len(windows), "max": max(windows, default=None)}
     if run.state != "success":
         figures["problems"] += [line.strip()[:400] for line in run.log.splitlines()
                                 if re.search(r"FAILED |ERROR hive_compaction|Error: |Exception: ", line)][-20:]
