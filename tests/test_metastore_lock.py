@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -39,9 +41,20 @@ def test_a_writers_lock_makes_the_commit_wait_then_leave_the_partition(stack, tm
     with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
         held = c.lock(lock_request(db, table, f"dt={DT}"))
         assert held.state == ttypes.LockState.ACQUIRED
+        done = threading.Event()
+
+        def heartbeat():  # as a live writer does: the Metastore drops a silent lock after hive.txn.timeout
+            with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as beat:
+                while not done.wait(2):
+                    beat.heartbeat(ttypes.HeartbeatRequest(lockid=held.lockid, txnid=0))
+
+        beating = threading.Thread(target=heartbeat, daemon=True)
+        beating.start()
         try:
             run = stack.run_dag(cfg, conf={"partition_date": DT})
         finally:
+            done.set()
+            beating.join()
             c.unlock(ttypes.UnlockRequest(lockid=held.lockid))
     assert run.state == "success", run.log[-4000:]
     assert "another writer holds the Metastore's lock on it (waited 3s" in run.log
@@ -77,3 +90,28 @@ def test_a_writer_asking_for_the_lock_during_a_commit_waits(stack, tmp_path, com
     assert json.loads(seen.read_text()) == "WAITING"
     assert stack.content(db, table) == content
     assert len(files(stack.partition_location(db, table, f"dt={DT}"))) == 1
+
+
+def test_a_killed_jobs_lock_goes_by_itself(stack, tmp_path):
+    """A job killed mid-commit cannot release its lock; the next job that waits for it releases
+    it once its heartbeat has stopped moving (a Metastore would only after hive.txn.timeout, if it
+    runs its housekeeper), and finishes the commit."""
+    db, table = "lock_killed", "events"
+    stack.make_table(db, table, "ORC", [DT], files=3, rows=60)
+    content = stack.content(db, table)
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])
+    batch = stack.plan_batches(cfg, run_id="killed")["spark_args"][0]["application_args"][1]
+    assert stack.spark_submit(batch, HIVE_COMPACTION_TEST_KILL_AT="inputs_moved").returncode != 0
+    with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
+        held = [lock for lock in c.show_locks(ttypes.ShowLocksRequest(dbname=db, tablename=table)).locks
+                if lock.agentInfo == "hive_compaction"]
+    assert len(held) == 1, held  # the killed job's, still there
+    t0 = time.monotonic()
+    run = stack.run_dag(cfg, conf={"partition_date": DT})
+    assert run.state == "success", run.log[-4000:]
+    assert "of a merge job that stopped heartbeating it" in run.log
+    assert "recovering the interrupted commit" in run.log, \
+        "\n".join(line for line in run.log.splitlines() if "hive_compaction" in line or "lock" in line)[-5000:]
+    assert stack.content(db, table) == content
+    assert len(files(stack.partition_location(db, table, f"dt={DT}"))) == 1
+    print(f"the next run finished the commit in {time.monotonic() - t0:.0f}s")

@@ -14,6 +14,7 @@ paths are Hadoop URIs (``hdfs://``, ``s3a://``, ``file:``) and no byte of data p
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -117,6 +118,11 @@ def partition_rows(spark, fmt: str, files: list, known: dict[str, FileFooter] | 
 
 
 def copy_merge(spark, fmt: str, inputs: list[str], output: str) -> tuple[FileFooter, int]:
+    """``copy_and_verify`` without its verification time: (the output's footer, its size)."""
+    return copy_and_verify(spark, fmt, inputs, output)[:2]
+
+
+def copy_and_verify(spark, fmt: str, inputs: list[str], output: str) -> tuple[FileFooter, int, float]:
     """Write ``output`` (which must not exist) from the blocks of ``inputs``, in order, and verify
     it against them before returning its footer and size in bytes.
 
@@ -128,7 +134,9 @@ def copy_merge(spark, fmt: str, inputs: list[str], output: str) -> tuple[FileFoo
     ``ParquetRewriter``, which copies column chunks verbatim with their statistics and indexes
     and keeps the key-value metadata, then the inputs' chunks are hashed), closes the output and
     reads its footer and every copied unit back. The comparison (``_compare``) happens here; any
-    failure deletes the output and raises CopyMergeError.
+    failure deletes the output and raises CopyMergeError. Returns the output's footer, its size
+    and the seconds spent only on verification (the read-back, Parquet's second read of the
+    inputs, the comparison; ORC hashes its inputs while copying, which is not counted).
     """
     fmt = _check_fmt(fmt)
     if not inputs:
@@ -138,6 +146,7 @@ def copy_merge(spark, fmt: str, inputs: list[str], output: str) -> tuple[FileFoo
         if got["refused"]:
             raise CopyMergeError(f"{fmt} copy-merge into {output} refused: {got['error']}")
         raise CopyMergeError(f"{fmt} copy-merge of {inputs} into {output} failed: {got['error']}")
+    comparing = time.monotonic()
     read = [_footer(fmt, doc) for doc in got["inputs"]]
     out = _footer(fmt, got["output"])
     try:
@@ -145,16 +154,19 @@ def copy_merge(spark, fmt: str, inputs: list[str], output: str) -> tuple[FileFoo
     except CopyMergeError:
         HadoopFS(spark).delete(output)  # ours: the JVM call refused to write over an existing file
         raise
-    return out.footer, int(got["output"]["size"])
+    verified = int(got.get("verify_nanos", 0)) / 1e9 + time.monotonic() - comparing
+    return out.footer, int(got["output"]["size"]), verified
 
 
-def stage(spark, fmt: str, group: Group, staging: str, name: str) -> None:
+def stage(spark, fmt: str, group: Group, staging: str, name: str) -> float:
     """The copy engine: ``group``'s files copy-merged into ``staging/name``, verified
-    (``copy_merge``); the group records its staged output, rows and footer."""
+    (``copy_merge``); the group records its staged output, rows and footer. Returns the seconds
+    spent verifying."""
     staged = f"{staging}/{name}"
-    footer, size = copy_merge(spark, fmt, [f.path for f in group.files], staged)
+    footer, size, verified = copy_and_verify(spark, fmt, [f.path for f in group.files], staged)
     group.staged = [{"staged": staged, "name": name, "size": size}]
     group.rows, group.footers = footer.rows, [footer]
+    return verified
 
 
 def _compare(fmt: str, inputs: list[str], read: list[Read], output: str, out: Read,

@@ -4,7 +4,9 @@ switches, and the lock API that Hive's own writers and ``ALTER TABLE ... CONCATE
 The lock: an EXCLUSIVE lock on the partition (on the table for a table without partitions),
 outside any transaction, as Hive takes it for a CONCATENATE; a Hive writer with ``DbTxnManager``
 waits for it, and the commit waits for a writer's lock (up to the table's ``lock_wait_seconds``,
-then the partition is skipped, unchanged). A Metastore that does not serve locks (no transaction
+then the partition is skipped, unchanged). The lock is heartbeated while held; the lock of a
+job killed mid-commit is released by the next job that waits for it, once its heartbeat has not
+moved for ``DEAD_AFTER_SECONDS`` (only this package's locks). A Metastore that does not serve locks (no transaction
 tables, e.g. one made without ``schematool``) is logged once; the commit then relies on its lease
 and identity checks (``commit``).
 """
@@ -14,11 +16,19 @@ import contextlib
 import getpass
 import logging
 import socket
+import threading
 import time
 
 from .commit import CommitConflict
 
 log = logging.getLogger(__name__)
+
+
+# Well inside any Metastore's hive.txn.timeout (300 s by default).
+HEARTBEAT_SECONDS = 2.0
+# A lock of this package whose heartbeat has not moved for this long belongs to a dead job.
+DEAD_AFTER_SECONDS = 5 * HEARTBEAT_SECONDS
+AGENT = "hive_compaction"  # the agent info of this package's locks
 
 
 class LockTimeout(CommitConflict):
@@ -87,11 +97,25 @@ class JobMetastore:
 
     @contextlib.contextmanager
     def lock(self, table: str, partition: str, wait_seconds: float):
-        """Hold the Metastore's EXCLUSIVE lock on the partition while the block runs.
-        CommitConflict if another holder keeps it longer than ``wait_seconds``."""
-        if self._locks_served is False:
+        """Hold the Metastore's EXCLUSIVE lock on the partition while the block runs, heartbeating
+        it; LockTimeout if another holder keeps it longer than ``wait_seconds``."""
+        lock_id = self._acquire(table, partition, wait_seconds) if self._locks_served is not False else None
+        if lock_id is None:
             yield None
             return
+        stop = threading.Event()
+        beat = threading.Thread(target=self._heartbeat, args=(lock_id, stop), daemon=True,
+                                name=f"lock-heartbeat-{lock_id}")
+        beat.start()
+        try:
+            yield lock_id
+        finally:
+            stop.set()
+            beat.join()
+            self._release(lock_id, table, partition)
+
+    def _acquire(self, table: str, partition: str, wait_seconds: float) -> int | None:
+        """The lock's id once acquired; None where the Metastore serves no locks."""
         api = self._spark._jvm.org.apache.hadoop.hive.metastore.api
         db, tbl = table.split(".", 1)
         component = api.LockComponent(api.LockType.EXCLUSIVE,
@@ -102,9 +126,8 @@ class JobMetastore:
         component.setOperationType(api.DataOperationType.NO_TXN)
         component.setIsAcid(False)
         request = api.LockRequest([component], getpass.getuser(), socket.gethostname())
-        request.setAgentInfo("hive_compaction")
+        request.setAgentInfo(AGENT)
         client = self._client()
-        lock_id = None
         try:
             try:
                 response = client.lock(request)
@@ -112,23 +135,74 @@ class JobMetastore:
                 self._locks_served = False
                 log.warning("the Hive Metastore does not serve locks (%s): commits rely on their journal and "
                             "identity checks only", str(e).splitlines()[0][:300])
-                yield None
-                return
+                return None
             self._locks_served = True
             lock_id = response.getLockid()
             deadline = time.monotonic() + wait_seconds
+            seen: dict[int, tuple[int, float]] = {}
             while str(response.getState()) == "WAITING" and time.monotonic() < deadline:
-                time.sleep(0.5)
-                response = client.checkLock(lock_id)
+                time.sleep(1.0)
+                self._release_dead(client, api, db, tbl, partition, lock_id, seen)
+                response = client.checkLock(lock_id)  # also heartbeats the waiting request
             if str(response.getState()) != "ACQUIRED":
+                try:
+                    client.unlock(lock_id)  # withdraw the request
+                except Exception:  # noqa: BLE001 - timed out already
+                    pass
                 raise LockTimeout(f"{table}/{partition}: another writer holds the Metastore's lock on it "
-                                     f"(waited {wait_seconds:.0f}s, lock {response.getState()}); nothing was moved, "
-                                     "the next run will look at it again")
-            yield lock_id
+                                  f"(waited {wait_seconds:.0f}s, lock {response.getState()}); nothing was moved, "
+                                  "the next run will look at it again")
+            return lock_id
         finally:
-            if lock_id is not None:
+            client.close()
+
+    @staticmethod
+    def _release_dead(client, api, db: str, tbl: str, partition: str, ours: int,
+                      seen: dict[int, tuple[int, float]]) -> None:
+        """Release locks on the partition held by merge jobs of this package that stopped
+        heartbeating (killed mid-commit): their heartbeat time unchanged for DEAD_AFTER_SECONDS.
+        A cluster's Metastore drops such locks only if it runs its housekeeper (the compactor
+        initiator), and only after hive.txn.timeout. Other writers' locks are never touched."""
+        request = api.ShowLocksRequest()
+        request.setDbname(db)
+        request.setTablename(tbl)
+        if partition:
+            request.setPartname(partition)
+        for lock in client.showLocks(request).getLocks():
+            lock_id = lock.getLockid()
+            if lock_id == ours or not str(lock.getAgentInfo() or "").startswith(AGENT):
+                continue
+            beat = lock.getLastheartbeat()
+            first = seen.setdefault(lock_id, (beat, time.monotonic()))
+            if first[0] != beat:
+                seen[lock_id] = (beat, time.monotonic())
+            elif time.monotonic() - first[1] >= DEAD_AFTER_SECONDS:
+                log.warning("%s.%s/%s: releasing Metastore lock %s of a merge job that stopped heartbeating it "
+                            "%.0fs ago (killed?)", db, tbl, partition, lock_id, time.monotonic() - first[1])
                 try:
                     client.unlock(lock_id)
-                except Exception:  # noqa: BLE001 - gone already (timed out): nothing held
-                    log.warning("%s/%s: could not release Metastore lock %s", table, partition, lock_id)
+                except Exception:  # noqa: BLE001 - released meanwhile
+                    pass
+
+    def _heartbeat(self, lock_id: int, stop: threading.Event) -> None:
+        """Keep the lock alive: the Metastore drops a lock not heartbeated for hive.txn.timeout
+        (default 300 s), which is also how a killed job's lock goes by itself."""
+        client = self._client()
+        try:
+            while not stop.wait(HEARTBEAT_SECONDS):
+                try:
+                    client.heartbeat(0, lock_id)
+                except Exception as e:  # noqa: BLE001
+                    log.warning("could not heartbeat Metastore lock %s: %s", lock_id, str(e).splitlines()[0][:300])
+                    return
+        finally:
+            client.close()
+
+    def _release(self, lock_id: int, table: str, partition: str) -> None:
+        client = self._client()
+        try:
+            client.unlock(lock_id)
+        except Exception:  # noqa: BLE001 - gone already (timed out): nothing held
+            log.warning("%s/%s: could not release Metastore lock %s", table, partition, lock_id)
+        finally:
             client.close()

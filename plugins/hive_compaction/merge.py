@@ -222,14 +222,19 @@ class BatchRunner:
     # --- phase 2: stage (rewrites: rewrite.RewriteEngine) -----------------------------------
     def stage_copies(self, work: Work) -> None:
         """The partition's copy groups, each copy-merged and verified in the driver's JVM."""
+        began, verified, copied = time.monotonic(), 0.0, []
         for n, g in enumerate(work.groups):
             if work.error or g.engine is not Engine.COPY:
                 continue
             name = f"part-compacted-{uuid.uuid4().hex[:12]}-c{n:04d}{staged_suffix(g.files[0].name)}"
             try:
-                copy_merge.stage(self.spark, work.task.storage_format, g, work.staging, name)
+                verified += copy_merge.stage(self.spark, work.task.storage_format, g, work.staging, name)
+                copied.append(g)
             except CopyMergeError as e:
                 work.error = str(e)[:500]
+        if copied:
+            log.info("%s: copy-merged %d group(s) (%d files) in %.3fs, of which verifying %.3fs", work.task.label,
+                     len(copied), sum(len(g.files) for g in copied), time.monotonic() - began, verified)
 
     # --- phase 3: commit --------------------------------------------------------------------
     def finish(self, work: Work) -> PartitionResult:
@@ -273,7 +278,6 @@ class BatchRunner:
             result.sizes_before = result.sizes_after = work.result.sizes_before
         result.seconds = round(time.monotonic() - work.started, 3)
         return result
-
 
     def _switch(self, work: Work, record: dict) -> str:
         """Commit by a location switch (``location_switch``); returns the partition's new folder."""

@@ -448,6 +448,8 @@ public class HiveCompactionHelper {
      *  (ORC) or read again (Parquet), the output's read back after it was closed; the caller
      *  compares them. Or {"error", "refused"}: refused when the inputs cannot share one footer
      *  (nothing was written); any other failure deletes the output. */
+    private final ThreadLocal inputHashNanos = new ThreadLocal();
+
     public String copyMerge(String fmt, String inputsJson, String output) throws IOException {
         List inputs = (List) read(inputsJson);
         Path out = new Path(output);
@@ -458,12 +460,17 @@ public class HiveCompactionHelper {
             return write(result);
         }
         try {
+            inputHashNanos.set(Long.valueOf(0));
             List facts = "orc".equals(fmt) ? copyOrc(inputs, out) : copyParquet(inputs, out);
+            long readBack = System.nanoTime();
             Map got = "orc".equals(fmt) ? orcFooter(output, true) : parquetFooter(output, true);
             got.put("digests", rangeDigests(out, ranges((List) got.get("units"))));
             got.put("size", Long.valueOf(fs(out).getFileStatus(out).getLen()));
             result.put("inputs", facts);
             result.put("output", got);
+            // Time spent only to verify: the output read back, and (Parquet) the inputs read again.
+            result.put("verify_nanos", Long.valueOf(System.nanoTime() - readBack
+                                                    + ((Long) inputHashNanos.get()).longValue()));
         } catch (Refused e) {  // before the output was created
             result.put("error", e.getMessage());
             result.put("refused", Boolean.TRUE);
@@ -671,10 +678,12 @@ public class HiveCompactionHelper {
                 try { rewriter.close(); } catch (Exception ignored) { }  // release the stream; the caller deletes
             }
         }
+        long hashing = System.nanoTime();  // the inputs read again, for verification only
         for (int i = 0; i < inputs.size(); i++) {
             Map f = (Map) facts.get(i);
             f.put("digests", rangeDigests((Path) paths.get(i), ranges((List) f.get("units"))));
         }
+        inputHashNanos.set(Long.valueOf(System.nanoTime() - hashing));
         return facts;
     }
 }
