@@ -42,22 +42,18 @@ from .commit import ORPHAN_AGE_SECONDS, CommitConflict, InputsChanged, _check_ow
 from .grouping import data_files
 from .hadoop_fs import HadoopFS
 from .job_metastore import JobMetastore, same_location
+from .paths import VERSIONS_FOLDER
 from .work_area import WorkArea, check_record, read_journal
 
 log = logging.getLogger(__name__)
 
-VERSIONS = "_compacted"
 MODE = "location_switch"
 PREVIOUS_LOCATION = "hive_compaction.previousLocation"
 SWITCH_POINTS = ("staged", "journaled", "folder_built", "switched", "manifest_written")
 
 
 def new_folder(table_location: str, partition: str, run: str, attempt: str) -> str:
-    return f"{table_location.rstrip('/')}/{VERSIONS}/{partition}/{run}-{attempt}"
-
-
-def is_version_folder(table_location: str, uri: str) -> bool:
-    return uri.rstrip("/").startswith(f"{table_location.rstrip('/')}/{VERSIONS}/")
+    return f"{table_location.rstrip('/')}/{VERSIONS_FOLDER}/{partition}/{run}-{attempt}"
 
 
 def build_and_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: dict,

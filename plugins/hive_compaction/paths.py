@@ -6,6 +6,11 @@ import re
 from urllib.parse import urlsplit
 
 
+# Under a table's folder: the folders location_switch builds partitions in. Starting with "_",
+# it is skipped by Hive's and Spark's MSCK REPAIR; partitions located under it are still read.
+VERSIONS_FOLDER = "_compacted"
+
+
 def split_uri(uri: str) -> tuple[str, str, str]:
     """(scheme, authority, normalised absolute path); ``file:/a`` and ``file:///a/`` are equal."""
     parts = urlsplit(uri)

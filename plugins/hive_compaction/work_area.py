@@ -20,7 +20,7 @@ import re
 import time
 from dataclasses import dataclass
 
-from .paths import canonical, is_within, location_problem, partition_id
+from .paths import VERSIONS_FOLDER, canonical, is_within, location_problem, partition_id
 
 log = logging.getLogger(__name__)
 
@@ -92,14 +92,15 @@ def check_record(record: dict, area: WorkArea, pid: str, location: str | None = 
             else "no table location to check it against"
         if why:
             problems.append(f"folder: {why}")
-    if record.get("mode") == "location_switch":  # its new folder lies in the table's _compacted folder
+    if record.get("mode") == "location_switch":  # its new folder lies in the table's VERSIONS_FOLDER
         names = [f.get("name", "") for f in record.get("files", [])] + list(record.get("copies", []))
         bad = [n for n in names if not _SEGMENT.match(str(n))]
         if bad:
             problems.append(f"file names {bad[:3]} are not plain names")
         new = str(record.get("new_location", ""))
-        if not table_location or not is_within(new, f"{table_location.rstrip('/')}/_compacted"):
-            problems.append(f"new folder {new} does not lie in {table_location}/_compacted")
+        versions = f"{(table_location or '').rstrip('/')}/{VERSIONS_FOLDER}"
+        if not table_location or not is_within(new, versions):
+            problems.append(f"new folder {new} does not lie in {versions}")
     if is_within(where, area.root) or canonical(where) == canonical(area.root):
         problems.append(f"folder {where} lies in the work area")
     if problems:
