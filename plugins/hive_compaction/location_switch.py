@@ -43,7 +43,7 @@ from .grouping import data_files
 from .hadoop_fs import HadoopFS
 from .job_metastore import JobMetastore, same_location
 from .paths import VERSIONS_FOLDER
-from .work_area import WorkArea, check_record, read_journal
+from .work_area import WorkArea, check_record
 
 log = logging.getLogger(__name__)
 
@@ -213,14 +213,8 @@ def rollback_switch(fs: HadoopFS, hms: JobMetastore, manifest: dict) -> str:
     if now != {f["name"]: (f["size"], f["mtime"]) for f in manifest["files"]}:
         raise RuntimeError(f"{manifest['table']}/{manifest['partition']}: the old folder {old} is no longer whole "
                            "(retired?): cannot switch back")
-    stats = {k: v for k, v in manifest["stats_before"].items()}
-    stats[PREVIOUS_LOCATION] = None
+    stats = {**manifest["stats_before"], PREVIOUS_LOCATION: None}
     if not hms.switch(manifest["table"], manifest["values"], new, old, stats):
         raise RuntimeError(f"{manifest['table']}/{manifest['partition']}: the partition is no longer at {new}: "
                            "not switched back")
     return old
-
-
-def read_manifest(fs: HadoopFS, uri: str) -> dict | None:
-    record = read_journal(fs, uri)
-    return record if record and record.get("mode") == MODE else None
