@@ -24,7 +24,7 @@ demo: venv
 	@source scripts/env.sh && python scripts/demo.py
 
 test: venv
-	@source scripts/env.sh && python -m pytest -q tests
+	@source scripts/env.sh && python -m pytest -q --durations=40 tests
 
 # The zip merge jobs ship with --py-files in cluster deploy mode (set py_files to it in the config).
 dist: venv

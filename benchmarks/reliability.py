@@ -42,7 +42,7 @@ def kill_matrix(stack: Stack, work: Path, formats=("ORC", "PARQUET"), points=KIL
                "rows_lost": 0, "rows_duplicated": 0, "leftovers": 0, "kills_not_reached": 0,
                "recovery_run": None, "problems": []}
     for (fmt, point), table in tables.items():
-        cfg = stack.write_config(work / f"{table}.yaml", [{"name": f"{db}.{table}", **mode}])
+        cfg = stack.write_config(work / f"{table}.yaml", [{"name": f"{db}.{table}"}])
         planned = stack.plan_batches(cfg, run_id=f"killed-{table}")
         p = stack.spark_submit(planned["spark_args"][0]["application_args"][1],
                                HIVE_COMPACTION_TEST_KILL_AT=f"{point}:dt={victim}")
