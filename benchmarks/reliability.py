@@ -31,10 +31,15 @@ from hive_compaction.location_switch import SWITCH_POINTS  # noqa: E402
 
 
 def kill_matrix(stack: Stack, work: Path, formats=("ORC", "PARQUET"), points=KILL_POINTS,
-                partitions: int = 2, files: int = 4, rows: int = 250, db: str = "reliability") -> dict:
+                partitions: int = 2, files: int = 4, rows: int = 250, db: str = "reliability",
+                alternate: bool = False) -> dict:
+    """Every kill point for every format, or with ``alternate`` each point once, the formats taking
+    turns (the commit moves files whatever their format: half the jobs, every point still killed)."""
     dates = [f"2026-04-{d:02d}" for d in range(1, partitions + 1)]
     victim = dates[-1]
-    tables = {(fmt, point): f"k_{fmt.lower()}_{point}" for fmt in formats for point in points}
+    pairs = [(formats[i % len(formats)], point) for i, point in enumerate(points)] if alternate \
+        else [(fmt, point) for fmt in formats for point in points]
+    tables = {(fmt, point): f"k_{fmt.lower()}_{point}" for fmt, point in pairs}
     for (fmt, _), table in tables.items():
         stack.make_table(db, table, fmt, dates, files=files, rows=rows)
     before = {t: stack.rows(db, t) for t in tables.values()}
@@ -97,14 +102,15 @@ SWITCH_UNSUPPORTED = {(p, a) for p in ("switched", "manifest_written") for a in 
 
 
 def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=ADVERSARIES,
-                     rows: int = 120, db: str = "adversaries", commit_mode: str = "in_place") -> dict:
+                     rows: int = 120, db: str = "adversaries", commit_mode: str = "in_place",
+                     skip: frozenset = frozenset()) -> dict:
     """At each commit step, pause the merge job (the test hook) while another actor acts on its
     partition: a writer adding a file, a writer overwriting the partition reusing the inputs'
     names, a DROP PARTITION, a second committer (another run's merge job), a rollback of the
     running commit, a purge by another run's job with every folder aged past the retention. Then
     one DAG run of the date, and every row checked against what the actor left: nothing lost,
     nothing duplicated, no dropped folder re-created, no journal left, statistics = disk. ORC and
-    Parquet alternate across the cases."""
+    Parquet alternate across the cases. ``skip``: (step, actor) pairs not tried (printed "-")."""
     import os
     dt = "2026-04-01"
     formats = ("ORC", "PARQUET")
@@ -113,7 +119,7 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
         stack.make_table(db, f"writer_{fmt.lower()}", fmt, [dt], files=4, rows=60)
     cases = {(point, adv): (f"{adv}_{point}", formats[(i + j) % 2])
              for i, point in enumerate(points) for j, adv in enumerate(adversaries)
-             if commit_mode != "location_switch" or (point, adv) not in SWITCH_UNSUPPORTED}
+             if (commit_mode != "location_switch" or (point, adv) not in SWITCH_UNSUPPORTED) and (point, adv) not in skip}
     mode = {"commit_mode": commit_mode}
     readers: dict[str, Path] = {}
     expected, actions, figures = {}, {}, {"cases": 0, "rows_checked": 0, "rows_lost": 0, "rows_duplicated": 0,
@@ -225,18 +231,19 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
         if journals:
             problems.append(f"journal(s) left: {[j.name for j in journals]}")
         figures["matrix"].setdefault(point, {})[adv] = "ok" if not problems else "; ".join(problems)
-    for point, adv in SWITCH_UNSUPPORTED if commit_mode == "location_switch" else ():
-        if point in points and adv in adversaries:
-            figures["matrix"].setdefault(point, {})[adv] = "n/a"
         figures["problems"] += [f"{table} ({fmt}, {adv} at {point}): {p}" for p in problems]
+    for point, adv in (SWITCH_UNSUPPORTED if commit_mode == "location_switch" else set()) | set(skip):
+        if point in points and adv in adversaries:
+            figures["matrix"].setdefault(point, {})[adv] = "n/a" if (point, adv) not in skip else "-"
     return figures
 
 
 def print_matrix(figures: dict) -> None:
-    advs = list(next(iter(figures["matrix"].values())).keys()) if figures["matrix"] else []
+    advs = [a for a in SWITCH_ADVERSARIES if any(a in row for row in figures["matrix"].values())]
     print(f"{'step':<18}" + "".join(f"{a:>10}" for a in advs))
     for point, row in figures["matrix"].items():
-        print(f"{point:<18}" + "".join(f"{(row[a] if row[a] in ('ok', 'n/a') else 'FAIL'):>10}" for a in advs))
+        cells = (row.get(a, "-") for a in advs)
+        print(f"{point:<18}" + "".join(f"{(c if c in ('ok', 'n/a', '-') else 'FAIL'):>10}" for c in cells))
 
 
 def main() -> int:

@@ -11,7 +11,9 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -35,7 +37,13 @@ class DagRun:
     returncode: int
     log: str
     run_id: str
-    states: dict[str, list[str]]  # task_id -> states (one per map index)
+    # Asked of Airflow (a CLI call, ~2.5 s) only when a test reads ``states``.
+    read_states: Callable[[], dict[str, list[str]]] = field(repr=False, default=dict)
+
+    @cached_property
+    def states(self) -> dict[str, list[str]]:
+        """task_id -> states (one per map index)."""
+        return self.read_states()
 
     @property
     def state(self) -> str:
@@ -172,7 +180,7 @@ class Stack:
         log = p.stdout + p.stderr
         m = re.search(r"DagRun Finished: .*?run_id=([^,]+),", log)
         run_id = m.group(1) if m else ""
-        return DagRun(p.returncode, log, run_id, self.task_states(run_id, config_path) if run_id else {})
+        return DagRun(p.returncode, log, run_id, (lambda: self.task_states(run_id, config_path)) if run_id else dict)
 
     def task_states(self, run_id: str, config_path: Path) -> dict[str, list[str]]:
         p = subprocess.run(["airflow", "tasks", "states-for-dag-run", "hive_compaction", run_id, "-o", "json"],

@@ -1,5 +1,5 @@
-"""Smoke run of benchmarks/merge_speed.py --quick: every contestant on identical tiny data, every
-row kept, each of our contestants leaves one file per partition."""
+"""Smoke run of benchmarks/merge_speed.py on a tiny shape: every contestant on identical data, every
+row kept, each of our contestants leaves one file per partition, the scale mode's figures."""
 from __future__ import annotations
 
 import json
@@ -16,51 +16,35 @@ CONTESTANTS = {"floor", "dag", "copy", "rewrite", "loop", "per_partition"}
 
 
 @pytest.mark.integration
-def test_merge_speed_quick(tmp_path):
-    out = tmp_path / "figures.json"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--json", str(out)],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
-    figures = json.loads(out.read_text())
-
-    assert figures["ok"] and figures["checksums_ok"] and figures["all_ran"]
-    assert figures["config"]["quick"] is True
-    partitions = figures["config"]["partitions"]
-    assert figures["formats"], "no format was benchmarked"
-    for fmt, f in figures["formats"].items():
-        assert f["rows"] == partitions * figures["config"]["rows"], fmt  # the digests counted every row
-        contestants = f["contestants"]
-        assert set(contestants) == CONTESTANTS, fmt
-        for name, c in contestants.items():
-            assert c["checksum_ok"] is True, (fmt, name, c.get("error"))
-            assert c["ran_ok"] is True, (fmt, name, c.get("error"))
-            assert c["wall_seconds"] is not None and c["wall_seconds"] >= 0, (fmt, name)
-            assert c["files_before"] == partitions * figures["config"]["files"], (fmt, name)
-        for name in OURS:
-            c = contestants[name]
-            per_partition = c["files_after_per_partition"]
-            assert len(per_partition) == partitions, (fmt, name, per_partition)
-            assert set(per_partition.values()) == {1}, (fmt, name, per_partition)
-            assert c["statuses"] == ["merged"], (fmt, name, c["statuses"])
-            assert c["in_app_seconds"] is not None and 0 < c["in_app_seconds"] <= c["wall_seconds"], (fmt, name)
-        assert contestants["copy"]["modes"] == ["copy"] and contestants["rewrite"]["modes"] == ["rewrite"]
-        assert contestants["per_partition"]["spark_submits"] == partitions
-        for target in f["ratios"]["targets"].values():
-            assert target["result"] in ("HIT", "MISS") and target["value"] is not None, target
-
-
-@pytest.mark.integration
 def test_merge_speed_scale_mode_smoke(tmp_path):
-    """--scale on a tiny shape: one spark-submit per partition measured on one partition and
-    extrapolated, the phase figures read from our jobs' logs, the planning-only pass."""
+    """--scale on a tiny shape (one stack for the whole smoke run): every contestant on identical
+    data, every row kept, each of ours leaves one file per partition; one spark-submit per
+    partition measured on one partition and extrapolated, the phase figures read from our jobs'
+    logs, the planning-only pass."""
     out = tmp_path / "figures.json"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--scale", "--partitions", "3", "--files", "3", "--rows", "100",
-                           "--sample", "1", "--planning-partitions", "40", "--json", str(out)],
+    partitions, files, rows = 3, 3, 100
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--scale", "--partitions", str(partitions), "--files", str(files),
+                           "--rows", str(rows), "--sample", "1", "--planning-partitions", "40", "--json", str(out)],
                           cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
     figures = json.loads(out.read_text())
-    assert figures["ok"] and figures["config"]["scale"] is True
+    assert figures["ok"] and figures["checksums_ok"] and figures["all_ran"] and figures["config"]["scale"] is True
+    assert set(figures["formats"]) == {"orc"}
     f = figures["formats"]["orc"]
+    assert f["rows"] == partitions * rows  # the digests counted every row
+    contestants = f["contestants"]
+    assert set(contestants) == CONTESTANTS
+    for name, c in contestants.items():
+        assert c["checksum_ok"] is True and c["ran_ok"] is True, (name, c.get("error"))
+        assert c["wall_seconds"] is not None and c["wall_seconds"] >= 0, name
+        assert c["files_before"] == partitions * files, name
+    for name in OURS:
+        c = contestants[name]
+        assert c["files_after_per_partition"] == {k: 1 for k in c["files_after_per_partition"]}, name
+        assert len(c["files_after_per_partition"]) == partitions, name
+        assert c["statuses"] == ["merged"], (name, c["statuses"])
+        assert c["in_app_seconds"] is not None and 0 < c["in_app_seconds"] <= c["wall_seconds"], name
+    assert contestants["copy"]["modes"] == ["copy"] and contestants["rewrite"]["modes"] == ["rewrite"]
     per_partition = f["contestants"]["per_partition"]
     assert per_partition["spark_submits"] == 1 and per_partition["extrapolated_from"] == 1
     assert per_partition["wall_seconds"] == pytest.approx(3 * per_partition["measured_wall_seconds"], rel=1e-3)
