@@ -111,7 +111,6 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
     one DAG run of the date, and every row checked against what the actor left: nothing lost,
     nothing duplicated, no dropped folder re-created, no journal left, statistics = disk. ORC and
     Parquet alternate across the cases. ``skip``: (step, actor) pairs not tried (printed "-")."""
-    import os
     dt = "2026-04-01"
     formats = ("ORC", "PARQUET")
     for fmt in formats:

@@ -30,6 +30,7 @@ from airflow_services import migrate  # noqa: E402
 from local_stack import Metastore, free_port  # noqa: E402
 
 _dates = itertools.count()
+QUICK_JVM_START = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 @dataclass
@@ -55,8 +56,12 @@ class Stack:
     """``use_postgres``: PostgreSQL (Debian's package, on loopback) backs the Metastore and
     Airflow's metadata database, as in production; else embedded Derby and SQLite."""
 
-    def __init__(self, state: Path, use_postgres: bool = False):
+    def __init__(self, state: Path, use_postgres: bool = False, quick_jvm_start: bool = False):
+        """``quick_jvm_start``: the merge jobs' JVMs compile with C1 only and collect garbage on one
+        thread, which halves a short job's start on 2 cores (the tests' jobs are all short; the
+        benchmarks leave it off, it would slow real work)."""
         self.state = state
+        self.quick_jvm_start = quick_jvm_start
         self.postgres = postgres.Postgres(port=free_port()) if use_postgres else None
         db = self.postgres.metastore_args() if self.postgres else {}
         self.metastore = Metastore(state / "hms", free_port(), **db)
@@ -91,6 +96,8 @@ class Stack:
             "PYSPARK_PYTHON": sys.executable,
             **self.airflow_db_env,
         })
+        if self.quick_jvm_start:  # read by spark-submit for the driver's JVM (the Airflow-run jobs' too)
+            env.setdefault("SPARK_SUBMIT_OPTS", QUICK_JVM_START)
         if config_path:
             env["HIVE_COMPACTION_CONFIG"] = str(config_path)
         if any(k.startswith("HIVE_COMPACTION_TEST_") for k in extra):

@@ -1,4 +1,5 @@
-"""Smoke run of benchmarks/planning_scale.py: its own Metastore, two small tables, the plan task."""
+"""Smoke runs of benchmarks/planning_scale.py (its own Metastore, two small tables, the plan task)
+and benchmarks/scan_cost.py (on the session's stack)."""
 from __future__ import annotations
 
 import json
@@ -44,3 +45,19 @@ def test_planning_scale_quick(tmp_path):
     small, large = results
     assert large["calls"] > small["calls"]
     assert figures["ratios"]["calls"] == pytest.approx(large["calls"] / small["calls"], rel=1e-3)
+
+
+@pytest.mark.integration
+def test_scan_cost_smoke(stack, tmp_path):
+    """benchmarks/scan_cost.py on the session's stack, tiny: both merges of each partition keep
+    every row in one file, the block sizes follow the file counts, both scans are timed."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import scan_cost
+    rows = scan_cost.bench(stack, tmp_path, "orc", [6, 2], 3000, repeat=1)
+    assert [r["files"] for r in rows] == [6, 2]
+    assert rows[0]["block_bytes"] < rows[1]["block_bytes"]
+    for r in rows:
+        assert r["copy_scan_seconds"] > 0 and r["rewrite_scan_seconds"] > 0
+        assert r["ratio"] > 0
+    assert scan_cost.threshold([{**rows[0], "ratio": 3.0}, {**rows[1], "ratio": 1.1}], 1.25) == rows[1]["block_bytes"]
+    assert scan_cost.threshold([{**rows[0], "ratio": 1.0}, {**rows[1], "ratio": 2.0}], 1.25) is None

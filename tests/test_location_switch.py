@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from harness import ROOT
 
 pytestmark = pytest.mark.integration
@@ -52,80 +53,93 @@ def read_paths(stack, storage: str, paths: list[Path]) -> list[str]:
     return sorted(repr(tuple(r)) for r in df.collect())
 
 
-@pytest.mark.parametrize("storage", ["ORC", "PARQUET"])
-def test_a_switch_builds_the_partition_anew_and_readers_see_before_or_after(stack, tmp_path, storage):
-    db, table = f"switch_{storage.lower()}", "events"
-    folder, cfg = make(stack, db, table, storage, tmp_path)
-    before_rows = stack.rows(db, table)[f"dt={DT}"]
-    content = stack.content(db, table)
-    listed = data_files(folder)  # a reader lists the partition before the switch ...
-    old_bytes = {f.name: f.read_bytes() for f in listed}
+def test_a_switch_builds_the_partition_anew_and_readers_see_before_or_after(stack, tmp_path):
+    """An ORC and a Parquet table, in one run: each partition built anew in its own folder, the
+    readers that listed the old one read exactly the rows before."""
+    tables, cfgs = {}, []
+    for storage in ("ORC", "PARQUET"):
+        db, table = f"switch_{storage.lower()}", "events"
+        folder, cfg = make(stack, db, table, storage, tmp_path)
+        listed = data_files(folder)  # a reader lists the partition before the switch ...
+        tables[storage] = {"db": db, "table": table, "folder": folder, "listed": listed,
+                           "before_rows": stack.rows(db, table)[f"dt={DT}"], "content": stack.content(db, table),
+                           "old_bytes": {f.name: f.read_bytes() for f in listed}}
+        cfgs.append(cfg)
+    cfg = stack.write_config(tmp_path / "both.yaml", [t for c in cfgs for t in yaml.safe_load(c.read_text())["tables"]])
 
     run = stack.run_dag(cfg, conf={"partition_date": DT})
     assert run.state == "success", run.log[-4000:]
-    new = stack.partition_location(db, table, f"dt={DT}")
-    assert new.parent == table_folder(stack, db, table) / "_compacted" / f"dt={DT}", new
-    assert stack.content(db, table) == content
-    files = data_files(new)
-    big = [f for f in files if f.name.startswith("big-")]
-    assert len(files) == 2 and len(big) == 1, files  # one merged output, the big file copied as it was
-    assert big[0].read_bytes() == old_bytes[big[0].name]
-    # ... and reads after it: exactly the rows before (the old folder stays whole until it retires)
-    assert {f.name: f.read_bytes() for f in data_files(folder)} == old_bytes
-    assert read_paths(stack, storage, listed) == before_rows
-    snap = stack.snapshot(db, table)[f"dt={DT}"]
-    assert (snap["hms_num_files"], snap["hms_total_size"], snap["hms_num_rows"]) == \
-        (str(snap["num_files"]), str(snap["bytes"]), str(len(before_rows))), snap
-    # MSCK REPAIR finds nothing to add: _compacted is hidden from it, the old folder's partition exists
-    stack.spark.sql(f"MSCK REPAIR TABLE {db}.{table}")
-    assert stack.content(db, table) == content
-    assert list(stack.snapshot(db, table)) == [f"dt={DT}"]
-    assert not list((work_area(stack, db, table) / "journal").glob("*.json"))
+    for storage, t in tables.items():
+        db, table, folder, old_bytes, content = t["db"], t["table"], t["folder"], t["old_bytes"], t["content"]
+        new = stack.partition_location(db, table, f"dt={DT}")
+        assert new.parent == table_folder(stack, db, table) / "_compacted" / f"dt={DT}", new
+        assert stack.content(db, table) == content
+        t["new"], t["files"] = new, data_files(new)
+        big = [f for f in t["files"] if f.name.startswith("big-")]
+        assert len(t["files"]) == 2 and len(big) == 1, t["files"]  # one merged output, the big file copied as it was
+        assert big[0].read_bytes() == old_bytes[big[0].name]
+        # ... and reads after it: exactly the rows before (the old folder stays whole until it retires)
+        assert {f.name: f.read_bytes() for f in data_files(folder)} == old_bytes
+        assert read_paths(stack, storage, t["listed"]) == t["before_rows"]
+        snap = stack.snapshot(db, table)[f"dt={DT}"]
+        assert (snap["hms_num_files"], snap["hms_total_size"], snap["hms_num_rows"]) == \
+            (str(snap["num_files"]), str(snap["bytes"]), str(len(t["before_rows"]))), (storage, snap)
+        # MSCK REPAIR finds nothing to add: _compacted is hidden from it, the old folder's partition exists
+        stack.spark.sql(f"MSCK REPAIR TABLE {db}.{table}")
+        assert stack.content(db, table) == content
+        assert list(stack.snapshot(db, table)) == [f"dt={DT}"]
+        assert not list((work_area(stack, db, table) / "journal").glob("*.json"))
 
-    # Once the run's trash expires, the old folder is retired: its files deleted, then the folder.
-    for d, dirs, names in os.walk(work_area(stack, db, table)):
-        for n in dirs + names:
-            t = time.time() - 40 * 86400
-            os.utime(os.path.join(d, n), (t, t))
+        # Once the run's trash expires, the old folder is retired: its files deleted, then the folder.
+        for d, dirs, names in os.walk(work_area(stack, db, table)):
+            for n in dirs + names:
+                old = time.time() - 40 * 86400
+                os.utime(os.path.join(d, n), (old, old))
     run = stack.run_dag(cfg, conf={"partition_date": DT})
     assert run.state == "success", run.log[-4000:]
-    assert not folder.exists(), list(folder.iterdir())
-    assert stack.partition_location(db, table, f"dt={DT}") == new and data_files(new) == files
-    stack.spark.sql(f"MSCK REPAIR TABLE {db}.{table}")
-    assert stack.content(db, table) == content
+    for storage, t in tables.items():
+        db, table = t["db"], t["table"]
+        assert not t["folder"].exists(), (storage, list(t["folder"].iterdir()))
+        assert stack.partition_location(db, table, f"dt={DT}") == t["new"] and data_files(t["new"]) == t["files"]
+        stack.spark.sql(f"MSCK REPAIR TABLE {db}.{table}")
+        assert stack.content(db, table) == t["content"]
 
 
-@pytest.mark.parametrize("point, storage", [("folder_built", "ORC"), ("switched", "PARQUET")])
-def test_a_killed_switch_is_finished_or_undone_by_the_next_run(stack, tmp_path, point, storage):
-    """Killed before the commit point, the next run undoes the new folder and merges again;
-    killed after it, the next run finishes the switch. Either way every row is there once."""
-    db, table = f"switch_kill_{point}", "events"
-    folder, cfg = make(stack, db, table, storage, tmp_path)
-    content = stack.content(db, table)
-    batch = stack.plan_batches(cfg, run_id="killed")["spark_args"][0]["application_args"][1]
-    p = stack.spark_submit(batch, HIVE_COMPACTION_TEST_KILL_AT=point)
-    assert p.returncode != 0, p.stdout[-3000:]
-    [journal] = (work_area(stack, db, table) / "journal").glob("*.json")
-    assert stack.content(db, table) == content  # the old folder or the new: the same rows
-    switched = stack.partition_location(db, table, f"dt={DT}") != folder
-    assert switched == (point == "switched")
-    old = time.time() - 3600  # the killed job is gone: its journal is older than a live commit can be
-    os.utime(journal, (old, old))
+def test_a_killed_switch_is_finished_or_undone_by_the_next_run(stack, tmp_path):
+    """Killed before the commit point (ORC), the next run undoes the new folder and merges again;
+    killed after it (Parquet), the next run finishes the switch. Either way every row is there
+    once. One recovery run for both."""
+    cases, cfgs = {}, []
+    for point, storage in (("folder_built", "ORC"), ("switched", "PARQUET")):
+        db, table = f"switch_kill_{point}", "events"
+        folder, cfg = make(stack, db, table, storage, tmp_path)
+        content = stack.content(db, table)
+        batch = stack.plan_batches(cfg, run_id="killed")["spark_args"][0]["application_args"][1]
+        p = stack.spark_submit(batch, HIVE_COMPACTION_TEST_KILL_AT=point)
+        assert p.returncode != 0, p.stdout[-3000:]
+        [journal] = (work_area(stack, db, table) / "journal").glob("*.json")
+        assert stack.content(db, table) == content  # the old folder or the new: the same rows
+        switched = stack.partition_location(db, table, f"dt={DT}") != folder
+        assert switched == (point == "switched")
+        old = time.time() - 3600  # the killed job is gone: its journal is older than a live commit can be
+        os.utime(journal, (old, old))
+        cases[point] = (db, table, folder, content)
+        cfgs.append(cfg)
+    cfg = stack.write_config(tmp_path / "both.yaml", [t for c in cfgs for t in yaml.safe_load(c.read_text())["tables"]])
 
     run = stack.run_dag(cfg, conf={"partition_date": DT})
     assert run.state == "success", run.log[-4000:]
-    assert stack.content(db, table) == content
-    new = stack.partition_location(db, table, f"dt={DT}")
-    assert new != folder and len(data_files(new)) == 2
-    versions = sorted((table_folder(stack, db, table) / "_compacted" / f"dt={DT}").iterdir())
-    assert versions == [new], versions  # an undone folder is gone
-    if switched:
-        assert "finished the location switch run killed left behind" in run.log
-    else:
-        assert "did not happen; removing its new folder" in run.log
-    assert not list((work_area(stack, db, table) / "journal").glob("*.json"))
-    snap = stack.snapshot(db, table)[f"dt={DT}"]
-    assert (snap["hms_num_files"], snap["hms_total_size"]) == (str(snap["num_files"]), str(snap["bytes"])), snap
+    for point, (db, table, folder, content) in cases.items():
+        assert stack.content(db, table) == content
+        new = stack.partition_location(db, table, f"dt={DT}")
+        assert new != folder and len(data_files(new)) == 2
+        versions = sorted((table_folder(stack, db, table) / "_compacted" / f"dt={DT}").iterdir())
+        assert versions == [new], versions  # an undone folder is gone
+        assert not list((work_area(stack, db, table) / "journal").glob("*.json"))
+        snap = stack.snapshot(db, table)[f"dt={DT}"]
+        assert (snap["hms_num_files"], snap["hms_total_size"]) == (str(snap["num_files"]), str(snap["bytes"])), snap
+    assert "finished the location switch run killed left behind" in run.log
+    assert "did not happen; removing its new folder" in run.log
 
 
 @pytest.mark.parametrize("actor", ["add", "drop"])
