@@ -64,8 +64,8 @@ def test_a_switch_builds_the_partition_anew_and_readers_see_before_or_after(stac
         tables[storage] = {"db": db, "table": table, "folder": folder, "listed": listed,
                            "before_rows": stack.rows(db, table)[f"dt={DT}"], "content": stack.content(db, table),
                            "old_bytes": {f.name: f.read_bytes() for f in listed}}
-        cfgs.append(cfg)
-    cfg = stack.write_config(tmp_path / "both.yaml", [t for c in cfgs for t in yaml.safe_load(c.read_text())["tables"]])
+        cfgs += yaml.safe_load(cfg.read_text())["tables"]  # read now: the next make() reuses the path
+    cfg = stack.write_config(tmp_path / "both.yaml", cfgs)
 
     run = stack.run_dag(cfg, conf={"partition_date": DT})
     assert run.state == "success", run.log[-4000:]
@@ -124,8 +124,8 @@ def test_a_killed_switch_is_finished_or_undone_by_the_next_run(stack, tmp_path):
         old = time.time() - 3600  # the killed job is gone: its journal is older than a live commit can be
         os.utime(journal, (old, old))
         cases[point] = (db, table, folder, content)
-        cfgs.append(cfg)
-    cfg = stack.write_config(tmp_path / "both.yaml", [t for c in cfgs for t in yaml.safe_load(c.read_text())["tables"]])
+        cfgs += yaml.safe_load(cfg.read_text())["tables"]  # read now: the next make() reuses the path
+    cfg = stack.write_config(tmp_path / "both.yaml", cfgs)
 
     run = stack.run_dag(cfg, conf={"partition_date": DT})
     assert run.state == "success", run.log[-4000:]
