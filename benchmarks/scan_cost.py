@@ -12,13 +12,14 @@ blocks of the writer's default size), one output file per partition either way. 
 partition of both is scanned in full (``count`` and a hash of every column, so every block is
 decoded), ``--repeat`` times, and the fastest scan kept. Printed per block size: the copied and
 rewritten scan seconds and their ratio. ``auto``'s ``copy_min_block_size`` is chosen from it:
-the smallest block size whose copied scan costs at most ``--tolerance`` (default 1.25) times the
-rewritten one.
+per format the smallest block size from which on a copied scan costs at most ``--tolerance``
+(default 1.25) times a rewritten one, and the largest of those over the formats.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -61,9 +62,13 @@ def merge(stack: Stack, work: Path, table: str, mode: str) -> None:
 
 def scan_seconds(stack: Stack, table: str, dt: str, repeat: int) -> float:
     """The fastest of ``repeat`` full scans of one partition (every column decoded)."""
+    from pyspark.sql.types import MapType
     spark = stack.spark
     spark.sql(f"REFRESH TABLE {DB}.{table}")
-    query = f"SELECT count(*), sum(xxhash64(*)) FROM {DB}.{table} WHERE dt = '{dt}'"
+    # every column decoded; a map is hashed by its keys and values (Spark hashes no map itself)
+    columns = [f"map_keys({f.name}), map_values({f.name})" if isinstance(f.dataType, MapType) else f.name
+               for f in spark.table(f"{DB}.{table}").schema.fields]
+    query = f"SELECT count(*), bit_xor(xxhash64({', '.join(columns)})) FROM {DB}.{table} WHERE dt = '{dt}'"
     best = None
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -99,11 +104,17 @@ def bench(stack: Stack, work: Path, fmt: str, files: list[int], rows: int, repea
 
 
 def threshold(rows: list[dict], tolerance: float) -> int | None:
-    """The smallest block size from which on (for every format) a copied scan stays within
-    ``tolerance`` of a rewritten one."""
-    sizes = sorted({r["block_bytes"] for r in rows})
-    fine = [s for s in sizes if all(r["ratio"] <= tolerance for r in rows if r["block_bytes"] >= s)]
-    return min(fine) if fine else None
+    """Per format, the smallest measured block size from which on every copied scan stays within
+    ``tolerance`` of a rewritten one; the largest of those over the formats (one setting serves
+    both). None when a format has no such size."""
+    chosen = []
+    for fmt in {r["format"] for r in rows}:
+        mine = sorted((r for r in rows if r["format"] == fmt), key=lambda r: r["block_bytes"])
+        fine = [r["block_bytes"] for i, r in enumerate(mine) if all(x["ratio"] <= tolerance for x in mine[i:])]
+        if not fine:
+            return None
+        chosen.append(fine[0])
+    return max(chosen) if chosen else None
 
 
 def main() -> int:
@@ -120,6 +131,7 @@ def main() -> int:
         stack = Stack(Path(tmp) / "stack")
         stack.start()
         try:
+            os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--conf spark.ui.showConsoleProgress=false pyspark-shell")
             rows = [r for fmt in args.formats for r in bench(stack, Path(tmp), fmt, args.files, args.rows, args.repeat)]
         finally:
             stack.stop()

@@ -61,3 +61,7 @@ def test_scan_cost_smoke(stack, tmp_path):
         assert r["ratio"] > 0
     assert scan_cost.threshold([{**rows[0], "ratio": 3.0}, {**rows[1], "ratio": 1.1}], 1.25) == rows[1]["block_bytes"]
     assert scan_cost.threshold([{**rows[0], "ratio": 1.0}, {**rows[1], "ratio": 2.0}], 1.25) is None
+    # one setting for both formats: the larger of their thresholds
+    parquet = [{"format": "parquet", "block_bytes": 10, "ratio": 1.0}]
+    assert scan_cost.threshold([{**rows[0], "ratio": 3.0}, {**rows[1], "ratio": 1.1}] + parquet, 1.25) \
+        == rows[1]["block_bytes"]
