@@ -189,6 +189,9 @@ def test_load_reads_the_env_path(tmp_path, monkeypatch):
     ({"lookback_days": 367}, "lookback_days"),
     ({"partition_filter": 5}, "partition_filter"),
     ({"work_dir": ["a"]}, "work_dir"),
+    # A purge with no retention could reach a run whose merges are still committing (issue 11).
+    ({"trash_retention_days": 0}, "trash_retention_days"),
+    ({"trash_retention_days": -2}, "trash_retention_days"),
 ])
 def test_bad_table_value_names_table_and_key(entry, key):
     msg = table_error(**entry)

@@ -48,6 +48,7 @@ def row(**kw) -> tuple:
     (row(m={"k": (datetime(2026, 1, 1, 12, 0, 0, 1000), 2.0)}),
      row(m={"k": (datetime(2026, 1, 1, 12, 0, 0, 1001), 2.0)})),  # a microsecond inside a map
     (row(dec=Decimal("1.10")), row(dec=Decimal("1.11"))),
+    (row(dec=Decimal("1.10")), row(dec=Decimal("11.00"))),    # the same digits, the point moved
     (row(s=None), row(s=(None, None))),                       # a null struct vs a struct of nulls
 ])
 def test_values_that_spark_hashes_alike_get_different_checksums(spark, a, b):
@@ -87,6 +88,20 @@ def test_every_single_row_change_changes_the_checksum(spark, rows, other, column
     changed = rows[i][:column] + (other[column],) + rows[i][column + 1:]
     if not same(changed, rows[i]):
         assert checksum(spark, rows[:i] + [changed] + rows[i + 1:]) != base, (rows[i], changed)
+
+
+WIDE = T.StructType([T.StructField("dec", T.DecimalType(38, 10))])  # unscaled values beyond a long
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(digits=st.integers(1, 10**27 - 1), exponent=st.integers(-10, 0), shift=st.sampled_from([-1, 1]))
+def test_a_decimal_whose_point_moved_changes_the_checksum(spark, digits, exponent, shift):
+    """The same digits at another scale (1.23 -> 12.3 or 0.123): a different value of the column."""
+    a, b = Decimal(digits).scaleb(exponent), Decimal(digits).scaleb(max(-10, min(0, exponent + shift)))
+    if a == b:
+        return
+    sums = [content(spark.createDataFrame([(v,)], WIDE).agg(*content_metrics(WIDE)).first()) for v in (a, b)]
+    assert sums[0] != sums[1], (a, b)
 
 
 def test_the_two_halves_are_independent_hashes(spark):
