@@ -248,12 +248,22 @@ def summarise_results(results: list[dict]) -> dict:
             "sum_partition_seconds": round(sum(r["seconds"] for r in results), 3)}
 
 
+LOGS: Path | None = None  # --logs: where our contestants' job logs are kept (phase lines, profiles)
+
+
+def keep_log(name: str, text: str) -> None:
+    if LOGS is not None:
+        LOGS.mkdir(parents=True, exist_ok=True)
+        (LOGS / f"{name}.log").write_text(text)
+
+
 def run_dag(stack: Stack, work: Path, table: str) -> dict:
     cfg = stack.write_config(work / f"{table}.yaml", [{"name": f"{DB}.{table}", "merge_mode": "auto", **ONE_OUTPUT}],
                              spark_conf=SPARK_CONF)
     t0, started_at = time.monotonic(), time.time()
     run = stack.run_dag(cfg, SPARK_CONF_DIR=spark_conf_dir(work))
     wall = time.monotonic() - t0
+    keep_log(table, run.log)
     results = stack.results(cfg, run.run_id) if run.run_id else []
     ok = run.state == "success" and bool(results) and all(r["status"] == "merged" for r in results)
     span, first = job_span(run.log, results)
@@ -286,6 +296,7 @@ def run_job(stack: Stack, work: Path, table: str, mode: str) -> dict:
         if p.returncode != 0 or any(r["status"] != "merged" for r in got):
             errors.append(f"spark-submit exit {p.returncode}: "
                           + " | ".join(job_problems(p.stdout + p.stderr, got) or [(p.stdout + p.stderr)[-2000:]]))
+    keep_log(table, "\n".join(logs))
     ok = bool(results) and not errors and all(r["status"] == "merged" for r in results)
     return {"wall_seconds": round(wall, 3), "in_app_seconds": in_app, "first_partition_done_seconds": first,
             "batches": len(planned["spark_args"]), **phases("\n".join(logs), started_at),
@@ -530,7 +541,10 @@ def main() -> int:
     ap.add_argument("--only", nargs="+", choices=list(CONTESTANTS),
                     help="run only these contestants (ratios needing a missing one print '-')")
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--logs", type=Path, help="keep our contestants' job logs in this folder")
     args = ap.parse_args()
+    global LOGS
+    LOGS = args.logs
     given = {a.split("=")[0].lstrip("-") for a in sys.argv[1:] if a.startswith("--")}
     for preset, values in ((args.quick, QUICK), (args.scale, SCALE)):
         for key, value in values.items() if preset else ():

@@ -95,8 +95,9 @@ def test_rewrite_keeps_a_declared_sort_order_within_each_output(stack, tmp_path)
 
 
 def test_a_file_damaged_past_its_footer_fails_only_its_own_partition(stack, tmp_path):
-    """Footers read fine, the data does not: the table's rewrite job fails, each group is then
-    rewritten on its own, and only the damaged partition fails (left byte for byte as it was)."""
+    """Footers read fine, the data does not: the table's rewrite job fails (also where the cluster's
+    defaults ignore corrupt files), each group is then rewritten on its own, and only the damaged
+    partition fails (left byte for byte as it was)."""
     db, table = "modes", "damaged"
     stack.make_table(db, table, "ORC", ["2026-10-05", "2026-10-06"], files=3, rows=20000)
     good, bad = (stack.partition_location(db, table, f"dt=2026-10-0{d}") for d in (5, 6))
@@ -113,7 +114,12 @@ def test_a_file_damaged_past_its_footer_fails_only_its_own_partition(stack, tmp_
     assert footer_info(stack.spark, "orc", f"file://{victim}").rows > 0
     bad_before = {f.name: f.read_bytes() for f in bad.iterdir()}
 
-    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}", "merge_mode": "rewrite"}])
+    # A cluster whose defaults skip unreadable files: the job turns that off for itself, so the read
+    # fails (were the bad file skipped in both passes, the write and the read-back would agree).
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}", "merge_mode": "rewrite"}],
+                             spark_conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
+                                         "spark.sql.files.ignoreCorruptFiles": "true",
+                                         "spark.sql.files.ignoreMissingFiles": "true"})
     run = stack.run_dag(cfg)
     assert run.state == "failed"
     assert "rewriting each group on its own" in run.log
