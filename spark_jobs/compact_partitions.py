@@ -31,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stdout,
                         format="%(asctime)s %(levelname)s hive_compaction: %(message)s")
+    # py4j logs every driver thread's connection closing at INFO: noise between our progress lines.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     payload = decode_batch(args.batch)
     tasks = batch_tasks(payload)
     # The application keeps the name spark-submit gave it (the operator names the tables it holds).
