@@ -74,6 +74,13 @@ def test_a_switch_builds_the_partition_anew_and_readers_see_before_or_after(stac
         new = stack.partition_location(db, table, f"dt={DT}")
         assert new.parent == table_folder(stack, db, table) / "_compacted" / f"dt={DT}", new
         assert stack.content(db, table) == content
+        if storage == "ORC":  # Hive 2.3's Parquet SerDe cannot read Spark 4's INT64 timestamps, any folder
+            # Hive's own SerDe reader (not Spark's native one) reads the folder under _compacted too.
+            stack.spark.conf.set("spark.sql.hive.convertMetastoreOrc", "false")
+            try:
+                assert stack.content(db, table) == content, storage
+            finally:
+                stack.spark.conf.unset("spark.sql.hive.convertMetastoreOrc")
         t["new"], t["files"] = new, data_files(new)
         big = [f for f in t["files"] if f.name.startswith("big-")]
         assert len(t["files"]) == 2 and len(big) == 1, t["files"]  # one merged output, the big file copied as it was
