@@ -35,7 +35,7 @@ import logging
 import os
 import time
 
-from .hadoop_fs import HadoopFS
+from .hadoop_fs import FolderGone, HadoopFS
 from .work_area import WorkArea, check_record, read_journal
 
 log = logging.getLogger(__name__)
@@ -183,9 +183,12 @@ def _stop_if_changed(fs: HadoopFS, area: WorkArea, record: dict, first: bool) ->
 def _stop_if_dropped(fs: HadoopFS, area: WorkArea, record: dict, first: bool) -> None:
     """A partition dropped meanwhile stays dropped: its folder is never re-created (a later
     ``MSCK REPAIR`` would register it again), nothing is moved into it."""
+    if fs.status(record["location"].rstrip("/")) is None:
+        _dropped(fs, area, record, first)
+
+
+def _dropped(fs: HadoopFS, area: WorkArea, record: dict, first: bool) -> None:
     location = record["location"].rstrip("/")
-    if fs.status(location) is not None:
-        return
     fs.delete(area.journal(record["pid"]))
     raise (RuntimeError if first else InputsChanged)(
         f"the folder of {_label(record)} is gone ({location}): dropped while it was being merged? nothing was "
@@ -244,7 +247,10 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> d
     _check_owner(fs, area, record)
     _stop_if_dropped(fs, area, record, first)
     _stop_if_rewritten(fs, area, record)
-    moved = _move(fs, moves, record, "output_moved", "outputs_moved")
+    try:
+        moved = _move(fs, moves, record, "output_moved", "outputs_moved", create_folders=False)
+    except FolderGone:  # dropped since the check above: it stays dropped
+        _dropped(fs, area, record, first)
     if first and moved != len(moves):
         _abandon(fs, area, record, trash, location, f"{len(moves) - moved} staged output(s) vanished before "
                                                     "they moved")
@@ -271,13 +277,14 @@ def _label(record: dict) -> str:
     return f"{record['table']}/{record['partition']}"
 
 
-def _move(fs: HadoopFS, moves: list[tuple[str, str]], record: dict, after_first: str, after_all: str) -> int:
+def _move(fs: HadoopFS, moves: list[tuple[str, str]], record: dict, after_first: str, after_all: str,
+          create_folders: bool = True) -> int:
     """Move files in order (a missing source is skipped); the fault points after the first move
     and after all of them. Returns how many moved."""
-    moved = fs.move_all(moves[:1])
+    moved = fs.move_all(moves[:1], create_folders)
     if moved:
         fault_point(after_first, _label(record), record["location"])
-    moved += fs.move_all(moves[1:])
+    moved += fs.move_all(moves[1:], create_folders)
     fault_point(after_all, _label(record), record["location"])
     return moved
 
@@ -300,4 +307,7 @@ def _roll_back(fs: HadoopFS, record: dict, trash: str, location: str) -> None:
     for f in record["inputs"]:
         moved = f"{trash}/{f['name']}"
         if fs.exists(moved) and not fs.exists(f"{location}/{f['name']}"):
-            fs.rename(moved, f"{location}/{f['name']}")
+            try:
+                fs.rename(moved, f"{location}/{f['name']}", create_folders=False)
+            except FolderGone:  # dropped meanwhile: the rest stays in the trash too
+                return

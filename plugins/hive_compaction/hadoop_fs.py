@@ -10,11 +10,18 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from py4j.java_gateway import JavaClass
+from py4j.protocol import Py4JJavaError
 
 from . import jvm_helper, storage
 
 # Work areas hold journals whose names decide which files move: only their owner may write them.
 _OWNER_ONLY = 0o700
+# HiveCompactionHelper.MISSING_FOLDER: how a move into a folder that does not exist fails.
+_MISSING_FOLDER = "no such folder to move into: "
+
+
+class FolderGone(FileNotFoundError):
+    """A move's target folder does not exist (a partition dropped meanwhile); it was not created."""
 
 
 @dataclass(frozen=True)
@@ -68,17 +75,27 @@ class HadoopFS:
     def exists(self, uri: str) -> bool:
         return self.status(uri) is not None
 
-    def move_all(self, pairs: list[tuple]) -> int:
+    def move_all(self, pairs: list[tuple], create_folders: bool = True) -> int:
         """Move files (src, dst[, size, mtime]) in order, creating folders; a missing src is
         skipped (replays are idempotent), and so is one whose size or modification time is not
-        the one given; an existing dst raises (a move never overwrites). Returns how many moved."""
-        return int(self._call("moveAll", [list(p) for p in pairs])) if pairs else 0
+        the one given; an existing dst raises (a move never overwrites). Returns how many moved.
+        ``create_folders=False`` for moves into a partition: a dst folder that does not exist
+        (dropped meanwhile) is never re-created, FolderGone is raised instead."""
+        if not pairs:
+            return 0
+        try:
+            return int(self._call("moveAll", [list(p) for p in pairs], create_folders))
+        except Py4JJavaError as e:
+            message = str(e.java_exception.getMessage() or "")
+            if message.startswith(_MISSING_FOLDER):
+                raise FolderGone(message) from None
+            raise
 
-    def rename(self, src: str, dst: str) -> None:
+    def rename(self, src: str, dst: str, create_folders: bool = True) -> None:
         """Move one file; the target must not exist (a rename never overwrites here)."""
         if self.exists(dst):
             raise FileExistsError(f"will not overwrite {dst} (moving {src})")
-        if not self.move_all([(src, dst)]):
+        if not self.move_all([(src, dst)], create_folders):
             raise FileNotFoundError(f"rename {src} -> {dst}: {src} does not exist")
 
     def copy(self, src: str, dst: str) -> None:

@@ -15,7 +15,7 @@ import uuid
 
 from . import location_switch
 from .work_area import UnsafeRecord, WorkArea, check_record, read_journal
-from .hadoop_fs import HadoopFS
+from .hadoop_fs import FolderGone, HadoopFS
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,11 @@ def _check_and_move(fs: HadoopFS, manifest: dict, label: str, location: str, tra
                             "compaction replaced them? roll that run back first); nothing was changed")
     # Outputs leave before the originals return: never both visible at once.
     fs.move_all([(f"{location}/{o['name']}", f"{trash}/rolled-back/{o['name']}") for o in outputs])
-    fs.move_all([(f"{trash}/{f['name']}", f"{location}/{f['name']}") for f in inputs])
+    try:
+        fs.move_all([(f"{trash}/{f['name']}", f"{location}/{f['name']}") for f in inputs], create_folders=False)
+    except FolderGone:
+        raise RollbackError(f"{label}: the partition's folder {location} is gone (dropped meanwhile?): it was not "
+                            f"re-created, the original files stay in {trash}") from None
 
 
 def rollback_run(fs: HadoopFS, area: WorkArea, run: str, table_location: str,
