@@ -190,3 +190,38 @@ def test_a_partition_dropped_while_outputs_move_in_stays_dropped(spark, tmp_path
     assert {f.name: f.read_text() for f in data_files(staged)} == {"part-1": "output part-1"}
     assert not fs.exists(area.journal(pid))
 
+
+def test_a_journal_being_taken_over_never_stops_existing(spark, tmp_path):
+    """A replay takes a journal over by rewriting it with its own name as owner. If the old one
+    were deleted before the new one arrived, a rival committer's exclusive publish could win in
+    that gap, and two jobs would act on one partition. A rival trying all along never wins, and
+    a reader always finds a whole journal, the old owner's or the new one's."""
+    fs = HadoopFS(spark)
+    journal = f"file://{tmp_path}/journal/p.json"
+    assert fs.create_exclusive(journal, json.dumps({"owner": "first"}))
+    done, rival_won, seen = threading.Event(), [], set()
+
+    def rival() -> None:
+        while not done.is_set():
+            if fs.create_exclusive(journal, json.dumps({"owner": "rival"})):
+                rival_won.append(True)
+                return
+
+    def reader() -> None:
+        while not done.is_set():
+            seen.add((read_journal(fs, journal) or {}).get("owner") if fs.exists(journal) else None)
+
+    threads = [threading.Thread(target=rival), threading.Thread(target=reader)]
+    for t in threads:
+        t.start()
+    try:
+        for i in range(150):
+            fs.write_text_atomic(journal, json.dumps({"owner": f"replay-{i}", "pad": "x" * 2000}))
+    finally:
+        done.set()
+        for t in threads:
+            t.join()
+    assert not rival_won
+    assert None not in seen and seen <= {"first"} | {f"replay-{i}" for i in range(150)}
+    assert read_journal(fs, journal)["owner"] == "replay-149"
+    assert sorted(p.name for p in (tmp_path / "journal").iterdir() if not p.name.endswith(".crc")) == ["p.json"]

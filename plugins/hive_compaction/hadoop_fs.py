@@ -175,14 +175,40 @@ class HadoopFS:
         return int(self.fs(uri).getFileStatus(self.path(uri)).getPermission().toShort())
 
     def write_text_atomic(self, uri: str, text: str) -> None:
-        """Write to a hidden temporary name, close (durable), then rename over nothing."""
+        """Write to a hidden temporary name, close (durable), then rename it over the old file in
+        one step: the name never stops existing. A journal taken over by a replay is rewritten
+        here; deleted first, a rival's ``create_exclusive`` could publish its own in the gap and
+        two jobs would act on one partition. HDFS: FileContext's rename with OVERWRITE (one
+        NameNode operation); the local file system: rename(2) through java.nio, which replaces
+        atomically (the file gets no checksum file, as ``create_exclusive``'s link does not)."""
         p = self.path(uri)
-        tmp = f"{p.getParent().toString()}/.{p.getName()}.tmp"
         fs = self.fs(uri)
-        if fs.exists(self.path(tmp)):
-            fs.delete(self.path(tmp), False)
-        self._write(fs, self.path(tmp), text)
-        if fs.exists(p):
-            fs.delete(p, False)
-        if not fs.rename(self.path(tmp), p):
-            raise OSError(f"rename {tmp} -> {uri} failed")
+        if not fs.exists(p.getParent()):
+            fs.mkdirs(p.getParent())
+        parent = fs.resolvePath(p.getParent())  # through a viewfs mount
+        how = storage.EXCLUSIVE_PUBLISH.get(str(parent.toUri().getScheme() or "file").lower())
+        if how is None:
+            raise OSError(storage.commit_refusal(str(parent.toUri().getScheme())))
+        target = parent.getFileSystem(self._conf)
+        tmp = self._path_class(parent, f".{p.getName()}.{uuid.uuid4().hex[:12]}.tmp")
+        dst = self._path_class(parent, p.getName())
+        self._write(target, tmp, text)
+        try:
+            if how == storage.HARD_LINK:
+                nio = self._jvm.java.nio.file
+                options = self._spark.sparkContext._gateway.new_array(nio.CopyOption, 1)
+                options[0] = nio.StandardCopyOption.ATOMIC_MOVE
+                old_crc = target.getChecksumFile(dst)
+                if target.exists(old_crc):  # (a file written by an older version) it would not match
+                    target.delete(old_crc, False)
+                nio.Files.move(target.pathToFile(tmp).toPath(), target.pathToFile(dst).toPath(), options)
+            else:
+                rename = self._jvm.org.apache.hadoop.fs.Options.Rename
+                options = self._spark.sparkContext._gateway.new_array(rename, 1)
+                options[0] = rename.OVERWRITE
+                self._jvm.org.apache.hadoop.fs.FileContext.getFileContext(target.getUri(), self._conf) \
+                    .rename(tmp, dst, options)
+        finally:
+            target.delete(tmp, False)
+            if how == storage.HARD_LINK:
+                target.delete(target.getChecksumFile(tmp), False)
