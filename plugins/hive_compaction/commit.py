@@ -105,6 +105,13 @@ def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | 
         log.warning("removing the incomplete journal %s (its commit never started)", journal)
         fs.delete(journal)
         return None
+    if record.get("purge"):  # work_area.purge_expired holds it for a moment while it deletes an expired run
+        st = fs.status(journal)
+        if st is None or st.modification_time > (time.time() - ORPHAN_AGE_SECONDS) * 1000:
+            raise CommitConflict(f"the purge of run {record.get('run')} holds {journal}; nothing was moved")
+        log.warning("removing the journal %s of a purge that is gone (its deletes are idempotent)", journal)
+        fs.delete(journal)
+        return None
     if record.get("rollback"):
         raise CommitConflict(f"a rollback of {_label(record)} holds it ({journal}): run that rollback again to "
                              "finish it; nothing was moved")
