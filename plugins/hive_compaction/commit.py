@@ -129,7 +129,7 @@ def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | 
                                  f"({claim}); nothing was moved by this one")
         log.warning("taking over the replay claim %s of a job that is gone", claim)
         fs.delete(claim)
-        return recover(fs, area, pid, owner, location, table_location)
+        return recover(fs, area, pid, owner, location, table_location, switch)
     try:
         log.warning("recovering the interrupted commit of %s (run %s) from %s",
                     record["partition"] or record["table"], record["run"], journal)
