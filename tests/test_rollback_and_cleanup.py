@@ -198,3 +198,33 @@ def test_a_rollback_never_acts_beside_a_live_one(spark, tmp_path):
     assert done["rolled_back_at"] and not fs.exists(journal)
     assert {p.name: p.read_text() for p in folder.iterdir() if not p.name.startswith(".")} == {
         "000000_0": "original 000000_0", "000001_0": "original 000001_0"}
+
+
+def test_each_partition_gets_its_statistics_back_as_soon_as_it_is_rolled_back(stack, tmp_path):
+    """A rollback that fails at a later partition (here a writer reused an original's name) must
+    not leave the partitions it already restored with the merge's statistics."""
+    db, table, first, second = "rb_stats", "events", "dt=2026-06-07", "dt=2026-06-08"
+    stack.make_table(db, table, "PARQUET", ["2026-06-07", "2026-06-08"], files=3, rows=150)
+    content, params_before = stack.content(db, table), statistics_parameters(stack, db, table)
+    originals = sorted(p.name for p in stack.partition_location(db, table, second).iterdir()
+                       if not p.name.startswith((".", "_")))
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])
+    run = stack.run_dag(cfg)
+    assert run.state == "success", run.log[-4000:]
+    merged_params = statistics_parameters(stack, db, table)
+    assert merged_params[first] != params_before[first]
+    folder = stack.partition_location(db, table, second)
+    merged = [p for p in folder.iterdir() if not p.name.startswith((".", "_"))]
+    (folder / originals[0]).write_bytes(merged[0].read_bytes())  # the writer, in the later partition
+
+    cmd = ["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false",
+           str(ROOT / "spark_jobs" / "rollback.py"), "--table", f"{db}.{table}", "--run", run.run_id,
+           "--metastore", f"127.0.0.1:{stack.port}", "--config", str(cfg)]
+    p = subprocess.run(cmd, env=stack.env(cfg), capture_output=True, text=True, timeout=600)
+    assert p.returncode == 1 and "exist both in the partition and where rollback" in p.stdout + p.stderr, \
+        p.stdout[-3000:]
+    assert f"rolled back {db}.{table} {first}" in p.stdout
+    after = statistics_parameters(stack, db, table)
+    assert after[first] == params_before[first]  # restored with its files
+    assert after[second] == merged_params[second]  # refused: as the merge left it
+    assert stack.content(db, table)[first] == content[first]

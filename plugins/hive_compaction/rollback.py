@@ -138,8 +138,10 @@ def _check_and_move(fs: HadoopFS, manifest: dict, label: str, location: str, tra
 
 
 def rollback_run(fs: HadoopFS, area: WorkArea, run: str, table_location: str,
-                 partitions: list[str] | None = None, metastore=None) -> list[dict]:
-    """``metastore``: a ``JobMetastore``, for tables committed by location switch."""
+                 partitions: list[str] | None = None, metastore=None, restored=None) -> list[dict]:
+    """``metastore``: a ``JobMetastore``, for tables committed by location switch.
+    ``restored(manifest)`` is called as soon as each partition is rolled back (its statistics:
+    a later partition that fails must not leave this one's files with the merge's statistics)."""
     found = manifests(fs, area, run)
     if partitions:
         missing = set(partitions) - {m["partition"] for m in found}
@@ -155,4 +157,6 @@ def rollback_run(fs: HadoopFS, area: WorkArea, run: str, table_location: str,
                 as lock_id:
             done.append(rollback_partition(fs, area, m, table_location, owner=f"rollback/{uuid.uuid4().hex[:12]}",
                                            partitions=metastore, locked=lock_id is not None))
+        if restored:
+            restored(done[-1])
     return done
