@@ -9,8 +9,8 @@ Beside the table, never inside a partition (Hive and ``MSCK REPAIR`` do not read
     <root>/manifests/<run>/<partition id>.json  what a committed merge replaced (rollback, purge)
 
 Every operation goes through the Spark job's Hadoop FileSystem (``fs``: ``hadoop_fs.HadoopFS``
-or anything with its ``list``, ``read_text``, ``exists``, ``create_exclusive`` and ``delete``), so the Airflow workers never
-touch it.
+or anything with its ``list``, ``read_text``, ``exists``, ``create_exclusive`` and ``delete``),
+so the Airflow workers never touch it.
 """
 from __future__ import annotations
 
@@ -184,8 +184,7 @@ def _purge_partition(fs, area: WorkArea, run: str, pid: str, retire) -> bool:
         manifest = read_journal(fs, area.manifest(run, pid)) if fs.exists(area.manifest(run, pid)) else None
         if manifest and manifest.get("mode") == "location_switch" and (retire is None or not retire(manifest)):
             return False
-        for path in (area.trash(run, pid), area.manifest(run, pid), f"{area.manifests(run)}/{pid}",
-                     area.staging(run, pid)):
+        for path in (area.trash(run, pid), area.manifest(run, pid), area.staging(run, pid)):
             fs.delete(path, recursive=True)
         return True
     finally:
