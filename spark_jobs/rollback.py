@@ -44,17 +44,18 @@ def main(argv: list[str] | None = None) -> int:
         with Metastore(host, int(port)) as hms:
             table = hms.table(db, tbl)
             area = WorkArea(table_work_dir(table, policy))
-            done = rollback_run(HadoopFS(spark), area, run_tag(args.run), table.location, args.partition,
-                                metastore=JobMetastore(spark, f"thrift://{host}:{port}"))
-            # Exactly the statistics the partition had: a key it did not have is removed again.
-            stats = {m["partition"]: {k: None if v is None else str(v) for k, v in m["stats_before"].items()}
-                     for m in done}
-            hms.update_statistics(table, stats)
-            for m in done:
+
+            def restored(m: dict) -> None:
+                # Exactly the statistics the partition had: a key it did not have is removed again.
+                hms.update_statistics(table, {m["partition"]: {k: None if v is None else str(v)
+                                                               for k, v in m["stats_before"].items()}})
                 print(f"rolled back {args.table} {m['partition'] or '(table)'}: "
                       + (f"reads {m['location']} again" if m.get("mode") else f"{len(m['inputs'])} original file(s) restored")
                       + "; statistics "
                       f"{ {k: m['stats_before'].get(k) for k in (NUM_FILES, TOTAL_SIZE, NUM_ROWS)} }", flush=True)
+
+            rollback_run(HadoopFS(spark), area, run_tag(args.run), table.location, args.partition,
+                         metastore=JobMetastore(spark, f"thrift://{host}:{port}"), restored=restored)
     except (RollbackError, CommitConflict, config.ConfigError) as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
         return 1

@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 from harness import ROOT
 
+from hive_compaction import commit
 from hive_compaction.hadoop_fs import HadoopFS
-from hive_compaction.work_area import read_journal
+from hive_compaction.paths import partition_id
+from hive_compaction.work_area import WorkArea, read_journal
 
 pytestmark = pytest.mark.integration
 
@@ -149,3 +151,77 @@ def test_a_journal_is_published_whole_and_to_one_publisher_only(spark, tmp_path)
         assert read_journal(fs, target)["owner"] == wins[0]
         assert sorted(p.name for p in (tmp_path / "journal").iterdir() if not p.name.endswith(".crc")) == ["p.json"]
         fs.delete(target)
+
+
+def test_a_partition_dropped_while_outputs_move_in_stays_dropped(spark, tmp_path, monkeypatch):
+    """A DROP PARTITION after the commit's last check, between two outputs' moves: the second
+    output must not re-create the folder (MSCK REPAIR would register it again, with a part of
+    the merged rows). The commit stops as for a dropped partition: the inputs stay in the trash."""
+    fs = HadoopFS(spark)
+    table, partition, run = "dropped.events", "dt=2026-05-05", "run1"
+    pid = partition_id(table, partition)
+    folder = tmp_path / "events" / partition
+    folder.mkdir(parents=True)
+    area = WorkArea(f"file://{tmp_path}/.hive_compaction/events")
+    staged = Path(area.staging(run, pid)[len("file://"):]) / "attempt-1"
+    staged.mkdir(parents=True)
+    for name in ("000000_0", "000001_0"):
+        (folder / name).write_text(f"input {name}")
+    for name in ("part-0", "part-1"):
+        (staged / name).write_text(f"output {name}")
+    inputs = [{"name": e.name, "size": e.size, "mtime": e.modification_time} for e in fs.list(f"file://{folder}")
+              if not e.name.startswith(".")]
+    record = {"run": run, "pid": pid, "owner": f"{run}/1", "table": table, "partition": partition,
+              "location": f"file://{folder}", "table_location": f"file://{folder.parent}", "inputs": inputs,
+              "outputs": [{"staged": f"file://{staged / n}", "name": n, "size": (staged / n).stat().st_size}
+                          for n in ("part-0", "part-1")],
+              "staging": area.staging(run, pid)}
+    # The writer drops the partition once the first output is in.
+    monkeypatch.setenv(commit.FAULT_HOOK_ENV, "fault_hooks:at")
+    monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_AT", "output_moved")
+    monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD", f"rm -r '{folder}'")
+
+    with pytest.raises(RuntimeError, match="is gone .*nothing was moved into it"):
+        commit.commit(fs, area, record)
+    assert not folder.exists()
+    trash = Path(area.trash(run, pid)[len("file://"):])
+    assert {f.name: f.read_text() for f in data_files(trash)} == {"000000_0": "input 000000_0",
+                                                                  "000001_0": "input 000001_0"}
+    assert {f.name: f.read_text() for f in data_files(staged)} == {"part-1": "output part-1"}
+    assert not fs.exists(area.journal(pid))
+
+
+def test_a_journal_being_taken_over_never_stops_existing(spark, tmp_path):
+    """A replay takes a journal over by rewriting it with its own name as owner. If the old one
+    were deleted before the new one arrived, a rival committer's exclusive publish could win in
+    that gap, and two jobs would act on one partition. A rival trying all along never wins, and
+    a reader always finds a whole journal, the old owner's or the new one's."""
+    fs = HadoopFS(spark)
+    journal = f"file://{tmp_path}/journal/p.json"
+    assert fs.create_exclusive(journal, json.dumps({"owner": "first"}))
+    done, rival_won, seen = threading.Event(), [], set()
+
+    def rival() -> None:
+        while not done.is_set():
+            if fs.create_exclusive(journal, json.dumps({"owner": "rival"})):
+                rival_won.append(True)
+                return
+
+    def reader() -> None:
+        while not done.is_set():
+            seen.add((read_journal(fs, journal) or {}).get("owner") if fs.exists(journal) else None)
+
+    threads = [threading.Thread(target=rival), threading.Thread(target=reader)]
+    for t in threads:
+        t.start()
+    try:
+        for i in range(150):
+            fs.write_text_atomic(journal, json.dumps({"owner": f"replay-{i}", "pad": "x" * 2000}))
+    finally:
+        done.set()
+        for t in threads:
+            t.join()
+    assert not rival_won
+    assert None not in seen and seen <= {"first"} | {f"replay-{i}" for i in range(150)}
+    assert read_journal(fs, journal)["owner"] == "replay-149"
+    assert sorted(p.name for p in (tmp_path / "journal").iterdir() if not p.name.endswith(".crc")) == ["p.json"]

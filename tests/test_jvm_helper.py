@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hive_compaction.hadoop_fs import HadoopFS
+from hive_compaction.hadoop_fs import FolderGone, HadoopFS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,6 +58,37 @@ def test_moves_skip_missing_sources_and_never_overwrite(spark, tmp_path):
     assert fs.list(uri(tmp_path / "nowhere")) == []
     statuses = fs.statuses([uri(dst / "b"), uri(dst / "nope"), uri(dst)])
     assert statuses[0].size == 1 and statuses[1] is None and statuses[2].is_dir
+
+
+@pytest.mark.integration
+def test_moves_into_a_partition_never_create_its_folder(spark, tmp_path):
+    """A partition dropped between a commit's check and its moves must stay dropped (MSCK REPAIR
+    would register a re-created folder): a move that may not create folders fails, moving
+    nothing; into an existing folder it moves the file and its checksum file."""
+    fs = HadoopFS(spark)
+    src, gone = tmp_path / "staging", tmp_path / "table" / "dt=1"
+    uri = lambda p: f"file://{p}"  # noqa: E731 (as_uri() would quote the "=")
+    src.mkdir()
+    for name in ("a", "b"):
+        fs._write(fs.fs(uri(src)), fs.path(uri(src / name)), name)  # with its .crc side file
+    assert (src / ".a.crc").exists()
+
+    with pytest.raises(FolderGone, match="no such folder to move into"):
+        fs.move_all([(uri(src / "a"), uri(gone / "a"))], create_folders=False)
+    assert not gone.exists() and not gone.parent.exists()
+    assert (src / "a").read_text() == "a" and (src / ".a.crc").exists()
+    with pytest.raises(FolderGone):
+        fs.rename(uri(src / "b"), uri(gone / "b"), create_folders=False)
+    assert not gone.parent.exists() and (src / "b").read_text() == "b"
+
+    gone.mkdir(parents=True)  # into a folder that exists: moved, with its checksum file
+    assert fs.move_all([(uri(src / "a"), uri(gone / "a")),
+                        (uri(src / "missing"), uri(gone / "missing"))], create_folders=False) == 1
+    assert (gone / "a").read_text() == "a" and (gone / ".a.crc").exists() and not (src / ".a.crc").exists()
+    assert spark.read.text(uri(gone / "a")).collect()[0][0] == "a"  # the checksum still matches
+    with pytest.raises(Exception, match="will not overwrite"):
+        fs.move_all([(uri(src / "b"), uri(gone / "a"))], create_folders=False)
+    assert (src / "b").read_text() == "b" and (gone / "a").read_text() == "a"
 
 
 @pytest.mark.integration

@@ -1,8 +1,10 @@
 """Rollback restores the exact original files and statistics; cleanup purges expired trash."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -10,7 +12,11 @@ import pytest
 from harness import ROOT
 from hmsclient import hmsclient
 
+from hive_compaction.hadoop_fs import HadoopFS
+from hive_compaction.paths import partition_id
 from hive_compaction.results import LISTED_AT, STATISTICS_KEYS
+from hive_compaction.rollback import RollbackError, rollback_partition
+from hive_compaction.work_area import WorkArea, read_journal
 
 pytestmark = pytest.mark.integration
 
@@ -91,3 +97,134 @@ def test_cleanup_purges_trash_older_than_the_retention_only(stack, tmp_path):
     assert not any(work.rglob("*.orc"))
     # the table itself is untouched by the purge
     assert stack.snapshot(db, table)["dt=2026-06-03"]["num_files"] == 1
+
+
+def _await(fifo: Path, proc: subprocess.Popen, what: str) -> None:
+    """Block until a job paused at its fault point opens ``fifo`` (the hook's `echo > fifo`);
+    fail with its output if it ended instead."""
+    reader = threading.Thread(target=lambda: fifo.read_text())
+    reader.start()
+    while reader.is_alive():
+        reader.join(timeout=5)
+        if reader.is_alive() and proc.poll() is not None:
+            fifo.write_text("")  # unblock the reader
+            out, err = proc.communicate()
+            pytest.fail(f"the {what} ended (exit {proc.returncode}) before its fault point: {out[-3000:]}{err[-3000:]}")
+
+
+def test_a_purge_never_deletes_the_trash_a_rollback_moves_files_through(stack, tmp_path):
+    """A purge decides that a run expired (no journal names it), then a rollback of that run takes
+    the partition and moves the merged files into the run's trash, the originals still there.
+    Deleting the run's trash now would lose every row of the partition: the purge must leave
+    the partition whose journal the rollback holds, and the rollback finishes with every row."""
+    db, table, dt, other = "rb_purge", "events", "2026-06-04", "2026-06-05"
+    stack.make_table(db, table, "ORC", [dt, other], files=4, rows=200)
+    content = stack.content(db, table)
+    work = Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db" / ".hive_compaction" / table
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}", "trash_retention_days": 1}])
+    run = stack.run_dag(cfg, conf={"partition_date": dt})  # merges dt only
+    assert run.state == "success", run.log[-4000:]
+    assert stack.snapshot(db, table)[f"dt={dt}"]["num_files"] == 1 and stack.content(db, table) == content
+    old = time.time() - 2 * 86400  # the run's folders two days old: past the retention
+    for p in [*work.rglob("*"), work]:
+        os.utime(p, (old, old))
+
+    fifos = {name: tmp_path / name for name in ("purging", "purge_go", "rolling_back", "rollback_go")}
+    for f in fifos.values():
+        os.mkfifo(f)
+    # The purger: the next run's merge job of the table (it plans the other partition), paused
+    # once it decided to purge the expired run.
+    batch = stack.plan_batches(cfg, run_id="purger")["spark_args"][0]["application_args"][1]
+    purger = subprocess.Popen(stack.spark_submit_cmd(batch), text=True, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=stack.env(
+                                  cfg, HIVE_COMPACTION_TEST_HOOK_AT="purging",
+                                  HIVE_COMPACTION_TEST_HOOK_CMD=f"echo > {fifos['purging']}; cat {fifos['purge_go']}"))
+    rollback = None
+    try:
+        _await(fifos["purging"], purger, "purge")
+        # The rollback, paused with the merged file in the trash and the originals still there.
+        rollback = subprocess.Popen(
+            ["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false",
+             str(ROOT / "spark_jobs" / "rollback.py"), "--table", f"{db}.{table}", "--run", run.run_id,
+             "--metastore", f"127.0.0.1:{stack.port}", "--config", str(cfg)], text=True, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env=stack.env(
+                cfg, HIVE_COMPACTION_TEST_HOOK_AT="rollback_outputs_moved",
+                HIVE_COMPACTION_TEST_HOOK_CMD=f"echo > {fifos['rolling_back']}; cat {fifos['rollback_go']}"))
+        _await(fifos["rolling_back"], rollback, "rollback")
+        fifos["purge_go"].write_text("go\n")
+        purged = purger.communicate(timeout=600)
+        assert purger.returncode == 0, purged[0][-3000:] + purged[1][-3000:]
+        fifos["rollback_go"].write_text("go\n")
+        out, err = rollback.communicate(timeout=600)
+        assert rollback.returncode == 0, out[-3000:] + err[-3000:]
+    finally:
+        for proc in (purger, rollback):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+    assert f"rolled back {db}.{table} dt={dt}" in out
+    assert stack.content(db, table).get(f"dt={dt}") == content[f"dt={dt}"]  # every original row back
+    assert stack.snapshot(db, table)[f"dt={dt}"]["num_files"] == 4
+    assert any((work / "trash").rglob("rolled-back/*"))  # the run kept for a later purge
+
+
+def test_a_rollback_never_acts_beside_a_live_one(spark, tmp_path):
+    """Two rollbacks of one partition at once would move the same files, and the first to finish
+    would delete the other's journal: the second refuses, changing nothing. A rollback journal
+    whose job is gone (this job holds the Metastore lock every rollback holds) is taken over."""
+    fs = HadoopFS(spark)
+    table, partition, run = "rb_twice.events", "dt=2026-06-06", "run1"
+    pid = partition_id(table, partition)
+    folder = tmp_path / "events" / partition
+    folder.mkdir(parents=True)
+    area = WorkArea(f"file://{tmp_path}/.hive_compaction/events")
+    trash = Path(area.trash(run, pid)[len("file://"):])
+    trash.mkdir(parents=True)
+    for name in ("000000_0", "000001_0"):
+        (trash / name).write_text(f"original {name}")
+    (folder / "part-0").write_text("merged")
+    manifest = {"run": run, "pid": pid, "table": table, "partition": partition, "location": f"file://{folder}",
+                "inputs": [{"name": n, "size": len(f"original {n}")} for n in ("000000_0", "000001_0")],
+                "outputs": [{"staged": f"{area.staging(run, pid)}/1/part-0", "name": "part-0", "size": 6}],
+                "trash": area.trash(run, pid), "stats_before": {}}
+    journal = area.journal(pid)
+    assert fs.create_exclusive(journal, json.dumps({**manifest, "owner": "rollback/live", "rollback": True}))
+
+    with pytest.raises(RollbackError, match="another rollback .*rollback/live.* holds it"):
+        rollback_partition(fs, area, manifest, f"file://{tmp_path}/events", owner="rollback/second")
+    assert read_journal(fs, journal)["owner"] == "rollback/live"  # still the live one's
+    assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == ["part-0"]
+
+    done = rollback_partition(fs, area, manifest, f"file://{tmp_path}/events", owner="rollback/next", locked=True)
+    assert done["rolled_back_at"] and not fs.exists(journal)
+    assert {p.name: p.read_text() for p in folder.iterdir() if not p.name.startswith(".")} == {
+        "000000_0": "original 000000_0", "000001_0": "original 000001_0"}
+
+
+def test_each_partition_gets_its_statistics_back_as_soon_as_it_is_rolled_back(stack, tmp_path):
+    """A rollback that fails at a later partition (here a writer reused an original's name) must
+    not leave the partitions it already restored with the merge's statistics."""
+    db, table, first, second = "rb_stats", "events", "dt=2026-06-07", "dt=2026-06-08"
+    stack.make_table(db, table, "PARQUET", ["2026-06-07", "2026-06-08"], files=3, rows=150)
+    content, params_before = stack.content(db, table), statistics_parameters(stack, db, table)
+    originals = sorted(p.name for p in stack.partition_location(db, table, second).iterdir()
+                       if not p.name.startswith((".", "_")))
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])
+    run = stack.run_dag(cfg)
+    assert run.state == "success", run.log[-4000:]
+    merged_params = statistics_parameters(stack, db, table)
+    assert merged_params[first] != params_before[first]
+    folder = stack.partition_location(db, table, second)
+    merged = [p for p in folder.iterdir() if not p.name.startswith((".", "_"))]
+    (folder / originals[0]).write_bytes(merged[0].read_bytes())  # the writer, in the later partition
+
+    cmd = ["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false",
+           str(ROOT / "spark_jobs" / "rollback.py"), "--table", f"{db}.{table}", "--run", run.run_id,
+           "--metastore", f"127.0.0.1:{stack.port}", "--config", str(cfg)]
+    p = subprocess.run(cmd, env=stack.env(cfg), capture_output=True, text=True, timeout=600)
+    assert p.returncode == 1 and "exist both in the partition and where rollback" in p.stdout + p.stderr, \
+        p.stdout[-3000:]
+    assert f"rolled back {db}.{table} {first}" in p.stdout
+    after = statistics_parameters(stack, db, table)
+    assert after[first] == params_before[first]  # restored with its files
+    assert after[second] == merged_params[second]  # refused: as the merge left it
+    assert stack.content(db, table)[first] == content[first]

@@ -35,7 +35,7 @@ import logging
 import os
 import time
 
-from .hadoop_fs import HadoopFS
+from .hadoop_fs import FolderGone, HadoopFS
 from .work_area import WorkArea, check_record, read_journal
 
 log = logging.getLogger(__name__)
@@ -105,6 +105,13 @@ def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | 
         log.warning("removing the incomplete journal %s (its commit never started)", journal)
         fs.delete(journal)
         return None
+    if record.get("purge"):  # work_area.purge_expired holds it for a moment while it deletes an expired run
+        st = fs.status(journal)
+        if st is None or st.modification_time > (time.time() - ORPHAN_AGE_SECONDS) * 1000:
+            raise CommitConflict(f"the purge of run {record.get('run')} holds {journal}; nothing was moved")
+        log.warning("removing the journal %s of a purge that is gone (its deletes are idempotent)", journal)
+        fs.delete(journal)
+        return None
     if record.get("rollback"):
         raise CommitConflict(f"a rollback of {_label(record)} holds it ({journal}): run that rollback again to "
                              "finish it; nothing was moved")
@@ -122,7 +129,7 @@ def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | 
                                  f"({claim}); nothing was moved by this one")
         log.warning("taking over the replay claim %s of a job that is gone", claim)
         fs.delete(claim)
-        return recover(fs, area, pid, owner, location, table_location)
+        return recover(fs, area, pid, owner, location, table_location, switch)
     try:
         log.warning("recovering the interrupted commit of %s (run %s) from %s",
                     record["partition"] or record["table"], record["run"], journal)
@@ -183,9 +190,12 @@ def _stop_if_changed(fs: HadoopFS, area: WorkArea, record: dict, first: bool) ->
 def _stop_if_dropped(fs: HadoopFS, area: WorkArea, record: dict, first: bool) -> None:
     """A partition dropped meanwhile stays dropped: its folder is never re-created (a later
     ``MSCK REPAIR`` would register it again), nothing is moved into it."""
+    if fs.status(record["location"].rstrip("/")) is None:
+        _dropped(fs, area, record, first)
+
+
+def _dropped(fs: HadoopFS, area: WorkArea, record: dict, first: bool) -> None:
     location = record["location"].rstrip("/")
-    if fs.status(location) is not None:
-        return
     fs.delete(area.journal(record["pid"]))
     raise (RuntimeError if first else InputsChanged)(
         f"the folder of {_label(record)} is gone ({location}): dropped while it was being merged? nothing was "
@@ -244,7 +254,10 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> d
     _check_owner(fs, area, record)
     _stop_if_dropped(fs, area, record, first)
     _stop_if_rewritten(fs, area, record)
-    moved = _move(fs, moves, record, "output_moved", "outputs_moved")
+    try:
+        moved = _move(fs, moves, record, "output_moved", "outputs_moved", create_folders=False)
+    except FolderGone:  # dropped since the check above: it stays dropped
+        _dropped(fs, area, record, first)
     if first and moved != len(moves):
         _abandon(fs, area, record, trash, location, f"{len(moves) - moved} staged output(s) vanished before "
                                                     "they moved")
@@ -271,13 +284,14 @@ def _label(record: dict) -> str:
     return f"{record['table']}/{record['partition']}"
 
 
-def _move(fs: HadoopFS, moves: list[tuple[str, str]], record: dict, after_first: str, after_all: str) -> int:
+def _move(fs: HadoopFS, moves: list[tuple[str, str]], record: dict, after_first: str, after_all: str,
+          create_folders: bool = True) -> int:
     """Move files in order (a missing source is skipped); the fault points after the first move
     and after all of them. Returns how many moved."""
-    moved = fs.move_all(moves[:1])
+    moved = fs.move_all(moves[:1], create_folders)
     if moved:
         fault_point(after_first, _label(record), record["location"])
-    moved += fs.move_all(moves[1:])
+    moved += fs.move_all(moves[1:], create_folders)
     fault_point(after_all, _label(record), record["location"])
     return moved
 
@@ -300,4 +314,7 @@ def _roll_back(fs: HadoopFS, record: dict, trash: str, location: str) -> None:
     for f in record["inputs"]:
         moved = f"{trash}/{f['name']}"
         if fs.exists(moved) and not fs.exists(f"{location}/{f['name']}"):
-            fs.rename(moved, f"{location}/{f['name']}")
+            try:
+                fs.rename(moved, f"{location}/{f['name']}", create_folders=False)
+            except FolderGone:  # dropped meanwhile: the rest stays in the trash too
+                return

@@ -10,11 +10,18 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from py4j.java_gateway import JavaClass
+from py4j.protocol import Py4JJavaError
 
 from . import jvm_helper, storage
 
 # Work areas hold journals whose names decide which files move: only their owner may write them.
 _OWNER_ONLY = 0o700
+# HiveCompactionHelper.MISSING_FOLDER: how a move into a folder that does not exist fails.
+_MISSING_FOLDER = "no such folder to move into: "
+
+
+class FolderGone(FileNotFoundError):
+    """A move's target folder does not exist (a partition dropped meanwhile); it was not created."""
 
 
 @dataclass(frozen=True)
@@ -68,17 +75,27 @@ class HadoopFS:
     def exists(self, uri: str) -> bool:
         return self.status(uri) is not None
 
-    def move_all(self, pairs: list[tuple]) -> int:
+    def move_all(self, pairs: list[tuple], create_folders: bool = True) -> int:
         """Move files (src, dst[, size, mtime]) in order, creating folders; a missing src is
         skipped (replays are idempotent), and so is one whose size or modification time is not
-        the one given; an existing dst raises (a move never overwrites). Returns how many moved."""
-        return int(self._call("moveAll", [list(p) for p in pairs])) if pairs else 0
+        the one given; an existing dst raises (a move never overwrites). Returns how many moved.
+        ``create_folders=False`` for moves into a partition: a dst folder that does not exist
+        (dropped meanwhile) is never re-created, FolderGone is raised instead."""
+        if not pairs:
+            return 0
+        try:
+            return int(self._call("moveAll", [list(p) for p in pairs], create_folders))
+        except Py4JJavaError as e:
+            message = str(e.java_exception.getMessage() or "")
+            if message.startswith(_MISSING_FOLDER):
+                raise FolderGone(message) from None
+            raise
 
-    def rename(self, src: str, dst: str) -> None:
+    def rename(self, src: str, dst: str, create_folders: bool = True) -> None:
         """Move one file; the target must not exist (a rename never overwrites here)."""
         if self.exists(dst):
             raise FileExistsError(f"will not overwrite {dst} (moving {src})")
-        if not self.move_all([(src, dst)]):
+        if not self.move_all([(src, dst)], create_folders):
             raise FileNotFoundError(f"rename {src} -> {dst}: {src} does not exist")
 
     def copy(self, src: str, dst: str) -> None:
@@ -158,14 +175,40 @@ class HadoopFS:
         return int(self.fs(uri).getFileStatus(self.path(uri)).getPermission().toShort())
 
     def write_text_atomic(self, uri: str, text: str) -> None:
-        """Write to a hidden temporary name, close (durable), then rename over nothing."""
+        """Write to a hidden temporary name, close (durable), then rename it over the old file in
+        one step: the name never stops existing. A journal taken over by a replay is rewritten
+        here; deleted first, a rival's ``create_exclusive`` could publish its own in the gap and
+        two jobs would act on one partition. HDFS: FileContext's rename with OVERWRITE (one
+        NameNode operation); the local file system: rename(2) through java.nio, which replaces
+        atomically (the file gets no checksum file, as ``create_exclusive``'s link does not)."""
         p = self.path(uri)
-        tmp = f"{p.getParent().toString()}/.{p.getName()}.tmp"
         fs = self.fs(uri)
-        if fs.exists(self.path(tmp)):
-            fs.delete(self.path(tmp), False)
-        self._write(fs, self.path(tmp), text)
-        if fs.exists(p):
-            fs.delete(p, False)
-        if not fs.rename(self.path(tmp), p):
-            raise OSError(f"rename {tmp} -> {uri} failed")
+        if not fs.exists(p.getParent()):
+            fs.mkdirs(p.getParent())
+        parent = fs.resolvePath(p.getParent())  # through a viewfs mount
+        how = storage.EXCLUSIVE_PUBLISH.get(str(parent.toUri().getScheme() or "file").lower())
+        if how is None:
+            raise OSError(storage.commit_refusal(str(parent.toUri().getScheme())))
+        target = parent.getFileSystem(self._conf)
+        tmp = self._path_class(parent, f".{p.getName()}.{uuid.uuid4().hex[:12]}.tmp")
+        dst = self._path_class(parent, p.getName())
+        self._write(target, tmp, text)
+        try:
+            if how == storage.HARD_LINK:
+                nio = self._jvm.java.nio.file
+                options = self._spark.sparkContext._gateway.new_array(nio.CopyOption, 1)
+                options[0] = nio.StandardCopyOption.ATOMIC_MOVE
+                old_crc = target.getChecksumFile(dst)
+                if target.exists(old_crc):  # (a file written by an older version) it would not match
+                    target.delete(old_crc, False)
+                nio.Files.move(target.pathToFile(tmp).toPath(), target.pathToFile(dst).toPath(), options)
+            else:
+                rename = self._jvm.org.apache.hadoop.fs.Options.Rename
+                options = self._spark.sparkContext._gateway.new_array(rename, 1)
+                options[0] = rename.OVERWRITE
+                self._jvm.org.apache.hadoop.fs.FileContext.getFileContext(target.getUri(), self._conf) \
+                    .rename(tmp, dst, options)
+        finally:
+            target.delete(tmp, False)
+            if how == storage.HARD_LINK:
+                target.delete(target.getChecksumFile(tmp), False)

@@ -177,7 +177,8 @@ def recover_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: dict
 def retire(fs: HadoopFS, hms: JobMetastore, manifest: dict) -> bool:
     """Delete the old folder of an expired switch: the files the manifest names (with their size
     and time), then the folder if empty. Nothing while a partition points at it; True when
-    nothing of it is left to look after."""
+    nothing of it is left to look after. Called by the purge while it holds the partition's
+    journal (``work_area._purge_partition``): never beside a rollback, which needs the folder whole."""
     old = manifest["location"].rstrip("/")
     label = f"{manifest['table']}/{manifest['partition']}"
     current = hms.location(manifest["table"], manifest["values"])

@@ -7,6 +7,7 @@ journals of other runs are finished here once they are old enough that no live j
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 
@@ -20,6 +21,9 @@ from .results import REASON_CHARS, PartitionResult, Status
 from .work_area import WorkArea, journaled, purge_expired
 
 log = logging.getLogger(__name__)
+
+# How long an orphan's replay waits for the partition's Metastore lock (a writer's, a rollback's).
+ORPHAN_LOCK_WAIT_SECONDS = 60
 
 def maintain(fs, run: str, owner: str, areas: list[dict], tasks: list[PartitionTask],
              partitions: JobMetastore | None = None) -> list[PartitionResult]:
@@ -48,6 +52,10 @@ def _maintain_area(fs, run: str, owner: str, a: dict, planned: set[str], old: fl
         if record is None and entry.modification_time < old:
             log.warning("removing the incomplete journal %s (its commit never started)", entry.path)
             fs.delete(entry.path)
+        elif record is not None and record.get("purge"):  # a purge holds it for a moment (work_area)
+            if entry.modification_time < old:
+                log.warning("removing the journal %s of a purge that is gone (its deletes are idempotent)", entry.path)
+                fs.delete(entry.path)
         elif record is not None and record["run"] != run and pid not in planned and entry.modification_time < old:
             results.append(_recover_orphan(fs, area, pid, record, owner, a.get("table_location"), partitions))
             if results[-1].status is not Status.MERGED and fs.exists(entry.path):
@@ -66,7 +74,10 @@ def _recover_orphan(fs, area: WorkArea, pid: str, record: dict, owner: str, tabl
     switch = (lambda r: location_switch.recover_switch(fs, area, partitions, r, table_location or "")) \
         if partitions else None
     try:
-        manifest = recover(fs, area, pid, owner, table_location=table_location, switch=switch)
+        # Held like a merge's own replay: a Hive writer waits, and so does a rollback.
+        with partitions.lock(record["table"], record["partition"], ORPHAN_LOCK_WAIT_SECONDS) if partitions \
+                else contextlib.nullcontext():
+            manifest = recover(fs, area, pid, owner, table_location=table_location, switch=switch)
         if record.get("mode") == location_switch.MODE:
             if manifest is None:
                 result.status, result.recovered = Status.SKIPPED, False

@@ -14,8 +14,9 @@ import time
 import uuid
 
 from . import location_switch
+from .commit import ORPHAN_AGE_SECONDS, fault_point
 from .work_area import UnsafeRecord, WorkArea, check_record, read_journal
-from .hadoop_fs import HadoopFS
+from .hadoop_fs import FolderGone, HadoopFS
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +34,12 @@ def manifests(fs: HadoopFS, area: WorkArea, run: str) -> list[dict]:
 
 
 def rollback_partition(fs: HadoopFS, area: WorkArea, manifest: dict, table_location: str,
-                       owner: str = "rollback", partitions=None) -> dict:
+                       owner: str = "rollback", partitions=None, locked: bool = False) -> dict:
     """Undo one committed merge. Everything is checked before anything moves: the manifest's
-    names and folders, that no commit or replay holds the partition (its journal and replay
-    claim are taken), that every file to move is where the manifest says and that no name it
-    moves to is taken; else nothing changes."""
+    names and folders, that no commit, replay, purge or other rollback holds the partition (its
+    journal is taken), that every file to move is where the manifest says and that no name it
+    moves to is taken; else nothing changes. ``locked``: this job holds the partition's
+    Metastore lock, which every rollback holds, so a rollback journal found is a dead job's."""
     if manifest.get("rolled_back_at"):
         return manifest
     label = f"{manifest['table']} {manifest['partition']}"
@@ -55,10 +57,7 @@ def rollback_partition(fs: HadoopFS, area: WorkArea, manifest: dict, table_locat
         raise RollbackError(f"{label}: the manifest's trash {trash} is not this work area's; nothing was changed")
     # Hold the partition as a commit would: no merge or replay can start while files move back.
     journal = area.journal(pid)
-    held = not fs.create_exclusive(journal, json.dumps({**manifest, "owner": owner, "rollback": True}))
-    if held and not (read_journal(fs, journal) or {}).get("rollback"):  # an interrupted rollback: finish it
-        raise RollbackError(f"{label}: a commit of this partition is under way or unfinished ({area.journal(pid)}); "
-                            "let it finish (run the DAG) and roll back then; nothing was changed")
+    _hold(fs, journal, {**manifest, "owner": owner, "rollback": True}, label, locked)
     try:
         if switched:  # one alter_partition back to the old folder, while it is whole
             try:
@@ -66,11 +65,13 @@ def rollback_partition(fs: HadoopFS, area: WorkArea, manifest: dict, table_locat
             except RuntimeError as e:
                 raise RollbackError(f"{e}; nothing was changed") from None
         else:
-            _check_and_move(fs, manifest, label, location, trash)
+            _check_and_move(fs, manifest, label, location, trash, lambda: _check_owner(fs, journal, owner, label))
+        done = {**manifest, "rolled_back_at": time.time()}
+        # Before the journal goes: a purge (which holds it too) never deletes a manifest being written.
+        fs.write_text_atomic(area.manifest(manifest["run"], pid), json.dumps(done, indent=1))
     finally:
-        fs.delete(journal)
-    done = {**manifest, "rolled_back_at": time.time()}
-    fs.write_text_atomic(area.manifest(manifest["run"], pid), json.dumps(done, indent=1))
+        if ((read_journal(fs, journal) or {}) if fs.exists(journal) else {}).get("owner") == owner:
+            fs.delete(journal)
     if switched:
         log.info("rolled back %s: the partition reads %s again", label, location)
     else:
@@ -79,7 +80,31 @@ def rollback_partition(fs: HadoopFS, area: WorkArea, manifest: dict, table_locat
     return done
 
 
-def _check_and_move(fs: HadoopFS, manifest: dict, label: str, location: str, trash: str) -> None:
+def _hold(fs: HadoopFS, journal: str, record: dict, label: str, locked: bool) -> None:
+    """Take the partition's journal, or refuse. A rollback journal left by a rollback that is
+    gone is taken over (the rollback is finished: each step is idempotent), one of a live
+    rollback never: two would move the same files and the first to finish would delete the
+    other's journal. Gone means: this job holds the Metastore lock every rollback holds, or
+    (a Metastore that serves no locks) the journal is older than a rollback runs."""
+    if fs.create_exclusive(journal, json.dumps(record)):
+        return
+    current, st = read_journal(fs, journal) or {}, fs.status(journal)
+    if not current.get("rollback"):
+        raise RollbackError(f"{label}: a commit, replay or purge of this partition is under way or unfinished "
+                            f"({journal}); let it finish (run the DAG) and roll back then; nothing was changed")
+    if not locked and st is not None and st.modification_time > (time.time() - ORPHAN_AGE_SECONDS) * 1000:
+        raise RollbackError(f"{label}: another rollback ({current.get('owner')}) holds it ({journal}); nothing was "
+                            "changed")
+    log.warning("%s: finishing the interrupted rollback of %s (%s)", label, current.get("owner"), journal)
+    fs.write_text_atomic(journal, json.dumps(record))  # replaced in one step: no gap for a rival
+
+
+def _check_owner(fs: HadoopFS, journal: str, owner: str, label: str) -> None:
+    if ((read_journal(fs, journal) or {}) if fs.exists(journal) else {}).get("owner") != owner:
+        raise RollbackError(f"{label}: this rollback no longer holds {journal}; it stopped")
+
+
+def _check_and_move(fs: HadoopFS, manifest: dict, label: str, location: str, trash: str, check_owner) -> None:
     inputs, outputs = manifest["inputs"], manifest["outputs"]
     paths = ([f"{trash}/{f['name']}" for f in inputs] + [f"{location}/{f['name']}" for f in inputs]
              + [f"{location}/{o['name']}" for o in outputs] + [f"{trash}/rolled-back/{o['name']}" for o in outputs])
@@ -101,13 +126,22 @@ def _check_and_move(fs: HadoopFS, manifest: dict, label: str, location: str, tra
         raise RollbackError(f"{label}: merged file(s) {replaced[:3]} are gone from the partition (a later "
                             "compaction replaced them? roll that run back first); nothing was changed")
     # Outputs leave before the originals return: never both visible at once.
+    check_owner()
     fs.move_all([(f"{location}/{o['name']}", f"{trash}/rolled-back/{o['name']}") for o in outputs])
-    fs.move_all([(f"{trash}/{f['name']}", f"{location}/{f['name']}") for f in inputs])
+    fault_point("rollback_outputs_moved", label, location)
+    check_owner()
+    try:
+        fs.move_all([(f"{trash}/{f['name']}", f"{location}/{f['name']}") for f in inputs], create_folders=False)
+    except FolderGone:
+        raise RollbackError(f"{label}: the partition's folder {location} is gone (dropped meanwhile?): it was not "
+                            f"re-created, the original files stay in {trash}") from None
 
 
 def rollback_run(fs: HadoopFS, area: WorkArea, run: str, table_location: str,
-                 partitions: list[str] | None = None, metastore=None) -> list[dict]:
-    """``metastore``: a ``JobMetastore``, for tables committed by location switch."""
+                 partitions: list[str] | None = None, metastore=None, restored=None) -> list[dict]:
+    """``metastore``: a ``JobMetastore``, for tables committed by location switch.
+    ``restored(manifest)`` is called as soon as each partition is rolled back (its statistics:
+    a later partition that fails must not leave this one's files with the merge's statistics)."""
     found = manifests(fs, area, run)
     if partitions:
         missing = set(partitions) - {m["partition"] for m in found}
@@ -119,7 +153,10 @@ def rollback_run(fs: HadoopFS, area: WorkArea, run: str, table_location: str,
     done = []
     for m in found:
         # Held like a commit's: a Hive writer waits while files move back.
-        with metastore.lock(m["table"], m["partition"], LOCK_WAIT_SECONDS) if metastore else contextlib.nullcontext():
+        with metastore.lock(m["table"], m["partition"], LOCK_WAIT_SECONDS) if metastore else contextlib.nullcontext() \
+                as lock_id:
             done.append(rollback_partition(fs, area, m, table_location, owner=f"rollback/{uuid.uuid4().hex[:12]}",
-                                           partitions=metastore))
+                                           partitions=metastore, locked=lock_id is not None))
+        if restored:
+            restored(done[-1])
     return done

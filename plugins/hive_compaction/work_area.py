@@ -9,8 +9,8 @@ Beside the table, never inside a partition (Hive and ``MSCK REPAIR`` do not read
     <root>/manifests/<run>/<partition id>.json  what a committed merge replaced (rollback, purge)
 
 Every operation goes through the Spark job's Hadoop FileSystem (``fs``: ``hadoop_fs.HadoopFS``
-or anything with its ``list``, ``read_text`` and ``delete``), so the Airflow workers never
-touch it.
+or anything with its ``list``, ``read_text``, ``exists``, ``create_exclusive`` and ``delete``),
+so the Airflow workers never touch it.
 """
 from __future__ import annotations
 
@@ -129,9 +129,11 @@ def purge_expired(fs, area: WorkArea, retention_days: int, keep_runs: set[str], 
     """Delete the per-run folders (trash, manifests, staging) of runs older than the retention.
 
     A run's age is the newest change in any of its folders; runs in ``keep_runs`` (the current
-    one, any with an interrupted commit) are never purged. A run whose manifests include
-    location switches is purged only once ``retire(manifest)`` (``location_switch.retire``)
-    has looked after each old folder. Returns the folders deleted."""
+    one, any with an interrupted commit) are never purged. An expired run is deleted partition
+    by partition, each while holding that partition's journal (``_purge_partition``), so never
+    beside a commit, replay or rollback of it. A run whose manifests include location switches
+    is purged only once ``retire(manifest)`` (``location_switch.retire``) has looked after each
+    old folder. Returns the run folders deleted."""
     now = time.time() if now is None else now
     cutoff_ms = (now - retention_days * 86400) * 1000
     newest: dict[str, int] = {}
@@ -142,8 +144,15 @@ def purge_expired(fs, area: WorkArea, retention_days: int, keep_runs: set[str], 
             newest[run_dir.name] = max(newest.get(run_dir.name, 0), changed)
     deleted = []
     for run, changed in sorted(newest.items()):
-        if changed >= cutoff_ms or run in keep_runs or not _retired(fs, area, run, retire):
+        if changed >= cutoff_ms or run in keep_runs:
             continue
+        from .commit import fault_point  # (commit imports this module)
+        fault_point("purging", run, area.root)
+        pids = _partitions_of(fs, area, run)
+        if not all([_purge_partition(fs, area, run, pid, retire) for pid in sorted(pids)]):
+            continue  # the rest of the run waits for a later purge
+        if _partitions_of(fs, area, run) - pids:
+            continue  # a partition arrived meanwhile: not held, so not deleted
         for folder in RUN_FOLDERS:
             target = f"{area.root}/{folder}/{run}"
             if fs.delete(target, recursive=True):
@@ -154,11 +163,29 @@ def purge_expired(fs, area: WorkArea, retention_days: int, keep_runs: set[str], 
     return deleted
 
 
-def _retired(fs, area: WorkArea, run: str, retire) -> bool:
-    """Whether the old folders of the run's location switches are looked after (or it has none)."""
-    for entry in fs.list(area.manifests(run)):
-        record = read_journal(fs, entry.path) if entry.name.endswith(".json") else None
-        if record and record.get("mode") == "location_switch":
-            if retire is None or not retire(record):
-                return False
-    return True
+def _partitions_of(fs, area: WorkArea, run: str) -> set[str]:
+    """The partition ids a run's folders hold something of (hidden temporary files aside)."""
+    return {e.name[:-len(".json")] if e.name.endswith(".json") else e.name
+            for folder in RUN_FOLDERS for e in fs.list(f"{area.root}/{folder}/{run}") if not e.name.startswith(".")}
+
+
+def _purge_partition(fs, area: WorkArea, run: str, pid: str, retire) -> bool:
+    """Delete one partition's trash, manifest and staging of an expired run while holding its
+    journal, as a commit does: a rollback holds it while it moves files out of this trash and
+    back (deleting the trash then would lose the rows that were in it), a commit or replay while
+    it moves files into it. So the rule is simply: whoever holds the journal has the partition's
+    work-area files; a held journal (or an old folder not retired yet) keeps them, False. The
+    hold costs a commit that starts in those milliseconds its partition for this run."""
+    journal = area.journal(pid)
+    if not fs.create_exclusive(journal, json.dumps({"purge": True, "run": run, "pid": pid, "at": time.time()})):
+        log.info("%s: run %s is kept for now: its partition %s is held (%s)", area.root, run, pid, journal)
+        return False
+    try:
+        manifest = read_journal(fs, area.manifest(run, pid)) if fs.exists(area.manifest(run, pid)) else None
+        if manifest and manifest.get("mode") == "location_switch" and (retire is None or not retire(manifest)):
+            return False
+        for path in (area.trash(run, pid), area.manifest(run, pid), area.staging(run, pid)):
+            fs.delete(path, recursive=True)
+        return True
+    finally:
+        fs.delete(journal)

@@ -103,9 +103,15 @@ public class HiveCompactionHelper {
         return write(out);
     }
 
+    /** The message a move into a folder that does not exist fails with (hadoop_fs.FolderGone). */
+    public static final String MISSING_FOLDER = "no such folder to move into: ";
+
     /** Move files: JSON [[src, dst], ...]. A missing src is skipped (a replay after a crash); an
-     *  existing dst is an error (never overwrite). Stops at the first failure. Returns moves done. */
-    public int moveAll(String pairsJson) throws IOException {
+     *  existing dst is an error (never overwrite). Stops at the first failure. Returns moves done.
+     *  ``createFolders`` false (moves into a partition): a dst folder that does not exist is
+     *  never created (a partition dropped meanwhile would be re-created, and MSCK REPAIR would
+     *  register it again): FileNotFoundException starting with MISSING_FOLDER. */
+    public int moveAll(String pairsJson, boolean createFolders) throws IOException {
         List pairs = (List) read(pairsJson);
         int moved = 0;
         for (int i = 0; i < pairs.size(); i++) {
@@ -125,11 +131,49 @@ public class HiveCompactionHelper {
                     || st.getModificationTime() != ((Number) pair.get(3)).longValue())) continue;
             if (fs.exists(dst)) throw new IOException("will not overwrite " + dst + " (moving " + src + ")");
             Path parent = dst.getParent();
-            if (!fs.exists(parent) && !fs.mkdirs(parent)) throw new IOException("could not create folder " + parent);
-            if (!fs.rename(src, dst)) throw new IOException("rename " + src + " -> " + dst + " failed");
+            if (createFolders) {
+                if (!fs.exists(parent) && !fs.mkdirs(parent)) throw new IOException("could not create folder " + parent);
+                if (!fs.rename(src, dst)) throw new IOException("rename " + src + " -> " + dst + " failed");
+            } else if (!renameIntoExisting(fs, src, dst)) {
+                if (!fs.exists(parent)) throw new java.io.FileNotFoundException(MISSING_FOLDER + parent);
+                throw new IOException("rename " + src + " -> " + dst + " failed");
+            }
             moved++;
         }
         return moved;
+    }
+
+    /** Renames without creating dst's folder; false if it failed (the folder does not exist?).
+     *  HDFS's rename fails when the folder is missing. The local file system's falls back to a
+     *  copy when rename(2) fails, and that copy creates the folder: there the file (and its
+     *  checksum file) moves by java.nio's move, a rename(2) that never creates a folder. */
+    private boolean renameIntoExisting(FileSystem fs, Path src, Path dst) throws IOException {
+        Path parent;
+        try {
+            parent = fs.resolvePath(dst.getParent());  // through a viewfs mount
+        } catch (java.io.FileNotFoundException e) {
+            return false;
+        }
+        FileSystem target = parent.getFileSystem(conf);
+        if (!(target instanceof org.apache.hadoop.fs.LocalFileSystem)) return fs.rename(src, dst);
+        org.apache.hadoop.fs.LocalFileSystem local = (org.apache.hadoop.fs.LocalFileSystem) target;
+        Path from = fs.resolvePath(src);
+        Path to = new Path(parent, dst.getName());
+        if (!nioMove(local, from, to)) return false;
+        Path crc = local.getChecksumFile(from);
+        if (local.exists(crc)) nioMove(local, crc, local.getChecksumFile(to));  // without it the file still reads
+        return true;
+    }
+
+    private static boolean nioMove(org.apache.hadoop.fs.LocalFileSystem local, Path from, Path to) throws IOException {
+        try {
+            // No REPLACE_EXISTING: an existing target fails too.
+            java.nio.file.Files.move(local.pathToFile(from).toPath(), local.pathToFile(to).toPath(),
+                                     new java.nio.file.CopyOption[0]);
+            return true;
+        } catch (java.nio.file.NoSuchFileException e) {
+            return false;
+        }
     }
 
     // --- footers ---------------------------------------------------------------------------
