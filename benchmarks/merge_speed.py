@@ -487,7 +487,7 @@ def report(figures: dict) -> None:
         fixed = {k: c.get("fixed_seconds") for k, c in f["contestants"].items() if c.get("fixed_seconds") is not None}
         log("seconds per partition beyond the fixed start: "
             + ", ".join(f"{k} {v}" for k, v in per.items() if v is not None)
-            + (f"; fixed start to the first merge byte: " + ", ".join(f"{k} {v}s" for k, v in fixed.items())
+            + ("; fixed start to the first merge byte: " + ", ".join(f"{k} {v}s" for k, v in fixed.items())
                if fixed else ""))
         pp = f["contestants"].get("per_partition", {})
         if pp.get("extrapolated_from"):

@@ -3,7 +3,7 @@ duplicated, any one value changed, nulls moved inside structs, arrays and maps, 
 a microsecond inside a map; and it does not depend on row order."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 
 import pytest
