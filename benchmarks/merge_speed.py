@@ -79,7 +79,7 @@ CONTESTANTS = {
 TARGETS = {
     "dag_vs_loop_wall": (1.0, "min", "DAG end-to-end wall vs the unverified one-app coalesce loop's wall (x faster)"),
     "dag_vs_per_partition_submits": (20.0, "min", "DAG end-to-end wall vs one spark-submit per partition (x faster)"),
-    "rewrite_verification_share": (0.15, "max", "rewrite: read-back and checksum comparison / in-app time"),
+    "rewrite_verification_share": (0.15, "max", "rewrite: the inputs' and outputs' checksum scans / rewrite jobs' time"),
     "copy_verification_share": (0.25, "max", "copy: read-back, second read and comparison / copy-merge time"),
     "copy_ms_per_file": (1.0, "max", "copy: in-app ms per input file beyond its bytes at 0.25x the floor's rate"),
     "copy_vs_floor_throughput": (0.25, "min", "copy-mode in-app throughput / floor throughput"),
@@ -454,7 +454,9 @@ def ratios(c: dict, total_bytes: int, total_files: int) -> dict:
     values = {
         "dag_vs_loop_wall": _div(get("loop", "wall_seconds"), get("dag", "wall_seconds")),
         "dag_vs_per_partition_submits": _div(get("per_partition", "wall_seconds"), get("dag", "wall_seconds")),
-        "rewrite_verification_share": _div(get("rewrite", "rewrite_verify_seconds"), get("rewrite", "in_app_seconds")),
+        # Over the rewrite jobs' own time: jobs of one batch run side by side, so their phases
+        # overlap the in-application span (as the copy's share is over the copy merges' time).
+        "rewrite_verification_share": _div(get("rewrite", "rewrite_verify_seconds"), get("rewrite", "rewrite_seconds")),
         "copy_verification_share": _div(get("copy", "copy_verify_seconds"), get("copy", "copy_seconds")),
         "copy_ms_per_file": per_file,
         "copy_vs_floor_throughput": _div(copy_tp, floor_tp),
