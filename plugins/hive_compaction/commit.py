@@ -60,6 +60,12 @@ def fault_point(point: str, label: str = "", location: str = "") -> None:
 ORPHAN_AGE_SECONDS = 600
 
 
+def recent(status) -> bool:
+    """Whether a journal or claim (its file status, or None) changed within ORPHAN_AGE_SECONDS:
+    its job may still be alive."""
+    return status is not None and status.modification_time > (time.time() - ORPHAN_AGE_SECONDS) * 1000
+
+
 class CommitConflict(RuntimeError):
     """Another job holds this partition's journal or replay claim: this job moved nothing more."""
 
@@ -107,7 +113,7 @@ def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | 
         return None
     if record.get("purge"):  # work_area.purge_expired holds it for a moment while it deletes an expired run
         st = fs.status(journal)
-        if st is None or st.modification_time > (time.time() - ORPHAN_AGE_SECONDS) * 1000:
+        if st is None or recent(st):
             raise CommitConflict(f"the purge of run {record.get('run')} holds {journal}; nothing was moved")
         log.warning("removing the journal %s of a purge that is gone (its deletes are idempotent)", journal)
         fs.delete(journal)
@@ -124,7 +130,7 @@ def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | 
     claim = area.replay_claim(pid)
     if not fs.create_exclusive(claim, json.dumps({"owner": owner, "at": time.time()})):
         st = fs.status(claim)
-        if st is None or st.modification_time > (time.time() - ORPHAN_AGE_SECONDS) * 1000:
+        if st is None or recent(st):
             raise CommitConflict(f"another job is finishing the interrupted commit of {_label(record)} "
                                  f"({claim}); nothing was moved by this one")
         log.warning("taking over the replay claim %s of a job that is gone", claim)

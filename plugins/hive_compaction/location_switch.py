@@ -38,7 +38,7 @@ import logging
 import time
 from typing import Callable
 
-from .commit import ORPHAN_AGE_SECONDS, CommitConflict, InputsChanged, _check_owner, fault_point
+from .commit import CommitConflict, InputsChanged, _check_owner, fault_point, recent
 from .grouping import data_files
 from .hadoop_fs import HadoopFS
 from .job_metastore import JobMetastore, same_location
@@ -163,7 +163,7 @@ def recover_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: dict
         return _finish(fs, area, record)
     if same_location(current, record["location"]):
         st = fs.status(area.journal(record["pid"]))
-        if st is not None and st.modification_time > (time.time() - ORPHAN_AGE_SECONDS) * 1000:
+        if recent(st):
             raise CommitConflict(f"{label}: run {record['run']} is switching its location now (journal written "
                                  f"{time.time() - st.modification_time / 1000:.0f}s ago); left to it")
         log.warning("%s: the location switch of run %s did not happen; removing its new folder", label, record["run"])

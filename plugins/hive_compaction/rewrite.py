@@ -233,6 +233,8 @@ class RewriteEngine:
 
 def _path_of(uri: str) -> str:
     """A file's path without its scheme and authority (``file:/a``, ``file:///a`` and
-    ``hdfs://nn:8020/a`` give ``/a``): Spark's and Hadoop's spellings of one file compare equal."""
+    ``hdfs://nn:8020/a`` give ``/a``): Spark's and Hadoop's spellings of one file compare equal.
+    Not ``paths.split_uri``: a Hadoop path is not URL-encoded, and urlsplit would cut a file name
+    at a ``#`` or ``?``."""
     m = re.match(r"[A-Za-z][A-Za-z0-9+.-]*:(//[^/]*)?", uri)
     return uri[m.end():] if m else uri

@@ -14,7 +14,7 @@ import time
 import uuid
 
 from . import location_switch
-from .commit import ORPHAN_AGE_SECONDS, fault_point
+from .commit import fault_point, recent
 from .work_area import UnsafeRecord, WorkArea, check_record, read_journal
 from .hadoop_fs import FolderGone, HadoopFS
 
@@ -70,7 +70,7 @@ def rollback_partition(fs: HadoopFS, area: WorkArea, manifest: dict, table_locat
         # Before the journal goes: a purge (which holds it too) never deletes a manifest being written.
         fs.write_text_atomic(area.manifest(manifest["run"], pid), json.dumps(done, indent=1))
     finally:
-        if ((read_journal(fs, journal) or {}) if fs.exists(journal) else {}).get("owner") == owner:
+        if _owner(fs, journal) == owner:
             fs.delete(journal)
     if switched:
         log.info("rolled back %s: the partition reads %s again", label, location)
@@ -92,15 +92,20 @@ def _hold(fs: HadoopFS, journal: str, record: dict, label: str, locked: bool) ->
     if not current.get("rollback"):
         raise RollbackError(f"{label}: a commit, replay or purge of this partition is under way or unfinished "
                             f"({journal}); let it finish (run the DAG) and roll back then; nothing was changed")
-    if not locked and st is not None and st.modification_time > (time.time() - ORPHAN_AGE_SECONDS) * 1000:
+    if not locked and recent(st):
         raise RollbackError(f"{label}: another rollback ({current.get('owner')}) holds it ({journal}); nothing was "
                             "changed")
     log.warning("%s: finishing the interrupted rollback of %s (%s)", label, current.get("owner"), journal)
     fs.write_text_atomic(journal, json.dumps(record))  # replaced in one step: no gap for a rival
 
 
+def _owner(fs: HadoopFS, journal: str) -> str | None:
+    """Who holds the journal now (None: nobody, or a torn one)."""
+    return ((read_journal(fs, journal) or {}) if fs.exists(journal) else {}).get("owner")
+
+
 def _check_owner(fs: HadoopFS, journal: str, owner: str, label: str) -> None:
-    if ((read_journal(fs, journal) or {}) if fs.exists(journal) else {}).get("owner") != owner:
+    if _owner(fs, journal) != owner:
         raise RollbackError(f"{label}: this rollback no longer holds {journal}; it stopped")
 
 
