@@ -30,6 +30,16 @@ from hive_compaction.commit import KILL_POINTS  # noqa: E402
 from hive_compaction.location_switch import SWITCH_POINTS  # noqa: E402
 
 
+def statistics_wrong(part: dict, rows: int) -> str | None:
+    """What in a partition's Metastore statistics differs from its disk (``stack.snapshot``'s
+    entry and the rows read back), or None; numRows may be absent."""
+    if (part["hms_num_files"], part["hms_total_size"]) == (str(part["num_files"]), str(part["bytes"])) \
+            and part["hms_num_rows"] in (None, str(rows)):
+        return None
+    return (f"Metastore statistics differ from the disk (numFiles/totalSize/numRows {part['hms_num_files']}/"
+            f"{part['hms_total_size']}/{part['hms_num_rows']}, disk {part['num_files']}/{part['bytes']}/{rows})")
+
+
 def kill_matrix(stack: Stack, work: Path, formats=("ORC", "PARQUET"), points=KILL_POINTS,
                 partitions: int = 2, files: int = 4, rows: int = 250, db: str = "reliability",
                 alternate: bool = False) -> dict:
@@ -81,13 +91,9 @@ def kill_matrix(stack: Stack, work: Path, formats=("ORC", "PARQUET"), points=KIL
             if extra:
                 figures["leftovers"] += len(extra)
                 figures["problems"].append(f"{table}/{name}: leftovers {extra}")
-            rows = len(after.get(name, []))
-            if (part["hms_num_files"] != str(part["num_files"]) or part["hms_total_size"] != str(part["bytes"])
-                    or part["hms_num_rows"] not in (None, str(rows))):
-                figures["problems"].append(f"{table}/{name}: Metastore statistics differ from the disk "
-                                           f"(numFiles/totalSize/numRows {part['hms_num_files']}/"
-                                           f"{part['hms_total_size']}/{part['hms_num_rows']}, disk "
-                                           f"{part['num_files']}/{part['bytes']}/{rows})")
+            wrong = statistics_wrong(part, len(after.get(name, [])))
+            if wrong:
+                figures["problems"].append(f"{table}/{name}: {wrong}")
         # Staging outside the partitions may keep a killed attempt's files until the trash retention
         # purges them; an unfinished journal would be a real leftover.
         area = Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db" / ".hive_compaction" / table
@@ -222,12 +228,10 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
                     problems.append(f"a reader that listed at {point} read {len(seen)} row(s), not the "
                                     f"{len(expected[table])} before")
             part = stack.snapshot(db, table).get(f"dt={dt}")
-            if part and ((part["hms_num_files"], part["hms_total_size"]) != (str(part["num_files"]), str(part["bytes"]))
-                         or part["hms_num_rows"] not in (None, str(len(after or [])))):
+            wrong = statistics_wrong(part, len(after or [])) if part else None
+            if wrong:
                 figures["statistics_wrong"] += 1
-                problems.append(f"Metastore statistics differ from the disk (numFiles/totalSize/numRows "
-                                f"{part['hms_num_files']}/{part['hms_total_size']}/{part['hms_num_rows']}, disk "
-                                f"{part['num_files']}/{part['bytes']}/{len(after or [])})")
+                problems.append(wrong)
         # MSCK REPAIR must find nothing to add (no re-created or stray folder) and change no row.
         stack.spark.sql(f"MSCK REPAIR TABLE {db}.{table}")
         if stack.rows(db, table).get(f"dt={dt}") != after:
