@@ -7,6 +7,11 @@ without relying on timing:
 
 - ``HIVE_COMPACTION_TEST_KILL_AT="<point>[:<text>]"`` kills the job with SIGKILL at that point
   (for the partition whose label contains <text>, if given);
+- ``HIVE_COMPACTION_TEST_KILL_AT_CALL="<n>[:<text>]"`` kills the job with SIGKILL just before
+  the n-th storage operation (``HadoopFS.before_operation``: every call, every single move of a
+  batch, each step of a journal's publication) that the thread committing the partition makes
+  from its first commit step (``staged``) on: a sweep over n stops the commit between any two
+  of its file-system calls;
 - ``HIVE_COMPACTION_TEST_HOOK_AT="<point>"`` runs the shell command in
   ``HIVE_COMPACTION_TEST_HOOK_CMD`` there, with the partition's folder in
   ``HIVE_COMPACTION_PARTITION_DIR``.
@@ -17,9 +22,11 @@ import logging
 import os
 import signal
 import subprocess
+import threading
 from urllib.parse import urlsplit
 
 KILL_ENV = "HIVE_COMPACTION_TEST_KILL_AT"
+KILL_AT_CALL_ENV = "HIVE_COMPACTION_TEST_KILL_AT_CALL"
 HOOK_ENV = "HIVE_COMPACTION_TEST_HOOK_AT"
 HOOK_CMD_ENV = "HIVE_COMPACTION_TEST_HOOK_CMD"
 # What the harness sets for a job that must load this module.
@@ -35,7 +42,30 @@ def _matches(setting: str | None, point: str, label: str) -> bool:
     return name == point and text in label
 
 
+_counting = threading.local()  # .calls: storage operations this thread made since its commit began
+
+
+def _count_operation(operation: str, uri: str) -> None:
+    calls = getattr(_counting, "calls", None)
+    if calls is None:
+        return
+    _counting.calls = calls = calls + 1
+    if calls == int(os.environ[KILL_AT_CALL_ENV].partition(":")[0]):
+        log.warning("test kill point call:%d reached (before %s %s): killing the job with SIGKILL", calls,
+                    operation, uri)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+if os.environ.get(KILL_AT_CALL_ENV):
+    from hive_compaction.hadoop_fs import HadoopFS
+    HadoopFS.before_operation = staticmethod(_count_operation)
+
+
 def at(point: str, label: str, location: str) -> None:
+    kill_at_call = os.environ.get(KILL_AT_CALL_ENV)
+    if kill_at_call and point == "staged":
+        # Count this thread's operations from its commit's start (another partition's: stop).
+        _counting.calls = 0 if kill_at_call.partition(":")[2] in label else None
     if _matches(os.environ.get(HOOK_ENV), point, label):
         log.warning("test hook at %s for %s", point, label)
         subprocess.run(os.environ[HOOK_CMD_ENV], shell=True, check=True,

@@ -15,8 +15,8 @@ from hive_compaction.config import FanOut, TablePolicy
 from hive_compaction.metastore import NUM_FILES, TOTAL_SIZE, PartitionInfo, TableInfo, storage_format
 from hive_compaction.batch import (MAX_ENCODED_BATCH, PartitionTask, batch_payload, batch_tasks, decode_batch,
                                    encode_batch, task_from_dict, task_to_dict)
-from hive_compaction.planning import (DDL_TIME, LISTED_AT, Skipped, batch_label, candidate, pack_batches, plan_table,
-                                      priority, split_oversized, table_refusal)
+from hive_compaction.planning import (DDL_TIME, LISTED_AT, Skipped, batch_label, candidate, one_task_per_folder,
+                                      pack_batches, plan_table, priority, split_oversized, table_refusal)
 
 MB = 1024**2
 GB = 1024**3
@@ -246,6 +246,18 @@ def test_two_partitions_sharing_one_folder_are_not_both_planned():
                                                       make_partition("dt=2", location=shared + "/", numFiles=9)])
     assert [t.partition for t in tasks] == ["dt=1"]
     assert skipped == [Skipped("db.events", "dt=2", f"shares its folder {shared}/ with partition dt=1")]
+
+
+def test_two_tables_over_one_folder_are_not_both_planned():
+    """An external table over another's location: each table's commit holds the partition in
+    its own work area, so only one of them may merge a shared folder in a run."""
+    events, copy = make_table(), make_table(table="events_copy", table_type="EXTERNAL_TABLE")
+    parts = [make_partition("dt=1", numFiles=9), make_partition("dt=2", numFiles=9)]
+    planned = plan_table(events, TablePolicy(), parts[:1])[0] + plan_table(copy, TablePolicy(), parts)[0]
+    kept, skipped = one_task_per_folder(planned)
+    assert [(t.table_name, t.partition) for t in kept] == [("db.events", "dt=1"), ("db.events_copy", "dt=2")]
+    assert skipped == [Skipped("db.events_copy", "dt=1", "shares its folder hdfs://nn/wh/db.db/events/dt=1 with "
+                                                         "db.events dt=1, merged by this run instead")]
 
 
 def test_plan_table_refused_table_gives_one_skip_and_no_tasks():

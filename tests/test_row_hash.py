@@ -108,3 +108,17 @@ def test_the_two_halves_are_independent_hashes(spark):
     rows = [row(id=i) for i in range(5)]
     _, first, second = checksum(spark, rows)
     assert first != second and first != 0 and second != 0
+
+
+def test_each_checksum_is_the_exact_sum_of_its_row_hashes(spark):
+    """The sums are taken as 32-bit halves in 64-bit integers: recombined, they are the exact
+    (unbounded) sums of the row hashes, with hashes of both signs and enough rows that a plain
+    64-bit sum would have wrapped around."""
+    from hive_compaction.row_hash import row_hashes
+    rows = [row(id=i, d=i * 0.25) for i in range(400)]
+    df = spark.createDataFrame(rows, SCHEMA)
+    hashes = df.select(*row_hashes(SCHEMA)).collect()
+    exact = (len(rows), sum(h[0] for h in hashes), sum(h[1] for h in hashes))
+    assert any(h[0] < 0 for h in hashes) and any(h[0] > 0 for h in hashes)
+    assert max(abs(sum(h[0] for h in hashes[:k])) for k in range(len(hashes))) > 2**63  # a 64-bit sum wraps
+    assert content(df.agg(*content_metrics(SCHEMA)).first()) == exact

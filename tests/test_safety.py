@@ -149,6 +149,43 @@ def test_two_runs_merging_one_partition_at_once_never_duplicate_a_row(stack, tmp
     assert not list((work / "journal").glob("dt_2026-04-06.*.json"))
 
 
+@pytest.mark.parametrize("point", ["staged", "input_moved"])
+def test_two_tables_over_one_folder_merged_at_once_never_duplicate_a_row(stack, tmp_path, point):
+    """An external table over another table's folders, each merged by its own run: their commits
+    hold the partition in two work areas, so neither journal stops the other. Run A (the external
+    table) is paused before its commit or after its first input moved while run B (the table)
+    merges the same folder; every file moves once at most, and a commit publishes only when it
+    moved all its inputs, so one of them merges and the other moves nothing (or puts back what
+    it moved). The plan task keeps two tables' partitions over one folder out of a single run
+    (``planning.one_task_per_folder``); this is two runs."""
+    import shlex
+    db, dt = "shared_folder", "2026-04-07"
+    table, alias = f"events_{point}", f"alias_{point}"
+    stack.make_table(db, table, "ORC", [dt], files=4, rows=300)
+    stack.spark.sql(f"CREATE TABLE {db}.{alias} LIKE {db}.{table} "  # external: it has a LOCATION
+                    f"LOCATION 'file://{stack.partition_location(db, table, f'dt={dt}').parent}'")
+    stack.spark.sql(f"MSCK REPAIR TABLE {db}.{alias}")
+    stack.spark.sql(f"ANALYZE TABLE {db}.{alias} PARTITION (dt='{dt}') COMPUTE STATISTICS NOSCAN")
+    rows = stack.rows(db, table)
+    folder = stack.partition_location(db, table, f"dt={dt}")
+    assert stack.partition_location(db, alias, f"dt={dt}") == folder
+    batch_a = stack.plan_batches(stack.write_config(tmp_path / "a.yaml", [{"name": f"{db}.{alias}"}]),
+                                 run_id="run-a")["spark_args"][0]["application_args"][1]
+    batch_b = stack.plan_batches(stack.write_config(tmp_path / "b.yaml", [{"name": f"{db}.{table}"}]),
+                                 run_id="run-b")["spark_args"][0]["application_args"][1]
+    run_b = "env -u HIVE_COMPACTION_TEST_HOOK_AT " + shlex.join(stack.spark_submit_cmd(batch_b))
+    a = stack.spark_submit(batch_a, HIVE_COMPACTION_TEST_HOOK_AT=point, HIVE_COMPACTION_TEST_HOOK_CMD=run_b)
+    assert "test hook at" in a.stdout + a.stderr, a.stdout[-3000:]
+    assert stack.rows(db, table) == rows == stack.rows(db, alias)  # every row exactly once
+    # B merged what it found (after A's first move, that is all but A's moved input, which A put
+    # back when it found the rest gone); A published nothing.
+    assert len([f for f in partition_files(folder) if f.startswith("part-compacted-")]) == 1, partition_files(folder)
+    assert a.returncode == 1 and ("changed while it was being merged" in a.stdout or
+                                  "every file was put back" in a.stdout), a.stdout[-3000:]
+    areas = Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db" / ".hive_compaction"
+    assert {t: list((areas / t / "journal").glob("*.json")) for t in (table, alias)} == {table: [], alias: []}
+
+
 def test_unsafe_or_unsupported_inputs_are_skipped_with_a_reason_and_left_byte_for_byte(stack, tmp_path):
     from hmsclient import hmsclient
     db = "refusals"

@@ -12,8 +12,8 @@ from . import result_table
 from .metastore import Metastore, TableInfo, unescape_path_name
 from .paths import run_tag
 from .batch import batch_payload, encode_batch
-from .planning import (Skipped, batch_label, pack_batches, plan_table, priority, split_oversized,
-                       table_refusal, table_work_dir)
+from .planning import (Skipped, batch_label, one_task_per_folder, pack_batches, plan_table, priority,
+                       split_oversized, table_refusal, table_work_dir)
 from .report import distribution, note, render, render_distribution, summarize
 from .results import PLANNED_AT, PartitionResult, Status, decode_results, statistics_update
 from .run_params import RunSelection, partition_date
@@ -92,6 +92,8 @@ def plan(settings: config_mod.Settings, hms: Metastore, run_id: str, selection: 
             areas[tc.name] = {"table": tc.name, "table_location": table.location,
                               "work_dir": table_work_dir(table, tc.policy),
                               "trash_retention_days": tc.policy.trash_retention_days}
+    tasks, shared = one_task_per_folder(tasks)
+    skipped += shared
     policies = {tc.name: tc.policy for tc in selection.tables}
     limit = max(1, min(settings.fan_out.max_spark_jobs, max_map_length))
     # When the caps defer some: the run's own dates first (the likeliest small files first, by

@@ -20,6 +20,11 @@ _OWNER_ONLY = 0o700
 _MISSING_FOLDER = "no such folder to move into: "
 
 
+# The hidden temporary file a journal or manifest is written to before it is published: a job
+# killed in between leaves it behind (``work_area`` removes old ones).
+TEMP_SUFFIX = ".tmp"
+
+
 class FolderGone(FileNotFoundError):
     """A move's target folder does not exist (a partition dropped meanwhile); it was not created."""
 
@@ -37,6 +42,11 @@ class HadoopFS:
     """File operations on Hadoop URIs. Listing, status and moves of many files go through the
     JVM helper (``jvm_helper``): one py4j round trip per batch instead of several per file."""
 
+    # A test's fault injector: called as (operation, uri) before every storage operation, the
+    # single steps inside a move of many files or a journal's publication included, so a test
+    # can stop the job between any two of them. None in production.
+    before_operation = None
+
     def __init__(self, spark):
         self._spark = spark
         self._jvm = spark._jvm
@@ -46,6 +56,11 @@ class HadoopFS:
 
     def _call(self, method: str, *args):
         return jvm_helper.call(self._spark, method, *args)
+
+    @classmethod
+    def _before(cls, operation: str, uri: str) -> None:
+        if cls.before_operation is not None:
+            cls.before_operation(operation, uri)
 
     def path(self, uri: str):
         return self._path_class(uri)
@@ -63,11 +78,15 @@ class HadoopFS:
 
     def list(self, uri: str) -> list[Entry]:
         """Direct children of a folder (empty when it does not exist), sorted by name."""
+        self._before("list", uri)
         return [self._entry(d) for d in self._call("list", uri)]
 
     def statuses(self, uris: list[str]) -> list[Entry | None]:
         """The status of each path (None where it does not exist), in one call."""
-        return [self._entry(d) if d else None for d in self._call("statuses", list(uris))] if uris else []
+        if not uris:
+            return []
+        self._before("statuses", uris[0])
+        return [self._entry(d) if d else None for d in self._call("statuses", list(uris))]
 
     def status(self, uri: str) -> Entry | None:
         return self.statuses([uri])[0]
@@ -83,6 +102,9 @@ class HadoopFS:
         (dropped meanwhile) is never re-created, FolderGone is raised instead."""
         if not pairs:
             return 0
+        if self.before_operation is not None and len(pairs) > 1:  # a test stops the job between two moves
+            return sum(self.move_all([p], create_folders) for p in pairs)
+        self._before("move", pairs[0][0])
         try:
             return int(self._call("moveAll", [list(p) for p in pairs], create_folders))
         except Py4JJavaError as e:
@@ -100,14 +122,17 @@ class HadoopFS:
 
     def copy(self, src: str, dst: str) -> None:
         """Copy one file byte for byte (Hadoop's FileUtil.copy); the target must not exist."""
+        self._before("copy", src)
         file_util = JavaClass("org.apache.hadoop.fs.FileUtil", self._jvm._gateway_client)
         if not file_util.copy(self.fs(src), self.path(src), self.fs(dst), self.path(dst), False, False, self._conf):
             raise OSError(f"copy {src} -> {dst} failed")
 
     def delete(self, uri: str, recursive: bool = False) -> bool:
+        self._before("delete", uri)
         return bool(self.fs(uri).delete(self.path(uri), recursive))
 
     def read_text(self, uri: str) -> str:
+        self._before("read", uri)
         fs = self.fs(uri)
         stream = fs.open(self.path(uri))
         try:
@@ -129,15 +154,18 @@ class HadoopFS:
         false)`` is not used: on the local file system (and S3A) it checks, then writes."""
         p = self.path(uri)
         fs = self.fs(uri)
+        self._before("mkdirs", p.getParent().toString())
         if not fs.exists(p.getParent()):
             fs.mkdirs(p.getParent())
         resolved = self.resolved_scheme(p.getParent().toString())
         how = storage.EXCLUSIVE_PUBLISH.get(resolved)
         if how is None:
             raise OSError(storage.commit_refusal(resolved))
-        tmp = self.path(f"{p.getParent().toString()}/.{p.getName()}.{uuid.uuid4().hex[:12]}.tmp")
+        tmp = self.path(f"{p.getParent().toString()}/.{p.getName()}.{uuid.uuid4().hex[:12]}{TEMP_SUFFIX}")
+        self._before("write", tmp.toString())
         self._write(fs, tmp, text)
         try:
+            self._before("publish", uri)
             if how == storage.HARD_LINK:
                 local = self._jvm.java.io.File(fs.resolvePath(tmp).toUri().getPath())
                 target = self._jvm.java.io.File(local.getParentFile(), p.getName())
@@ -150,6 +178,7 @@ class HadoopFS:
                 return True
             return bool(fs.rename(tmp, p))  # HDFS: false when the target exists, atomically
         finally:
+            self._before("delete", tmp.toString())
             fs.delete(tmp, False)
 
     def _write(self, fs, path, text: str) -> None:
@@ -183,6 +212,7 @@ class HadoopFS:
         atomically (the file gets no checksum file, as ``create_exclusive``'s link does not)."""
         p = self.path(uri)
         fs = self.fs(uri)
+        self._before("mkdirs", p.getParent().toString())
         if not fs.exists(p.getParent()):
             fs.mkdirs(p.getParent())
         parent = fs.resolvePath(p.getParent())  # through a viewfs mount
@@ -190,10 +220,12 @@ class HadoopFS:
         if how is None:
             raise OSError(storage.commit_refusal(str(parent.toUri().getScheme())))
         target = parent.getFileSystem(self._conf)
-        tmp = self._path_class(parent, f".{p.getName()}.{uuid.uuid4().hex[:12]}.tmp")
+        tmp = self._path_class(parent, f".{p.getName()}.{uuid.uuid4().hex[:12]}{TEMP_SUFFIX}")
         dst = self._path_class(parent, p.getName())
+        self._before("write", tmp.toString())
         self._write(target, tmp, text)
         try:
+            self._before("publish", uri)
             if how == storage.HARD_LINK:
                 nio = self._jvm.java.nio.file
                 options = self._spark.sparkContext._gateway.new_array(nio.CopyOption, 1)
@@ -209,6 +241,7 @@ class HadoopFS:
                 self._jvm.org.apache.hadoop.fs.FileContext.getFileContext(target.getUri(), self._conf) \
                     .rename(tmp, dst, options)
         finally:
+            self._before("delete", tmp.toString())
             target.delete(tmp, False)
             if how == storage.HARD_LINK:
                 target.delete(target.getChecksumFile(tmp), False)

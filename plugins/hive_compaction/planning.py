@@ -131,6 +131,22 @@ def plan_table(table: TableInfo, policy: TablePolicy, partitions, work_root: str
     return tasks, skipped
 
 
+def one_task_per_folder(tasks: list[PartitionTask]) -> tuple[list[PartitionTask], list[Skipped]]:
+    """Partitions of different tables that share a folder (external tables over one location):
+    only the first is merged this run. Each table's commit holds the partition in its own work
+    area, so two tables' jobs could otherwise merge the same files at once."""
+    first: dict[str, PartitionTask] = {}
+    kept, skipped = [], []
+    for t in tasks:
+        other = first.setdefault(canonical(t.location), t)
+        if other is t:
+            kept.append(t)
+        else:
+            skipped.append(Skipped(t.table_name, t.partition, f"shares its folder {t.location} with "
+                                   f"{other.table_name} {other.partition or '(table)'}, merged by this run instead"))
+    return kept, skipped
+
+
 def pack_batches(tasks: list[PartitionTask], fan_out: FanOut, max_map_length: int = 1024):
     """(batches, deferred): tasks spread over at most ``min(max_spark_jobs, max_map_length)`` jobs.
 

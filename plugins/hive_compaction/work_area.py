@@ -20,6 +20,7 @@ import re
 import time
 from dataclasses import dataclass
 
+from .hadoop_fs import TEMP_SUFFIX
 from .paths import VERSIONS_FOLDER, canonical, is_within, location_problem, partition_id
 
 log = logging.getLogger(__name__)
@@ -143,6 +144,10 @@ def purge_expired(fs, area: WorkArea, retention_days: int, keep_runs: set[str], 
                           if run_dir.is_dir else [run_dir.modification_time])
             newest[run_dir.name] = max(newest.get(run_dir.name, 0), changed)
     deleted = []
+    for e in fs.list(area.journals):
+        # A journal's hidden temporary name, left by a job killed while publishing it.
+        if e.name.startswith(".") and e.name.endswith(TEMP_SUFFIX) and e.modification_time < cutoff_ms:
+            fs.delete(e.path)
     for run, changed in sorted(newest.items()):
         if changed >= cutoff_ms or run in keep_runs:
             continue
