@@ -133,32 +133,61 @@ def test_two_concurrent_merge_jobs_refuse_an_object_store_and_change_nothing(sta
     assert {t: partition_parameters(stack, t) for t in TABLES} == statistics_before
 
 
-def test_exclusive_publish_and_atomic_replace_refuse_the_storage_and_create_nothing(stack, tmp_path):
-    """``HadoopFS.create_exclusive`` (how a journal is published) and ``write_text_atomic`` (how a
-    replay rewrites one) on the real s3like file system, directly and through the viewfs mount:
-    OSError naming the scheme, and not even their folder is created. The JVM is a py4j gateway on
-    the wheel's jars and the s3like jar (the session's Spark JVM cannot load a class added later);
-    HadoopFS needs only its JVM and Hadoop configuration."""
+@pytest.fixture(scope="module")
+def object_store_jvm(stack):
+    """A JVM on the wheel's jars and the s3like jar, and a Hadoop configuration that reaches the
+    storage (the session's Spark JVM cannot load a class added after it started): a py4j gateway."""
     import s3like
-    from hive_compaction.hadoop_fs import HadoopFS
     from py4j.java_gateway import GatewayParameters, JavaGateway, launch_gateway
     require_object_store(stack)
     jars = s3like.spark_jars()
     port = launch_gateway(jarpath=str(next(jars.glob("py4j-*.jar"))), classpath=f"{jars}/*:{stack.s3like_jar}",
                           die_on_exit=True, javaopts=["-Xmx256m"])
     gateway = JavaGateway(gateway_parameters=GatewayParameters(port=port, auto_convert=True))
+    conf = gateway.jvm.org.apache.hadoop.conf.Configuration()
+    for k, v in stack.object_store_spark_conf.items():
+        if k.startswith("spark.hadoop."):
+            conf.set(k[len("spark.hadoop."):], v)
     try:
-        conf = gateway.jvm.org.apache.hadoop.conf.Configuration()
-        for k, v in stack.object_store_spark_conf.items():
-            if k.startswith("spark.hadoop."):
-                conf.set(k[len("spark.hadoop."):], v)
-        fs = HadoopFS(SimpleNamespace(_jvm=gateway.jvm, _jsc=SimpleNamespace(hadoopConfiguration=lambda: conf)))
-        before = tree(stack.s3like_root)
-        for base in ("s3like:///objects/unit", f"{stack.object_store_root}/unit"):
-            for publish in (fs.create_exclusive, fs.write_text_atomic):
-                with pytest.raises(OSError, match=REFUSAL):
-                    publish(f"{base}/journal/dt_2026-09-01.json", '{"run": "unit"}')
-            assert tree(stack.s3like_root) == before, base
-        assert fs.resolved_scheme(f"{stack.object_store_root}") == "s3like"
+        yield gateway.jvm, conf
     finally:
         gateway.shutdown()
+
+
+def test_the_s3like_file_system_has_an_object_stores_semantics(stack, object_store_jvm):
+    """What makes it unsafe, seen: two create(overwrite=false) of one name both succeed (the last
+    to close wins), and a rename is a copy (new files, the source deleted)."""
+    import os
+    jvm, conf = object_store_jvm
+    path = jvm.org.apache.hadoop.fs.Path(f"{stack.object_store_root}/semantics/journal.json")
+    fs = path.getFileSystem(conf)
+    assert str(fs.resolvePath(jvm.org.apache.hadoop.fs.Path(stack.object_store_root)).toUri().getScheme()) == "s3like"
+    first, second = fs.create(path, False), fs.create(path, False)  # both checked: nothing there yet
+    first.write(bytearray(b"first"))
+    second.write(bytearray(b"second"))
+    first.close()
+    second.close()
+    local = stack.s3like_root / "objects" / "semantics"
+    assert (local / "journal.json").read_bytes() == b"second"
+    inode = (local / "journal.json").stat().st_ino
+    assert fs.rename(path.getParent(), jvm.org.apache.hadoop.fs.Path(f"{stack.object_store_root}/renamed"))
+    moved = stack.s3like_root / "objects" / "renamed" / "journal.json"
+    assert moved.read_bytes() == b"second" and moved.stat().st_ino != inode and not local.exists()
+    assert not [f for f in os.listdir(moved.parent) if f.endswith(".crc")]
+
+
+def test_exclusive_publish_and_atomic_replace_refuse_the_storage_and_create_nothing(stack, object_store_jvm):
+    """``HadoopFS.create_exclusive`` (how a journal is published) and ``write_text_atomic`` (how a
+    replay rewrites one) on the real s3like file system, directly and through the viewfs mount:
+    OSError naming the scheme, and not even their folder is created. HadoopFS needs only a JVM and
+    a Hadoop configuration (``object_store_jvm``)."""
+    from hive_compaction.hadoop_fs import HadoopFS
+    jvm, conf = object_store_jvm
+    fs = HadoopFS(SimpleNamespace(_jvm=jvm, _jsc=SimpleNamespace(hadoopConfiguration=lambda: conf)))
+    before = tree(stack.s3like_root)
+    for base in ("s3like:///objects/unit", f"{stack.object_store_root}/unit"):
+        for publish in (fs.create_exclusive, fs.write_text_atomic):
+            with pytest.raises(OSError, match=REFUSAL):
+                publish(f"{base}/journal/dt_2026-09-01.json", '{"run": "unit"}')
+        assert tree(stack.s3like_root) == before, base
+    assert fs.resolved_scheme(stack.object_store_root) == "s3like"

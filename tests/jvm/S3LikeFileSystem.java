@@ -4,8 +4,9 @@
 // conditional writes) it has:
 // - a rename that copies the bytes, then deletes the source (a folder: file by file), so a
 //   reader or a crash in between sees the data in both places or half moved;
-// - a create(overwrite=false) that checks whether the name exists, then writes: two creators
-//   that both check before either writes both succeed, the second replacing the first;
+// - a create(overwrite=false) that checks whether the name exists, then writes, the object
+//   appearing when the stream closes: two creators that both check before either closes both
+//   succeed, the last to close replacing the other;
 // - no append and no checksum (.crc) files.
 // The merge job must refuse tables on it (storage.py); tests/s3like.py compiles this file with
 // Janino (no javac needed) into a jar for the Metastore's and the jobs' classpaths.
@@ -17,6 +18,7 @@ import java.io.File;
 import java.io.FileInputStream;
 import java.io.FileNotFoundException;
 import java.io.FileOutputStream;
+import java.io.FilterOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -112,14 +114,30 @@ public class S3LikeFileSystem extends FileSystem {
         return local.open(new Path(f.toURI()), bufferSize);
     }
 
-    /** Check, then write: not exclusive (two creators that both checked both write). */
+    /** Check, then write: not exclusive. As in S3 the object appears only when the stream is
+     *  closed (the bytes wait in an upload file beside the root), replacing whatever has the name
+     *  by then: two creators with overwrite=false that both checked before either closed both
+     *  succeed. */
     public FSDataOutputStream create(Path p, FsPermission permission, boolean overwrite, int bufferSize,
                                      short replication, long blockSize, Progressable progress) throws IOException {
-        File f = file(p);
+        final File f = file(p);
         if (f.isDirectory()) throw new FileAlreadyExistsException("s3like: a folder has that name: " + p);
         if (f.exists() && !overwrite) throw new FileAlreadyExistsException("s3like: object exists: " + p);
-        f.getParentFile().mkdirs();
-        return new FSDataOutputStream(new FileOutputStream(f, false), statistics);
+        File uploads = new File(root.getParentFile(), "s3like-uploads");  // beside the root, not in it
+        uploads.mkdirs();
+        final File upload = File.createTempFile("upload-", ".part", uploads);
+        return new FSDataOutputStream(new FilterOutputStream(new FileOutputStream(upload)) {
+            private boolean closed;
+            public void write(byte[] b, int off, int len) throws IOException { out.write(b, off, len); }
+            public void close() throws IOException {
+                if (closed) return;
+                closed = true;
+                super.close();
+                f.getParentFile().mkdirs();
+                java.nio.file.Files.move(upload.toPath(), f.toPath(),
+                    new java.nio.file.CopyOption[] {java.nio.file.StandardCopyOption.REPLACE_EXISTING});
+            }
+        }, statistics);
     }
 
     public FSDataOutputStream append(Path p, int bufferSize, Progressable progress) throws IOException {
