@@ -27,7 +27,7 @@ for _p in (ROOT / "plugins", ROOT / "scripts"):
 
 import postgres  # noqa: E402
 from airflow_services import migrate  # noqa: E402
-from local_stack import Metastore, free_port  # noqa: E402
+from local_stack import VIEWFS_MOUNT, Metastore, free_port  # noqa: E402
 
 _dates = itertools.count()
 QUICK_JVM_START = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
@@ -56,13 +56,19 @@ class Stack:
     """``use_postgres``: PostgreSQL (Debian's package, on loopback) backs the Metastore and
     Airflow's metadata database, as in production; else embedded Derby and SQLite."""
 
-    def __init__(self, state: Path, use_postgres: bool = False, quick_jvm_start: bool = False):
+    def __init__(self, state: Path, use_postgres: bool = False, quick_jvm_start: bool = False,
+                 object_store: bool = False):
         """``quick_jvm_start``: the merge jobs' JVMs compile with C1 only and collect garbage on one
         thread: a short job starts ~15% sooner on an idle 2-core machine and up to twice as fast
         while other work holds the cores (the tests' jobs are all short; the benchmarks leave it
-        off, it would slow real work)."""
+        off, it would slow real work). ``object_store``: the tests' s3like file system (no atomic
+        rename, no exclusive create; ``scripts/s3like.py``) mounted at viewfs://hcstack/objects,
+        in the Metastore too."""
         self.state = state
         self.quick_jvm_start = quick_jvm_start
+        self.object_store = object_store
+        self.s3like_jar: Path | None = None
+        self.object_store_error: str | None = None if object_store else "not requested (Stack(object_store=True))"
         self.postgres = postgres.Postgres(port=free_port()) if use_postgres else None
         db = self.postgres.metastore_args() if self.postgres else {}
         self.metastore = Metastore(state / "hms", free_port(), **db)
@@ -115,9 +121,46 @@ class Stack:
             self.postgres.create_database("metastore")
             self.postgres.create_transaction_tables("metastore")
             self.airflow_db_env = self.airflow_database("airflow")
+        if self.object_store:
+            self._add_object_store()
         self.metastore.start()
         self.airflow_home.mkdir(parents=True, exist_ok=True)
         migrate(self.env())
+
+    def _add_object_store(self) -> None:
+        """Build the s3like jar and give it, with its mount, to the Metastore. If it cannot be built
+        the stack starts without it (only the tests of that storage fail, saying why)."""
+        import s3like
+        try:
+            self.s3like_jar = s3like.build_jar(self.state / "s3like")
+        except Exception as e:  # noqa: BLE001 - reported by the tests that need it
+            self.object_store_error = f"the s3like file system could not be built: {type(e).__name__}: {e}"
+            print(f"\nnote: {self.object_store_error}")
+            return
+        (self.s3like_root / s3like.MOUNT_LINK.strip("/")).mkdir(parents=True, exist_ok=True)
+        self.metastore.extra_classpath.append(self.s3like_jar)
+        self.metastore.hadoop_conf.update(s3like.hadoop_conf(self.s3like_root, VIEWFS_MOUNT))
+
+    @property
+    def s3like_root(self) -> Path:
+        """The local folder behind s3like:///."""
+        return self.state / "s3like" / "root"
+
+    @property
+    def object_store_root(self) -> str:
+        """``viewfs://hcstack/objects``, a mount of ``s3like:///objects``."""
+        import s3like
+        return f"viewfs://{VIEWFS_MOUNT}{s3like.MOUNT_LINK}"
+
+    @property
+    def object_store_spark_conf(self) -> dict[str, str]:
+        """The Spark settings a merge job needs to reach it: the jar on the driver's classpath (in
+        local mode the executors run in the driver's JVM), the scheme and both viewfs links."""
+        import s3like
+        if self.s3like_jar is None:
+            raise RuntimeError(self.object_store_error)
+        return {"spark.driver.extraClassPath": str(self.s3like_jar), **self.metastore.viewfs_conf,
+                **{f"spark.hadoop.{k}": v for k, v in s3like.hadoop_conf(self.s3like_root, VIEWFS_MOUNT).items()}}
 
     @property
     def spark(self):

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from xml.sax.saxutils import escape
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_STATE = ROOT / ".state"
@@ -67,7 +68,7 @@ VIEWFS_MOUNT = "hcstack"
 CORE_SITE = """<?xml version="1.0"?>
 <configuration>
   <property><name>fs.viewfs.mounttable.{mount}.link./data</name><value>file://{state}/viewfs-data</value></property>
-</configuration>
+{extra}</configuration>
 """
 
 
@@ -112,6 +113,9 @@ class Metastore:
     def __init__(self, state: Path, port: int = 9083, db_url: str | None = None, jdbc_jar: Path | None = None,
                  db_user: str = ""):
         self.state = Path(state).resolve()
+        # More jars and Hadoop settings for the service (the tests' s3like file system).
+        self.extra_classpath: list[Path] = []
+        self.hadoop_conf: dict[str, str] = {}
         self.port = port
         self.db_url = db_url
         self.db_user = db_user
@@ -157,11 +161,14 @@ class Metastore:
         conf.mkdir(parents=True, exist_ok=True)
         (self.state / "warehouse").mkdir(exist_ok=True)
         (conf / "hive-site.xml").write_text(hive_site(self.state, self.db_url, self.db_user))
-        (conf / "core-site.xml").write_text(CORE_SITE.format(state=self.state, mount=VIEWFS_MOUNT))
+        extra = "".join(f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n"
+                        for k, v in self.hadoop_conf.items())
+        (conf / "core-site.xml").write_text(CORE_SITE.format(state=self.state, mount=VIEWFS_MOUNT, extra=extra))
         (self.state / "viewfs-data").mkdir(exist_ok=True)
         cmd = ["java", "-Xmx1g", "-Dlog4j2.contextSelector=org.apache.logging.log4j.core.selector.BasicContextSelector",
                f"-Dderby.system.home={self.state}",
-               "-cp", ":".join([str(conf), f"{spark_jars()}/*", *([str(self.jdbc_jar)] if self.jdbc_jar else [])]),
+               "-cp", ":".join([str(conf), f"{spark_jars()}/*", *([str(self.jdbc_jar)] if self.jdbc_jar else []),
+                                *map(str, self.extra_classpath)]),
                "org.apache.hadoop.hive.metastore.HiveMetaStore", "-p", str(self.port)]
         with open(self.log_file, "ab") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.state,

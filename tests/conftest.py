@@ -35,7 +35,7 @@ def stack(tmp_path_factory):
     why = postgres.missing()
     if why:
         print(f"\nnote: the stack runs on Derby and SQLite: {why}")
-    s = Stack(tmp_path_factory.mktemp("stack"), use_postgres=why is None, quick_jvm_start=True)
+    s = Stack(tmp_path_factory.mktemp("stack"), use_postgres=why is None, quick_jvm_start=True, object_store=True)
     try:
         s.start()
         yield s

@@ -154,13 +154,10 @@ class HadoopFS:
         false)`` is not used: on the local file system (and S3A) it checks, then writes."""
         p = self.path(uri)
         fs = self.fs(uri)
+        how = self._publish_primitive(fs, p.getParent())
         self._before("mkdirs", p.getParent().toString())
         if not fs.exists(p.getParent()):
             fs.mkdirs(p.getParent())
-        resolved = self.resolved_scheme(p.getParent().toString())
-        how = storage.EXCLUSIVE_PUBLISH.get(resolved)
-        if how is None:
-            raise OSError(storage.commit_refusal(resolved))
         tmp = self.path(f"{p.getParent().toString()}/.{p.getName()}.{uuid.uuid4().hex[:12]}{TEMP_SUFFIX}")
         self._before("write", tmp.toString())
         self._write(fs, tmp, text)
@@ -180,6 +177,20 @@ class HadoopFS:
         finally:
             self._before("delete", tmp.toString())
             fs.delete(tmp, False)
+
+    def _publish_primitive(self, fs, folder) -> str:
+        """How the storage of ``folder`` publishes exclusively (``storage.EXCLUSIVE_PUBLISH``), or
+        OSError with the reason. Asked before the folder is created: on a refused storage nothing
+        may be written, not even a folder. A folder that does not exist yet is judged by its
+        nearest existing ancestor (what a viewfs mount resolves it to)."""
+        existing = folder
+        while existing.getParent() is not None and not fs.exists(existing):
+            existing = existing.getParent()
+        resolved = str(fs.resolvePath(existing).toUri().getScheme() or "file").lower()
+        how = storage.EXCLUSIVE_PUBLISH.get(resolved)
+        if how is None:
+            raise OSError(storage.commit_refusal(resolved))
+        return how
 
     def _write(self, fs, path, text: str) -> None:
         out = fs.create(path, True)
@@ -212,13 +223,11 @@ class HadoopFS:
         atomically (the file gets no checksum file, as ``create_exclusive``'s link does not)."""
         p = self.path(uri)
         fs = self.fs(uri)
+        how = self._publish_primitive(fs, p.getParent())
         self._before("mkdirs", p.getParent().toString())
         if not fs.exists(p.getParent()):
             fs.mkdirs(p.getParent())
         parent = fs.resolvePath(p.getParent())  # through a viewfs mount
-        how = storage.EXCLUSIVE_PUBLISH.get(str(parent.toUri().getScheme() or "file").lower())
-        if how is None:
-            raise OSError(storage.commit_refusal(str(parent.toUri().getScheme())))
         target = parent.getFileSystem(self._conf)
         tmp = self._path_class(parent, f".{p.getName()}.{uuid.uuid4().hex[:12]}{TEMP_SUFFIX}")
         dst = self._path_class(parent, p.getName())
