@@ -122,7 +122,9 @@ CALL_KILL_ENV = "HIVE_COMPACTION_TEST_KILL_AT_CALL"
 
 
 # Other actors at a commit step, and what the partition must hold once the next run is done.
-ADVERSARIES = ("add", "overwrite", "drop", "rival", "rollback", "purge")
+# "rival": another run's merge job; "retry": this run's job for the partition started again
+# (Airflow retrying a task whose first attempt is still running).
+ADVERSARIES = ("add", "overwrite", "drop", "rival", "retry", "rollback", "purge")
 # With commit_mode location_switch, also a reader that lists at the step and reads after the run:
 # it must get exactly the rows before (or after; here they are the same rows).
 SWITCH_ADVERSARIES = ADVERSARIES + ("read",)
@@ -182,7 +184,8 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
                                     "out": str(readers[table])}
             expected[table] = before
         else:
-            rival = stack.plan_batches(cfg, run_id=f"rival-{table}")["spark_args"][0]["application_args"][1]
+            run_id = f"adv-{point}" if adv == "retry" else f"rival-{table}"
+            rival = stack.plan_batches(cfg, run_id=run_id)["spark_args"][0]["application_args"][1]
             argv = stack.spark_submit_cmd(rival)
             if adv == "rollback":
                 argv = ["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false",

@@ -23,15 +23,22 @@ def partition_files(folder: Path) -> list[str]:
 
 def test_a_kill_at_every_commit_step_is_repaired_by_the_next_run(stack, tmp_path):
     """The reliability script's matrix: every kill point once, ORC and Parquet taking turns (the
-    script's default tries every point on each format), then one DAG run repairs them all."""
-    figures = kill_matrix(stack, tmp_path, formats=("ORC", "PARQUET"), points=KILL_POINTS,
+    script's default tries every point on each format), then one DAG run repairs them all. Plus
+    two kills inside the journal's publication, before the 2nd and 3rd storage operation of the
+    commit (after the journal was written under its temporary name; after it was published):
+    ``reliability.py --every-call`` kills before every one of them."""
+    points = KILL_POINTS + ("call:2", "call:3")
+    figures = kill_matrix(stack, tmp_path, formats=("ORC", "PARQUET"), points=points,
                           partitions=2, files=4, rows=250, db="faults", alternate=True)
-    assert figures["kill_points_tried"] == len(KILL_POINTS)
+    assert figures["kill_points_tried"] == len(points)
     assert figures["recovery_run"] == "success", figures["problems"]
-    assert figures["partitions_checked"] == 2 * len(KILL_POINTS)
-    assert figures["rows_checked"] == 2 * len(KILL_POINTS) * 250
+    assert figures["partitions_checked"] == 2 * len(points)
+    assert figures["rows_checked"] == 2 * len(points) * 250
     assert figures["rows_lost"] == 0 and figures["rows_duplicated"] == 0
     assert figures["leftovers"] == 0 and figures["kills_not_reached"] == 0
+    assert figures["calls_past_the_commit"] == []
+    # Both kills left a temporary journal name (the purge deletes it after the retention).
+    assert figures["temporary_files_left"] >= 2
     assert figures["problems"] == []
 
 
@@ -40,15 +47,17 @@ def test_other_actors_at_commit_steps_never_lose_or_duplicate_a_row(stack, tmp_p
     input moves, after the outputs moved; `benchmarks/reliability.py --adversaries` runs every
     step): writers, a DROP PARTITION, a second committer, a rollback and a purge act while the
     job is paused there; then every row is checked against what they left, before and after an
-    MSCK REPAIR TABLE. The actors that are a spark-submit of their own (a rival committer, a
-    rollback, a purge) are each tried at two of the three steps, to keep the suite's time: a
-    rollback before the journal has nothing to act on, and after the outputs moved a rival or a
-    purge meets the same live journal and moved inputs as between two input moves."""
+    MSCK REPAIR TABLE. The actors that are a spark-submit of their own (another run's committer,
+    the same run's job started again, a rollback, a purge) are each tried at two of the three
+    steps, to keep the suite's time: a rollback before the journal has nothing to act on, and
+    after the outputs moved a rival, a retry or a purge meets the same live journal and moved
+    inputs as between two input moves."""
     points = ("staged", "input_moved", "outputs_moved")
-    skip = frozenset({("staged", "rollback"), ("outputs_moved", "rival"), ("outputs_moved", "purge")})
+    skip = frozenset({("staged", "rollback"), ("outputs_moved", "rival"), ("outputs_moved", "retry"),
+                      ("outputs_moved", "purge")})
     figures = adversary_matrix(stack, tmp_path, points=points, skip=skip)
     print_matrix(figures)
-    assert figures["cases"] == len(points) * len(ADVERSARIES) - len(skip) == 15
+    assert figures["cases"] == len(points) * len(ADVERSARIES) - len(skip) == 17
     assert figures["problems"] == [], figures["problems"]
     assert figures["recovery_run"] == "success"
     assert figures["rows_checked"] > 0 and figures["rows_lost"] == 0 and figures["rows_duplicated"] == 0
@@ -60,10 +69,12 @@ def test_other_actors_during_a_location_switch_never_lose_or_duplicate_a_row(sta
     """The same matrix with commit_mode location_switch, plus a reader that lists the partition at
     the step and reads what it listed after the run: it gets exactly the rows before. Steps: before
     the journal, with the new folder built, just after the switch (the commit point). A rival
-    committer meets every step; a rollback is tried while the new folder is built (at the switch
-    it meets the same unfinished journal), a purge before the journal and after the switch."""
+    committer meets every step, the same run's job started again the first; a rollback is tried
+    while the new folder is built (at the switch it meets the same unfinished journal), a purge
+    before the journal and after the switch."""
     points = ("staged", "folder_built", "switched")
-    skip = frozenset({("staged", "rollback"), ("folder_built", "purge"), ("switched", "rollback")})
+    skip = frozenset({("staged", "rollback"), ("folder_built", "purge"), ("switched", "rollback"),
+                      ("folder_built", "retry"), ("switched", "retry")})
     figures = adversary_matrix(stack, tmp_path, points=points, adversaries=SWITCH_ADVERSARIES,
                                db="adversaries_switch", commit_mode="location_switch", skip=skip)
     print_matrix(figures)

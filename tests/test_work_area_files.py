@@ -27,6 +27,23 @@ def test_torn_journals_read_as_none_whole_ones_as_records(spark, tmp_path):
     assert journaled(HadoopFS(spark), WorkArea(f"file://{tmp_path}/missing")) == []
 
 
+def test_purge_deletes_the_temporary_journal_names_killed_jobs_left(spark, tmp_path):
+    """A job killed while publishing a journal leaves its hidden temporary name (before the
+    publish: the only copy of a journal never published; after: a second name of a published
+    one). The purge deletes those older than the retention and nothing else."""
+    area = WorkArea(f"file://{tmp_path}")
+    journal = tmp_path / "journal"
+    journal.mkdir()
+    names = {"old": ".dt_1.0123456789abcdef.json.aaaaaaaaaaaa.tmp",
+             "new": ".dt_2.0123456789abcdef.json.bbbbbbbbbbbb.tmp", "journal": "dt_3.0123456789abcdef.json"}
+    for name in names.values():
+        (journal / name).write_text("{}")
+    _age(journal / names["old"], 10)
+    _age(journal / names["journal"], 10)  # a journal of a job that is gone: recovery's, not the purge's
+    purge_expired(HadoopFS(spark), area, retention_days=7, keep_runs=set())
+    assert sorted(p.name for p in journal.iterdir()) == sorted([names["new"], names["journal"]])
+
+
 def test_purge_deletes_only_runs_older_than_the_retention_and_never_kept_ones(spark, tmp_path):
     area = WorkArea(f"file://{tmp_path}")
     for run in ("old", "new", "pending"):

@@ -36,7 +36,7 @@ import os
 import time
 
 from .hadoop_fs import FolderGone, HadoopFS
-from .work_area import WorkArea, check_record, read_journal
+from .work_area import WorkArea, check_record, parse_journal, read_journal
 
 log = logging.getLogger(__name__)
 
@@ -280,7 +280,8 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> d
 def _check_owner(fs: HadoopFS, area: WorkArea, record: dict) -> None:
     """Before each step: the journal still exists and still names this job (a job that paused
     longer than ``ORPHAN_AGE_SECONDS`` may have been taken over by a replay)."""
-    current = read_journal(fs, area.journal(record["pid"])) if fs.exists(area.journal(record["pid"])) else None
+    text = fs.read_text_if_exists(area.journal(record["pid"]))
+    current = parse_journal(text) if text is not None else None
     if current is None or current.get("owner") != record.get("owner"):
         raise CommitConflict(f"{_label(record)}: this job no longer holds the partition's journal (taken over by "
                              f"{(current or {}).get('owner', 'nobody')}); it stopped before moving more")

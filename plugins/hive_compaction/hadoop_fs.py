@@ -53,6 +53,7 @@ class HadoopFS:
         self._conf = spark._jsc.hadoopConfiguration()
         self._path_class = JavaClass("org.apache.hadoop.fs.Path", spark._jvm._gateway_client)
         self._cache: dict[str, object] = {}
+        self._publish: dict[str, str] = {}  # folder -> the scheme its storage resolves to
 
     def _call(self, method: str, *args):
         return jvm_helper.call(self._spark, method, *args)
@@ -132,13 +133,15 @@ class HadoopFS:
         return bool(self.fs(uri).delete(self.path(uri), recursive))
 
     def read_text(self, uri: str) -> str:
+        text = self.read_text_if_exists(uri)
+        if text is None:
+            raise FileNotFoundError(uri)
+        return text
+
+    def read_text_if_exists(self, uri: str) -> str | None:
+        """A small file's text, or None when it does not exist (one round trip)."""
         self._before("read", uri)
-        fs = self.fs(uri)
-        stream = fs.open(self.path(uri))
-        try:
-            return JavaClass("org.apache.commons.io.IOUtils", self._jvm._gateway_client).toString(stream, "UTF-8")
-        finally:
-            stream.close()
+        return self._call("readText", uri)
 
     def resolved_scheme(self, uri: str) -> str:
         """The scheme the data really lives on: a viewfs mount's target, else the URI's own.
@@ -155,9 +158,7 @@ class HadoopFS:
         p = self.path(uri)
         fs = self.fs(uri)
         how = self._publish_primitive(fs, p.getParent())
-        self._before("mkdirs", p.getParent().toString())
-        if not fs.exists(p.getParent()):
-            fs.mkdirs(p.getParent())
+        # (The temporary file's create makes the folder when it is missing.)
         tmp = self.path(f"{p.getParent().toString()}/.{p.getName()}.{uuid.uuid4().hex[:12]}{TEMP_SUFFIX}")
         self._before("write", tmp.toString())
         self._write(fs, tmp, text)
@@ -183,10 +184,13 @@ class HadoopFS:
         OSError with the reason. Asked before the folder is created: on a refused storage nothing
         may be written, not even a folder. A folder that does not exist yet is judged by its
         nearest existing ancestor (what a viewfs mount resolves it to)."""
-        existing = folder
-        while existing.getParent() is not None and not fs.exists(existing):
-            existing = existing.getParent()
-        resolved = str(fs.resolvePath(existing).toUri().getScheme() or "file").lower()
+        key = folder.toString()
+        if key not in self._publish:  # a folder's storage does not change while a job runs
+            existing = folder
+            while existing.getParent() is not None and not fs.exists(existing):
+                existing = existing.getParent()
+            self._publish[key] = str(fs.resolvePath(existing).toUri().getScheme() or "file").lower()
+        resolved = self._publish[key]
         how = storage.EXCLUSIVE_PUBLISH.get(resolved)
         if how is None:
             raise OSError(storage.commit_refusal(resolved))

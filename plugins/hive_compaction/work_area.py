@@ -112,8 +112,13 @@ def check_record(record: dict, area: WorkArea, pid: str, location: str | None = 
 def read_journal(fs, uri: str) -> dict | None:
     """A journal's record, or None for a torn one: a journal is closed before its commit moves
     a file, so an empty or cut-short one (a job killed while writing it) means nothing moved."""
+    return parse_journal(fs.read_text(uri))
+
+
+def parse_journal(text: str) -> dict | None:
+    """``read_journal`` of a journal's text."""
     try:
-        return json.loads(fs.read_text(uri))
+        return json.loads(text)
     except ValueError:
         return None
 
