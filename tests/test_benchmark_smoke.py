@@ -1,5 +1,5 @@
-"""Smoke runs of benchmarks/planning_scale.py (its own Metastore, two small tables, the plan task)
-and benchmarks/scan_cost.py (on the session's stack)."""
+"""Smoke runs of benchmarks/planning_scale.py (its own Metastore, two small tables, the plan task),
+benchmarks/scan_cost.py (on the session's stack) and benchmarks/checksum_cost.py (Spark only)."""
 from __future__ import annotations
 
 import json
@@ -65,3 +65,20 @@ def test_scan_cost_smoke(stack, tmp_path):
     parquet = [{"format": "parquet", "block_bytes": 10, "ratio": 1.0}]
     assert scan_cost.threshold([{**rows[0], "ratio": 3.0}, {**rows[1], "ratio": 1.1}] + parquet, 1.25) \
         == rows[1]["block_bytes"]
+
+
+@pytest.mark.integration
+def test_checksum_cost_quick(tmp_path):
+    """benchmarks/checksum_cost.py on three small groups: the inputs', outputs' and observed
+    checksums agree, and the figures it prints are there."""
+    out = tmp_path / "figures.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "checksum_cost.py"), "--groups", "3", "--files", "2",
+         "--rows", "500", "--rounds", "1", "--json", str(out)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
+    (r,) = json.loads(out.read_text())["rounds"]
+    assert r["groups_mismatched"] == 0 and r["rows"] == 3 * 500
+    assert all(r[k] > 0 for k in ("plain_write_s", "inputs_scan_s", "outputs_scan_s", "observed_write_s"))
+    assert 0 < r["scan_share"] < 1 and "Verification share: scan" in proc.stdout
