@@ -5,6 +5,8 @@ let the next DAG run repair it, and check every row.
     python benchmarks/reliability.py --every-call 40   # a kill before each of the commit's first 40
                                                        # storage operations, formats alternating
     python benchmarks/reliability.py --adversaries     # other actors at every step instead of kills
+    python benchmarks/reliability.py --adversaries --every-call 27   # writers and a DROP PARTITION
+                                                       # before each of the commit's storage operations
     python benchmarks/reliability.py --adversaries --commit-mode location_switch
 
 For each format and kill point, a table is made, its merge job is killed at that point (through
@@ -134,6 +136,11 @@ SWITCH_ADVERSARIES = ADVERSARIES + ("read",)
 SWITCH_UNSUPPORTED = {(p, a) for p in ("switched", "manifest_written") for a in ("add", "overwrite", "drop")}
 
 
+def _tag(point: str) -> str:
+    """A step's name as a table name, run id or file name take it ("call:7" -> "call7")."""
+    return point.replace(":", "")
+
+
 def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=ADVERSARIES,
                      rows: int = 120, db: str = "adversaries", commit_mode: str = "in_place",
                      skip: frozenset = frozenset()) -> dict:
@@ -149,7 +156,7 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
     for fmt in formats:
         stack.make_table(db, f"src_{fmt.lower()}", fmt, [dt], files=1, rows=17)
         stack.make_table(db, f"writer_{fmt.lower()}", fmt, [dt], files=4, rows=60)
-    cases = {(point, adv): (f"{adv}_{point}", formats[(i + j) % 2])
+    cases = {(point, adv): (f"{adv}_{_tag(point)}", formats[(i + j) % 2])
              for i, point in enumerate(points) for j, adv in enumerate(adversaries)
              if (commit_mode != "location_switch" or (point, adv) not in SWITCH_UNSUPPORTED) and (point, adv) not in skip}
     mode = {"commit_mode": commit_mode}
@@ -184,12 +191,12 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
                                     "out": str(readers[table])}
             expected[table] = before
         else:
-            run_id = f"adv-{point}" if adv == "retry" else f"rival-{table}"
+            run_id = f"adv-{_tag(point)}" if adv == "retry" else f"rival-{table}"
             rival = stack.plan_batches(cfg, run_id=run_id)["spark_args"][0]["application_args"][1]
             argv = stack.spark_submit_cmd(rival)
             if adv == "rollback":
                 argv = ["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false",
-                        str(ROOT / "spark_jobs" / "rollback.py"), "--table", f"{db}.{table}", "--run", f"adv-{point}",
+                        str(ROOT / "spark_jobs" / "rollback.py"), "--table", f"{db}.{table}", "--run", f"adv-{_tag(point)}",
                         "--metastore", f"127.0.0.1:{stack.port}", "--config", str(cfg)]
             elif adv == "purge":  # every folder of the work area older than any retention, then a rival's job
                 area = folder.parent.parent / ".hive_compaction" / table
@@ -200,9 +207,9 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
             expected[table] = before
     for point in points:
         tables = [cases[(point, adv)][0] for adv in adversaries if (point, adv) in cases]
-        cfg = stack.write_config(work / f"point-{point}.yaml", [{"name": f"{db}.{t}", "trash_retention_days": 1, **mode}
+        cfg = stack.write_config(work / f"point-{_tag(point)}.yaml", [{"name": f"{db}.{t}", "trash_retention_days": 1, **mode}
                                                                 for t in tables])
-        for spark_args in stack.plan_batches(cfg, run_id=f"adv-{point}")["spark_args"]:
+        for spark_args in stack.plan_batches(cfg, run_id=f"adv-{_tag(point)}")["spark_args"]:
             stack.spark_submit(spark_args["application_args"][1], config_path=cfg,
                                HIVE_COMPACTION_TEST_HOOK_AT=point,
                                HIVE_COMPACTION_TEST_HOOK_CMD=f"{shlex.quote(sys.executable)} {ROOT / 'scripts' / 'adversaries.py'}",
@@ -288,7 +295,8 @@ def main() -> int:
     ap.add_argument("--rows", type=int, default=250)
     ap.add_argument("--every-call", type=int, metavar="N",
                     help="kill before each of the commit's storage operations 1..N instead of at its steps "
-                         "(those past the commit's last are reported as such)")
+                         "(those past the commit's last are reported as such); with --adversaries: a writer "
+                         "adding a file, one overwriting, a DROP PARTITION there")
     ap.add_argument("--adversaries", action="store_true",
                     help="instead of kills: other actors at every commit step (adversary_matrix)")
     ap.add_argument("--commit-mode", choices=["in_place", "location_switch"], default="in_place",
@@ -298,7 +306,11 @@ def main() -> int:
         stack = Stack(Path(tmp))
         stack.start()
         try:
-            if args.adversaries:
+            if args.adversaries and args.every_call:
+                # Before each storage operation of the commit: the actors that need no job of their own.
+                f = adversary_matrix(stack, Path(tmp), [f"{CALL}{n}" for n in range(1, args.every_call + 1)],
+                                     ("add", "overwrite", "drop"), args.rows, commit_mode=args.commit_mode)
+            elif args.adversaries:
                 switch = args.commit_mode == "location_switch"
                 f = adversary_matrix(stack, Path(tmp), SWITCH_POINTS if switch else KILL_POINTS,
                                      SWITCH_ADVERSARIES if switch else ADVERSARIES, args.rows,

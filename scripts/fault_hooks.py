@@ -12,7 +12,8 @@ without relying on timing:
   batch, each step of a journal's publication) that the thread committing the partition makes
   from its first commit step (``staged``) on: a sweep over n stops the commit between any two
   of its file-system calls;
-- ``HIVE_COMPACTION_TEST_HOOK_AT="<point>"`` runs the shell command in
+- ``HIVE_COMPACTION_TEST_HOOK_AT="<point>"`` (or ``"call:<n>"``: before the n-th storage
+  operation of each partition's commit, counted as for the kill) runs the shell command in
   ``HIVE_COMPACTION_TEST_HOOK_CMD`` there, with the partition's folder in
   ``HIVE_COMPACTION_PARTITION_DIR``.
 """
@@ -42,7 +43,15 @@ def _matches(setting: str | None, point: str, label: str) -> bool:
     return name == point and text in label
 
 
-_counting = threading.local()  # .calls: storage operations this thread made since its commit began
+CALL = "call:"
+# .calls: storage operations this thread made since its commit began (None: not counting);
+# .label, .location: that commit's partition.
+_counting = threading.local()
+
+
+def _hook_at_call() -> int | None:
+    setting = os.environ.get(HOOK_ENV) or ""
+    return int(setting[len(CALL):]) if setting.startswith(CALL) else None
 
 
 def _count_operation(operation: str, uri: str) -> None:
@@ -50,26 +59,34 @@ def _count_operation(operation: str, uri: str) -> None:
     if calls is None:
         return
     _counting.calls = calls = calls + 1
-    if calls == int(os.environ[KILL_AT_CALL_ENV].partition(":")[0]):
+    if calls == _hook_at_call():
+        _run_hook(f"{CALL}{calls} (before {operation} {uri})", _counting.label, _counting.location)
+    kill_at_call = os.environ.get(KILL_AT_CALL_ENV, "")
+    if kill_at_call and calls == int(kill_at_call.partition(":")[0]) and \
+            kill_at_call.partition(":")[2] in _counting.label:
         log.warning("test kill point call:%d reached (before %s %s): killing the job with SIGKILL", calls,
                     operation, uri)
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-if os.environ.get(KILL_AT_CALL_ENV):
+if os.environ.get(KILL_AT_CALL_ENV) or _hook_at_call() is not None:
     from hive_compaction.hadoop_fs import HadoopFS
     HadoopFS.before_operation = staticmethod(_count_operation)
 
 
+def _run_hook(where: str, label: str, location: str) -> None:
+    log.warning("test hook at %s for %s", where, label)
+    subprocess.run(os.environ[HOOK_CMD_ENV], shell=True, check=True,
+                   env={**os.environ, "HIVE_COMPACTION_PARTITION_DIR": urlsplit(location).path})
+
+
 def at(point: str, label: str, location: str) -> None:
-    kill_at_call = os.environ.get(KILL_AT_CALL_ENV)
-    if kill_at_call and point == "staged":
-        # Count this thread's operations from its commit's start (another partition's: stop).
-        _counting.calls = 0 if kill_at_call.partition(":")[2] in label else None
+    if point == "staged" and (os.environ.get(KILL_AT_CALL_ENV) or _hook_at_call() is not None):
+        # Count this thread's operations from its commit's start (the thread's next partition
+        # starts again).
+        _counting.calls, _counting.label, _counting.location = 0, label, location
     if _matches(os.environ.get(HOOK_ENV), point, label):
-        log.warning("test hook at %s for %s", point, label)
-        subprocess.run(os.environ[HOOK_CMD_ENV], shell=True, check=True,
-                       env={**os.environ, "HIVE_COMPACTION_PARTITION_DIR": urlsplit(location).path})
+        _run_hook(point, label, location)
     if _matches(os.environ.get(KILL_ENV), point, label):
         log.warning("test kill point %s reached for %s: killing the job with SIGKILL", point, label)
         os.kill(os.getpid(), signal.SIGKILL)
