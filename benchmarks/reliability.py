@@ -136,6 +136,11 @@ SWITCH_ADVERSARIES = ADVERSARIES + ("read",)
 SWITCH_UNSUPPORTED = {(p, a) for p in ("switched", "manifest_written") for a in ("add", "overwrite", "drop")}
 
 
+# The steps other actors act at: the kill points and, after the last check before the outputs
+# move in, "outputs_moving".
+ADVERSARY_POINTS = KILL_POINTS[:4] + ("outputs_moving",) + KILL_POINTS[4:]
+
+
 def _tag(point: str) -> str:
     """A step's name as a table name, run id or file name take it ("call:7" -> "call7")."""
     return point.replace(":", "")
@@ -312,7 +317,7 @@ def main() -> int:
                                      ("add", "overwrite", "drop"), args.rows, commit_mode=args.commit_mode)
             elif args.adversaries:
                 switch = args.commit_mode == "location_switch"
-                f = adversary_matrix(stack, Path(tmp), SWITCH_POINTS if switch else KILL_POINTS,
+                f = adversary_matrix(stack, Path(tmp), SWITCH_POINTS if switch else ADVERSARY_POINTS,
                                      SWITCH_ADVERSARIES if switch else ADVERSARIES, args.rows,
                                      commit_mode=args.commit_mode)
             elif args.every_call:

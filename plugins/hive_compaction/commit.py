@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 FAULT_HOOK_ENV = "HIVE_COMPACTION_FAULT_HOOK"
 KILL_POINTS = ("staged", "journaled", "input_moved", "inputs_moved", "output_moved", "outputs_moved",
                "manifest_written")
+# Also "outputs_moving": after the last check before the outputs move in; a kill there leaves what
+# one at "inputs_moved" leaves, another writer acting there is the case worth a step of its own.
 
 
 def fault_point(point: str, label: str = "", location: str = "") -> None:
@@ -260,6 +262,7 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> d
     _check_owner(fs, area, record)
     _stop_if_dropped(fs, area, record, first)
     _stop_if_rewritten(fs, area, record)
+    fault_point("outputs_moving", _label(record), location)
     try:
         moved = _move(fs, moves, record, "output_moved", "outputs_moved", create_folders=False)
     except FolderGone:  # dropped since the check above: it stays dropped
@@ -268,6 +271,9 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> d
         _abandon(fs, area, record, trash, location, f"{len(moves) - moved} staged output(s) vanished before "
                                                     "they moved")
     window_ms = round((time.monotonic() - window_start) * 1000, 1)
+    # Again once they are in: a writer that replaced the partition after the check above (an
+    # INSERT OVERWRITE reusing the inputs' names) must not get the merged rows back beside its own.
+    _stop_if_rewritten(fs, area, record)
     _check_owner(fs, area, record)
     manifest = {**record, "committed_at": time.time(), "trash": trash, "reader_window_ms": window_ms if first else None}
     fs.write_text_atomic(area.manifest(run, pid), json.dumps(manifest, indent=1))

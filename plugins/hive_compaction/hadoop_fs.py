@@ -20,11 +20,6 @@ _OWNER_ONLY = 0o700
 _MISSING_FOLDER = "no such folder to move into: "
 
 
-# The hidden temporary file a journal or manifest is written to before it is published: a job
-# killed in between leaves it behind (``work_area`` removes old ones).
-TEMP_SUFFIX = ".tmp"
-
-
 class FolderGone(FileNotFoundError):
     """A move's target folder does not exist (a partition dropped meanwhile); it was not created."""
 
@@ -159,7 +154,7 @@ class HadoopFS:
         fs = self.fs(uri)
         how = self._publish_primitive(fs, p.getParent())
         # (The temporary file's create makes the folder when it is missing.)
-        tmp = self.path(f"{p.getParent().toString()}/.{p.getName()}.{uuid.uuid4().hex[:12]}{TEMP_SUFFIX}")
+        tmp = self.path(f"{p.getParent().toString()}/.{p.getName()}.{uuid.uuid4().hex[:12]}{storage.TEMP_SUFFIX}")
         self._before("write", tmp.toString())
         self._write(fs, tmp, text)
         try:
@@ -233,7 +228,7 @@ class HadoopFS:
             fs.mkdirs(p.getParent())
         parent = fs.resolvePath(p.getParent())  # through a viewfs mount
         target = parent.getFileSystem(self._conf)
-        tmp = self._path_class(parent, f".{p.getName()}.{uuid.uuid4().hex[:12]}{TEMP_SUFFIX}")
+        tmp = self._path_class(parent, f".{p.getName()}.{uuid.uuid4().hex[:12]}{storage.TEMP_SUFFIX}")
         dst = self._path_class(parent, p.getName())
         self._before("write", tmp.toString())
         self._write(target, tmp, text)

@@ -21,6 +21,9 @@ RENAME_NO_REPLACE = "rename"  # the file system's rename fails when the target e
 HARD_LINK = "link"            # java.nio Files.createLink: link(2) fails when the target exists
 
 EXCLUSIVE_PUBLISH = {"hdfs": RENAME_NO_REPLACE, "file": HARD_LINK}
+# The hidden temporary name a journal or manifest is written under before it is published: a
+# job killed in between leaves it behind (``work_area.purge_expired`` removes old ones).
+TEMP_SUFFIX = ".tmp"
 # Schemes that are only a view over others: resolved by the job's Hadoop configuration.
 MOUNT_SCHEMES = ("viewfs",)
 

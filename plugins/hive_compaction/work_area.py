@@ -20,8 +20,8 @@ import re
 import time
 from dataclasses import dataclass
 
-from .hadoop_fs import TEMP_SUFFIX
 from .paths import VERSIONS_FOLDER, canonical, is_within, location_problem, partition_id
+from .storage import TEMP_SUFFIX
 
 log = logging.getLogger(__name__)
 
