@@ -81,7 +81,7 @@ def test_other_actors_during_a_location_switch_never_lose_or_duplicate_a_row(sta
                                db="adversaries_switch", commit_mode="location_switch", skip=skip)
     print_matrix(figures)
     unsupported = sum(1 for p, a in SWITCH_UNSUPPORTED if p in points)
-    assert figures["cases"] == len(points) * len(SWITCH_ADVERSARIES) - unsupported - len(skip) == 15
+    assert figures["cases"] == len(points) * len(SWITCH_ADVERSARIES) - unsupported - len(skip) == 16
     assert figures["problems"] == [], figures["problems"]
     assert figures["recovery_run"] == "success"
     assert figures["rows_checked"] > 0 and figures["rows_lost"] == 0 and figures["rows_duplicated"] == 0
