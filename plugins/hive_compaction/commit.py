@@ -36,7 +36,7 @@ import os
 import time
 
 from .hadoop_fs import FolderGone, HadoopFS
-from .work_area import WorkArea, check_record, parse_journal, read_journal
+from .work_area import WorkArea, check_record, read_journal, read_journal_if_exists
 
 log = logging.getLogger(__name__)
 
@@ -286,8 +286,7 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> d
 def _check_owner(fs: HadoopFS, area: WorkArea, record: dict) -> None:
     """Before each step: the journal still exists and still names this job (a job that paused
     longer than ``ORPHAN_AGE_SECONDS`` may have been taken over by a replay)."""
-    text = fs.read_text_if_exists(area.journal(record["pid"]))
-    current = parse_journal(text) if text is not None else None
+    current = read_journal_if_exists(fs, area.journal(record["pid"]))
     if current is None or current.get("owner") != record.get("owner"):
         raise CommitConflict(f"{_label(record)}: this job no longer holds the partition's journal (taken over by "
                              f"{(current or {}).get('owner', 'nobody')}); it stopped before moving more")

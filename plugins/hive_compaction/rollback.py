@@ -15,7 +15,7 @@ import uuid
 
 from . import location_switch
 from .commit import fault_point, recent
-from .work_area import UnsafeRecord, WorkArea, check_record, read_journal
+from .work_area import UnsafeRecord, WorkArea, check_record, read_journal, read_journal_if_exists
 from .hadoop_fs import FolderGone, HadoopFS
 
 log = logging.getLogger(__name__)
@@ -101,7 +101,7 @@ def _hold(fs: HadoopFS, journal: str, record: dict, label: str, locked: bool) ->
 
 def _owner(fs: HadoopFS, journal: str) -> str | None:
     """Who holds the journal now (None: nobody, or a torn one)."""
-    return ((read_journal(fs, journal) or {}) if fs.exists(journal) else {}).get("owner")
+    return (read_journal_if_exists(fs, journal) or {}).get("owner")
 
 
 def _check_owner(fs: HadoopFS, journal: str, owner: str, label: str) -> None:

@@ -9,8 +9,8 @@ Beside the table, never inside a partition (Hive and ``MSCK REPAIR`` do not read
     <root>/manifests/<run>/<partition id>.json  what a committed merge replaced (rollback, purge)
 
 Every operation goes through the Spark job's Hadoop FileSystem (``fs``: ``hadoop_fs.HadoopFS``
-or anything with its ``list``, ``read_text``, ``exists``, ``create_exclusive`` and ``delete``),
-so the Airflow workers never touch it.
+or anything with its ``list``, ``read_text``, ``read_text_if_exists``, ``exists``,
+``create_exclusive`` and ``delete``), so the Airflow workers never touch it.
 """
 from __future__ import annotations
 
@@ -112,11 +112,16 @@ def check_record(record: dict, area: WorkArea, pid: str, location: str | None = 
 def read_journal(fs, uri: str) -> dict | None:
     """A journal's record, or None for a torn one: a journal is closed before its commit moves
     a file, so an empty or cut-short one (a job killed while writing it) means nothing moved."""
-    return parse_journal(fs.read_text(uri))
+    return _parse(fs.read_text(uri))
 
 
-def parse_journal(text: str) -> dict | None:
-    """``read_journal`` of a journal's text."""
+def read_journal_if_exists(fs, uri: str) -> dict | None:
+    """A journal's (or manifest's) record; None when it does not exist or is torn (one round trip)."""
+    text = fs.read_text_if_exists(uri)
+    return None if text is None else _parse(text)
+
+
+def _parse(text: str) -> dict | None:
     try:
         return json.loads(text)
     except ValueError:
@@ -191,7 +196,7 @@ def _purge_partition(fs, area: WorkArea, run: str, pid: str, retire) -> bool:
         log.info("%s: run %s is kept for now: its partition %s is held (%s)", area.root, run, pid, journal)
         return False
     try:
-        manifest = read_journal(fs, area.manifest(run, pid)) if fs.exists(area.manifest(run, pid)) else None
+        manifest = read_journal_if_exists(fs, area.manifest(run, pid))
         if manifest and manifest.get("mode") == "location_switch" and (retire is None or not retire(manifest)):
             return False
         for path in (area.trash(run, pid), area.manifest(run, pid), area.staging(run, pid)):
