@@ -7,6 +7,7 @@ let the next DAG run repair it, and check every row.
     python benchmarks/reliability.py --adversaries     # other actors at every step instead of kills
     python benchmarks/reliability.py --adversaries --every-call 27   # writers and a DROP PARTITION
                                                        # before each of the commit's storage operations
+    python benchmarks/reliability.py --adversaries --every-call 23 --actors all   # every actor there
     python benchmarks/reliability.py --adversaries --commit-mode location_switch
 
 For each format and kill point, a table is made, its merge job is killed at that point (through
@@ -126,7 +127,8 @@ CALL_KILL_ENV = "HIVE_COMPACTION_TEST_KILL_AT_CALL"
 # Other actors at a commit step, and what the partition must hold once the next run is done.
 # "rival": another run's merge job; "retry": this run's job for the partition started again
 # (Airflow retrying a task whose first attempt is still running).
-ADVERSARIES = ("add", "overwrite", "drop", "rival", "retry", "rollback", "purge")
+JOB_ACTORS = ("rival", "retry", "rollback", "purge")
+ADVERSARIES = ("add", "overwrite", "drop") + JOB_ACTORS
 # With commit_mode location_switch, also a reader that lists at the step and reads after the run:
 # it must get exactly the rows before (or after; here they are the same rows).
 SWITCH_ADVERSARIES = ADVERSARIES + ("read",)
@@ -222,6 +224,19 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
                                HIVE_COMPACTION_ADVERSARY_LOG=str(log_path), HIVE_METASTORE_PORT=str(stack.port))
     acted = Counter(json.loads(line)["folder"] for line in log_path.read_text().splitlines()) \
         if log_path.exists() else Counter()
+    warehouse = Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db"
+    # A storage call past the commit's last (no actor of that step ran): not a case, said as such;
+    # only the calls after every reached one may be past it.
+    past = sorted({int(p[len(CALL):]) for p in points if p.startswith(CALL)
+                   and not any(acted[str(warehouse / t / f"dt={dt}")] for (q, _), (t, _) in cases.items() if q == p)})
+    reached = [int(p[len(CALL):]) for p in points if p.startswith(CALL) and int(p[len(CALL):]) not in past]
+    figures["calls_past_the_commit"] = past
+    if past and reached and min(past) < max(reached):
+        figures["problems"].append(f"no actor ran at storage calls {past}, but at later ones")
+    elif past:
+        for key in [k for k in cases if k[0].startswith(CALL) and int(k[0][len(CALL):]) in past]:
+            figures["matrix"].setdefault(key[0], {})[key[1]] = "past"
+            del cases[key]
     cfg = stack.write_config(work / "adv-all.yaml", [{"name": f"{db}.{t}", **mode} for t, _ in cases.values()])
     run = stack.run_dag(cfg, conf={"partition_date": dt})
     figures["recovery_run"] = run.state
@@ -231,7 +246,6 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
     if run.state != "success":
         figures["problems"] += [line.strip()[:400] for line in run.log.splitlines()
                                 if re.search(r"FAILED |ERROR hive_compaction|Error: |Exception: ", line)][-20:]
-    warehouse = Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db"
     for (point, adv), (table, fmt) in cases.items():
         figures["cases"] += 1
         folder = warehouse / table / f"dt={dt}"
@@ -289,7 +303,7 @@ def print_matrix(figures: dict) -> None:
     print(f"{'step':<18}" + "".join(f"{a:>10}" for a in advs))
     for point, row in figures["matrix"].items():
         cells = (row.get(a, "-") for a in advs)
-        print(f"{point:<18}" + "".join(f"{(c if c in ('ok', 'n/a', '-') else 'FAIL'):>10}" for c in cells))
+        print(f"{point:<18}" + "".join(f"{(c if c in ('ok', 'n/a', '-', 'past') else 'FAIL'):>10}" for c in cells))
 
 
 def main() -> int:
@@ -304,6 +318,9 @@ def main() -> int:
                          "adding a file, one overwriting, a DROP PARTITION there")
     ap.add_argument("--adversaries", action="store_true",
                     help="instead of kills: other actors at every commit step (adversary_matrix)")
+    ap.add_argument("--actors", choices=["writers", "all"], default="writers",
+                    help="with --adversaries --every-call: the writers and DROP PARTITION (fast), or every "
+                         "actor (the jobs too: a spark-submit each, about 40 s per storage call)")
     ap.add_argument("--commit-mode", choices=["in_place", "location_switch"], default="in_place",
                     help="with --adversaries: the tables' commit_mode (location_switch adds a reader)")
     args = ap.parse_args()
@@ -312,9 +329,13 @@ def main() -> int:
         stack.start()
         try:
             if args.adversaries and args.every_call:
-                # Before each storage operation of the commit: the actors that need no job of their own.
+                # Before each storage operation of the commit. A location switch's writers by path and
+                # DROP PARTITION after its commit point are that mode's documented limits: its sweep
+                # has the jobs and the reader.
+                actors = {"writers": ("add", "overwrite", "drop"),
+                          "all": ADVERSARIES if args.commit_mode == "in_place" else JOB_ACTORS + ("read",)}[args.actors]
                 f = adversary_matrix(stack, Path(tmp), [f"{CALL}{n}" for n in range(1, args.every_call + 1)],
-                                     ("add", "overwrite", "drop"), args.rows, commit_mode=args.commit_mode)
+                                     actors, args.rows, commit_mode=args.commit_mode)
             elif args.adversaries:
                 switch = args.commit_mode == "location_switch"
                 f = adversary_matrix(stack, Path(tmp), SWITCH_POINTS if switch else ADVERSARY_POINTS,

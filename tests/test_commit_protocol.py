@@ -48,8 +48,8 @@ def test_a_replay_never_acts_on_inputs_a_writer_replaced_since_the_commit_was_de
     folder = stack.partition_location(db, table, f"dt={dt}")
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])
     inputs = [f.name for f in data_files(folder)]
-    killed_at(stack, cfg, point)
-    assert len(list((work_area(stack, db, table) / "journal").glob("*.json"))) == 1
+    p = killed_at(stack, cfg, point)
+    assert len(list((work_area(stack, db, table) / "journal").glob("*.json"))) == 1, (p.stdout + p.stderr)[-5000:]
 
     # The writer: the partition now holds only its file, under the name of one of the inputs.
     for f in folder.iterdir():  # with the local file system's .crc side files
@@ -169,7 +169,7 @@ def test_a_partition_dropped_while_outputs_move_in_stays_dropped(spark, tmp_path
         (folder / name).write_text(f"input {name}")
     for name in ("part-0", "part-1"):
         (staged / name).write_text(f"output {name}")
-    inputs = [{"name": e.name, "size": e.size, "mtime": e.modification_time} for e in fs.list(f"file://{folder}")
+    inputs = [e.identity() for e in fs.list(f"file://{folder}")
               if not e.name.startswith(".")]
     record = {"run": run, "pid": pid, "owner": f"{run}/1", "table": table, "partition": partition,
               "location": f"file://{folder}", "table_location": f"file://{folder.parent}", "inputs": inputs,
@@ -225,3 +225,56 @@ def test_a_journal_being_taken_over_never_stops_existing(spark, tmp_path):
     assert None not in seen and seen <= {"first"} | {f"replay-{i}" for i in range(150)}
     assert read_journal(fs, journal)["owner"] == "replay-149"
     assert sorted(p.name for p in (tmp_path / "journal").iterdir() if not p.name.endswith(".crc")) == ["p.json"]
+
+
+def test_a_file_rewritten_with_the_same_name_size_and_time_is_told_apart(stack, tmp_path, monkeypatch):
+    """An input replaced after the journal by another file of the same name, size and
+    modification time (a writer that set the time, a coarse clock) is not the input: its version
+    (here the inode, on HDFS the file id, on S3A / ABFS the etag), recorded in the journal, differs.
+    The commit stops before moving anything; the writer's file stays. Through a viewfs mount a
+    file has the version of the file the mount leads to."""
+    import os
+    fs = HadoopFS(stack.spark)
+    table, partition, run = "rewritten.events", "dt=2026-05-06", "run1"
+    pid = partition_id(table, partition)
+    folder = Path(str(stack.metastore.state)) / "viewfs-data" / "rewritten" / "events" / partition
+    folder.mkdir(parents=True)
+    for name in ("000000_0", "000001_0"):
+        (folder / name).write_text(f"input {name}")
+    via_mount = f"{stack.metastore.viewfs_root}/rewritten/events/{partition}"
+    listed = [e for e in fs.list(f"file://{folder}") if not e.name.startswith(".")]
+    assert [e.version for e in listed] == [f"ino:{(folder / e.name).stat().st_ino}" for e in listed]
+    assert [e.identity() for e in fs.list(via_mount) if not e.name.startswith(".")] == [e.identity() for e in listed]
+    assert fs.status(f"{via_mount}/000000_0").version == listed[0].version
+
+    area = WorkArea(f"file://{tmp_path}/.hive_compaction/events")
+    staged = Path(area.staging(run, pid)[len("file://"):]) / "attempt-1"
+    staged.mkdir(parents=True)
+    (staged / "part-0").write_text("output part-0")
+    record = {"run": run, "pid": pid, "owner": f"{run}/1", "table": table, "partition": partition,
+              "location": f"file://{folder}", "table_location": f"file://{folder.parent}",
+              "inputs": [e.identity() for e in listed],
+              "outputs": [{"staged": f"file://{staged / 'part-0'}", "name": "part-0", "size": 13}],
+              "staging": area.staging(run, pid)}
+    # The writer, once the journal is out: same name, same size, same time, other bytes, other file.
+    before = (folder / "000000_0").stat()
+    rewrite = (f"import os; p={str(folder / '000000_0')!r}; open(p + '.w', 'w').write('other 000000_0'); "
+               f"os.replace(p + '.w', p); os.utime(p, ns=({before.st_atime_ns}, {before.st_mtime_ns}))")
+    monkeypatch.setenv(commit.FAULT_HOOK_ENV, "fault_hooks:at")
+    monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_AT", "journaled")
+    monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD", f"python3 -c {json.dumps(rewrite)}")
+
+    with pytest.raises(commit.CommitConflict, match=r"input\(s\) \['000000_0'\] of rewritten.events/dt=2026-05-06 "
+                                                    "changed while it was being merged; nothing was committed"):
+        commit.commit(fs, area, record)
+    now = fs.status(f"file://{folder}/000000_0")
+    assert (now.size, now.modification_time) == (listed[0].size, listed[0].modification_time)
+    assert now.version != listed[0].version
+    assert {f.name: f.read_text() for f in data_files(folder)} == {"000000_0": "other 000000_0",
+                                                                   "000001_0": "input 000001_0"}
+    assert (staged / "part-0").read_text() == "output part-0"
+    assert not fs.exists(area.journal(pid))
+    # A move that names the input's identity leaves the other file where it is.
+    assert fs.move_all([(f"file://{folder}/000000_0", f"file://{tmp_path}/moved", listed[0].size,
+                         listed[0].modification_time, listed[0].version)]) == 0
+    assert (folder / "000000_0").read_text() == "other 000000_0"

@@ -17,7 +17,8 @@ the journal again and stops if another job took it over.
 A crash before 1 leaves only staging garbage outside the partition. A crash after 1 is finished
 by ``recover`` at the start of the next attempt on that partition, which replays steps 2-4 (each
 step is idempotent) only after checking the record (``work_area.check_record``: names, folders)
-and every input's identity (size and modification time, in the partition or in the trash): a
+and every input's identity (size, modification time and, where the storage has one, its etag
+or file id: ``Entry.version``; in the partition or in the trash): a
 partition another writer changed since is not touched further and is reported. A replay is
 claimed exclusively too (``<partition-id>.replay``), so two jobs never replay one journal.
 
@@ -78,7 +79,7 @@ class InputsChanged(RuntimeError):
 
 def commit(fs: HadoopFS, area: WorkArea, record: dict) -> dict:
     """Publish staged outputs and retire the inputs of one partition. ``record`` keys:
-    run, pid, owner, table, partition, location, inputs [{name,size,mtime}], outputs
+    run, pid, owner, table, partition, location, inputs [Entry.identity()], outputs
     [{staged,name,size}].
 
     The journal is published exclusively, so two jobs can never commit one partition at once;
@@ -159,12 +160,11 @@ def _changed_inputs(fs: HadoopFS, area: WorkArea, record: dict, first: bool) -> 
     found = fs.statuses([f"{location}/{f['name']}" for f in inputs] +
                         ([] if first else [f"{trash}/{f['name']}" for f in inputs]))
     trashed = found[len(inputs):] or [None] * len(inputs)
-    # In the partition a file is the input only with its size and time; in the trash (this
-    # commit's own folder, which only this account can write) its size is enough.
+    # In the partition a file is the input only with its size, time and version; in the trash
+    # (this commit's own folder, which only this account can write) its size and version.
     changed = [f["name"] for f, here, gone in zip(inputs, found, trashed)
-               if (here is None and (gone is None or gone.size != f["size"]))
-               or (here is not None and (here.size != f["size"]
-                                         or ("mtime" in f and here.modification_time != f["mtime"])))]
+               if (here is None and (gone is None or not gone.matches(f, mtime=False)))
+               or (here is not None and not here.matches(f))]
     return changed, sum(1 for st in trashed if st is not None)
 
 
@@ -251,8 +251,8 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> d
     # Files already moved by an interrupted attempt are skipped: every step can be replayed.
     _check_owner(fs, area, record)
     _stop_if_changed(fs, area, record, first)
-    moves = [(f"{location}/{f['name']}", f"{trash}/{f['name']}") + ((f["size"], f["mtime"]) if "mtime" in f else ())
-             for f in record["inputs"]]
+    moves = [(f"{location}/{f['name']}", f"{trash}/{f['name']}") +
+             ((f["size"], f["mtime"], f.get("version")) if "mtime" in f else ()) for f in record["inputs"]]
     window_start = time.monotonic()  # readers listing from here to the last output's arrival miss the groups' rows
     moved = _move(fs, moves, record, "input_moved", "inputs_moved")
     if first and moved != len(moves):

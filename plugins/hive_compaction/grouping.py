@@ -115,7 +115,8 @@ def data_files(entries) -> tuple[list[DataFile], list[str]]:
     """From a partition folder's listing (entries with path, name, size, modification_time,
     is_dir): its visible data files, and its sub-folders that matter (visible ones and writers'
     staging folders)."""
-    files = [DataFile(e.path, e.size, e.modification_time) for e in entries if not e.is_dir and not is_hidden(e.name)]
+    files = [DataFile(e.path, e.size, e.modification_time, e.version) for e in entries
+             if not e.is_dir and not is_hidden(e.name)]
     folders = [e.name for e in entries if e.is_dir and (not is_hidden(e.name) or e.name.startswith(WRITER_STAGING))]
     return files, folders
 

@@ -13,6 +13,7 @@ from py4j.java_gateway import JavaClass
 from py4j.protocol import Py4JJavaError
 
 from . import jvm_helper, storage
+from .sizing import FileIdentity
 
 # Work areas hold journals whose names decide which files move: only their owner may write them.
 _OWNER_ONLY = 0o700
@@ -25,12 +26,13 @@ class FolderGone(FileNotFoundError):
 
 
 @dataclass(frozen=True)
-class Entry:
+class Entry(FileIdentity):
     path: str
     name: str
     size: int
     modification_time: int
     is_dir: bool
+    version: str | None = None  # as sizing.DataFile's
 
 
 class HadoopFS:
@@ -70,7 +72,7 @@ class HadoopFS:
 
     @staticmethod
     def _entry(doc: dict) -> Entry:
-        return Entry(doc["path"], doc["name"], int(doc["size"]), int(doc["mtime"]), bool(doc["dir"]))
+        return Entry(doc["path"], doc["name"], int(doc["size"]), int(doc["mtime"]), bool(doc["dir"]), doc.get("version"))
 
     def list(self, uri: str) -> list[Entry]:
         """Direct children of a folder (empty when it does not exist), sorted by name."""
@@ -91,9 +93,9 @@ class HadoopFS:
         return self.status(uri) is not None
 
     def move_all(self, pairs: list[tuple], create_folders: bool = True) -> int:
-        """Move files (src, dst[, size, mtime]) in order, creating folders; a missing src is
-        skipped (replays are idempotent), and so is one whose size or modification time is not
-        the one given; an existing dst raises (a move never overwrites). Returns how many moved.
+        """Move files (src, dst[, size, mtime[, version]]) in order, creating folders; a missing src
+        is skipped (replays are idempotent), and so is one whose size, modification time or
+        version (``Entry.version``) is not the one given; an existing dst raises (a move never overwrites). Returns how many moved.
         ``create_folders=False`` for moves into a partition: a dst folder that does not exist
         (dropped meanwhile) is never re-created, FolderGone is raised instead."""
         if not pairs:

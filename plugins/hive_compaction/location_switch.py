@@ -112,13 +112,18 @@ def _check_old_folder(fs: HadoopFS, area: WorkArea, record: dict) -> None:
     """The old folder holds exactly the journal's files, as they were, and no writer's staging."""
     listed = fs.list(record["location"])
     files, folders = data_files(listed)
-    now = {f.name: (f.size, f.modification_time) for f in files}
-    then = {f["name"]: (f["size"], f["mtime"]) for f in record["files"]}
+    changed = changed_files(files, record["files"])
     why = f"a writer left folder(s) {folders[:3]} in it" if folders else None
-    if now != then or why:
-        changed = sorted(set(now.items()) ^ set(then.items()))
+    if changed or why:
         _abort(fs, area, record, why or f"the partition's files changed while it was being merged "
-                                        f"({[n for n, _ in changed][:3]})", conflict=True)
+                                        f"({changed[:3]})", conflict=True)
+
+
+def changed_files(files: list, recorded: list[dict]) -> list[str]:
+    """Names of files that are not as recorded (``Entry.identity()``), added or gone, sorted."""
+    then = {f["name"]: f for f in recorded}
+    now = {f.name: f for f in files}
+    return sorted(n for n in set(now) | set(then) if n not in now or not now[n].matches(then.get(n)))
 
 
 class SwitchAborted(RuntimeError):
@@ -189,10 +194,10 @@ def retire(fs: HadoopFS, hms: JobMetastore, manifest: dict) -> bool:
     if same_location(current, old):
         log.warning("%s: the partition points at %s again (rolled back?): the folder is kept", label, old)
         return True
-    then = {f["name"]: (f["size"], f["mtime"]) for f in manifest["files"]}
+    then = {f["name"]: f for f in manifest["files"]}
     extra = []
     for f in fs.list(old):
-        if not f.is_dir and then.get(f.name) == (f.size, f.modification_time):
+        if not f.is_dir and f.matches(then.get(f.name)):
             fs.delete(f.path)
         else:
             extra.append(f.name)
@@ -210,8 +215,7 @@ def rollback_switch(fs: HadoopFS, hms: JobMetastore, manifest: dict) -> str:
     still at the new one; the statistics as they were before."""
     old, new = manifest["location"].rstrip("/"), manifest["new_location"]
     files, _ = data_files(fs.list(old))
-    now = {f.name: (f.size, f.modification_time) for f in files}
-    if now != {f["name"]: (f["size"], f["mtime"]) for f in manifest["files"]}:
+    if changed_files(files, manifest["files"]):
         raise RuntimeError(f"{manifest['table']}/{manifest['partition']}: the old folder {old} is no longer whole "
                            "(retired?): cannot switch back")
     stats = {**manifest["stats_before"], PREVIOUS_LOCATION: None}

@@ -248,7 +248,7 @@ class BatchRunner:
             record = CommitRecord(
                 run=self.run, pid=work.pid, owner=self.owner, staging=work.staging, table=task.table_name,
                 partition=task.partition, location=task.location, outputs=outputs,
-                inputs=[{"name": f.name, "size": f.size, "mtime": f.modification_time} for f in inputs],
+                inputs=[f.identity() for f in inputs],
                 stats_before={k: task.statistics.get(k) for k in STATISTICS_KEYS})
             with self.metastore.lock(task.table_name, task.partition, task.lock_wait_seconds):
                 if task.commit_mode == location_switch.MODE:
@@ -291,7 +291,7 @@ class BatchRunner:
                   "table_location": task.table_location,
                   "new_location": location_switch.new_folder(task.table_location, task.partition, self.run,
                                                              self.attempt),
-                  "files": [{"name": f.name, "size": f.size, "mtime": f.modification_time} for f in work.files],
+                  "files": [f.identity() for f in work.files],
                   "copies": [f.name for f in work.files if f.name not in merged],
                   "rows": partition_rows(self.spark, fmt, work.files, old_footers)}
         hold(self.fs, work.area, record)

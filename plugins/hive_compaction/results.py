@@ -52,7 +52,7 @@ class CommitRecord:
     table: str
     partition: str
     location: str
-    inputs: list[dict]  # {"name", "size", "mtime"}: the identity a replay checks
+    inputs: list[dict]  # Entry.identity(): what a replay checks
     outputs: list[dict]  # {"staged", "name", "size"}
     stats_before: dict[str, str | None]
 

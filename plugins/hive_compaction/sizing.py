@@ -9,11 +9,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+class FileIdentity:
+    """What a journal records of a file it will move (``identity``), checked again before every
+    move and replay (``matches``). Needs ``name``, ``size``, ``modification_time``, ``version``."""
+
+    def identity(self) -> dict:
+        return {"name": self.name, "size": self.size, "mtime": self.modification_time,
+                **({"version": self.version} if self.version else {})}
+
+    def matches(self, recorded: dict | None, mtime: bool = True) -> bool:
+        """Whether this is the file ``recorded`` (an ``identity()``) names: same size, time (unless
+        ``mtime`` is False) and version, each as far as the record has it."""
+        return (recorded is not None and self.size == recorded["size"]
+                and (not mtime or recorded.get("mtime", self.modification_time) == self.modification_time)
+                and recorded.get("version", self.version) == self.version)
+
+
 @dataclass(frozen=True)
-class DataFile:
+class DataFile(FileIdentity):
     path: str
     size: int
     modification_time: int = 0  # epoch milliseconds, as Hadoop's FileStatus reports it
+    # What tells this file from another of the same name, size and time written since, where the
+    # storage has it (kept by renames): "etag:..." (S3A, ABFS), "id:..." (HDFS's file id),
+    # "ino:..." (a local file's inode); None elsewhere.
+    version: str | None = None
 
     @property
     def name(self) -> str:
