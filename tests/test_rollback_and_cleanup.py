@@ -228,3 +228,34 @@ def test_each_partition_gets_its_statistics_back_as_soon_as_it_is_rolled_back(st
     assert after[first] == params_before[first]  # restored with its files
     assert after[second] == merged_params[second]  # refused: as the merge left it
     assert stack.content(db, table)[first] == content[first]
+
+
+def test_a_rollback_says_so_when_an_original_left_the_trash_while_it_ran(spark, tmp_path, monkeypatch):
+    """An original that leaves the trash between the rollback's checks and its moves (someone
+    deleting by hand; a purge holds the journal and cannot) is not counted as restored: the
+    rollback fails naming how many came back, instead of logging them all restored."""
+    from hive_compaction import commit
+    fs = HadoopFS(spark)
+    table, partition, run = "rb_vanish.events", "dt=2026-06-07", "run1"
+    pid = partition_id(table, partition)
+    folder = tmp_path / "events" / partition
+    folder.mkdir(parents=True)
+    area = WorkArea(f"file://{tmp_path}/.hive_compaction/events")
+    trash = Path(area.trash(run, pid)[len("file://"):])
+    trash.mkdir(parents=True)
+    for name in ("000000_0", "000001_0"):
+        (trash / name).write_text(f"original {name}")
+    (folder / "part-0").write_text("merged")
+    manifest = {"run": run, "pid": pid, "table": table, "partition": partition, "location": f"file://{folder}",
+                "inputs": [{"name": n, "size": len(f"original {n}")} for n in ("000000_0", "000001_0")],
+                "outputs": [{"staged": f"{area.staging(run, pid)}/1/part-0", "name": "part-0", "size": 6}],
+                "trash": area.trash(run, pid), "stats_before": {}}
+    monkeypatch.setenv(commit.FAULT_HOOK_ENV, "fault_hooks:at")
+    monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_AT", "rollback_outputs_moved")
+    monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD", f"rm '{trash / '000001_0'}'")
+
+    with pytest.raises(RollbackError, match=r"1 original file\(s\) left .* while the rollback ran .*1 of 2 are back"):
+        rollback_partition(fs, area, manifest, f"file://{tmp_path}/events", owner="rollback/1")
+    assert {p.name: p.read_text() for p in folder.iterdir() if not p.name.startswith(".")} == {
+        "000000_0": "original 000000_0"}
+    assert not fs.exists(area.journal(pid))

@@ -136,10 +136,15 @@ def _check_and_move(fs: HadoopFS, manifest: dict, label: str, location: str, tra
     fault_point("rollback_outputs_moved", label, location)
     check_owner()
     try:
-        fs.move_all([(f"{trash}/{f['name']}", f"{location}/{f['name']}") for f in inputs], create_folders=False)
+        restored = fs.move_all([(f"{trash}/{f['name']}", f"{location}/{f['name']}") for f in inputs],
+                               create_folders=False)
     except FolderGone:
         raise RollbackError(f"{label}: the partition's folder {location} is gone (dropped meanwhile?): it was not "
                             f"re-created, the original files stay in {trash}") from None
+    back_before = sum(1 for t, p in zip(in_trash, in_place) if t is None and p is not None)  # an earlier try's
+    if restored + back_before != n:
+        raise RollbackError(f"{label}: {n - restored - back_before} original file(s) left {trash} while the rollback "
+                            f"ran (a purge?); {restored + back_before} of {n} are back in the partition")
 
 
 def rollback_run(fs: HadoopFS, area: WorkArea, run: str, table_location: str,
