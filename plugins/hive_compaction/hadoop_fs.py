@@ -72,7 +72,8 @@ class HadoopFS:
 
     @staticmethod
     def _entry(doc: dict) -> Entry:
-        return Entry(doc["path"], doc["name"], int(doc["size"]), int(doc["mtime"]), bool(doc["dir"]), doc.get("version"))
+        return Entry(doc["path"], doc["name"], int(doc["size"]), int(doc["mtime"]), bool(doc["dir"]),
+                     doc.get("version"))
 
     def list(self, uri: str) -> list[Entry]:
         """Direct children of a folder (empty when it does not exist), sorted by name."""
@@ -95,7 +96,8 @@ class HadoopFS:
     def move_all(self, pairs: list[tuple], create_folders: bool = True) -> int:
         """Move files (src, dst[, size, mtime[, version]]) in order, creating folders; a missing src
         is skipped (replays are idempotent), and so is one whose size, modification time or
-        version (``Entry.version``) is not the one given; an existing dst raises (a move never overwrites). Returns how many moved.
+        version (``Entry.version``) is not the one given; an existing dst raises (a move never
+        overwrites). Returns how many moved.
         ``create_folders=False`` for moves into a partition: a dst folder that does not exist
         (dropped meanwhile) is never re-created, FolderGone is raised instead."""
         if not pairs:
