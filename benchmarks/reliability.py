@@ -170,7 +170,8 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
     readers: dict[str, Path] = {}
     expected, actions, figures = {}, {}, {"cases": 0, "rows_checked": 0, "rows_lost": 0, "rows_duplicated": 0,
                                           "folders_recreated": 0, "msck_changed": 0, "journals_left": 0, "statistics_wrong": 0,
-                                          "not_reached": 0, "problems": [], "matrix": {}}
+                                          "not_reached": 0, "problems": [],
+                                          "matrix": {point: {} for point in points}}  # rows in step order
     log_path = work / "adversaries.log"
     for (point, adv), (table, fmt) in cases.items():
         stack.make_table(db, table, fmt, [dt], files=4, rows=rows)
@@ -318,9 +319,10 @@ def main() -> int:
                          "adding a file, one overwriting, a DROP PARTITION there")
     ap.add_argument("--adversaries", action="store_true",
                     help="instead of kills: other actors at every commit step (adversary_matrix)")
-    ap.add_argument("--actors", choices=["writers", "all"], default="writers",
-                    help="with --adversaries --every-call: the writers and DROP PARTITION (fast), or every "
-                         "actor (the jobs too: a spark-submit each, about 40 s per storage call)")
+    ap.add_argument("--actors", default="writers",
+                    help="with --adversaries --every-call: 'writers' (the writers and DROP PARTITION, fast), "
+                         "'all' (the jobs too: a spark-submit each, about 40 s per storage call) or names, "
+                         f"comma-separated, of {','.join(SWITCH_ADVERSARIES)}")
     ap.add_argument("--commit-mode", choices=["in_place", "location_switch"], default="in_place",
                     help="with --adversaries: the tables' commit_mode (location_switch adds a reader)")
     args = ap.parse_args()
@@ -332,8 +334,12 @@ def main() -> int:
                 # Before each storage operation of the commit. A location switch's writers by path and
                 # DROP PARTITION after its commit point are that mode's documented limits: its sweep
                 # has the jobs and the reader.
-                actors = {"writers": ("add", "overwrite", "drop"),
-                          "all": ADVERSARIES if args.commit_mode == "in_place" else JOB_ACTORS + ("read",)}[args.actors]
+                named = {"writers": ("add", "overwrite", "drop"),
+                         "all": ADVERSARIES if args.commit_mode == "in_place" else JOB_ACTORS + ("read",)}
+                actors = named.get(args.actors) or tuple(args.actors.split(","))
+                unknown = set(actors) - set(SWITCH_ADVERSARIES)
+                if unknown:
+                    ap.error(f"--actors: unknown actor(s) {sorted(unknown)}; choose from {SWITCH_ADVERSARIES}")
                 f = adversary_matrix(stack, Path(tmp), [f"{CALL}{n}" for n in range(1, args.every_call + 1)],
                                      actors, args.rows, commit_mode=args.commit_mode)
             elif args.adversaries:
