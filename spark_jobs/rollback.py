@@ -4,7 +4,8 @@
         [--metastore host:port] [--config path/to/hive_compaction.yaml]
 
 Restores each partition's original files (kept in the trash area) and the statistics it had
-before the run. RUN_ID is the Airflow run id (or its path form shown in the run report).
+just before the commit (file count and size: as the folder holds them after the rollback).
+RUN_ID is the Airflow run id (or its path form shown in the run report).
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from hive_compaction.job_metastore import JobMetastore
 from hive_compaction.metastore import NUM_FILES, NUM_ROWS, TOTAL_SIZE, Metastore
 from hive_compaction.paths import run_tag
 from hive_compaction.planning import table_work_dir
-from hive_compaction.rollback import RollbackError, rollback_run
+from hive_compaction.rollback import RollbackError, rollback_run, statistics_after
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,15 +47,16 @@ def main(argv: list[str] | None = None) -> int:
             area = WorkArea(table_work_dir(table, policy))
 
             def restored(m: dict) -> None:
-                # Exactly the statistics the partition had: a key it did not have is removed again.
-                hms.update_statistics(table, {m["partition"]: {k: None if v is None else str(v)
-                                                               for k, v in m["stats_before"].items()}})
+                # The statistics the partition had before the commit (a key it did not have is
+                # removed again), its file count and size as its folder holds them now.
+                stats = statistics_after(fs, m)
+                hms.update_statistics(table, {m["partition"]: stats})
                 print(f"rolled back {args.table} {m['partition'] or '(table)'}: "
                       + (f"reads {m['location']} again" if m.get("mode") else f"{len(m['inputs'])} original file(s) restored")
-                      + "; statistics "
-                      f"{ {k: m['stats_before'].get(k) for k in (NUM_FILES, TOTAL_SIZE, NUM_ROWS)} }", flush=True)
+                      + f"; statistics { {k: stats.get(k) for k in (NUM_FILES, TOTAL_SIZE, NUM_ROWS)} }", flush=True)
 
-            rollback_run(HadoopFS(spark), area, run_tag(args.run), table.location, args.partition,
+            fs = HadoopFS(spark)
+            rollback_run(fs, area, run_tag(args.run), table.location, args.partition,
                          metastore=JobMetastore(spark, f"thrift://{host}:{port}"), restored=restored)
     except (RollbackError, CommitConflict, config.ConfigError) as e:
         print(f"error: {e}", file=sys.stderr, flush=True)

@@ -259,3 +259,42 @@ def test_a_rollback_says_so_when_an_original_left_the_trash_while_it_ran(spark, 
     assert {p.name: p.read_text() for p in folder.iterdir() if not p.name.startswith(".")} == {
         "000000_0": "original 000000_0"}
     assert not fs.exists(area.journal(pid))
+
+
+def test_rollback_restores_the_statistics_of_just_before_the_commit_not_the_plans(stack, tmp_path):
+    """An ANALYZE (Spark's statistics keys) lands between the plan and the commit: the rollback
+    puts back what the partition had just before the commit, Spark's keys included, not what the
+    plan read; the file count and size are the folder's."""
+    import sys
+    db, table, partition = "rb_commit_stats", "events", "dt=2026-06-09"
+    stack.make_table(db, table, "ORC", ["2026-06-09"], files=3, rows=150)
+    content, params_plan = stack.content(db, table), statistics_parameters(stack, db, table)
+    assert "spark.sql.statistics.numRows" not in params_plan[partition]
+    at_commit = tmp_path / "at_commit.json"
+    analyze = tmp_path / "analyze.py"
+    analyze.write_text(f"""
+import json, os
+from hmsclient import hmsclient
+from hive_compaction.results import STATISTICS_KEYS
+with hmsclient.HMSClient(host="127.0.0.1", port={stack.port}) as c:
+    p = c.get_partition_by_name({db!r}, {table!r}, {partition!r})
+    p.parameters.update({{"spark.sql.statistics.numRows": "150", "spark.sql.statistics.totalSize": p.parameters["totalSize"]}})
+    c.alter_partition({db!r}, {table!r}, p)
+    p = c.get_partition_by_name({db!r}, {table!r}, {partition!r})
+    json.dump({{k: v for k, v in p.parameters.items() if k in STATISTICS_KEYS}}, open({str(at_commit)!r}, "w"))
+""")
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])
+    run = stack.run_dag(cfg, HIVE_COMPACTION_TEST_HOOK_AT="staged", HIVE_COMPACTION_TEST_HOOK_CMD=f"{sys.executable} {analyze}")
+    assert run.state == "success", run.log[-4000:]
+    before_commit = json.loads(at_commit.read_text())
+    assert before_commit != params_plan[partition] and "spark.sql.statistics.numRows" in before_commit
+    merged = statistics_parameters(stack, db, table)[partition]
+    assert merged != before_commit and LISTED_AT in merged
+
+    cmd = ["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false",
+           str(ROOT / "spark_jobs" / "rollback.py"), "--table", f"{db}.{table}", "--run", run.run_id,
+           "--metastore", f"127.0.0.1:{stack.port}", "--config", str(cfg)]
+    p = subprocess.run(cmd, env=stack.env(cfg), capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert statistics_parameters(stack, db, table)[partition] == before_commit
+    assert stack.content(db, table) == content

@@ -70,6 +70,20 @@ class JobMetastore:
         finally:
             client.close()
 
+    def parameters(self, table: str, values: list[str]) -> dict[str, str] | None:
+        """The partition's parameters now (the table's, for a table without partitions); None
+        when the partition does not exist."""
+        client = self._client()
+        try:
+            if values:
+                p = self._get(client, table, values)
+                params = None if p is None else p.getParameters()
+            else:
+                params = client.getTable(*table.split(".", 1)).getParameters()
+            return None if params is None else {str(k): str(v) for k, v in dict(params).items()}
+        finally:
+            client.close()
+
     def switch(self, table: str, values: list[str], old: str, new: str, parameters: dict[str, str | None]) -> bool:
         """Point the partition at ``new`` with ``parameters`` merged in (None removes a key),
         only if it is at ``old`` now; True if it was switched. The Metastore is told not to

@@ -43,8 +43,8 @@ REASON_CHARS = 400
 @dataclass
 class CommitRecord:
     """A decided merge of one partition, as its journal and manifest hold it: which inputs the
-    outputs replace, where the outputs are staged, the statistics before (every key of
-    ``STATISTICS_KEYS``, None where the partition had none)."""
+    outputs replace, where the outputs are staged, the statistics just before the commit (every key of
+    ``STATISTICS_KEYS``, None where the partition had none; read under the Metastore lock)."""
     run: str
     pid: str
     owner: str  # the job that holds the journal (a replay takes it over)
@@ -54,7 +54,7 @@ class CommitRecord:
     location: str
     inputs: list[dict]  # Entry.identity(): what a replay checks
     outputs: list[dict]  # {"staged", "name", "size"}
-    stats_before: dict[str, str | None]
+    stats_before: dict[str, str | None] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)

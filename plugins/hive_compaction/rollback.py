@@ -15,6 +15,8 @@ import uuid
 
 from . import location_switch
 from .commit import fault_point, recent
+from .grouping import data_files
+from .results import NUM_FILES, SPARK_TOTAL_SIZE, TOTAL_SIZE
 from .work_area import UnsafeRecord, WorkArea, check_record, read_journal, read_journal_if_exists
 from .hadoop_fs import FolderGone, HadoopFS
 
@@ -145,6 +147,19 @@ def _check_and_move(fs: HadoopFS, manifest: dict, label: str, location: str, tra
     if restored + back_before != n:
         raise RollbackError(f"{label}: {n - restored - back_before} original file(s) left {trash} while the rollback "
                             f"ran (a purge?); {restored + back_before} of {n} are back in the partition")
+
+
+def statistics_after(fs: HadoopFS, manifest: dict) -> dict[str, str | None]:
+    """What a rolled-back partition's statistics become: every key the refresh may change back
+    to its value just before the commit (None: the key is removed), except the file counts and
+    sizes, which are taken from the partition's folder as it is now (they equal the values
+    before unless those were stale or a writer added files since: statistics = disk)."""
+    stats = {k: None if v is None else str(v) for k, v in manifest["stats_before"].items()}
+    files, _ = data_files(fs.list(manifest["location"]))
+    stats[NUM_FILES], stats[TOTAL_SIZE] = str(len(files)), str(sum(f.size for f in files))
+    if stats.get(SPARK_TOTAL_SIZE) is not None:
+        stats[SPARK_TOTAL_SIZE] = stats[TOTAL_SIZE]
+    return stats
 
 
 def rollback_run(fs: HadoopFS, area: WorkArea, run: str, table_location: str,
