@@ -184,8 +184,9 @@ def test_a_writer_or_a_drop_during_the_switch_stops_it(stack, tmp_path, actor):
 
 def test_rollback_switches_back_to_the_old_folder_with_its_statistics(stack, tmp_path):
     """One alter_partition back while the old folder is whole: the location, every statistics key
-    the switch and the refresh changed, and the rows as before; the unused new folder retires with
-    the run's trash."""
+    the switch and the refresh changed, and the rows as before, except numFiles and totalSize,
+    which are the folder's (the big file copied in by hand left them stale before the run); the
+    unused new folder retires with the run's trash."""
     from test_rollback_and_cleanup import statistics_parameters
     db, table, storage = "switch_rollback", "events", "PARQUET"
     folder, cfg = make(stack, db, table, storage, tmp_path)
@@ -202,6 +203,9 @@ def test_rollback_switches_back_to_the_old_folder_with_its_statistics(stack, tmp
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert f"rolled back {db}.{table} dt={DT}: reads file:{folder} again" in p.stdout, p.stdout[-2000:]
     assert stack.partition_location(db, table, f"dt={DT}") == folder
+    disk = data_files(folder)
+    assert params_before[f"dt={DT}"]["numFiles"] != str(len(disk))  # stale before the run
+    params_before[f"dt={DT}"].update(numFiles=str(len(disk)), totalSize=str(sum(f.stat().st_size for f in disk)))
     assert statistics_parameters(stack, db, table) == params_before
     assert stack.content(db, table) == content
 
