@@ -47,10 +47,15 @@ class JobMetastore:
     def __init__(self, spark, uris: str | None):
         self._spark, self._uris = spark, uris
         self._locks_served: bool | None = None  # unknown until the first lock request
+        self._conf = None  # the Hive configuration, made once (a client per call copies it)
+        self._conf_lock = threading.Lock()
 
     def _client(self):
-        from .result_table import jvm_client
-        return jvm_client(self._spark, self._uris, "switch partition locations or take locks")
+        from .result_table import jvm_client, jvm_hive_conf
+        with self._conf_lock:
+            if self._conf is None:
+                self._conf = jvm_hive_conf(self._spark, self._uris, "switch partition locations or take locks")
+        return jvm_client(self._spark, self._uris, "", self._conf)
 
     def _get(self, client, table: str, values: list[str]):
         db, tbl = table.split(".", 1)

@@ -91,18 +91,24 @@ def prune(hms, name: str, now: float, keep_days: int = KEEP_DAYS) -> int:
 
 
 # --- Spark side (py4j, the Metastore client in Spark's JVM) --------------------------------------
-def jvm_client(spark, uris: str | None, purpose: str):
-    """A Metastore client in Spark's JVM: Spark's own Metastore (``hive-site.xml``,
-    ``spark.hadoop.hive.metastore.uris``), else ``uris`` (the Airflow connection's address).
-    The caller closes it."""
-    jvm = spark._jvm
-    hive_conf = jvm.org.apache.hadoop.hive.conf.HiveConf
+def jvm_hive_conf(spark, uris: str | None, purpose: str):
+    """The Hive configuration a Metastore client in Spark's JVM uses: Spark's own Metastore
+    (``hive-site.xml``, ``spark.hadoop.hive.metastore.uris``), else ``uris`` (the Airflow
+    connection's address). Worth keeping: making one costs tens of milliseconds."""
+    hive_conf = spark._jvm.org.apache.hadoop.hive.conf.HiveConf
     conf = hive_conf(spark._jsc.hadoopConfiguration(), hive_conf._java_lang_class)
     if not (conf.get("hive.metastore.uris") or "").strip():
         if not uris:
             raise RuntimeError(f"this Spark application knows no Hive Metastore (hive.metastore.uris) to {purpose}")
         conf.set("hive.metastore.uris", uris)
-    return jvm.org.apache.hadoop.hive.metastore.HiveMetaStoreClient(conf)
+    return conf
+
+
+def jvm_client(spark, uris: str | None, purpose: str, conf=None):
+    """A Metastore client in Spark's JVM (``conf``: one ``jvm_hive_conf`` made, else a new one).
+    The caller closes it."""
+    conf = conf if conf is not None else jvm_hive_conf(spark, uris, purpose)
+    return spark._jvm.org.apache.hadoop.hive.metastore.HiveMetaStoreClient(conf)
 
 
 def publish(spark, name: str, run: str, batch: int | str, params: dict[str, str], uris: str | None = None) -> None:
