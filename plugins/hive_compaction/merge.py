@@ -252,8 +252,8 @@ class BatchRunner:
             with self.metastore.lock(task.table_name, task.partition, task.lock_wait_seconds):
                 # What a rollback restores: the statistics just before the commit, read under the
                 # lock (the plan's may have changed since: another run's refresh, a Hive writer).
-                now = self.metastore.parameters(task.table_name, list(task.values))
-                record.stats_before = {k: (task.statistics if now is None else now).get(k) for k in STATISTICS_KEYS}
+                current = self.metastore.parameters(task.table_name, list(task.values)) or task.statistics
+                record.stats_before = {k: current.get(k) for k in STATISTICS_KEYS}
                 if task.commit_mode == location_switch.MODE:
                     result.location = self._switch(work, record.to_dict())
                     result.reader_window_ms = 0.0

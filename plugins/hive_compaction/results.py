@@ -43,8 +43,9 @@ REASON_CHARS = 400
 @dataclass
 class CommitRecord:
     """A decided merge of one partition, as its journal and manifest hold it: which inputs the
-    outputs replace, where the outputs are staged, the statistics just before the commit (every key of
-    ``STATISTICS_KEYS``, None where the partition had none; read under the Metastore lock)."""
+    outputs replace, where the outputs are staged, the statistics just before the commit
+    (every key of ``STATISTICS_KEYS``, None where the partition had none; read under the
+    Metastore lock)."""
     run: str
     pid: str
     owner: str  # the job that holds the journal (a replay takes it over)
