@@ -203,9 +203,7 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
             rival = stack.plan_batches(cfg, run_id=run_id)["spark_args"][0]["application_args"][1]
             argv = stack.spark_submit_cmd(rival)
             if adv == "rollback":
-                argv = ["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false",
-                        str(ROOT / "spark_jobs" / "rollback.py"), "--table", f"{db}.{table}", "--run", f"adv-{_tag(point)}",
-                        "--metastore", f"127.0.0.1:{stack.port}", "--config", str(cfg)]
+                argv = stack.rollback_cmd(f"{db}.{table}", f"adv-{_tag(point)}", cfg)
             elif adv == "purge":  # every folder of the work area older than any retention, then a rival's job
                 area = folder.parent.parent / ".hive_compaction" / table
                 age = (f"import os,time; t=time.time()-40*86400; "

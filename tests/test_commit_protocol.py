@@ -11,7 +11,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from harness import ROOT
 
 from hive_compaction import commit
 from hive_compaction.hadoop_fs import HadoopFS
@@ -108,9 +107,7 @@ def test_rollback_checks_every_clash_before_it_moves_anything(stack, tmp_path):
     # replace it, so the rollback must refuse before moving the merged file out.
     shutil.copy(merged[0], folder / inputs[-1])  # (no .crc side file: none is needed to read it)
     after_writer = {f.name: f.read_bytes() for f in data_files(folder)}
-    cmd = ["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false",
-           str(ROOT / "spark_jobs" / "rollback.py"), "--table", f"{db}.{table}", "--run", run.run_id,
-           "--metastore", f"127.0.0.1:{stack.port}", "--config", str(cfg)]
+    cmd = stack.rollback_cmd(f"{db}.{table}", run.run_id, cfg)
     p = subprocess.run(cmd, env=stack.env(cfg), capture_output=True, text=True, timeout=600)
     assert p.returncode == 1, p.stdout[-3000:]
     assert f"file name(s) ['{inputs[-1]}'] exist both in the partition and where rollback" in p.stdout + p.stderr, \

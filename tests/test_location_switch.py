@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from harness import ROOT
 
 pytestmark = pytest.mark.integration
 
@@ -196,9 +195,7 @@ def test_rollback_switches_back_to_the_old_folder_with_its_statistics(stack, tmp
     new = stack.partition_location(db, table, f"dt={DT}")
     assert new != folder and statistics_parameters(stack, db, table) != params_before
 
-    cmd = ["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false",
-           str(ROOT / "spark_jobs" / "rollback.py"), "--table", f"{db}.{table}", "--run", run.run_id,
-           "--metastore", f"127.0.0.1:{stack.port}", "--config", str(cfg)]
+    cmd = stack.rollback_cmd(f"{db}.{table}", run.run_id, cfg)
     p = subprocess.run(cmd, env=stack.env(cfg), capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert f"rolled back {db}.{table} dt={DT}: reads file:{folder} again" in p.stdout, p.stdout[-2000:]

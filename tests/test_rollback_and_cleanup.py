@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-from harness import ROOT
 from hmsclient import hmsclient
 
 from hive_compaction.hadoop_fs import HadoopFS
@@ -43,9 +42,7 @@ def test_rollback_restores_the_original_files_and_statistics(stack, tmp_path):
     assert all(p["num_files"] == 1 for p in merged.values()) and merged != before
     assert all(LISTED_AT in p for p in statistics_parameters(stack, db, table).values())
 
-    cmd = ["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false",
-           str(ROOT / "spark_jobs" / "rollback.py"), "--table", f"{db}.{table}", "--run", run.run_id,
-           "--metastore", f"127.0.0.1:{stack.port}", "--config", str(cfg)]
+    cmd = stack.rollback_cmd(f"{db}.{table}", run.run_id, cfg)
     p = subprocess.run(cmd, env=stack.env(cfg), capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert sum(line.startswith("rolled back rb.events dt=") for line in p.stdout.splitlines()) == 2
@@ -144,9 +141,7 @@ def test_a_purge_never_deletes_the_trash_a_rollback_moves_files_through(stack, t
         _await(fifos["purging"], purger, "purge")
         # The rollback, paused with the merged file in the trash and the originals still there.
         rollback = subprocess.Popen(
-            ["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false",
-             str(ROOT / "spark_jobs" / "rollback.py"), "--table", f"{db}.{table}", "--run", run.run_id,
-             "--metastore", f"127.0.0.1:{stack.port}", "--config", str(cfg)], text=True, stdout=subprocess.PIPE,
+            stack.rollback_cmd(f"{db}.{table}", run.run_id, cfg), text=True, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, env=stack.env(
                 cfg, HIVE_COMPACTION_TEST_HOOK_AT="rollback_outputs_moved",
                 HIVE_COMPACTION_TEST_HOOK_CMD=f"echo > {fifos['rolling_back']}; cat {fifos['rollback_go']}"))
@@ -217,9 +212,7 @@ def test_each_partition_gets_its_statistics_back_as_soon_as_it_is_rolled_back(st
     merged = [p for p in folder.iterdir() if not p.name.startswith((".", "_"))]
     (folder / originals[0]).write_bytes(merged[0].read_bytes())  # the writer, in the later partition
 
-    cmd = ["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false",
-           str(ROOT / "spark_jobs" / "rollback.py"), "--table", f"{db}.{table}", "--run", run.run_id,
-           "--metastore", f"127.0.0.1:{stack.port}", "--config", str(cfg)]
+    cmd = stack.rollback_cmd(f"{db}.{table}", run.run_id, cfg)
     p = subprocess.run(cmd, env=stack.env(cfg), capture_output=True, text=True, timeout=600)
     assert p.returncode == 1 and "exist both in the partition and where rollback" in p.stdout + p.stderr, \
         p.stdout[-3000:]
@@ -273,7 +266,7 @@ def test_rollback_restores_the_statistics_of_just_before_the_commit_not_the_plan
     at_commit = tmp_path / "at_commit.json"
     analyze = tmp_path / "analyze.py"
     analyze.write_text(f"""
-import json, os
+import json
 from hmsclient import hmsclient
 from hive_compaction.results import STATISTICS_KEYS
 with hmsclient.HMSClient(host="127.0.0.1", port={stack.port}) as c:
@@ -291,9 +284,7 @@ with hmsclient.HMSClient(host="127.0.0.1", port={stack.port}) as c:
     merged = statistics_parameters(stack, db, table)[partition]
     assert merged != before_commit and LISTED_AT in merged
 
-    cmd = ["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false",
-           str(ROOT / "spark_jobs" / "rollback.py"), "--table", f"{db}.{table}", "--run", run.run_id,
-           "--metastore", f"127.0.0.1:{stack.port}", "--config", str(cfg)]
+    cmd = stack.rollback_cmd(f"{db}.{table}", run.run_id, cfg)
     p = subprocess.run(cmd, env=stack.env(cfg), capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert statistics_parameters(stack, db, table)[partition] == before_commit

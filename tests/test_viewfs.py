@@ -13,7 +13,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from harness import ROOT
 
 pytestmark = pytest.mark.integration
 
@@ -67,10 +66,7 @@ def test_the_whole_dag_on_viewfs(stack, tmp_path):
     assert any((work / "trash").rglob("*.orc"))
 
     # Rollback through the Spark job, on viewfs.
-    rollback = ["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false",
-                *[a for k, v in stack.metastore.viewfs_conf.items() for a in ("--conf", f"{k}={v}")],
-                str(ROOT / "spark_jobs" / "rollback.py"), "--table", f"{db}.events_orc", "--run", run.run_id,
-                "--metastore", f"127.0.0.1:{stack.port}", "--config", str(cfg)]
+    rollback = stack.rollback_cmd(f"{db}.events_orc", run.run_id, cfg, stack.metastore.viewfs_conf)
     p = subprocess.run(rollback, env=stack.env(cfg), capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     restored = viewfs_snapshot(stack, db, "events_orc")
