@@ -38,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     # The application keeps the name spark-submit gave it (the operator names the tables it holds).
     spark = SparkSession.builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")  # our own progress lines stay readable in the task log
+    runner = None
     try:
         runner = BatchRunner(spark, payload["run"], str(payload["batch"]),
                              dry_run=args.dry_run or payload.get("dry_run", False),
@@ -46,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         result_table.publish(spark, payload["results_table"], payload["run"], payload["batch"],
                              encode_results(results), payload.get("metastore_uris"))
     finally:
+        if runner is not None:
+            runner.metastore.close()
         spark.stop()
     failed = [r for r in results if r.status is Status.FAILED]
     for r in failed:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import getpass
+import json
 import logging
 import socket
 import threading
@@ -42,20 +43,71 @@ def same_location(a: str | None, b: str | None) -> bool:
 class JobMetastore:
     """The Metastore as the merge job sees it: partition locations, location switches and the
     lock API, through the Metastore client in Spark's JVM (``result_table.jvm_client``), so it
-    authenticates as Spark does."""
+    authenticates as Spark does.
+
+    Each driver thread keeps one client (a client is not thread-safe; opening one is a connection
+    and a configuration copy, tens of milliseconds): a commit's lock, statistics read and release
+    share it. A client whose call failed is closed and replaced on next use (the connection may be
+    what broke). One heartbeat thread keeps every held lock alive."""
 
     def __init__(self, spark, uris: str | None):
         self._spark, self._uris = spark, uris
-        self._locks_served: bool | None = None  # unknown until the first lock request
-        self._conf = None  # the Hive configuration, made once (a client per call copies it)
+        self._locks_served: bool | None = None  # unknown until the first lock request answers
+        self._probe = threading.Lock()  # one thread asks first whether locks are served
+        self._conf = None  # the Hive configuration, made once (each client copies it)
         self._conf_lock = threading.Lock()
+        self._local = threading.local()  # .client: this thread's Metastore client
+        self._clients: list = []  # every client opened, closed by close()
+        self._held: set[int] = set()  # lock ids the heartbeat thread keeps alive
+        self._held_changed = threading.Condition()
+        self._beating: threading.Thread | None = None
+        self._api = spark._jvm.org.apache.hadoop.hive.metastore.api
+        self._json = None  # Jackson's ObjectMapper in the JVM: a parameter map in one round trip
 
-    def _client(self):
+    def _new_client(self):
         from .result_table import jvm_client, jvm_hive_conf
         with self._conf_lock:
             if self._conf is None:
                 self._conf = jvm_hive_conf(self._spark, self._uris, "switch partition locations or take locks")
-        return jvm_client(self._spark, self._uris, "", self._conf)
+        client = jvm_client(self._spark, self._uris, "", self._conf)
+        with self._conf_lock:
+            self._clients.append(client)
+        return client
+
+    @contextlib.contextmanager
+    def _client(self):
+        """This thread's client for the block; replaced after a call in it fails."""
+        client = getattr(self._local, "client", None)
+        if client is None:
+            client = self._local.client = self._new_client()
+        try:
+            yield client
+        except Exception:
+            self._local.client = None
+            self._close(client)
+            raise
+
+    def _close(self, client) -> None:
+        with self._conf_lock:
+            if client in self._clients:
+                self._clients.remove(client)
+        try:
+            client.close()
+        except Exception:  # noqa: BLE001 - the connection is what broke
+            pass
+
+    def close(self) -> None:
+        """Close every client this object opened (at the end of the job)."""
+        with self._held_changed:
+            self._held.clear()
+            self._held_changed.notify_all()
+        with self._conf_lock:
+            clients, self._clients = self._clients, []
+        for client in clients:
+            try:
+                client.close()
+            except Exception:  # noqa: BLE001
+                pass
 
     def _get(self, client, table: str, values: list[str]):
         db, tbl = table.split(".", 1)
@@ -66,35 +118,34 @@ class JobMetastore:
                 return None
             raise
 
+    def _as_dict(self, params) -> dict[str, str]:
+        """A Java map of strings as a dict, in one round trip (iterated, it is two per key)."""
+        if self._json is None:
+            self._json = self._spark._jvm.com.fasterxml.jackson.databind.ObjectMapper()
+        return {str(k): str(v) for k, v in json.loads(self._json.writeValueAsString(params)).items()}
+
     def location(self, table: str, values: list[str]) -> str | None:
         """The partition's location now; None when it does not exist."""
-        client = self._client()
-        try:
+        with self._client() as client:
             p = self._get(client, table, values)
             return None if p is None else str(p.getSd().getLocation())
-        finally:
-            client.close()
 
     def parameters(self, table: str, values: list[str]) -> dict[str, str] | None:
         """The partition's parameters now (the table's, for a table without partitions); None
         when the partition does not exist."""
-        client = self._client()
-        try:
+        with self._client() as client:
             if values:
                 p = self._get(client, table, values)
                 params = None if p is None else p.getParameters()
             else:
                 params = client.getTable(*table.split(".", 1)).getParameters()
-            return None if params is None else {str(k): str(v) for k, v in dict(params).items()}
-        finally:
-            client.close()
+            return None if params is None else self._as_dict(params)
 
     def switch(self, table: str, values: list[str], old: str, new: str, parameters: dict[str, str | None]) -> bool:
         """Point the partition at ``new`` with ``parameters`` merged in (None removes a key),
         only if it is at ``old`` now; True if it was switched. The Metastore is told not to
         compute statistics itself (the given ones are the new folder's)."""
-        client = self._client()
-        try:
+        with self._client() as client:
             p = self._get(client, table, values)
             if p is None or not same_location(str(p.getSd().getLocation()), old):
                 return False
@@ -105,14 +156,11 @@ class JobMetastore:
                     params.remove(k)
                 else:
                     params.put(k, v)
-            api = self._spark._jvm.org.apache.hadoop.hive.metastore.api
-            context = api.EnvironmentContext()
+            context = self._api.EnvironmentContext()
             context.putToProperties("DO_NOT_UPDATE_STATS", "true")
             db, tbl = table.split(".", 1)
             client.alter_partition(db, tbl, p, context)
             return True
-        finally:
-            client.close()
 
     @contextlib.contextmanager
     def lock(self, table: str, partition: str, wait_seconds: float):
@@ -122,20 +170,16 @@ class JobMetastore:
         if lock_id is None:
             yield None
             return
-        stop = threading.Event()
-        beat = threading.Thread(target=self._heartbeat, args=(lock_id, stop), daemon=True,
-                                name=f"lock-heartbeat-{lock_id}")
-        beat.start()
+        self._hold(lock_id)
         try:
             yield lock_id
         finally:
-            stop.set()
-            beat.join()
+            self._let_go(lock_id)
             self._release(lock_id, table, partition)
 
     def _acquire(self, table: str, partition: str, wait_seconds: float) -> int | None:
         """The lock's id once acquired; None where the Metastore serves no locks."""
-        api = self._spark._jvm.org.apache.hadoop.hive.metastore.api
+        api = self._api
         db, tbl = table.split(".", 1)
         component = api.LockComponent(api.LockType.EXCLUSIVE,
                                       api.LockLevel.PARTITION if partition else api.LockLevel.TABLE, db)
@@ -146,16 +190,12 @@ class JobMetastore:
         component.setIsAcid(False)
         request = api.LockRequest([component], getpass.getuser(), socket.gethostname())
         request.setAgentInfo(AGENT)
-        client = self._client()
-        try:
-            try:
+        response = None if self._locks_served else self._first_request(request)
+        if self._locks_served is False:
+            return None
+        with self._client() as client:
+            if response is None:
                 response = client.lock(request)
-            except Exception as e:  # noqa: BLE001 - a Metastore without its transaction tables
-                self._locks_served = False
-                log.warning("the Hive Metastore does not serve locks (%s): commits rely on their journal and "
-                            "identity checks only", str(e).splitlines()[0][:300])
-                return None
-            self._locks_served = True
             lock_id = response.getLockid()
             deadline = time.monotonic() + wait_seconds
             seen: dict[int, tuple[int, float]] = {}
@@ -172,8 +212,31 @@ class JobMetastore:
                                   f"(waited {wait_seconds:.0f}s, lock {response.getState()}); nothing was moved, "
                                   "the next run will look at it again")
             return lock_id
-        finally:
-            client.close()
+
+    def _first_request(self, request):
+        """The job's first lock request, one thread at a time until one is answered; None when
+        another thread's answered first (or the Metastore serves no locks). A Metastore without
+        its transaction tables refuses every request: locks are then not asked for again. A
+        fresh Metastore 2.3 also fails requests that arrive together before its first one has
+        been served ("Internal error processing lock"), so a refusal is asked once more first;
+        once locks were served, a failing request fails its partition's commit (nothing moved)."""
+        with self._probe:
+            if self._locks_served is not None:
+                return None
+            for attempt in range(2):
+                try:
+                    with self._client() as client:
+                        response = client.lock(request)
+                    self._locks_served = True
+                    return response
+                except Exception as e:  # noqa: BLE001 - a Metastore without its transaction tables
+                    if attempt:
+                        self._locks_served = False
+                        log.warning("the Hive Metastore does not serve locks (%s): commits rely on their journal "
+                                    "and identity checks only", str(e).splitlines()[0][:300])
+                    else:
+                        time.sleep(1.0)
+            return None
 
     @staticmethod
     def _release_dead(client, api, db: str, tbl: str, partition: str, ours: int,
@@ -203,25 +266,37 @@ class JobMetastore:
                 except Exception:  # noqa: BLE001 - released meanwhile
                     pass
 
-    def _heartbeat(self, lock_id: int, stop: threading.Event) -> None:
-        """Keep the lock alive: the Metastore drops a lock not heartbeated for hive.txn.timeout
-        (default 300 s), which is also how a killed job's lock goes by itself."""
-        client = self._client()
-        try:
-            while not stop.wait(HEARTBEAT_SECONDS):
-                try:
-                    client.heartbeat(0, lock_id)
-                except Exception as e:  # noqa: BLE001
-                    log.warning("could not heartbeat Metastore lock %s: %s", lock_id, str(e).splitlines()[0][:300])
-                    return
-        finally:
-            client.close()
+    def _hold(self, lock_id: int) -> None:
+        with self._held_changed:
+            self._held.add(lock_id)
+            if self._beating is None:
+                self._beating = threading.Thread(target=self._heartbeats, daemon=True,
+                                                 name="metastore-lock-heartbeats")
+                self._beating.start()
+
+    def _let_go(self, lock_id: int) -> None:
+        with self._held_changed:  # waits for a heartbeat round under way: none hits a released lock
+            self._held.discard(lock_id)
+
+    def _heartbeats(self) -> None:
+        """Keep every held lock alive, each heartbeated every HEARTBEAT_SECONDS: the Metastore
+        drops a lock not heartbeated for hive.txn.timeout (default 300 s), which is also how a
+        killed job's lock goes by itself. One thread for all, with its own client."""
+        with self._held_changed:
+            while True:
+                self._held_changed.wait(HEARTBEAT_SECONDS)
+                for lock_id in sorted(self._held):
+                    try:
+                        with self._client() as client:
+                            client.heartbeat(0, lock_id)
+                    except Exception as e:  # noqa: BLE001
+                        log.warning("could not heartbeat Metastore lock %s: %s", lock_id,
+                                    str(e).splitlines()[0][:300])
+                        self._held.discard(lock_id)
 
     def _release(self, lock_id: int, table: str, partition: str) -> None:
-        client = self._client()
         try:
-            client.unlock(lock_id)
+            with self._client() as client:
+                client.unlock(lock_id)
         except Exception:  # noqa: BLE001 - gone already (timed out): nothing held
             log.warning("%s/%s: could not release Metastore lock %s", table, partition, lock_id)
-        finally:
-            client.close()
