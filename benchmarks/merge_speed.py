@@ -576,7 +576,7 @@ def main() -> int:
                                                        args.only, args.sample)
         finally:
             stack.stop()
-        if args.scale:
+        if args.scale and args.planning_partitions:
             figures["planning"] = planning_pass(tmp, args.planning_partitions)
     figures["total_seconds"] = round(time.monotonic() - started, 1)
     every = [c for f in figures["formats"].values() for c in f["contestants"].values()]

@@ -157,10 +157,10 @@ class HadoopFS:
         p = self.path(uri)
         fs = self.fs(uri)
         how = self._publish_primitive(fs, p.getParent())
-        # (The temporary file's create makes the folder when it is missing.)
+        # (The temporary file's write makes the folder when it is missing.)
         tmp = self.path(f"{p.getParent().toString()}/.{p.getName()}.{uuid.uuid4().hex[:12]}{storage.TEMP_SUFFIX}")
         self._before("write", tmp.toString())
-        self._write(fs, tmp, text)
+        self._write(fs, tmp, text, how)
         try:
             self._before("publish", uri)
             if how == storage.HARD_LINK:
@@ -195,7 +195,12 @@ class HadoopFS:
             raise OSError(storage.commit_refusal(resolved))
         return how
 
-    def _write(self, fs, path, text: str) -> None:
+    def _write(self, fs, path, text: str, how: str) -> None:
+        """Write a small file, durable before it returns (``how``: the storage's publishing
+        primitive; the local file system's files are written by the JVM helper directly)."""
+        if how == storage.HARD_LINK:
+            self._call("writeLocal", path.toString(), text)
+            return
         out = fs.create(path, True)
         try:
             out.write(bytearray(text.encode("utf-8")))
@@ -235,7 +240,7 @@ class HadoopFS:
         tmp = self._path_class(parent, f".{p.getName()}.{uuid.uuid4().hex[:12]}{storage.TEMP_SUFFIX}")
         dst = self._path_class(parent, p.getName())
         self._before("write", tmp.toString())
-        self._write(target, tmp, text)
+        self._write(target, tmp, text, how)
         try:
             self._before("publish", uri)
             if how == storage.HARD_LINK:

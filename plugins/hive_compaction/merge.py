@@ -65,6 +65,12 @@ class BatchRunner:
         # Every read below names its files, already listed by us: without this, Spark starts a
         # listing job for each read of more than 32 paths (~0.3 s each, per rewrite group).
         spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", "1000000")
+        # What Spark counts a file as when it packs files into a scan's tasks (4 MB by default): on
+        # small files that makes a task per 32 files, and the checksum scans of the rewrites read
+        # thousands of them. Counted this small, files pack into about one task per core (Spark
+        # still splits a scan into at least as many tasks as cores): 1,000 ORC files of 2,000 rows
+        # were checksummed in 3.0 s against 4.0 s here. Each rewrite group is one task anyway.
+        spark.conf.set("spark.sql.files.openCostInBytes", str(64 * 1024))
         # A union of single-partition branches keeps one partition per branch (Spark 4 would
         # otherwise zip them into one task): see rewrite.RewriteEngine._rewrite_job.
         spark.conf.set("spark.sql.unionOutputPartitioning", "false")

@@ -204,6 +204,29 @@ public class HiveCompactionHelper {
         }
     }
 
+    /** Write a small file of the local file system (UTF-8 text), forced to disk before it returns,
+     *  creating its folder if missing (a viewfs path is resolved to its mount's folder). Through
+     *  java.io: without its native library, Hadoop's local file system sets each new file's mode,
+     *  and its checksum file's, with a forked chmod (~5 ms a file, twice per journal written). No
+     *  checksum file is made: the name it is published under (hard link, rename) has none either. */
+    public void writeLocal(String uri, String text) throws IOException {
+        Path p = new Path(uri);
+        FileSystem fs = fs(p);
+        if (!fs.exists(p.getParent())) fs.mkdirs(p.getParent());
+        Path folder = fs.resolvePath(p.getParent());
+        if (!"file".equals(folder.toUri().getScheme())) {
+            throw new IOException("not on the local file system: " + uri + " (" + folder + ")");
+        }
+        java.io.FileOutputStream out = new java.io.FileOutputStream(
+            new java.io.File(new java.io.File(folder.toUri().getPath()), p.getName()));
+        try {
+            out.write(text.getBytes(StandardCharsets.UTF_8));
+            out.getChannel().force(true);
+        } finally {
+            out.close();
+        }
+    }
+
     /** The message a move into a folder that does not exist fails with (hadoop_fs.FolderGone). */
     public static final String MISSING_FOLDER = "no such folder to move into: ";
 
