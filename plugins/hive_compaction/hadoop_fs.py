@@ -195,7 +195,7 @@ class HadoopFS:
             raise OSError(storage.commit_refusal(resolved))
         return how
 
-    def _write(self, fs, path, text: str, how: str) -> None:
+    def _write(self, fs, path, text: str, how: str | None = None) -> None:
         """Write a small file, durable before it returns (``how``: the storage's publishing
         primitive; the local file system's files are written by the JVM helper directly)."""
         if how == storage.HARD_LINK:
