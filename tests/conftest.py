@@ -44,11 +44,17 @@ def stack(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def spark():
+def spark(request):
     """A local Spark session for tests of the JVM-side pieces: the integration stack's session
-    when one is running (shared, left running), else one of its own for the module."""
+    when this run uses the stack at all (shared, left running), else one of its own for the
+    module. Deciding by the whole run, not by what is running now, keeps the order of modules
+    from mattering: a plain session made first would be the one the stack's ``getOrCreate``
+    returned later (without Hive support), and be stopped under it."""
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     from pyspark.sql import SparkSession
+    if any("stack" in getattr(item, "fixturenames", ()) for item in request.session.items):
+        yield request.getfixturevalue("stack").spark
+        return
     active = SparkSession.getActiveSession()
     if active is not None:
         yield active
