@@ -76,6 +76,7 @@ def test_multi_level_partitions_with_awkward_values(stack, tmp_path):
 
 def test_a_non_partitioned_table_is_one_unit_of_work(stack, tmp_path):
     db, table = "layouts", "flat"
+    stack.spark.sql(f"CREATE DATABASE IF NOT EXISTS {db}")  # the module's other tests may not have run
     stack.spark.sql(f"CREATE TABLE {db}.{table} (id BIGINT, name STRING) STORED AS PARQUET")
     stack.spark.range(900).selectExpr("id", "concat('n', id) AS name").repartition(5).write.insertInto(f"{db}.{table}")
     before = sorted(map(repr, stack.spark.table(f"{db}.{table}").collect()))
