@@ -5,9 +5,10 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-kerberos.txt pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: venv demo test stack-start stack-stop stack-up stack-down clean dist
+.PHONY: venv demo test test-exhaustive stack-start stack-stop stack-up stack-down clean dist
 
 $(STAMP): requirements.txt requirements-kerberos.txt pyproject.toml
+	@date +%s > .venv-build-started
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] >= (3, 10) else "error: Python 3.10+ is needed")'
 	@command -v java >/dev/null || { echo "error: java not found: install a Java 17 runtime (apt-get install openjdk-17-jre-headless)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
@@ -17,14 +18,31 @@ $(STAMP): requirements.txt requirements-kerberos.txt pyproject.toml
 	  || echo "note: the kerberos module did not build: the Kerberos test will skip"; \
 	else echo "note: krb5-config not found (Debian: libkrb5-dev): no Kerberos module, the Kerberos test will skip"; fi
 	@rm -f $(VENV)/.installed-*; touch $@
+	@echo "downloads and installs (pip, outside the test budget): $$(( $$(date +%s) - $$(cat .venv-build-started) )) s"; rm -f .venv-build-started
 
 venv: $(STAMP)
 
 demo: venv
 	@source scripts/env.sh && python scripts/demo.py
 
+# The suite: two processes (pytest-xdist, TEST_WORKERS=1 for one), each test module on one of
+# them. It prints its wall time, every real component's starts and the ten slowest tests, and
+# fails past SUITE_BUDGET_MINUTES (40). The safety matrices run a seeded sample (the seed is
+# printed; SUITE_MATRIX_SEED=<seed> replays it); test-exhaustive runs every case.
+TEST_WORKERS ?= 2
 test: venv
-	@source scripts/env.sh && python -m pytest -q --durations=40 tests
+	@source scripts/env.sh && python -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
+
+# The reliability sweeps in full (hours): every kill point and storage call, every actor at
+# every step, both commit modes. Their last figures: docs/safety.md.
+test-exhaustive: venv
+	@source scripts/env.sh && set -e && \
+	python benchmarks/reliability.py && \
+	python benchmarks/reliability.py --every-call 27 && \
+	python benchmarks/reliability.py --adversaries && \
+	python benchmarks/reliability.py --adversaries --every-call 27 --actors all && \
+	python benchmarks/reliability.py --adversaries --commit-mode location_switch && \
+	python benchmarks/reliability.py --adversaries --every-call 17 --actors all --commit-mode location_switch
 
 # The zip merge jobs ship with --py-files in cluster deploy mode (set py_files to it in the config).
 dist: venv

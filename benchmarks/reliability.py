@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import random
 import re
 import shlex
 import sys
@@ -138,9 +140,51 @@ SWITCH_ADVERSARIES = ADVERSARIES + ("read",)
 SWITCH_UNSUPPORTED = {(p, a) for p in ("switched", "manifest_written") for a in ("add", "overwrite", "drop")}
 
 
+def switch_case_allowed(point: str, actor: str) -> bool:
+    """Whether a location switch's sample may pair them: a storage call's position may lie past
+    the switch's commit point, so only the jobs and the reader act there (as in the sweep)."""
+    return (point, actor) not in SWITCH_UNSUPPORTED and not (point.startswith(CALL) and actor in ("add", "overwrite", "drop"))
+
+
 # The steps other actors act at: the kill points and, after the last check before the outputs
 # move in, "outputs_moving".
 ADVERSARY_POINTS = KILL_POINTS[:4] + ("outputs_moving",) + KILL_POINTS[4:]
+
+# Storage operations one commit of the matrices' partitions makes (README, Safety: counted by the
+# every-call sweeps of 2026-11-25). A sampled "call:<n>" past a commit's last is reported as such.
+COMMIT_CALLS = {"in_place": 24, "location_switch": 15}
+SEED_ENV = "SUITE_MATRIX_SEED"
+
+
+def matrix_seed() -> int:
+    """The sample's seed: ``SUITE_MATRIX_SEED`` to replay a run, else a new one each run."""
+    return int(os.environ.get(SEED_ENV) or random.SystemRandom().randrange(2**31))
+
+
+def call_sample(commit_mode: str, rng: random.Random) -> tuple[str, ...]:
+    """One storage-call position from each third of a commit (its journal's publication and the
+    first moves; the moves; the last moves, manifest and clean-up), drawn at random."""
+    n = COMMIT_CALLS[commit_mode]
+    thirds = [range(1 + n * k // 3, 1 + n * (k + 1) // 3) for k in range(3)]
+    return tuple(f"{CALL}{rng.choice(third)}" for third in thirds)
+
+
+def covering_sample(points, actors, rng: random.Random, allowed=lambda point, actor: True,
+                    fillers=("add", "overwrite", "drop")) -> list[tuple[str, str]]:
+    """A random list of (step, actor) cases, as short as can be, in which every step and every
+    actor appears at least once, and every pair is ``allowed``. Steps beyond one per actor get
+    an actor drawn from ``fillers`` (the writers: a job actor is a spark-submit of its own)."""
+    fillers = [a for a in fillers if a in actors] or list(actors)
+    for _ in range(1000):
+        ps, acts = list(points), list(actors)
+        rng.shuffle(ps)
+        rng.shuffle(acts)
+        acts += [rng.choice(fillers) for _ in range(len(ps) - len(acts))]
+        pairs = [(ps[i % len(ps)], acts[i]) if i < len(acts) else (ps[i], acts[i % len(acts)])
+                 for i in range(max(len(ps), len(acts)))]
+        if all(allowed(p, a) for p, a in pairs):
+            return pairs
+    raise ValueError(f"no covering sample of {points} x {actors} with only allowed pairs")
 
 
 def _tag(point: str) -> str:
@@ -150,22 +194,29 @@ def _tag(point: str) -> str:
 
 def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=ADVERSARIES,
                      rows: int = 120, db: str = "adversaries", commit_mode: str = "in_place",
-                     skip: frozenset = frozenset()) -> dict:
+                     skip: frozenset = frozenset(), cases: list[tuple[str, str]] | None = None) -> dict:
     """At each commit step, pause the merge job (the test hook) while another actor acts on its
     partition: a writer adding a file, a writer overwriting the partition reusing the inputs'
     names, a DROP PARTITION, a second committer (another run's merge job), a rollback of the
     running commit, a purge by another run's job with every folder aged past the retention. Then
     one DAG run of the date, and every row checked against what the actor left: nothing lost,
     nothing duplicated, no dropped folder re-created, no journal left, statistics = disk. ORC and
-    Parquet alternate across the cases. ``skip``: (step, actor) pairs not tried (printed "-")."""
+    Parquet alternate across the cases. ``skip``: (step, actor) pairs not tried (printed "-");
+    ``cases``: the (step, actor) pairs to try (a sample), instead of every step with every actor.
+    Every case is a table of its own, and one merge job pauses each at its own step."""
     dt = "2026-04-01"
     formats = ("ORC", "PARQUET")
     for fmt in formats:
         stack.make_table(db, f"src_{fmt.lower()}", fmt, [dt], files=1, rows=17)
         stack.make_table(db, f"writer_{fmt.lower()}", fmt, [dt], files=4, rows=60)
-    cases = {(point, adv): (f"{adv}_{_tag(point)}", formats[(i + j) % 2])
-             for i, point in enumerate(points) for j, adv in enumerate(adversaries)
-             if (commit_mode != "location_switch" or (point, adv) not in SWITCH_UNSUPPORTED) and (point, adv) not in skip}
+    if cases is None:
+        cases = [(point, adv) for point in points for adv in adversaries
+                 if (commit_mode != "location_switch" or (point, adv) not in SWITCH_UNSUPPORTED)
+                 and (point, adv) not in skip]
+    else:
+        points, adversaries = list(dict.fromkeys(p for p, _ in cases)), list(dict.fromkeys(a for _, a in cases))
+    cases = {(point, adv): (f"{adv}_{_tag(point)}", formats[k % 2]) for k, (point, adv) in enumerate(cases)}
+    run_id = "adv-run"
     mode = {"commit_mode": commit_mode}
     readers: dict[str, Path] = {}
     expected, actions, figures = {}, {}, {"cases": 0, "rows_checked": 0, "rows_lost": 0, "rows_duplicated": 0,
@@ -199,11 +250,10 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
                                     "out": str(readers[table])}
             expected[table] = before
         else:
-            run_id = f"adv-{_tag(point)}" if adv == "retry" else f"rival-{table}"
-            rival = stack.plan_batches(cfg, run_id=run_id)["spark_args"][0]["application_args"][1]
-            argv = stack.spark_submit_cmd(rival)
+            rival = stack.plan_batches(cfg, run_id=run_id if adv == "retry" else f"rival-{table}")
+            argv = stack.spark_submit_cmd(rival["spark_args"][0]["application_args"][1])
             if adv == "rollback":
-                argv = stack.rollback_cmd(f"{db}.{table}", f"adv-{_tag(point)}", cfg)
+                argv = stack.rollback_cmd(f"{db}.{table}", run_id, cfg)
             elif adv == "purge":  # every folder of the work area older than any retention, then a rival's job
                 area = folder.parent.parent / ".hive_compaction" / table
                 age = (f"import os,time; t=time.time()-40*86400; "
@@ -211,16 +261,16 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
                 argv = ["bash", "-c", f"{sys.executable} -c {json.dumps(age)} && " + " ".join(map(shlex.quote, argv))]
             actions[str(folder)] = {"action": "command", "argv": argv, "label": adv}
             expected[table] = before
-    for point in points:
-        tables = [cases[(point, adv)][0] for adv in adversaries if (point, adv) in cases]
-        cfg = stack.write_config(work / f"point-{_tag(point)}.yaml", [{"name": f"{db}.{t}", "trash_retention_days": 1, **mode}
-                                                                for t in tables])
-        for spark_args in stack.plan_batches(cfg, run_id=f"adv-{_tag(point)}")["spark_args"]:
-            stack.spark_submit(spark_args["application_args"][1], config_path=cfg,
-                               HIVE_COMPACTION_TEST_HOOK_AT=point,
-                               HIVE_COMPACTION_TEST_HOOK_CMD=f"{shlex.quote(sys.executable)} {ROOT / 'scripts' / 'adversaries.py'}",
-                               HIVE_COMPACTION_ADVERSARIES=json.dumps(actions),
-                               HIVE_COMPACTION_ADVERSARY_LOG=str(log_path), HIVE_METASTORE_PORT=str(stack.port))
+    # One job for every case: each partition pauses at its own step (the fault hook's entries).
+    cfg = stack.write_config(work / "adv-job.yaml", [{"name": f"{db}.{t}", "trash_retention_days": 1, **mode}
+                                                     for t, _ in cases.values()])
+    steps = ";".join(f"{point}:{db}.{table}/" for (point, _), (table, _) in cases.items())
+    for spark_args in stack.plan_batches(cfg, run_id=run_id)["spark_args"]:
+        stack.spark_submit(spark_args["application_args"][1], config_path=cfg,
+                           HIVE_COMPACTION_TEST_HOOK_AT=steps,
+                           HIVE_COMPACTION_TEST_HOOK_CMD=f"{shlex.quote(sys.executable)} {ROOT / 'scripts' / 'adversaries.py'}",
+                           HIVE_COMPACTION_ADVERSARIES=json.dumps(actions),
+                           HIVE_COMPACTION_ADVERSARY_LOG=str(log_path), HIVE_METASTORE_PORT=str(stack.port))
     acted = Counter(json.loads(line)["folder"] for line in log_path.read_text().splitlines()) \
         if log_path.exists() else Counter()
     warehouse = Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db"

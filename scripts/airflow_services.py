@@ -24,6 +24,7 @@ import httpx
 
 import postgres
 from local_stack import Metastore, StackError, free_port
+from suite_budget import record, started
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVICES = ("api-server", "scheduler", "dag-processor")
@@ -55,7 +56,8 @@ def service_env(base: dict[str, str], home: Path, port: int, **extra: str) -> di
 
 def migrate(env: dict[str, str]) -> None:
     """``airflow db migrate`` for the metadata database ``env`` names; StackError with its output."""
-    p = subprocess.run(["airflow", "db", "migrate"], env=env, capture_output=True, text=True, timeout=600)
+    with started("Airflow metadata database (airflow db migrate)"):
+        p = subprocess.run(["airflow", "db", "migrate"], env=env, capture_output=True, text=True, timeout=600)
     if p.returncode:
         raise StackError(f"airflow db migrate failed:\n{p.stdout[-3000:]}{p.stderr[-3000:]}")
 
@@ -92,12 +94,13 @@ class AirflowServices:
     def wait_ready(self, dag_id: str | None = None, timeout: float = 240) -> str:
         """Wait until the API hands out a token (and knows ``dag_id``, parsed); return the token."""
         deadline = time.monotonic() + timeout
-        token = None
+        token, t0 = None, time.monotonic()
         while True:
             self.check_alive()
             token = token or self.fetch_token()
             if token and (dag_id is None or httpx.get(f"{self.url}/api/v2/dags/{dag_id}", timeout=10, headers={
                     "Authorization": f"Bearer {token}"}).status_code == 200):
+                record("Airflow services (api-server, scheduler, dag-processor) ready", time.monotonic() - t0)
                 return token
             if time.monotonic() > deadline:
                 raise StackError(f"Airflow's API or the DAG not ready after {timeout:.0f}s:\n{self.logs(3000)}")

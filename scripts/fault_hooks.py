@@ -12,10 +12,11 @@ without relying on timing:
   batch, each step of a journal's publication) that the thread committing the partition makes
   from its first commit step (``staged``) on: a sweep over n stops the commit between any two
   of its file-system calls;
-- ``HIVE_COMPACTION_TEST_HOOK_AT="<point>"`` (or ``"call:<n>"``: before the n-th storage
-  operation of each partition's commit, counted as for the kill) runs the shell command in
-  ``HIVE_COMPACTION_TEST_HOOK_CMD`` there, with the partition's folder in
-  ``HIVE_COMPACTION_PARTITION_DIR``.
+- ``HIVE_COMPACTION_TEST_HOOK_AT="<point>[:<text>]"`` (or ``"call:<n>[:<text>]"``: before the
+  n-th storage operation of each partition's commit, counted as for the kill) runs the shell
+  command in ``HIVE_COMPACTION_TEST_HOOK_CMD`` there, with the partition's folder in
+  ``HIVE_COMPACTION_PARTITION_DIR``; several entries separated by ``;`` give each partition its own
+  step (the sampled adversary matrix pauses every case of one job at its own step).
 """
 from __future__ import annotations
 
@@ -36,22 +37,32 @@ HOOK_SPEC = "fault_hooks:at"
 log = logging.getLogger("hive_compaction.fault_hooks")
 
 
-def _matches(setting: str | None, point: str, label: str) -> bool:
-    if not setting:
-        return False
-    name, _, text = setting.partition(":")
-    return name == point and text in label
-
-
 CALL = "call:"
+
+
+def _entries(setting: str | None) -> list[tuple[str, str]]:
+    """(point, text) of each ``;``-separated ``<point>[:<text>]`` entry; a point ``call:<n>``
+    keeps its number."""
+    out = []
+    for entry in filter(None, (setting or "").split(";")):
+        if entry.startswith(CALL):
+            n, _, text = entry[len(CALL):].partition(":")
+            out.append((f"{CALL}{n}", text))
+        else:
+            name, _, text = entry.partition(":")
+            out.append((name, text))
+    return out
+
+
+def _matches(setting: str | None, point: str, label: str) -> bool:
+    return any(name == point and text in label for name, text in _entries(setting))
 # .calls: storage operations this thread made since its commit began (None: not counting);
 # .label, .location: that commit's partition.
 _counting = threading.local()
 
 
-def _hook_at_call() -> int | None:
-    setting = os.environ.get(HOOK_ENV) or ""
-    return int(setting[len(CALL):]) if setting.startswith(CALL) else None
+def _hooks_at_calls() -> list[tuple[int, str]]:
+    return [(int(name[len(CALL):]), text) for name, text in _entries(os.environ.get(HOOK_ENV)) if name.startswith(CALL)]
 
 
 def _count_operation(operation: str, uri: str) -> None:
@@ -59,7 +70,7 @@ def _count_operation(operation: str, uri: str) -> None:
     if calls is None:
         return
     _counting.calls = calls = calls + 1
-    if calls == _hook_at_call():
+    if any(calls == n and text in _counting.label for n, text in _hooks_at_calls()):
         _run_hook(f"{CALL}{calls} (before {operation} {uri})", _counting.label, _counting.location)
     kill_at_call = os.environ.get(KILL_AT_CALL_ENV, "")
     if kill_at_call and calls == int(kill_at_call.partition(":")[0]) and \
@@ -69,7 +80,7 @@ def _count_operation(operation: str, uri: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-if os.environ.get(KILL_AT_CALL_ENV) or _hook_at_call() is not None:
+if os.environ.get(KILL_AT_CALL_ENV) or _hooks_at_calls():
     from hive_compaction.hadoop_fs import HadoopFS
     HadoopFS.before_operation = staticmethod(_count_operation)
 
@@ -81,7 +92,7 @@ def _run_hook(where: str, label: str, location: str) -> None:
 
 
 def at(point: str, label: str, location: str) -> None:
-    if point == "staged" and (os.environ.get(KILL_AT_CALL_ENV) or _hook_at_call() is not None):
+    if point == "staged" and (os.environ.get(KILL_AT_CALL_ENV) or _hooks_at_calls()):
         # Count this thread's operations from its commit's start (the thread's next partition
         # starts again).
         _counting.calls, _counting.label, _counting.location = 0, label, location

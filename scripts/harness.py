@@ -28,6 +28,7 @@ for _p in (ROOT / "plugins", ROOT / "scripts"):
 import postgres  # noqa: E402
 from airflow_services import migrate  # noqa: E402
 from local_stack import VIEWFS_MOUNT, Metastore, free_port  # noqa: E402
+from suite_budget import record, started  # noqa: E402
 
 _dates = itertools.count()
 QUICK_JVM_START = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
@@ -57,14 +58,17 @@ class Stack:
     Airflow's metadata database, as in production; else embedded Derby and SQLite."""
 
     def __init__(self, state: Path, use_postgres: bool = False, quick_jvm_start: bool = False,
-                 object_store: bool = False):
+                 object_store: bool = False, persistent_airflow: bool = False):
         """``quick_jvm_start``: the merge jobs' JVMs compile with C1 only and collect garbage on one
         thread: a short job starts ~15% sooner on an idle 2-core machine and up to twice as fast
         while other work holds the cores (the tests' jobs are all short; the benchmarks leave it
         off, it would slow real work). ``object_store``: the tests' s3like file system (no atomic
         rename, no exclusive create; ``scripts/s3like.py``) mounted at viewfs://hcstack/objects,
-        in the Metastore too."""
+        in the Metastore too. ``persistent_airflow``: ``run_dag`` sends its runs to one long-lived
+        Airflow process (``dag_runner``: the same command, without importing Airflow each time)."""
         self.state = state
+        self.persistent_airflow = persistent_airflow
+        self._dag_runner = None
         self.quick_jvm_start = quick_jvm_start
         self.object_store = object_store
         self.s3like_jar: Path | None = None
@@ -167,13 +171,16 @@ class Stack:
         if self._spark is None:
             os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
             from demo_tables import spark_session
-            self._spark = spark_session(self.metastore.uri, self.metastore.warehouse, app="hive-compaction-tests")
+            with started("Spark session with Hive support (in the test process)"):
+                self._spark = spark_session(self.metastore.uri, self.metastore.warehouse, app="hive-compaction-tests")
             self._spark.sparkContext.setLogLevel("ERROR")
             for key, value in self.metastore.viewfs_conf.items():  # tables on viewfs:// too
                 self._spark._jsc.hadoopConfiguration().set(key[len("spark.hadoop."):], value)
         return self._spark
 
     def stop(self) -> None:
+        if self._dag_runner is not None:
+            self._dag_runner.stop()
         if self._spark is not None:
             self._spark.stop()
         self.metastore.stop()
@@ -224,14 +231,30 @@ class Stack:
 
     def run_dag(self, config_path: Path, conf: dict | None = None, **env) -> DagRun:
         logical = (datetime(2030, 1, 1) + timedelta(hours=next(_dates))).isoformat()
-        cmd = ["airflow", "dags", "test", "hive_compaction", logical]
-        if conf:
-            cmd += ["--conf", json.dumps(conf)]
-        p = subprocess.run(cmd, env=self.env(config_path, **env), capture_output=True, text=True, timeout=900)
-        log = p.stdout + p.stderr
+        args = ["hive_compaction", logical] + (["--conf", json.dumps(conf)] if conf else [])
+        run_env = self.env(config_path, **env)
+        runner = self.dag_runner()
+        if runner is not None and runner.serves(run_env):
+            with started("airflow dags test (in the long-lived Airflow process)"):
+                returncode, log = runner.run(run_env, args, self.state / f"dags-test-{logical}.log")
+        else:
+            with started("airflow dags test (a command of its own)"):
+                p = subprocess.run(["airflow", "dags", "test", *args], env=run_env, capture_output=True, text=True,
+                                   timeout=900)
+            returncode, log = p.returncode, p.stdout + p.stderr
         m = re.search(r"DagRun Finished: .*?run_id=([^,]+),", log)
         run_id = m.group(1) if m else ""
-        return DagRun(p.returncode, log, run_id, (lambda: self.task_states(run_id, config_path)) if run_id else dict)
+        return DagRun(returncode, log, run_id, (lambda: self.task_states(run_id, config_path)) if run_id else dict)
+
+    def dag_runner(self):
+        """The long-lived Airflow process for ``run_dag`` (started on first use), or None."""
+        if not self.persistent_airflow:
+            return None
+        if self._dag_runner is None or self._dag_runner.proc is None:
+            from dag_runner import Client
+            self._dag_runner = Client(self.env(), self.state)
+            record("Airflow imported by the long-lived dags-test process", self._dag_runner.start())
+        return self._dag_runner
 
     def task_states(self, run_id: str, config_path: Path) -> dict[str, list[str]]:
         p = subprocess.run(["airflow", "tasks", "states-for-dag-run", "hive_compaction", run_id, "-o", "json"],
@@ -279,5 +302,6 @@ class Stack:
 
     def spark_submit(self, batch_arg: str, config_path: Path | None = None, **env) -> subprocess.CompletedProcess:
         """Run the merge job on one encoded batch, as the mapped task would."""
-        return subprocess.run(self.spark_submit_cmd(batch_arg), env=self.env(config_path, **env),
-                              capture_output=True, text=True, timeout=600)
+        with started("spark-submit of the merge job (alone)"):
+            return subprocess.run(self.spark_submit_cmd(batch_arg), env=self.env(config_path, **env),
+                                  capture_output=True, text=True, timeout=600)

@@ -16,6 +16,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from suite_budget import started
+
 ROLE = "hive_compaction"
 JDBC_JAR_CANDIDATES = ("/usr/share/java/postgresql.jar",)
 INSTALL_HINT = "apt-get install postgresql libpostgresql-jdbc-java"
@@ -83,8 +85,10 @@ class Postgres:
         if not (self.data / "PG_VERSION").exists():
             self._run(str(bins / "initdb"), "-D", str(self.data), "-U", ROLE, "--auth=trust",
                       "--encoding=UTF8", "--locale=C")
-        self._run(str(bins / "pg_ctl"), "-D", str(self.data), "-l", str(self.log_file), "-w", "-t", str(int(timeout)),
-                  "-o", f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.data} -c fsync=off", "start")
+        with started("PostgreSQL"):
+            self._run(str(bins / "pg_ctl"), "-D", str(self.data), "-l", str(self.log_file), "-w", "-t",
+                      str(int(timeout)), "-o", f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.data} -c fsync=off",
+                      "start")
         print(f"PostgreSQL listening on 127.0.0.1:{self.port} (data {self.data}, log {self.log_file})")
 
     def create_database(self, name: str) -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
+from suite_budget import started
+
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "tests" / "jvm" / "S3LikeFileSystem.java"
 CLASS = "hctest.S3LikeFileSystem"
@@ -26,6 +28,11 @@ def spark_jars() -> Path:
 
 def build_jar(dest: Path) -> Path:
     """Compile the file system with Janino into ``dest/s3like-fs.jar``; returns the jar."""
+    with started("s3like file system jar (Janino)"):
+        return _build_jar(dest)
+
+
+def _build_jar(dest: Path) -> Path:
     from py4j.java_gateway import GatewayParameters, JavaGateway, launch_gateway
     from py4j.protocol import Py4JJavaError
 

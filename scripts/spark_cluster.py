@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from local_stack import free_port  # noqa: E402
+from suite_budget import record  # noqa: E402
 
 MASTER = "org.apache.spark.deploy.master.Master"
 WORKER = "org.apache.spark.deploy.worker.Worker"
@@ -124,6 +125,7 @@ class StandaloneCluster:
         if shutil.which("java") is None:
             raise ClusterError("java not found: the standalone cluster needs a Java 17 runtime")
         self.stop()
+        t0 = time.monotonic()
         self.state.mkdir(parents=True, exist_ok=True)
         port, webui = free_port(), free_port()
         worker_webui = [free_port() for _ in range(self.workers)]
@@ -148,6 +150,7 @@ class StandaloneCluster:
                 st = self.status()
                 last = f"aliveworkers={st.get('aliveworkers')}"
                 if st.get("aliveworkers") == self.workers:
+                    record("Spark standalone cluster (master + workers)", time.monotonic() - t0)
                     return self
             except (OSError, ValueError) as e:
                 last = f"{type(e).__name__}: {e}"

@@ -17,6 +17,12 @@ sys.path[:0] = [str(ROOT / "plugins"), str(ROOT / "scripts")]
 
 import postgres  # noqa: E402
 from harness import Stack  # noqa: E402
+from suite_budget import SuiteBudget, started  # noqa: E402
+
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput"):  # the controlling process (or the only one)
+        config.pluginmanager.register(SuiteBudget(config, ROOT / ".test-report"), "suite_budget")
 
 
 def _interrupt(signum, frame):
@@ -35,7 +41,8 @@ def stack(tmp_path_factory):
     why = postgres.missing()
     if why:
         print(f"\nnote: the stack runs on Derby and SQLite: {why}")
-    s = Stack(tmp_path_factory.mktemp("stack"), use_postgres=why is None, quick_jvm_start=True, object_store=True)
+    s = Stack(tmp_path_factory.mktemp("stack"), use_postgres=why is None, quick_jvm_start=True, object_store=True,
+              persistent_airflow=True)
     try:
         s.start()
         yield s
@@ -59,9 +66,10 @@ def spark(request):
     if active is not None:
         yield active
         return
-    s = (SparkSession.builder.master("local[2]").appName("hive-compaction-tests")
-         .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
-         .config("spark.sql.shuffle.partitions", "4").getOrCreate())
+    with started("Spark session without Hive (in the test process)"):
+        s = (SparkSession.builder.master("local[2]").appName("hive-compaction-tests")
+             .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
+             .config("spark.sql.shuffle.partitions", "4").getOrCreate())
     s.sparkContext.setLogLevel("ERROR")
     yield s
     s.stop()

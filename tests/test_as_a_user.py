@@ -20,6 +20,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from urllib.parse import quote, unquote
 
+from suite_budget import started
+
 import httpx
 import postgres
 import pytest
@@ -239,7 +241,8 @@ def browser():
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1300",
                 "--lang=en-US"):
         options.add_argument(arg)
-    d = webdriver.Chrome(options=options, service=Service(driver))
+    with started("Chromium (headless, Selenium)"):
+        d = webdriver.Chrome(options=options, service=Service(driver))
     d.implicitly_wait(10)
     try:
         yield d

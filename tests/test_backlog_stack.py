@@ -61,7 +61,9 @@ def test_deferred_and_quiet_partitions_come_back_in_the_next_scheduled_run(stack
                                  "again": f"again in the scheduled run of 2026-07-11 (within lookback_days: 7)"}]
     assert {(r["partition"], r["status"]) for r in report["partitions"]} == \
         {(f"dt={DAY2}", "merged"), (f"dt={OLD}", "merged")}
-    for name, snap in stack.snapshot(DB, "events").items():
+    snaps = stack.snapshot(DB, "events")
+    assert sorted(snaps) == [f"dt={d}" for d in (OLD, DAY1, DAY2)], snaps
+    for name, snap in snaps.items():
         assert snap["num_files"] == 1, (name, snap)
     assert stack.snapshot(DB, "busy")[f"dt={DAY1}"]["num_files"] == 3
     assert {t: stack.content(DB, t) for t in ("events", "busy")} == content  # every row, by checksum

@@ -36,7 +36,7 @@ def test_merge_speed_scale_mode_smoke(tmp_path):
     assert set(contestants) == CONTESTANTS
     for name, c in contestants.items():
         assert c["checksum_ok"] is True and c["ran_ok"] is True, (name, c.get("error"))
-        assert c["wall_seconds"] is not None and c["wall_seconds"] >= 0, name
+        assert c["wall_seconds"] is not None and c["wall_seconds"] > 0, name
         assert c["files_before"] == partitions * files, name
     for name in OURS:
         c = contestants[name]
@@ -54,6 +54,8 @@ def test_merge_speed_scale_mode_smoke(tmp_path):
         assert f["per_partition_seconds"][name] > 0, name
     assert 0 < f["contestants"]["rewrite"]["rewrite_verify_seconds"] < f["contestants"]["rewrite"]["in_app_seconds"]
     assert 0 < f["contestants"]["copy"]["copy_verify_seconds"] < f["contestants"]["copy"]["copy_seconds"]
-    assert {t["result"] for t in f["ratios"]["targets"].values()} <= {"HIT", "MISS"}
+    targets = f["ratios"]["targets"]
+    assert targets, f["ratios"]
+    assert all(t["result"] in ("HIT", "MISS") for t in targets.values()), targets
     planning = figures["planning"]
     assert planning["ran_ok"] and planning["partitions"] == 40 and planning["planning_seconds"] > 0

@@ -27,7 +27,7 @@ def test_planning_scale_quick(tmp_path):
     figures = json.loads(out.read_text())
 
     assert figures["ok"] is True
-    assert all(c["ok"] for c in figures["checks"]), figures["checks"]
+    assert figures["checks"] and all(c["ok"] for c in figures["checks"]), figures["checks"]
     results = figures["results"]
     assert [r["partitions"] for r in results] == [300, 600]
     assert [r["partitions"] for r in figures["registration"]] == [300, 600]

@@ -219,7 +219,7 @@ def test_a_journal_being_taken_over_never_stops_existing(spark, tmp_path):
         for t in threads:
             t.join()
     assert not rival_won
-    assert None not in seen and seen <= {"first"} | {f"replay-{i}" for i in range(150)}
+    assert seen and None not in seen and seen <= {"first"} | {f"replay-{i}" for i in range(150)}
     assert read_journal(fs, journal)["owner"] == "replay-149"
     assert sorted(p.name for p in (tmp_path / "journal").iterdir() if not p.name.endswith(".crc")) == ["p.json"]
 

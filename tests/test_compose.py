@@ -287,6 +287,7 @@ def test_expected_services_exist():
 
 
 def test_images_are_pinned():
+    assert services(), "docker-compose.yaml defines no services"
     for name, svc in services().items():
         ref = svc.get("image")
         if ref is None:
@@ -316,6 +317,7 @@ def test_dockerfile_base_images_are_pinned_and_airflow_matches_requirements():
 
 
 def test_dockerfile_installs_java_and_the_pinned_requirements():
+    assert dockerfiles(), "no service builds the project image"
     for name, path in dockerfiles().items():
         text = dockerfile_text(path)
         assert re.search(r"apt-get install[^\n]*(jre|jdk)", text, flags=re.S | re.I) or \
@@ -364,6 +366,7 @@ def test_warehouse_writers_share_group_0_and_create_group_writable_entries():
     volume = warehouse_volume()
     writers = {name: user_parts(name) for name in services()
                if any(m["source"] == volume and not m["read_only"] for m in mounts(name))}
+    assert writers, f"no service writes the warehouse volume {volume!r}"
     undeclared = sorted(n for n, user in writers.items() if user is None)
     assert not undeclared, f"services writing the warehouse must state their user: {undeclared}"
     project = set(project_image_services())
@@ -458,6 +461,7 @@ def test_airflow_shares_secrets_and_reaches_the_execution_api():
 
 
 def test_connections_parse_and_point_at_services_and_ports():
+    assert services(), "docker-compose.yaml defines no services"
     seen = set()
     for name in services():
         for key, value in env(name).items():
@@ -598,6 +602,7 @@ def test_metastore_gets_a_jdbc_driver_before_it_starts():
 # --- the file as a whole ------------------------------------------------------------------------
 
 def test_depends_on_names_existing_services_with_valid_conditions():
+    assert services(), "docker-compose.yaml defines no services"
     for name in services():
         for dep, condition in depends_on(name).items():
             assert dep in services(), f"{name} depends on {dep!r}, which is no service"
@@ -628,6 +633,7 @@ def test_depends_on_has_no_cycle():
 
 
 def test_host_paths_exist():
+    assert services(), "docker-compose.yaml defines no services"
     for name in services():
         for m in mounts(name):
             if m["type"] != "bind":
@@ -643,6 +649,7 @@ def test_host_paths_exist():
 
 
 def test_named_volumes_are_declared():
+    assert services(), "docker-compose.yaml defines no services"
     declared = set(compose().get("volumes") or {})
     for name in services():
         for m in mounts(name):
@@ -653,7 +660,9 @@ def test_named_volumes_are_declared():
 def test_variable_interpolations_have_defaults():
     """`docker compose up` must work without an .env file; `$$` is a literal dollar."""
     text = COMPOSE_FILE.read_text().replace("$$", "")
-    for m in re.finditer(r"\$(\{[^}]*\}|\w+)", text):
+    found = list(re.finditer(r"\$(\{[^}]*\}|\w+)", text))
+    assert found, "docker-compose.yaml: no ${...} interpolation found (it sets ${AIRFLOW_UID:-50000})"
+    for m in found:
         assert re.fullmatch(r"\{\w+:?-[^}]*\}", m.group(1)), (
             f"docker-compose.yaml: ${m.group(1)} is interpolated by Compose without a default (write $$ for the shell)")
 

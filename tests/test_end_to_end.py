@@ -20,7 +20,9 @@ def files_with_times(folder: Path) -> dict[str, tuple[int, int]]:
 
 
 def assert_statistics_match_disk(stack, db, table, expected_rows):
-    for name, p in stack.snapshot(db, table).items():
+    snapshot = stack.snapshot(db, table)
+    assert snapshot and sorted(snapshot) == sorted(expected_rows), (sorted(snapshot), sorted(expected_rows))
+    for name, p in snapshot.items():
         assert p["hms_num_files"] == str(p["num_files"]), name
         assert p["hms_total_size"] == str(p["bytes"]), name
         if p["hms_num_rows"] is not None:

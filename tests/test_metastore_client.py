@@ -22,6 +22,7 @@ import pytest
 from hmsclient import hmsclient
 from hmsclient.genthrift.hive_metastore import ThriftHiveMetastore, ttypes
 from local_stack import free_port
+from suite_budget import record
 from thrift.protocol import TBinaryProtocol
 from thrift.transport import TSocket, TTransport
 
@@ -419,12 +420,14 @@ def kerberos_metastore(tmp_path_factory):
     run("kadmin.local", "-q", "addprinc -randkey hive/localhost@EXAMPLE.COM")
     run("kadmin.local", "-q", f"ktadd -k {d}/hive.keytab hive/localhost@EXAMPLE.COM")
     run("kadmin.local", "-q", "addprinc -pw alice-password alice@EXAMPLE.COM")
+    t0 = time.monotonic()
     procs = [_start(["krb5kdc", "-n", "-P", str(d / "kdc.pid")], d / "kdc.log", env, d)]
     try:
         for _ in range(50):
             if _listening(kdc_port):
                 break
             time.sleep(0.2)
+        record("MIT KDC (krb5kdc)", time.monotonic() - t0)
         run("kinit", "alice@EXAMPLE.COM", input=b"alice-password\n")
 
         conf = d / "hms-conf"
@@ -444,11 +447,13 @@ def kerberos_metastore(tmp_path_factory):
              f"-Djava.security.krb5.conf={d}/krb5.conf", f"-Dderby.system.home={d}",
              "-cp", f"{conf}:{spark_jars()}/*", "org.apache.hadoop.hive.metastore.HiveMetaStore", "-p", str(hms_port)],
             d / "metastore.log", env, d))
-        deadline = time.monotonic() + 120
+        t0 = time.monotonic()
+        deadline = t0 + 120
         while not _listening(hms_port):
             assert procs[-1].poll() is None, (d / "metastore.log").read_text()[-3000:]
             assert time.monotonic() < deadline, "the Kerberos Metastore did not start"
             time.sleep(0.5)
+        record("Hive Metastore 2.3 with Kerberos (SASL)", time.monotonic() - t0)
         saved = {k: os.environ.get(k) for k in ("KRB5_CONFIG", "KRB5CCNAME")}
         os.environ.update(KRB5_CONFIG=env["KRB5_CONFIG"], KRB5CCNAME=env["KRB5CCNAME"])
         try:

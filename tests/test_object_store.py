@@ -94,10 +94,12 @@ def test_two_concurrent_merge_jobs_refuse_an_object_store_and_change_nothing(sta
     assert sum(1 for name in files_before if name.endswith((".orc", ".parquet"))) \
         == len(TABLES) * len(DATES) * FILES_PER_PARTITION
     rows_before = {t: row_content(stack, storage, tables_root / t) for t, (storage, _) in TABLES.items()}
-    assert all(v[0] == ROWS_PER_PARTITION for rows in rows_before.values() for v in rows.values())
+    assert {t: {k: v[0] for k, v in rows.items()} for t, rows in rows_before.items()} == \
+        {t: {f"dt={d}": ROWS_PER_PARTITION for d in DATES} for t in TABLES}
     statistics_before = {t: partition_parameters(stack, t) for t in TABLES}
     # The Metastore listed the partitions through the mount: its statistics are the files on the storage.
-    assert all(p["numFiles"] == str(FILES_PER_PARTITION) for s in statistics_before.values() for p in s.values())
+    assert {t: {d: p.get("numFiles") for d, p in s.items()} for t, s in statistics_before.items()} == \
+        {t: {d: str(FILES_PER_PARTITION) for d in DATES} for t in TABLES}, statistics_before
 
     cfg = stack.write_config(tmp_path / "c.yaml",
                              [{"name": f"{DB}.{t}", "commit_mode": mode} for t, (_, mode) in TABLES.items()],
@@ -106,6 +108,7 @@ def test_two_concurrent_merge_jobs_refuse_an_object_store_and_change_nothing(sta
     # The plan sees only viewfs:// locations: it passes every partition to the merge jobs.
     runs = {run: [b["application_args"][1] for b in stack.plan_batches(cfg, run_id=run)["spark_args"]]
             for run in ("run-a", "run-b")}
+    assert all(runs.values()), runs  # each run has merge jobs to start
     jobs = {run: [subprocess.Popen(merge_job_cmd(stack, batch), env=stack.env(cfg), stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, text=True) for batch in batches]
             for run, batches in runs.items()}

@@ -394,6 +394,7 @@ def test_pack_batches_batches_are_sorted_and_deterministic():
     tasks = [make_task(i, total_size=(i * 7919) % 1000 * MB, table=f"t{i % 3}") for i in range(200)]
     fan_out = FanOut(max_spark_jobs=5, max_partitions_per_job=30, max_bytes_per_job=1 * GB)
     batches, deferred = pack_batches(tasks, fan_out)
+    assert batches
     for b in batches:
         assert b == sorted(b, key=lambda t: (t.table_name, t.partition))
     again = pack_batches(list(reversed(tasks)), fan_out)

@@ -33,14 +33,16 @@ def test_rollback_restores_the_original_files_and_statistics(stack, tmp_path):
     stack.make_table(db, table, "PARQUET", ["2026-06-01", "2026-06-02"], files=4, rows=300)
     content = stack.content(db, table)
     before = stack.snapshot(db, table)
+    assert sorted(before) == ["dt=2026-06-01", "dt=2026-06-02"], before
     params_before = statistics_parameters(stack, db, table)
-    assert not any(LISTED_AT in p for p in params_before.values())
+    assert sorted(params_before) == sorted(before) and not any(LISTED_AT in p for p in params_before.values())
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])
     run = stack.run_dag(cfg)
     assert run.state == "success", run.log[-4000:]
     merged = stack.snapshot(db, table)
-    assert all(p["num_files"] == 1 for p in merged.values()) and merged != before
-    assert all(LISTED_AT in p for p in statistics_parameters(stack, db, table).values())
+    assert {n: p["num_files"] for n, p in merged.items()} == {n: 1 for n in before} and merged != before
+    params_merged = statistics_parameters(stack, db, table)
+    assert sorted(params_merged) == sorted(before) and all(LISTED_AT in p for p in params_merged.values())
 
     cmd = stack.rollback_cmd(f"{db}.{table}", run.run_id, cfg)
     p = subprocess.run(cmd, env=stack.env(cfg), capture_output=True, text=True, timeout=600)

@@ -39,7 +39,9 @@ def make_appended_table(stack, db: str, table: str, storage: str) -> None:
 
 def assert_compacted_with_true_statistics(stack, db, table, content_before):
     assert stack.content(db, table) == content_before  # every row of every column, by checksum
-    for name, p in stack.snapshot(db, table).items():
+    snapshot = stack.snapshot(db, table)
+    assert sorted(snapshot) == sorted(content_before), (sorted(snapshot), sorted(content_before))
+    for name, p in snapshot.items():
         assert p["num_files"] == 1, (name, p)
         assert (p["hms_num_files"], p["hms_total_size"]) == (str(p["num_files"]), str(p["bytes"])), (name, p)
         assert p["hms_num_rows"] == str(content_before[name][0]), (name, p)

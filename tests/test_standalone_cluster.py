@@ -98,7 +98,8 @@ def data_sets(stack):
     made = {db: make_tables(stack, db, files=4, rows=300) for db in (ON_CLUSTER, ON_LOCAL)}
     assert made[ON_CLUSTER] == made[ON_LOCAL]  # the same rows, partition by partition
     for db in made:
-        assert all(p["num_files"] == 4 for t in TABLES for p in stack.snapshot(db, t).values())
+        for t in TABLES:
+            assert {n: p["num_files"] for n, p in stack.snapshot(db, t).items()} == {f"dt={d}": 4 for d in DATES}, (db, t)
     return made
 
 

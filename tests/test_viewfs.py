@@ -49,7 +49,8 @@ def test_the_whole_dag_on_viewfs(stack, tmp_path):
     tables = [f"{db}.events_orc", f"{db}.events_parquet"]
     content = {t: stack.content(*t.split(".")) for t in tables}
     before = {t: viewfs_snapshot(stack, *t.split(".")) for t in tables}
-    assert all(p["num_files"] == 4 for snap in before.values() for p in snap.values())
+    assert {t: {n: p["num_files"] for n, p in snap.items()} for t, snap in before.items()} == \
+        {t: {f"dt={d}": 4 for d in dates} for t in tables}, before
     cfg = viewfs_config(stack, tmp_path, tables, merge_mode="auto")
 
     run = stack.run_dag(cfg)
@@ -58,7 +59,9 @@ def test_the_whole_dag_on_viewfs(stack, tmp_path):
     for t in tables:
         db_, tbl = t.split(".")
         assert stack.content(db_, tbl) == content[t]
-        for name, p in viewfs_snapshot(stack, db_, tbl).items():
+        after = viewfs_snapshot(stack, db_, tbl)
+        assert sorted(after) == [f"dt={d}" for d in dates], (t, after)
+        for name, p in after.items():
             assert p["num_files"] == 1, (t, name)
             assert (p["hms_num_files"], p["hms_total_size"]) == (str(p["num_files"]), str(p["bytes"]))
     # the work area is beside the table, on viewfs too
