@@ -26,12 +26,12 @@ demo: venv
 	@source scripts/env.sh && python scripts/demo.py
 
 # The suite: two processes (pytest-xdist, TEST_WORKERS=1 for one), each test module on one of
-# them. It prints its wall time, every real component's starts and the ten slowest tests, and
+# them, the longest first (tests/conftest.py). It prints its wall time, every real component's starts and the ten slowest tests, and
 # fails past SUITE_BUDGET_MINUTES (40). The safety matrices run a seeded sample (the seed is
 # printed; SUITE_MATRIX_SEED=<seed> replays it); test-exhaustive runs every case.
 TEST_WORKERS ?= 2
 test: venv
-	@source scripts/env.sh && python -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
+	@source scripts/env.sh && python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder tests
 
 # The reliability sweeps in full (hours): every kill point and storage call, every actor at
 # every step, both commit modes. Their last figures: docs/safety.md.

@@ -30,6 +30,9 @@ def run(request: dict) -> int:
     from airflow.cli import cli_parser
     os.environ.clear()
     os.environ.update(request["env"])
+    # The request's PYTHONPATH, as a new process would have it (a notifier module of the tests).
+    added = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
+    sys.path[:0] = added
     args = cli_parser.get_parser().parse_args(["dags", "test", *request["args"]])
     try:
         args.func(args)
@@ -40,6 +43,9 @@ def run(request: dict) -> int:
     except BaseException:  # noqa: BLE001 - the command would die with this traceback
         traceback.print_exc()
         return 1
+    finally:
+        for p in added:
+            sys.path.remove(p)
 
 
 def main() -> int:

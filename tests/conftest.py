@@ -20,6 +20,29 @@ from harness import Stack  # noqa: E402
 from suite_budget import SuiteBudget, started  # noqa: E402
 
 
+# pytest-xdist hands out whole modules (one group each, module fixtures are made once) in
+# collection order: the longest first, so that no long one starts last. The matrices of
+# test_safety are groups of their own, each several minutes long.
+LONGEST_FIRST = ("test_safety", "test_benchmark_merge_smoke", "test_location_switch", "test_end_to_end",
+                 "test_commit_false_success", "test_as_a_user", "test_memory", "test_commit_protocol",
+                 "test_merge_modes", "test_rollback_and_cleanup", "test_standalone_cluster", "test_viewfs",
+                 "test_layouts", "test_metastore_lock", "test_operations", "test_stale_statistics",
+                 "test_benchmark_smoke", "test_metastore_client", "test_object_store")
+ALONE = ("test_a_kill_at_every_commit_step_is_repaired_by_the_next_run",
+         "test_other_actors_during_a_location_switch_never_lose_or_duplicate_a_row",
+         "test_other_actors_at_commit_steps_never_lose_or_duplicate_a_row")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    rank = {m: i for i, m in enumerate(LONGEST_FIRST)}
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(item.originalname if item.originalname in ALONE
+                                                else item.module.__name__))
+    items.sort(key=lambda it: (ALONE.index(it.originalname) if it.originalname in ALONE else len(ALONE),
+                               rank.get(it.module.__name__, len(rank))))
+
+
 def pytest_configure(config):
     if not hasattr(config, "workerinput"):  # the controlling process (or the only one)
         config.pluginmanager.register(SuiteBudget(config, ROOT / ".test-report"), "suite_budget")

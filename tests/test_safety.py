@@ -79,6 +79,7 @@ def test_other_actors_at_commit_steps_never_lose_or_duplicate_a_row(stack, tmp_p
     assert figures["rows_checked"] > 0 and figures["rows_lost"] == 0 and figures["rows_duplicated"] == 0, sample
     assert figures["folders_recreated"] == 0 and figures["journals_left"] == 0 and figures["not_reached"] == 0, sample
     assert figures["msck_changed"] == 0 and figures["statistics_wrong"] == 0, sample
+    assert figures["false_successes"] == 0, sample
 
 
 def test_other_actors_during_a_location_switch_never_lose_or_duplicate_a_row(stack, tmp_path, matrix_rng):
@@ -99,6 +100,7 @@ def test_other_actors_during_a_location_switch_never_lose_or_duplicate_a_row(sta
     assert figures["rows_checked"] > 0 and figures["rows_lost"] == 0 and figures["rows_duplicated"] == 0, sample
     assert figures["folders_recreated"] == 0 and figures["journals_left"] == 0 and figures["not_reached"] == 0, sample
     assert figures["msck_changed"] == 0 and figures["statistics_wrong"] == 0, sample
+    assert figures["false_successes"] == 0, sample
 
 
 def test_an_interrupted_commit_is_finished_even_when_the_next_run_selects_other_dates(stack, tmp_path):
