@@ -50,6 +50,8 @@ KILL_POINTS = ("staged", "journaled", "input_moved", "inputs_moved", "output_mov
                "manifest_written")
 # Also "outputs_moving": after the last check before the outputs move in; a kill there leaves what
 # one at "inputs_moved" leaves, another writer acting there is the case worth a step of its own.
+# And "listed": once the partition's listing for the journal is taken, before the journal; a kill
+# there leaves what one at "staged" leaves (the tests' storage-call counts start there again).
 
 
 def fault_point(point: str, label: str = "", location: str = "") -> None:
@@ -70,11 +72,22 @@ def recent(status) -> bool:
 
 
 class CommitConflict(RuntimeError):
-    """Another job holds this partition's journal or replay claim: this job moved nothing more."""
+    """Another job holds this partition's journal or replay claim, or another writer changed the
+    partition before this commit moved anything: this job moved nothing more, and none of the
+    commit's moves is visible."""
+
+
+class CommitHeld(CommitConflict):
+    """The partition is left mid-commit (a journal, with another job's replay claim or a
+    rollback's hold) and this job may not finish it: readers may miss rows until that job, or the
+    replay after the orphan age, finishes it. Not a success: the partition is FAILED."""
 
 
 class InputsChanged(RuntimeError):
-    """A decided commit's inputs were changed by someone else: the replay stopped, and said so."""
+    """A decided commit whose moves had begun met files it cannot account for (an input changed,
+    a file that is neither an input, an output nor in the journal's listing): it stopped without
+    moving anything more, and says what is where. The partition is FAILED: without a lock the tool
+    cannot tell an append from an overwrite, so a person decides."""
 
 
 def commit(fs: HadoopFS, area: WorkArea, record: dict) -> dict:
@@ -84,7 +97,15 @@ def commit(fs: HadoopFS, area: WorkArea, record: dict) -> dict:
 
     The journal is published exclusively, so two jobs can never commit one partition at once;
     the inputs' identity is checked again once it is held, just before the first move (a writer
-    or another run that replaced them makes this commit stop before moving anything)."""
+    or another run that replaced them makes this commit stop before moving anything).
+
+    The journal also records the partition's whole listing as it is now (``listing``: every
+    visible file's ``identity()``): before any output is published, on the first pass and on a
+    replay, a file in the partition that is neither an input, nor an output, nor that listing's
+    (a new name, or a known name with another identity) stops the commit (``_check_partition``)."""
+    if "listing" not in record:
+        record = {**record, "listing": [e.identity() for e in _visible(fs, record["location"])]}
+        fault_point("listed", _label(record), record["location"])
     hold(fs, area, record)
     return _apply(fs, area, record, first=True)
 
@@ -122,11 +143,11 @@ def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | 
         fs.delete(journal)
         return None
     if record.get("rollback"):
-        raise CommitConflict(f"a rollback of {_label(record)} holds it ({journal}): run that rollback again to "
+        raise CommitHeld(f"a rollback of {_label(record)} holds it ({journal}): run that rollback again to "
                              "finish it; nothing was moved")
     if record.get("mode") == "location_switch":
         if switch is None:
-            raise CommitConflict(f"the location switch of {_label(record)} by run {record['run']} is unfinished "
+            raise CommitHeld(f"the location switch of {_label(record)} by run {record['run']} is unfinished "
                                  f"({journal}); a merge job of the table finishes it")
         return switch(record)
     check_record(record, area, pid, location=location, table_location=table_location)
@@ -134,8 +155,11 @@ def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | 
     if not fs.create_exclusive(claim, json.dumps({"owner": owner, "at": time.time()})):
         st = fs.status(claim)
         if st is None or recent(st):
-            raise CommitConflict(f"another job is finishing the interrupted commit of {_label(record)} "
-                                 f"({claim}); nothing was moved by this one")
+            since = "" if st is None else f", claimed {time.time() - st.modification_time / 1000:.0f} s ago"
+            raise CommitHeld(f"{_label(record)} is left mid-commit by run {record['run']} and another job is "
+                             f"finishing that interrupted commit ({claim}{since}); nothing was moved by this one. "
+                             "Until that job finishes it, or a replay takes over once the claim is "
+                             f"{ORPHAN_AGE_SECONDS} s old, readers may miss the merged files' rows")
         log.warning("taking over the replay claim %s of a job that is gone", claim)
         fs.delete(claim)
         return recover(fs, area, pid, owner, location, table_location, switch)
@@ -151,48 +175,72 @@ def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | 
         fs.delete(claim)
 
 
-def _changed_inputs(fs: HadoopFS, area: WorkArea, record: dict, first: bool) -> tuple[list[str], int]:
-    """(names of inputs that are not the files the journal names, how many are in the trash).
-    An input is unchanged with the size and modification time recorded in the partition, or
-    (on a replay) with its size in the trash."""
-    location, trash = record["location"].rstrip("/"), area.trash(record["run"], record["pid"])
-    inputs = record["inputs"]
-    found = fs.statuses([f"{location}/{f['name']}" for f in inputs] +
-                        ([] if first else [f"{trash}/{f['name']}" for f in inputs]))
-    trashed = found[len(inputs):] or [None] * len(inputs)
-    # In the partition a file is the input only with its size, time and version; in the trash
-    # (this commit's own folder, which only this account can write) its size and version.
-    changed = [f["name"] for f, here, gone in zip(inputs, found, trashed)
-               if (here is None and (gone is None or not gone.matches(f, mtime=False)))
-               or (here is not None and not here.matches(f))]
-    return changed, sum(1 for st in trashed if st is not None)
+def _visible(fs: HadoopFS, location: str) -> list:
+    """The partition's files that readers see (Hive and Spark skip names starting with '_' or '.')."""
+    return [e for e in fs.list(location.rstrip("/")) if not e.is_dir and not e.name.startswith(("_", "."))]
 
 
-def _stop_if_changed(fs: HadoopFS, area: WorkArea, record: dict, first: bool) -> None:
-    """Act only on the files the journal names. On the first pass nothing has moved: the journal
-    goes and the partition is left to whoever changed it. On a replay, another writer changed
-    the partition since the commit was decided (an INSERT OVERWRITE reusing names, a delete): the
-    replay stops, published outputs leave the partition again, inputs already in the trash stay
-    there (they may be what the writer meant to replace), and the journal is removed."""
-    changed, in_trash = _changed_inputs(fs, area, record, first)
-    if not changed:
+def _committed(fs: HadoopFS, record: dict, trash: str) -> bool:
+    """Whether the commit point is passed: every input in the trash (its size and version) and
+    every output published. From there a replay only finishes (manifest, journal removed): a
+    file a writer added since, under whatever name, is that writer's, and stays."""
+    location, inputs, outputs = record["location"].rstrip("/"), record["inputs"], record["outputs"]
+    found = fs.statuses([f"{trash}/{f['name']}" for f in inputs] + [f"{location}/{o['name']}" for o in outputs])
+    return (all(st is not None and st.matches(f, mtime=False) for f, st in zip(inputs, found))
+            and all(st is not None and st.size == o.get("size", st.size) for o, st in zip(outputs, found[len(inputs):])))
+
+
+def _check_partition(fs: HadoopFS, area: WorkArea, record: dict, first: bool, moved: bool) -> None:
+    """Before any output is published: every file in the partition is accounted for. An input
+    must be there unchanged (size, time, version) or, once moves may have happened (``moved``),
+    in this commit's trash (size, version); any other visible file must be an output or a file of
+    the journal's ``listing`` with its recorded identity, and no listed file that is not an input
+    may be gone (an INSERT OVERWRITE deletes every file and writes new names). A journal without
+    a listing (written before it was recorded) is checked on its inputs only.
+
+    Otherwise another writer changed the partition after the commit was decided, and the commit
+    stops: the journal goes, nothing more moves. If none of its moves happened yet (no input in
+    the trash, no output published), the partition is exactly as that writer left it:
+    ``CommitConflict``. Else ``InputsChanged`` says what is where: without a lock an append
+    cannot be told from an overwrite, so the merged output is not published beside the writer's
+    files, and the old inputs are not moved back over them."""
+    location, trash, label = record["location"].rstrip("/"), area.trash(record["run"], record["pid"]), _label(record)
+    inputs, outputs = record["inputs"], record["outputs"]
+    here = {e.name: e for e in _visible(fs, location)}
+    trashed = fs.statuses([f"{trash}/{f['name']}" for f in inputs]) if moved else [None] * len(inputs)
+    in_trash = [f["name"] for f, st in zip(inputs, trashed) if st is not None and st.matches(f, mtime=False)]
+    changed = [f["name"] for f in inputs
+               if (f["name"] in here and not here[f["name"]].matches(f)) or (f["name"] not in here and f["name"] not in in_trash)]
+    strangers, vanished = [], []
+    if record.get("listing") is not None:
+        named = {f["name"] for f in inputs} | {o["name"] for o in outputs}
+        listed = {f["name"]: f for f in record["listing"]}
+        strangers = sorted(n for n, e in here.items() if n not in named and not e.matches(listed.get(n)))
+        vanished = sorted(n for n in listed if n not in named and n not in here)
+    if not (changed or strangers or vanished):
         return
-    label, journal = _label(record), area.journal(record["pid"])
-    if first:
-        fs.delete(journal)
-        raise CommitConflict(f"input(s) {changed[:3]} of {label} changed while it was being merged; nothing was "
-                             "committed, the next run will plan it again")
-    location = record["location"].rstrip("/")
-    for o in record["outputs"]:
-        published = f"{location}/{o['name']}"
-        if fs.exists(published) and not fs.exists(o["staged"]):
-            fs.rename(published, o["staged"])
-    fs.delete(journal)
+    what = " and ".join(x for x in (f"input(s) {changed[:3]}" if changed else "",
+                                    f"file(s) {strangers[:3]} it did not list" if strangers else "",
+                                    f"listed file(s) {vanished[:3]} now gone" if vanished else "") if x)
+    published = [o["name"] for o in outputs if o["name"] in here]
+    fs.delete(area.journal(record["pid"]))
+    if not in_trash and not published:
+        if first:
+            raise CommitConflict(f"{what} of {label} changed while it was being merged; nothing was committed, the "
+                                 "next run will plan it again")
+        raise CommitConflict(
+            f"{label}: the interrupted commit of run {record['run']} was not finished: {what} changed or vanished "
+            "since it was decided (another writer rewrote the partition); none of its moves had happened, so the "
+            "partition is exactly as that writer left it")
+    staged = [o["name"] for o in outputs if o["name"] not in here]
     raise InputsChanged(
-        f"{label}: the interrupted commit of run {record['run']} was not finished: input(s) {changed[:3]} changed "
-        f"or vanished since it was decided (another writer rewrote the partition); the partition was left as that "
-        f"writer left it, {in_trash} replaced file(s) stay in {area.trash(record['run'], record['pid'])} until the "
-        "trash retention ends")
+        f"{label}: {what} changed since the commit of run {record['run']} was decided (another writer, after "
+        f"{len(in_trash)} of {len(inputs)} input(s) had moved): stopped before publishing anything more, since "
+        f"without a lock an append cannot be told from an overwrite. What is where: {len(in_trash)} input(s) in the "
+        f"trash {trash}; {len(staged)} output(s) {staged[:3]} in staging {record.get('staging') or ''}; "
+        f"{len(published)} output(s) published {published[:3]}; the partition holds {len(here)} file(s). Check the "
+        "partition's rows: if the writer appended, move the staged outputs in; the trash is purged when its "
+        "retention ends")
 
 
 def _stop_if_dropped(fs: HadoopFS, area: WorkArea, record: dict, first: bool) -> None:
@@ -212,12 +260,14 @@ def _dropped(fs: HadoopFS, area: WorkArea, record: dict, first: bool) -> None:
 
 
 def _stop_if_rewritten(fs: HadoopFS, area: WorkArea, record: dict) -> None:
-    """Once the inputs are in the trash, a file under an input's name in the partition was
-    written since by someone else: Hive's INSERT OVERWRITE reuses 000000_0 after deleting
-    everything, and so may an INSERT INTO once the name is free. Publishing the merged output
-    could bring back rows the writer replaced; putting the inputs back could clash with its files.
-    Without a Metastore lock the two cannot be told apart, so nothing more moves: the merged
-    output stays out, the inputs stay in the trash (named in the error), the journal goes."""
+    """On the first pass, once the outputs are in: a file under an input's name in the partition
+    was written by someone else between the last check and the moves (Hive's INSERT OVERWRITE
+    reuses 000000_0 after deleting everything). Publishing the merged output could bring back
+    rows that writer replaced; putting the inputs back could clash with its files. Without a
+    Metastore lock the two cannot be told apart, so nothing more moves: the merged output goes
+    back to staging (this commit's own moves, not yet finished: its manifest is not written), the
+    inputs stay in the trash, the journal goes, and the error says what is where. A replay never
+    does this: past the commit point it only finishes (``_committed``)."""
     location = record["location"].rstrip("/")
     found = fs.statuses([f"{location}/{f['name']}" for f in record["inputs"]])
     reused = [f["name"] for f, st in zip(record["inputs"], found) if st is not None]
@@ -230,14 +280,16 @@ def _stop_if_rewritten(fs: HadoopFS, area: WorkArea, record: dict) -> None:
     fs.delete(area.journal(record["pid"]))
     raise InputsChanged(
         f"{_label(record)}: a writer wrote {reused[:3]} into the partition while its commit ran (an INSERT "
-        f"OVERWRITE?); the merged output was not published and the replaced files stay in "
-        f"{area.trash(record['run'], record['pid'])} until the trash retention ends: check the partition's rows")
+        f"OVERWRITE?); the merged output(s) {[o['name'] for o in record['outputs']][:3]} were taken out again "
+        f"into staging {record.get('staging') or ''} and the replaced files stay in the trash "
+        f"{area.trash(record['run'], record['pid'])} until its retention ends: check the partition's rows")
 
 
 def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> dict:
     """Move inputs to the trash and outputs in. On the ``first`` pass every move must happen:
     a file gone meanwhile (another attempt, a purge) puts everything back and fails, never
-    leaving the inputs in the trash with an output missing. Replays skip what already moved."""
+    leaving the inputs in the trash with an output missing. Replays skip what already moved,
+    and one that finds the commit point passed only finishes."""
     run, pid, location = record["run"], record["pid"], record["location"].rstrip("/")
     trash = area.trash(run, pid)
     # Roll forward only if every output still exists, staged or already published.
@@ -250,7 +302,11 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> d
     _stop_if_dropped(fs, area, record, first)
     # Files already moved by an interrupted attempt are skipped: every step can be replayed.
     _check_owner(fs, area, record)
-    _stop_if_changed(fs, area, record, first)
+    if not first and _committed(fs, record, trash):
+        log.warning("%s: the interrupted commit of run %s had passed its commit point (every input in the trash, "
+                    "every output published): finishing it", _label(record), run)
+        return _finish(fs, area, record, trash, None)
+    _check_partition(fs, area, record, first, moved=not first)
     moves = [(f"{location}/{f['name']}", f"{trash}/{f['name']}") +
              ((f["size"], f["mtime"], f.get("version")) if "mtime" in f else ()) for f in record["inputs"]]
     window_start = time.monotonic()  # readers listing from here to the last output's arrival miss the groups' rows
@@ -261,7 +317,9 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> d
     moves = [(o["staged"], f"{location}/{o['name']}") for o in outputs]
     _check_owner(fs, area, record)
     _stop_if_dropped(fs, area, record, first)
-    _stop_if_rewritten(fs, area, record)
+    # The last look before publishing: a writer that changed the partition since the journal
+    # (an INSERT OVERWRITE under new names, an append) stops the commit here.
+    _check_partition(fs, area, record, first, moved=True)
     fault_point("outputs_moving", _label(record), location)
     try:
         moved = _move(fs, moves, record, "output_moved", "outputs_moved", create_folders=False)
@@ -271,11 +329,19 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> d
         _abandon(fs, area, record, trash, location, f"{len(moves) - moved} staged output(s) vanished before "
                                                     "they moved")
     window_ms = round((time.monotonic() - window_start) * 1000, 1)
-    # Again once they are in: a writer that replaced the partition after the check above (an
-    # INSERT OVERWRITE reusing the inputs' names) must not get the merged rows back beside its own.
-    _stop_if_rewritten(fs, area, record)
+    if first:
+        # Again once they are in: a writer that replaced the partition after the check above (an
+        # INSERT OVERWRITE reusing the inputs' names) must not get the merged rows back beside its own.
+        _stop_if_rewritten(fs, area, record)
     _check_owner(fs, area, record)
-    manifest = {**record, "committed_at": time.time(), "trash": trash, "reader_window_ms": window_ms if first else None}
+    return _finish(fs, area, record, trash, window_ms if first else None)
+
+
+def _finish(fs: HadoopFS, area: WorkArea, record: dict, trash: str, window_ms: float | None) -> dict:
+    """After the commit point: the manifest (what rollback and purge read), then the journal and
+    the staging folder go."""
+    run, pid, location = record["run"], record["pid"], record["location"].rstrip("/")
+    manifest = {**record, "committed_at": time.time(), "trash": trash, "reader_window_ms": window_ms}
     fs.write_text_atomic(area.manifest(run, pid), json.dumps(manifest, indent=1))
     fault_point("manifest_written", _label(record), location)
     fs.delete(area.journal(pid))

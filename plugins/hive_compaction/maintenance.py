@@ -12,12 +12,12 @@ import logging
 import time
 
 from . import location_switch
-from .job_metastore import JobMetastore
-from .commit import ORPHAN_AGE_SECONDS, CommitConflict, InputsChanged, recover
+from .job_metastore import JobMetastore, LockTimeout
+from .commit import ORPHAN_AGE_SECONDS, CommitConflict, CommitHeld, InputsChanged, recover
 from .grouping import data_files
 from .paths import partition_id
 from .batch import PartitionTask
-from .results import REASON_CHARS, PartitionResult, Status
+from .results import FAILED_REASON_CHARS, REASON_CHARS, PartitionResult, Status
 from .work_area import WorkArea, journaled, purge_expired
 
 log = logging.getLogger(__name__)
@@ -85,7 +85,14 @@ def _recover_orphan(fs, area: WorkArea, pid: str, record: dict, owner: str, tabl
                 return result
             result.location = manifest["new_location"]
         files, _ = data_files(fs.list(result.location))
-    except (CommitConflict, InputsChanged) as e:
+    except (CommitHeld, InputsChanged, LockTimeout) as e:
+        # Left mid-commit by a job this one may not replace, or a replay that stopped with files it
+        # cannot account for: readers may miss rows, so never a success (the task fails, alerting).
+        log.error("%s", e)
+        why = "a commit of it is unfinished: " if isinstance(e, LockTimeout) else ""
+        result.status, result.reason, result.recovered = Status.FAILED, f"{why}{e}"[:FAILED_REASON_CHARS], False
+        return result
+    except CommitConflict as e:  # nothing of the commit had moved: the partition is as another writer left it
         log.warning("%s", e)
         result.status, result.reason, result.recovered = Status.SKIPPED, str(e)[:REASON_CHARS], False
         return result

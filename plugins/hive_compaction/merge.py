@@ -28,13 +28,13 @@ from pyspark.sql import SparkSession
 
 from . import copy_merge, grouping, location_switch, maintenance, storage
 from .batch import PartitionTask
-from .commit import CommitConflict, InputsChanged, commit, fault_point, hold, recover
+from .commit import CommitConflict, CommitHeld, InputsChanged, commit, fault_point, hold, recover
 from .copy_merge import CopyMergeError, partition_rows, readable_footers
 from .grouping import Engine, Work, staged_suffix
 from .hadoop_fs import HadoopFS
 from .job_metastore import JobMetastore, LockTimeout
 from .paths import partition_id
-from .results import STATISTICS_KEYS, CommitRecord, PartitionResult, Status
+from .results import FAILED_REASON_CHARS, STATISTICS_KEYS, CommitRecord, PartitionResult, Status
 from .rewrite import RewriteEngine
 from .sizing import DataFile, enough_small_files, size_histogram, small_files
 from .work_area import WorkArea
@@ -138,7 +138,7 @@ class BatchRunner:
 
     def _failed(self, task: PartitionTask, e: Exception) -> PartitionResult:
         return PartitionResult(task.table_name, task.partition, task.location, Status.FAILED,
-                               reason=f"{type(e).__name__}: {e}".splitlines()[0][:500])
+                               reason=f"{type(e).__name__}: {e}".splitlines()[0][:FAILED_REASON_CHARS])
 
     # --- phase 1: prepare -------------------------------------------------------------------
     def prepare(self, task: PartitionTask, started: float) -> Work | PartitionResult:
@@ -151,7 +151,15 @@ class BatchRunner:
                     manifest = recover(self.fs, area, pid, self.owner, location=task.location, switch=lambda record:
                                        location_switch.recover_switch(self.fs, area, self.metastore, record,
                                                                       task.table_location))
-        except (CommitConflict, InputsChanged) as e:
+        except (CommitHeld, InputsChanged, LockTimeout) as e:
+            # Left mid-commit (readers may miss rows), or a replay that stopped with files it cannot
+            # account for: never a success; the task fails and says what is where.
+            log.error("%s: %s", task.label, e)
+            why = "a commit of it is unfinished: " if isinstance(e, LockTimeout) else ""
+            return PartitionResult(task.table_name, task.partition, task.location, Status.FAILED,
+                                   reason=f"{why}{e}", listed=False, stats_files=task.num_files,
+                                   stats_bytes=task.total_size)
+        except CommitConflict as e:  # nothing of the commit had moved: the partition is as another writer left it
             return PartitionResult(task.table_name, task.partition, task.location, Status.SKIPPED, reason=str(e),
                                    listed=False, stats_files=task.num_files, stats_bytes=task.total_size)
         recovered = manifest is not None

@@ -38,6 +38,9 @@ STATISTICS_KEYS = (NUM_FILES, TOTAL_SIZE, NUM_ROWS, SPARK_TOTAL_SIZE, SPARK_NUM_
 MAX_PARAM_CHARS = 4000
 RESULT_KEY_PREFIX = "result."
 REASON_CHARS = 400
+# A failed partition's reason says what is where (which files are in the trash, which outputs in
+# staging): kept longer, still well within the parameter column with the rest of the result.
+FAILED_REASON_CHARS = 1500
 
 
 @dataclass
@@ -158,7 +161,7 @@ def encode_results(results: list[PartitionResult]) -> dict[str, str]:
     params = {}
     for i, r in enumerate(results):
         d = r.to_dict()
-        d["reason"] = d["reason"][:REASON_CHARS]
+        d["reason"] = d["reason"][:FAILED_REASON_CHARS if r.status is Status.FAILED else REASON_CHARS]
         text = json.dumps(d, separators=(",", ":"))
         if len(text) > MAX_PARAM_CHARS:
             d["outputs"] = d["outputs"][:3] + [f"... {len(r.outputs) - 3} more"]

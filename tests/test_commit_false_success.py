@@ -1,0 +1,166 @@
+"""Issue 29, part A: no run reports success while a partition's rows are missing or doubled.
+
+The schedule reproduced on 2026-11-26 (a kill after the inputs moved, a retry dying inside its
+replay, an INSERT OVERWRITE with new names, later runs), and the two findings of the adversarial
+read: a replay un-publishing a finished commit (finding 1), an overwrite with new names getting
+old rows published beside its own (finding 2). Real stack, the merge job through spark-submit,
+every row checked."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def data_files(folder: Path) -> list[Path]:
+    return sorted(f for f in folder.iterdir() if f.is_file() and not f.name.startswith((".", "_")))
+
+
+def work_area(stack, db: str, table: str) -> Path:
+    return Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db" / ".hive_compaction" / table
+
+
+def batch(stack, cfg: Path, run_id: str) -> str:
+    return stack.plan_batches(cfg, run_id=run_id)["spark_args"][0]["application_args"][1]
+
+
+def statuses(output: str, table: str, partition: str) -> list[str]:
+    """The statuses the merge job's progress lines give the partition."""
+    return re.findall(rf"\] {re.escape(table)} {re.escape(partition)}: (\w+)", output)
+
+
+def age(*paths: Path) -> None:
+    """Older than any commit lasts (commit.ORPHAN_AGE_SECONDS)."""
+    old = time.time() - 3600
+    for p in paths:
+        os.utime(p, (old, old))
+
+
+def test_a_retried_kill_then_an_overwrite_never_brings_old_rows_back_or_reports_success(stack, tmp_path):
+    """The reproduced schedule: an ORC partition in several small files; the merge job killed right
+    after its inputs moved to the trash; its retry (the same run) killed at the same point inside
+    its replay, leaving a replay claim; then a Spark INSERT OVERWRITE writes new rows under new
+    part-<uuid> names. A run within the orphan age (the claim is young) and one after it must not
+    report success for the partition (it is left mid-commit by jobs that are gone), and none may
+    publish the old merged rows beside the overwrite's: the partition ends with exactly the
+    overwrite's rows."""
+    db, table, dt = "false_success", "events", "2026-06-01"
+    partition, label = f"dt={dt}", f"{db}.{table}"
+    stack.make_table(db, table, "ORC", [dt], files=6, rows=600)
+    stack.make_table(db, "overwrite", "ORC", [dt], files=1, rows=100)
+    folder = stack.partition_location(db, table, partition)
+    journals = work_area(stack, db, table) / "journal"
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": label}])
+    first = batch(stack, cfg, "killed")
+
+    killed = stack.spark_submit(first, HIVE_COMPACTION_TEST_KILL_AT=f"inputs_moved:{partition}")
+    assert killed.returncode != 0 and "test kill point inputs_moved reached" in killed.stdout + killed.stderr
+    assert stack.rows(db, table).get(partition) is None  # its rows are in the trash now
+    retry = stack.spark_submit(first, HIVE_COMPACTION_TEST_KILL_AT=f"inputs_moved:{partition}")
+    assert retry.returncode != 0 and "recovering the interrupted commit" in retry.stdout + retry.stderr
+    claims, journal = list(journals.glob("*.replay")), list(journals.glob("*.json"))
+    assert len(claims) == 1 and len(journal) == 1
+
+    stack.spark.sql(f"INSERT OVERWRITE TABLE {label} PARTITION (dt='{dt}') SELECT event_id, user_id, kind, amount, "
+                    f"ts, tags, attrs FROM {db}.overwrite WHERE dt = '{dt}'")
+    overwritten = stack.rows(db, "overwrite")[partition]
+    assert stack.rows(db, table)[partition] == overwritten
+    assert all(f.name.startswith("part-") for f in data_files(folder))
+
+    # Within the orphan age the claim may be a live job's, so nothing moves; but the partition is
+    # mid-commit, so the run does not report success for it. After the orphan age the replay must
+    # not publish the merged old rows beside the overwrite's files. Every run is recorded first,
+    # checked after: what each reported, what the partition read then.
+    seen = {}
+    young = stack.spark_submit(batch(stack, cfg, "young"))
+    seen["young"] = (young.returncode, statuses(young.stdout, label, partition), stack.rows(db, table).get(partition, []))
+    age(*claims, *journal)
+    late = stack.spark_submit(batch(stack, cfg, "late"))
+    seen["late"] = (late.returncode, statuses(late.stdout, label, partition), stack.rows(db, table).get(partition, []))
+    # A later run: the partition keeps exactly the overwrite's rows, whatever it reports.
+    again = stack.spark_submit(batch(stack, cfg, "again"))
+    seen["again"] = (again.returncode, statuses(again.stdout, label, partition), stack.rows(db, table).get(partition, []))
+    summary = {run: (rc, st, len(rows)) for run, (rc, st, rows) in seen.items()}
+    for run in ("young", "late"):
+        rc, st, rows = seen[run]
+        assert rc != 0 and st == ["failed"] and rows == overwritten, (run, summary, young.stdout[-3000:],
+                                                                      late.stdout[-3000:])
+    failed = next(line for line in late.stdout.splitlines() if line.startswith(f"FAILED {label} {partition}"))
+    assert "trash" in failed and "staging" in failed and "part-" in failed, failed
+    assert seen["again"][2] == overwritten, (summary, again.stdout[-3000:])
+
+
+@pytest.mark.parametrize("point", ["outputs_moved", "manifest_written"])
+def test_a_replay_finishes_a_commit_past_its_commit_point_and_keeps_a_file_written_under_an_input_name(
+        stack, tmp_path, point):
+    """Finding 1: killed once every input is in the trash and every output is published (the
+    commit point); before the retry a writer adds a file under a name an input had (Hive's INSERT
+    INTO takes 000000_0 when it is free). The retry finishes the commit (manifest written, journal
+    removed) and reports it merged; it never moves the published outputs back to staging; the
+    writer's file stays where it is. Every row: the merged ones and the writer's."""
+    db, table, dt = f"finished_{point}", "events", "2026-06-02"
+    partition, label = f"dt={dt}", f"{db}.{table}"
+    stack.make_table(db, table, "ORC", [dt], files=4, rows=200)
+    stack.make_table(db, "writer", "ORC", [dt], files=1, rows=17)
+    folder = stack.partition_location(db, table, partition)
+    before = stack.rows(db, table)[partition]
+    inputs = [f.name for f in data_files(folder)]
+    # Three small files at least: once finished, the partition's two files are left as they are.
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": label, "min_small_files": 3}])
+    killed = stack.spark_submit(batch(stack, cfg, "killed"), HIVE_COMPACTION_TEST_KILL_AT=f"{point}:{partition}")
+    assert killed.returncode != 0 and f"test kill point {point} reached" in killed.stdout + killed.stderr
+    outputs = [f.name for f in data_files(folder)]
+    assert len(outputs) == 1 and outputs[0].startswith("part-compacted-")
+
+    writer_file = data_files(stack.partition_location(db, "writer", partition))[0]
+    shutil.copy(writer_file, folder / inputs[0])
+    written = (folder / inputs[0]).read_bytes()
+
+    retry = stack.spark_submit(batch(stack, cfg, "next"))
+    assert retry.returncode == 0, retry.stdout[-4000:]
+    assert "had passed its commit point" in retry.stdout, retry.stdout[-4000:]
+    assert statuses(retry.stdout, label, partition) in (["merged"], ["nothing_to_do"]), retry.stdout[-4000:]
+    assert sorted(f.name for f in data_files(folder)) == sorted([inputs[0], outputs[0]])
+    assert (folder / inputs[0]).read_bytes() == written
+    assert stack.rows(db, table)[partition] == sorted(before + stack.rows(db, "writer")[partition])
+    area = work_area(stack, db, table)
+    assert not list((area / "journal").glob("*.json")) and not list((area / "journal").glob("*.replay"))
+    manifests = list((area / "manifests" / "killed").glob("*.json"))
+    assert len(manifests) == 1 and [o["name"] for o in json.loads(manifests[0].read_text())["outputs"]] == outputs
+    assert sorted(f.name for f in data_files(area / "trash" / "killed" / manifests[0].stem)) == sorted(inputs)
+
+
+def test_an_overwrite_with_new_names_after_the_inputs_moved_is_never_joined_by_the_old_rows(stack, tmp_path):
+    """Finding 2: once the inputs are in the trash, a writer overwrites the partition with files
+    under new names (as Spark's INSERT OVERWRITE does: part-<uuid>). The journal's whole listing
+    of the partition tells its files apart from the commit's: nothing is published, the old
+    inputs are not moved back over the overwrite, and the partition fails saying what is where."""
+    db, table, dt = "overwritten_new_names", "events", "2026-06-03"
+    partition, label = f"dt={dt}", f"{db}.{table}"
+    stack.make_table(db, table, "ORC", [dt], files=4, rows=200)
+    stack.make_table(db, "writer", "ORC", [dt], files=1, rows=23)
+    folder = stack.partition_location(db, table, partition)
+    writer_file = data_files(stack.partition_location(db, "writer", partition))[0]
+    new_name = f"part-00000-{uuid.uuid4()}.c000.zstd.orc"
+    overwrite = (f'find "$HIVE_COMPACTION_PARTITION_DIR" -maxdepth 1 -type f -delete && '
+                 f'cp "{writer_file}" "$HIVE_COMPACTION_PARTITION_DIR/{new_name}"')
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": label}])
+    job = stack.spark_submit(batch(stack, cfg, "overwritten"), HIVE_COMPACTION_TEST_HOOK_AT="inputs_moved",
+                             HIVE_COMPACTION_TEST_HOOK_CMD=overwrite)
+    out = job.stdout + job.stderr
+    assert "test hook at inputs_moved" in out
+    assert statuses(job.stdout, label, partition) == ["failed"], job.stdout[-4000:]
+    assert job.returncode != 0, job.stdout[-4000:]
+    failed = next(line for line in job.stdout.splitlines() if line.startswith(f"FAILED {label} {partition}"))
+    assert new_name in failed and "trash" in failed and "staging" in failed, failed
+    assert [f.name for f in data_files(folder)] == [new_name]
+    assert stack.rows(db, table)[partition] == stack.rows(db, "writer")[partition]
+    assert not list((work_area(stack, db, table) / "journal").glob("*.json"))
