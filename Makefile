@@ -31,7 +31,7 @@ demo: venv
 # printed; SUITE_MATRIX_SEED=<seed> replays it); test-exhaustive runs every case.
 TEST_WORKERS ?= 2
 test: venv
-	@source scripts/env.sh && python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder tests
+	@source scripts/env.sh && python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
 
 # The reliability sweeps in full (hours): every kill point and storage call, every actor at
 # every step, both commit modes. Their last figures: docs/safety.md.

@@ -20,27 +20,18 @@ from harness import Stack  # noqa: E402
 from suite_budget import SuiteBudget, started  # noqa: E402
 
 
-# pytest-xdist hands out whole modules (one group each, module fixtures are made once) in
-# collection order: the longest first, so that no long one starts last. The matrices of
-# test_safety are groups of their own, each several minutes long.
-LONGEST_FIRST = ("test_safety", "test_benchmark_merge_smoke", "test_location_switch", "test_end_to_end",
-                 "test_commit_false_success", "test_as_a_user", "test_memory", "test_commit_protocol",
-                 "test_merge_modes", "test_rollback_and_cleanup", "test_standalone_cluster", "test_viewfs",
-                 "test_layouts", "test_metastore_lock", "test_operations", "test_stale_statistics",
+# pytest-xdist hands out whole modules (--dist loadfile: module fixtures are made once) in
+# collection order (--no-loadscope-reorder): the longest first, so that no long one starts last.
+LONGEST_FIRST = ("test_safety_kills", "test_safety_actors", "test_benchmark_merge_smoke", "test_location_switch",
+                 "test_safety", "test_end_to_end", "test_commit_false_success", "test_as_a_user", "test_memory",
+                 "test_commit_protocol", "test_merge_modes", "test_rollback_and_cleanup", "test_standalone_cluster",
+                 "test_viewfs", "test_layouts", "test_metastore_lock", "test_operations", "test_stale_statistics",
                  "test_benchmark_smoke", "test_metastore_client", "test_object_store")
-ALONE = ("test_a_kill_at_every_commit_step_is_repaired_by_the_next_run",
-         "test_other_actors_during_a_location_switch_never_lose_or_duplicate_a_row",
-         "test_other_actors_at_commit_steps_never_lose_or_duplicate_a_row")
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     rank = {m: i for i, m in enumerate(LONGEST_FIRST)}
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(item.originalname if item.originalname in ALONE
-                                                else item.module.__name__))
-    items.sort(key=lambda it: (ALONE.index(it.originalname) if it.originalname in ALONE else len(ALONE),
-                               rank.get(it.module.__name__, len(rank))))
+    items.sort(key=lambda it: rank.get(it.module.__name__, len(rank)))
 
 
 def pytest_configure(config):
@@ -71,6 +62,16 @@ def stack(tmp_path_factory):
         yield s
     finally:
         s.stop()
+
+
+@pytest.fixture
+def matrix_rng():
+    """(seed, random.Random) for a safety matrix's sample: a new seed each run, printed in the
+    suite's summary; ``SUITE_MATRIX_SEED=<seed>`` replays it (``matrix_sampling.note_sample``)."""
+    import random
+    from reliability import matrix_seed
+    seed = matrix_seed()
+    return seed, random.Random(seed)
 
 
 @pytest.fixture(scope="module")

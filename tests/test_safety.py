@@ -1,19 +1,15 @@
-"""Data safety on the real stack: kills at every commit step, concurrent writers, refusals."""
+"""Data safety on the real stack: kills, concurrent writers and runs, refusals. The sampled kill and
+adversary matrices are in ``test_safety_kills`` and ``test_safety_actors`` (modules of their own, so
+that the suite's two processes can run them side by side)."""
 from __future__ import annotations
 
 import os
-import random
 import shutil
 import time
 from pathlib import Path
 
 import pytest
-from hive_compaction.commit import KILL_POINTS
-from hive_compaction.location_switch import SWITCH_POINTS
 
-from reliability import (ADVERSARIES, ADVERSARY_POINTS, SEED_ENV, SWITCH_ADVERSARIES, adversary_matrix, call_sample,
-                         covering_sample, kill_matrix, matrix_seed, print_matrix, switch_case_allowed)
-from suite_budget import record_note
 from test_end_to_end import files_with_times
 
 pytestmark = pytest.mark.integration
@@ -22,85 +18,6 @@ pytestmark = pytest.mark.integration
 def partition_files(folder: Path) -> list[str]:
     """Every entry of a partition folder except the local file system's own .crc side files."""
     return sorted(f.name for f in folder.iterdir() if not (f.name.startswith(".") and f.name.endswith(".crc")))
-
-
-@pytest.fixture
-def matrix_rng():
-    """The matrices' sample: a new seed each run, printed in the suite's summary; the same cases
-    again with ``SUITE_MATRIX_SEED=<seed>``. ``make test-exhaustive`` runs every case."""
-    seed = matrix_seed()
-    return seed, random.Random(seed)
-
-
-def _note_sample(name: str, seed: int, cases) -> str:
-    text = f"{name}: seed {seed}, {len(cases)} case(s) {list(cases)} (replay: {SEED_ENV}={seed})"
-    record_note(text)
-    print(text)
-    return text
-
-
-def test_a_kill_at_every_commit_step_is_repaired_by_the_next_run(stack, tmp_path, matrix_rng):
-    """The reliability script's kill matrix, sampled: every named kill point once and a kill
-    before one storage operation drawn from each third of the commit (``reliability.py
-    --every-call`` kills before every one of them), ORC and Parquet taking turns; then one DAG
-    run repairs them all."""
-    seed, rng = matrix_rng
-    points = KILL_POINTS + call_sample("in_place", rng)
-    sample = _note_sample("kill matrix (in_place)", seed, points)
-    figures = kill_matrix(stack, tmp_path, formats=("ORC", "PARQUET"), points=points,
-                          partitions=2, files=4, rows=250, db="faults", alternate=True)
-    assert figures["kill_points_tried"] == len(points), sample
-    assert figures["recovery_run"] == "success", (sample, figures["problems"])
-    assert figures["partitions_checked"] == 2 * len(points), sample
-    assert figures["rows_checked"] == 2 * len(points) * 250, sample
-    assert figures["rows_lost"] == 0 and figures["rows_duplicated"] == 0, sample
-    assert figures["leftovers"] == 0 and figures["kills_not_reached"] == 0, sample
-    assert figures["calls_past_the_commit"] == [], sample
-    assert figures["problems"] == [], sample
-
-
-def test_other_actors_at_commit_steps_never_lose_or_duplicate_a_row(stack, tmp_path, matrix_rng):
-    """The reliability script's adversary matrix, sampled: every step (the named ones and one
-    storage operation from each third of the commit) meets an actor and every actor acts at a
-    step: writers adding a file or overwriting with the inputs' names, a DROP PARTITION, a
-    second committer of another run, the same run's job started again, a rollback and a purge;
-    then every row is checked against what they left, before and after an MSCK REPAIR TABLE.
-    ``benchmarks/reliability.py --adversaries`` runs every step with every actor."""
-    seed, rng = matrix_rng
-    points = ADVERSARY_POINTS + call_sample("in_place", rng)
-    cases = covering_sample(points, ADVERSARIES, rng)
-    sample = _note_sample("adversary matrix (in_place)", seed, cases)
-    figures = adversary_matrix(stack, tmp_path, cases=cases)
-    print_matrix(figures)
-    assert figures["cases"] + len(figures["calls_past_the_commit"]) >= len(points), sample
-    assert {a for row in figures["matrix"].values() for a in row} == set(ADVERSARIES), sample
-    assert figures["problems"] == [], (sample, figures["problems"])
-    assert figures["recovery_run"] == "success", sample
-    assert figures["rows_checked"] > 0 and figures["rows_lost"] == 0 and figures["rows_duplicated"] == 0, sample
-    assert figures["folders_recreated"] == 0 and figures["journals_left"] == 0 and figures["not_reached"] == 0, sample
-    assert figures["msck_changed"] == 0 and figures["statistics_wrong"] == 0, sample
-    assert figures["false_successes"] == 0, sample
-
-
-def test_other_actors_during_a_location_switch_never_lose_or_duplicate_a_row(stack, tmp_path, matrix_rng):
-    """The same sampled matrix with commit_mode location_switch, plus a reader that lists the
-    partition at the step and reads what it listed after the run: it gets exactly the rows
-    before. Writers by path and a DROP PARTITION after the switch's commit point are that mode's
-    documented limits (``switch_case_allowed``), never sampled."""
-    seed, rng = matrix_rng
-    points = SWITCH_POINTS + call_sample("location_switch", rng)
-    cases = covering_sample(points, SWITCH_ADVERSARIES, rng, allowed=switch_case_allowed)
-    sample = _note_sample("adversary matrix (location_switch)", seed, cases)
-    figures = adversary_matrix(stack, tmp_path, cases=cases, db="adversaries_switch", commit_mode="location_switch")
-    print_matrix(figures)
-    assert figures["cases"] + len(figures["calls_past_the_commit"]) >= len(points), sample
-    assert {a for row in figures["matrix"].values() for a in row} == set(SWITCH_ADVERSARIES), sample
-    assert figures["problems"] == [], (sample, figures["problems"])
-    assert figures["recovery_run"] == "success", sample
-    assert figures["rows_checked"] > 0 and figures["rows_lost"] == 0 and figures["rows_duplicated"] == 0, sample
-    assert figures["folders_recreated"] == 0 and figures["journals_left"] == 0 and figures["not_reached"] == 0, sample
-    assert figures["msck_changed"] == 0 and figures["statistics_wrong"] == 0, sample
-    assert figures["false_successes"] == 0, sample
 
 
 def test_an_interrupted_commit_is_finished_even_when_the_next_run_selects_other_dates(stack, tmp_path):

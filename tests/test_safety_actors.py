@@ -1,0 +1,58 @@
+"""The adversary matrices on the real stack, sampled: other actors (writers, a DROP PARTITION, other
+runs' and the same run's jobs, a rollback, a purge, a reader) at the steps of an in-place commit
+and of a location switch, every row checked (``benchmarks/reliability.py --adversaries`` runs
+every case)."""
+from __future__ import annotations
+
+import pytest
+from hive_compaction.location_switch import SWITCH_POINTS
+
+from matrix_sampling import note_sample
+from reliability import (ADVERSARIES, ADVERSARY_POINTS, SWITCH_ADVERSARIES, adversary_matrix, call_sample,
+                         covering_sample, print_matrix, switch_case_allowed)
+
+pytestmark = pytest.mark.integration
+
+
+def test_other_actors_at_commit_steps_never_lose_or_duplicate_a_row(stack, tmp_path, matrix_rng):
+    """The reliability script's adversary matrix, sampled: every step (the named ones and one
+    storage operation from each third of the commit) meets an actor and every actor acts at a
+    step: writers adding a file or overwriting with the inputs' names, a DROP PARTITION, a
+    second committer of another run, the same run's job started again, a rollback and a purge;
+    then every row is checked against what they left, before and after an MSCK REPAIR TABLE.
+    ``benchmarks/reliability.py --adversaries`` runs every step with every actor."""
+    seed, rng = matrix_rng
+    points = ADVERSARY_POINTS + call_sample("in_place", rng)
+    cases = covering_sample(points, ADVERSARIES, rng)
+    sample = note_sample("adversary matrix (in_place)", seed, cases)
+    figures = adversary_matrix(stack, tmp_path, cases=cases)
+    print_matrix(figures)
+    assert figures["cases"] + len(figures["calls_past_the_commit"]) >= len(points), sample
+    assert {a for row in figures["matrix"].values() for a in row} == set(ADVERSARIES), sample
+    assert figures["problems"] == [], (sample, figures["problems"])
+    assert figures["recovery_run"] == "success", sample
+    assert figures["rows_checked"] > 0 and figures["rows_lost"] == 0 and figures["rows_duplicated"] == 0, sample
+    assert figures["folders_recreated"] == 0 and figures["journals_left"] == 0 and figures["not_reached"] == 0, sample
+    assert figures["msck_changed"] == 0 and figures["statistics_wrong"] == 0, sample
+    assert figures["false_successes"] == 0, sample
+
+
+def test_other_actors_during_a_location_switch_never_lose_or_duplicate_a_row(stack, tmp_path, matrix_rng):
+    """The same sampled matrix with commit_mode location_switch, plus a reader that lists the
+    partition at the step and reads what it listed after the run: it gets exactly the rows
+    before. Writers by path and a DROP PARTITION after the switch's commit point are that mode's
+    documented limits (``switch_case_allowed``), never sampled."""
+    seed, rng = matrix_rng
+    points = SWITCH_POINTS + call_sample("location_switch", rng)
+    cases = covering_sample(points, SWITCH_ADVERSARIES, rng, allowed=switch_case_allowed)
+    sample = note_sample("adversary matrix (location_switch)", seed, cases)
+    figures = adversary_matrix(stack, tmp_path, cases=cases, db="adversaries_switch", commit_mode="location_switch")
+    print_matrix(figures)
+    assert figures["cases"] + len(figures["calls_past_the_commit"]) >= len(points), sample
+    assert {a for row in figures["matrix"].values() for a in row} == set(SWITCH_ADVERSARIES), sample
+    assert figures["problems"] == [], (sample, figures["problems"])
+    assert figures["recovery_run"] == "success", sample
+    assert figures["rows_checked"] > 0 and figures["rows_lost"] == 0 and figures["rows_duplicated"] == 0, sample
+    assert figures["folders_recreated"] == 0 and figures["journals_left"] == 0 and figures["not_reached"] == 0, sample
+    assert figures["msck_changed"] == 0 and figures["statistics_wrong"] == 0, sample
+    assert figures["false_successes"] == 0, sample

@@ -1,0 +1,32 @@
+"""The kill matrix on the real stack, sampled: the merge job killed at every commit step and before a
+storage call drawn from each third of a commit, then one DAG run repairs every partition, every
+row checked (``benchmarks/reliability.py`` runs every case)."""
+from __future__ import annotations
+
+import pytest
+from hive_compaction.commit import KILL_POINTS
+
+from matrix_sampling import note_sample
+from reliability import call_sample, kill_matrix
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_kill_at_every_commit_step_is_repaired_by_the_next_run(stack, tmp_path, matrix_rng):
+    """The reliability script's kill matrix, sampled: every named kill point once and a kill
+    before one storage operation drawn from each third of the commit (``reliability.py
+    --every-call`` kills before every one of them), ORC and Parquet taking turns; then one DAG
+    run repairs them all."""
+    seed, rng = matrix_rng
+    points = KILL_POINTS + call_sample("in_place", rng)
+    sample = note_sample("kill matrix (in_place)", seed, points)
+    figures = kill_matrix(stack, tmp_path, formats=("ORC", "PARQUET"), points=points,
+                          partitions=2, files=4, rows=250, db="faults", alternate=True)
+    assert figures["kill_points_tried"] == len(points), sample
+    assert figures["recovery_run"] == "success", (sample, figures["problems"])
+    assert figures["partitions_checked"] == 2 * len(points), sample
+    assert figures["rows_checked"] == 2 * len(points) * 250, sample
+    assert figures["rows_lost"] == 0 and figures["rows_duplicated"] == 0, sample
+    assert figures["leftovers"] == 0 and figures["kills_not_reached"] == 0, sample
+    assert figures["calls_past_the_commit"] == [], sample
+    assert figures["problems"] == [], sample
