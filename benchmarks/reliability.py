@@ -33,6 +33,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "scripts"),
                 str(Path(__file__).resolve().parents[1] / "plugins")]
 
 from harness import ROOT, Stack  # noqa: E402
+from hive_compaction.paths import run_tag  # noqa: E402
 from hive_compaction.commit import KILL_POINTS  # noqa: E402
 from hive_compaction.location_switch import SWITCH_POINTS  # noqa: E402
 
@@ -318,8 +319,9 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
             parked = []
             if reported.get("status") == "failed":
                 figures["failed_reported"] += 1
-                if adv == "add":  # stopped past its first move: the old rows wait in the trash for a person
-                    parked = _trash_rows(stack, warehouse / ".hive_compaction" / table / "trash", fmt, dt)
+                if adv == "add":  # stopped past its first move: the old rows wait in this run's trash for a person
+                    parked = _trash_rows(stack, warehouse / ".hive_compaction" / table / "trash" / run_tag(run_id),
+                                         fmt, dt)
             old, new = Counter(expected[table]), Counter((after or []) + parked)
             lost, dup = sum((old - new).values()), sum((new - old).values())
             if (lost or dup) and reported.get("status") in ("merged", "skipped", "nothing_to_do"):
