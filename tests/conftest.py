@@ -26,7 +26,7 @@ from suite_budget import SuiteBudget, started  # noqa: E402
 LONGEST_FIRST = ("test_safety", "test_benchmark_merge_smoke", "test_location_switch", "test_end_to_end",
                  "test_commit_false_success", "test_as_a_user", "test_memory", "test_commit_protocol",
                  "test_merge_modes", "test_rollback_and_cleanup", "test_standalone_cluster", "test_viewfs",
-                 "test_layouts", "test_metastore_lock", "test_operations", "test_stale_statistics",
+                 "test_layouts", "test_install", "test_metastore_lock", "test_operations", "test_stale_statistics",
                  "test_benchmark_smoke", "test_metastore_client", "test_object_store")
 ALONE = ("test_a_kill_at_every_commit_step_is_repaired_by_the_next_run",
          "test_other_actors_during_a_location_switch_never_lose_or_duplicate_a_row",
