@@ -182,6 +182,13 @@ def test_merge_job_errors_name_the_key(value, why):
     assert "cfg.yaml: merge_job:" in str(e.value) and why in str(e.value)
 
 
+def test_a_missing_default_config_says_how_to_name_one(tmp_path, monkeypatch):
+    monkeypatch.delenv(config.CONFIG_ENV, raising=False)
+    monkeypatch.setattr(config, "DEFAULT_CONFIG_PATH", tmp_path / "site-packages" / "dags" / "hive_compaction.yaml")
+    with pytest.raises(ConfigError, match="cannot read the config file .*set HIVE_COMPACTION_CONFIG"):
+        load()
+
+
 def test_default_config_path_is_the_shipped_file(monkeypatch):
     monkeypatch.delenv(config.CONFIG_ENV, raising=False)
     assert config.config_path() == SHIPPED

@@ -532,7 +532,10 @@ def load(path: str | os.PathLike | None = None) -> Settings:
     try:
         text = p.read_text()
     except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{p}: cannot read the config file ({getattr(e, 'strerror', None) or e})") from e
+        hint = ""
+        if not path and p == DEFAULT_CONFIG_PATH:  # an installed package has no dags/ beside it
+            hint = f"; name the config file (the DAG's {CONFIG_NAME}) or set {CONFIG_ENV}"
+        raise ConfigError(f"{p}: cannot read the config file ({getattr(e, 'strerror', None) or e}){hint}") from e
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as e:

@@ -32,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--run", required=True)
     p.add_argument("--partition", action="append")
     p.add_argument("--metastore", default="127.0.0.1:9083", help="host:port of the Metastore's Thrift service")
-    p.add_argument("--config", help="the DAG's config file (for a table's work_dir); default: the DAG's")
+    p.add_argument("--config", help="the DAG's config file (for a table's work_dir; the hive_compaction.yaml in "
+                                    "the dags folder); default: $HIVE_COMPACTION_CONFIG, else this checkout's dags/")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(levelname)s hive_compaction: %(message)s")
     settings = config.load(args.config)
