@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-kerberos.t
 
 $(STAMP): requirements.txt requirements-kerberos.txt pyproject.toml
 	@date +%s > .venv-build-started
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] >= (3, 10) else "error: Python 3.10+ is needed")'
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] >= (3, 11) else "error: Python 3.11+ is needed")'
 	@command -v java >/dev/null || { echo "error: java not found: install a Java 17 runtime (apt-get install openjdk-17-jre-headless)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements.txt

@@ -1,9 +1,11 @@
 """Hive small-file compaction: plan from the Metastore -> mapped Spark merges -> statistics refresh
 -> one asset event per compacted table.
 
-The logic lives in ``plugins/hive_compaction``; this file only wires tasks together. The
-config (``hive_compaction.yaml`` beside this file) is read leniently here and strictly by the
-tasks, so a mistake in it fails a task with a clear message instead of breaking the import.
+The logic lives in the ``hive_compaction`` package (installed as a wheel, or ``plugins/`` of the
+checkout); this file only wires tasks together. The config (``hive_compaction.yaml`` beside this
+file, or the file ``$HIVE_COMPACTION_CONFIG`` names) is read leniently here and strictly by the
+tasks, so a mistake in it fails a task with a clear message instead of breaking the import. The
+merge job is the config's ``merge_job`` (by default the copy inside the installed package).
 
 Runs are keyed by the partition date they compact (``CronPartitionTimetable``: daily at 00:00
 UTC, the key ``partition_lag_days`` of the config's defaults before the run's date); a backfill
@@ -12,7 +14,6 @@ over a date range makes one run per key.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, CronPartitionTimetable, Param, TaskGroup, task
@@ -20,13 +21,13 @@ from airflow.sdk import DAG, CronPartitionTimetable, Param, TaskGroup, task
 from hive_compaction import alerts, config, run_params
 from hive_compaction.assets import table_asset
 
-_ROOT = Path(__file__).resolve().parents[1]
-
-SETTINGS, CONFIG_ERROR = config.load_lenient()
+# The same file at parse time and in every task (a task's process parses this file first).
+CONFIG_PATH = config.dag_config_path(__file__)
+SETTINGS, CONFIG_ERROR = config.load_lenient(CONFIG_PATH)
 # Every task's failure is logged with its tables, partitions and reason, and sent to the config's
 # notifiers (those usable even if the rest of the config is wrong: a plan failing on it alerts).
-ON_FAILURE = alerts.FailureAlert(SETTINGS.alerts if CONFIG_ERROR is None else alerts.lenient_specs())
-MERGE_JOB = str(_ROOT / "spark_jobs" / "compact_partitions.py")
+ON_FAILURE = alerts.FailureAlert(SETTINGS.alerts if CONFIG_ERROR is None else alerts.lenient_specs(CONFIG_PATH),
+                                 CONFIG_PATH)
 # One run a day at 00:00 UTC, keyed by the partition date it compacts: the default lag before it
 # (tables with their own lag shift from the key: run_params.table_date).
 SCHEDULE = CronPartitionTimetable("0 0 * * *", timezone="UTC", run_offset=-SETTINGS.key_lag_days or None,
@@ -67,7 +68,7 @@ with DAG(
         from airflow.sdk.exceptions import AirflowFailException
         from hive_compaction import dag_tasks, metastore
         try:  # a wrong config or form value is not worth a retry
-            settings = config.load()
+            settings = config.load(CONFIG_PATH)
             alerts.check(settings)
             selection = run_params.select(settings, dict(params), dag_run.run_type, logical_date, partition_key)
         except (config.ConfigError, run_params.ParamError) as e:
@@ -83,7 +84,7 @@ with DAG(
           retry_delay=timedelta(seconds=5), retry_exponential_backoff=False)
     def refresh_metastore(plan: dict):
         from hive_compaction import dag_tasks, metastore
-        settings = config.load()
+        settings = config.load(CONFIG_PATH)
         with metastore.from_airflow_connection(settings.metastore_conn_id) as hms:
             return dag_tasks.refresh(settings, hms, plan)
 
@@ -111,7 +112,7 @@ with DAG(
     planned = plan()
     merges = SparkSubmitOperator.partial(
         task_id="merge",
-        application=MERGE_JOB,
+        application=SETTINGS.merge_job,  # config key merge_job (default: the installed package's copy)
         map_index_template="{{ task.name }}",
         on_execute_callback=_mask_batch,
         # conn_id, py_files, conf, pool (and max_active_tis_per_dagrun) and the config's spark_submit: options

@@ -23,7 +23,7 @@ from airflow.sdk import DAG, PartitionedAssetTimetable, StartOfDayMapper, task
 from hive_compaction import config
 from hive_compaction.assets import table_asset
 
-SETTINGS, _ = config.load_lenient()
+SETTINGS, _ = config.load_lenient(config.dag_config_path(__file__))  # the YAML beside this file
 TABLE = os.environ.get("HIVE_COMPACTION_EXAMPLE_TABLE") or (SETTINGS.tables[0].name if SETTINGS.tables else None)
 POLICY = next((t.policy for t in SETTINGS.tables if t.name == TABLE), config.TablePolicy())
 

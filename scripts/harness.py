@@ -331,13 +331,13 @@ class Stack:
     def spark_submit_cmd(batch_arg: str) -> list[str]:
         return ["spark-submit", "--master", "local[2]", "--conf", "spark.ui.enabled=false",
                 "--conf", "spark.driver.host=127.0.0.1",
-                str(ROOT / "spark_jobs" / "compact_partitions.py"), "--batch", batch_arg]
+                str(ROOT / "plugins" / "hive_compaction" / "jobs" / "compact_partitions.py"), "--batch", batch_arg]
 
     def rollback_cmd(self, table: str, run_id: str, config_path: Path, conf: dict | None = None) -> list[str]:
         """The rollback job's command for a table's run (``conf``: more Spark settings)."""
         return ["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false",
                 *[a for k, v in (conf or {}).items() for a in ("--conf", f"{k}={v}")],
-                str(ROOT / "spark_jobs" / "rollback.py"), "--table", table, "--run", run_id,
+                str(ROOT / "plugins" / "hive_compaction" / "jobs" / "rollback.py"), "--table", table, "--run", run_id,
                 "--metastore", f"127.0.0.1:{self.port}", "--config", str(config_path)]
 
     def spark_submit(self, batch_arg: str, config_path: Path | None = None, **env) -> subprocess.CompletedProcess:

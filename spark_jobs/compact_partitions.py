@@ -1,60 +1,8 @@
-"""Spark entry point: compact one batch of Hive partitions planned by the Airflow DAG.
-
-    spark-submit compact_partitions.py --batch <encoded batch> [--dry-run]
-
-Lists every partition of the batch, merges its small files, and records what it found and did
-in the Metastore's results table for the DAG's refresh task. Exit code 0 when every partition
-was merged, skipped with a reason or had nothing to do; 1 when any partition failed (the others
-are still done, and every failure left its partition's files as they were).
-
-The driver needs the ``hive_compaction`` package (standard library and pyspark only): installed
-where the driver runs, or shipped with ``--py-files dist/hive_compaction.zip`` (``make dist``).
-"""
-from __future__ import annotations
-
-import argparse
-import logging
+"""Kept for scripts that name this path: runs ``hive_compaction/jobs/compact_partitions.py``, the one copy
+(shipped inside the package, so inside its wheel and zip). Prefer that file."""
 import sys
 
-from pyspark.sql import SparkSession
-
-from hive_compaction import result_table
-from hive_compaction.merge import BatchRunner
-from hive_compaction.batch import batch_tasks, decode_batch
-from hive_compaction.results import Status, encode_results
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", required=True, help="the encoded batch the planning task made")
-    parser.add_argument("--dry-run", action="store_true", help="list and group, change nothing")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stdout,
-                        format="%(asctime)s %(levelname)s hive_compaction: %(message)s")
-    # py4j logs every driver thread's connection closing at INFO: noise between our progress lines.
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-    payload = decode_batch(args.batch)
-    tasks = batch_tasks(payload)
-    # The application keeps the name spark-submit gave it (the operator names the tables it holds).
-    spark = SparkSession.builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")  # our own progress lines stay readable in the task log
-    runner = None
-    try:
-        runner = BatchRunner(spark, payload["run"], str(payload["batch"]),
-                             dry_run=args.dry_run or payload.get("dry_run", False),
-                             metastore_uris=payload.get("metastore_uris"))
-        results = runner.maintain(payload.get("maintain", []), tasks) + runner.run_batch(tasks)
-        result_table.publish(spark, payload["results_table"], payload["run"], payload["batch"],
-                             encode_results(results), payload.get("metastore_uris"))
-    finally:
-        if runner is not None:
-            runner.metastore.close()
-        spark.stop()
-    failed = [r for r in results if r.status is Status.FAILED]
-    for r in failed:
-        print(f"FAILED {r.table} {r.partition}: {r.reason}", flush=True)
-    return 1 if failed else 0
-
+from hive_compaction.jobs.compact_partitions import main
 
 if __name__ == "__main__":
     sys.exit(main())

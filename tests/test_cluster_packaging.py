@@ -38,6 +38,7 @@ def test_zip_holds_the_package_and_the_jvm_helper_source(tmp_path):
     z = build_zip(tmp_path / "hc.zip")
     names = zipfile.ZipFile(z).namelist()
     assert "hive_compaction/merge.py" in names and "hive_compaction/jvm/HiveCompactionHelper.java" in names
+    assert "hive_compaction/jobs/compact_partitions.py" in names and "hive_compaction/jobs/rollback.py" in names
     assert not [n for n in names if "__pycache__" in n]
 
 
@@ -47,15 +48,25 @@ def test_the_package_builds_as_a_wheel_with_its_modules_and_dependencies(tmp_pat
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     [wheel] = tmp_path.glob("hive_compaction-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    modules = {f"hive_compaction/{f.name}" for f in (ROOT / "plugins" / "hive_compaction").glob("*.py")}
+    package = ROOT / "plugins" / "hive_compaction"
+    modules = {f"hive_compaction/{f.relative_to(package)}" for f in package.rglob("*.py") if "__pycache__" not in f.parts}
     assert modules <= set(names) and "hive_compaction/jvm/HiveCompactionHelper.java" in names
+    # the Spark side's entry points travel inside the package (the config's merge_job default)
+    assert {"hive_compaction/jobs/compact_partitions.py", "hive_compaction/jobs/rollback.py"} <= set(names)
     meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("/METADATA"))).decode()
     for dep in ("apache-airflow", "hmsclient", "thrift_sasl", "PyYAML"):
         assert f"Requires-Dist: {dep}" in meta, meta
+    # the floors are the tested versions (requirements.txt); the version is the package's own
+    import hive_compaction
+    assert f"Version: {hive_compaction.__version__}\n" in meta
+    for floor in ("apache-airflow>=3.3.2", "apache-airflow-providers-apache-spark>=6.3.4", "pyspark>=4.2.0"):
+        assert f"Requires-Dist: {floor}" in meta, meta
+    assert "Requires-Python: >=3.11" in meta
 
 
 def test_the_entry_points_do_not_edit_sys_path():
-    for f in [ROOT / "dags" / "hive_compaction_dag.py", *(ROOT / "spark_jobs").glob("*.py")]:
+    for f in [ROOT / "dags" / "hive_compaction_dag.py", *(ROOT / "spark_jobs").glob("*.py"),
+              *(ROOT / "plugins" / "hive_compaction" / "jobs").glob("*.py")]:
         assert "sys.path" not in f.read_text(), f
 
 
@@ -70,7 +81,7 @@ def test_the_merge_job_runs_from_only_the_job_file_and_the_zip(stack, tmp_path):
     node = tmp_path / "node"
     (node / "blocker").mkdir(parents=True)
     (node / "blocker" / "sitecustomize.py").write_text(BLOCKER)
-    job = shutil.copy(ROOT / "spark_jobs" / "compact_partitions.py", node / "compact_partitions.py")
+    job = shutil.copy(ROOT / "plugins" / "hive_compaction" / "jobs" / "compact_partitions.py", node / "compact_partitions.py")
     shipped = build_zip(node / "hive_compaction.zip")
     cmd = ["spark-submit", "--master", "local[2]", "--conf", "spark.ui.enabled=false",
            "--conf", "spark.driver.host=127.0.0.1", "--py-files", str(shipped), str(job), "--batch", batch]

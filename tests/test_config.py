@@ -151,6 +151,44 @@ def test_shipped_config_parses():
     assert load_lenient(SHIPPED) == (s, None)
 
 
+def test_the_dag_reads_the_config_beside_its_file_unless_the_environment_names_one(tmp_path, monkeypatch):
+    monkeypatch.delenv(config.CONFIG_ENV, raising=False)
+    dag_file = tmp_path / "dags" / "hive_compaction_dag.py"
+    assert config.dag_config_path(dag_file) == tmp_path / "dags" / "hive_compaction.yaml"
+    monkeypatch.setenv(config.CONFIG_ENV, "/etc/elsewhere.yaml")
+    assert config.dag_config_path(dag_file) == Path("/etc/elsewhere.yaml")
+
+
+def test_merge_job_defaults_to_the_installed_package_copy():
+    import hive_compaction
+    job = Path(parse({}).merge_job)
+    assert job == Path(hive_compaction.__file__).resolve().parent / "jobs" / "compact_partitions.py"
+    assert job.is_file()
+
+
+@pytest.mark.parametrize("value", ["/opt/jobs/compact_partitions.py", "hdfs://nn:8020/apps/compact_partitions.py",
+                                   "s3a://bucket/jobs/compact_partitions.py", "file:///opt/compact_partitions.py"])
+def test_merge_job_takes_a_path_or_a_url(value):
+    assert parse({"merge_job": value}).merge_job == value
+
+
+@pytest.mark.parametrize("value, why", [
+    ("", "expected the merge job's path"), (3, "expected the merge job's path"),
+    ("jobs/compact_partitions.py", "absolute path or a URL"), ("/opt/jobs/compact.jar", "a Python file"),
+])
+def test_merge_job_errors_name_the_key(value, why):
+    with pytest.raises(ConfigError) as e:
+        parse({"merge_job": value}, "cfg.yaml")
+    assert "cfg.yaml: merge_job:" in str(e.value) and why in str(e.value)
+
+
+def test_a_missing_default_config_says_how_to_name_one(tmp_path, monkeypatch):
+    monkeypatch.delenv(config.CONFIG_ENV, raising=False)
+    monkeypatch.setattr(config, "DEFAULT_CONFIG_PATH", tmp_path / "site-packages" / "dags" / "hive_compaction.yaml")
+    with pytest.raises(ConfigError, match="cannot read the config file .*set HIVE_COMPACTION_CONFIG"):
+        load()
+
+
 def test_default_config_path_is_the_shipped_file(monkeypatch):
     monkeypatch.delenv(config.CONFIG_ENV, raising=False)
     assert config.config_path() == SHIPPED

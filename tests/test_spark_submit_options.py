@@ -333,7 +333,8 @@ def test_dagbag_builds_the_merge_operator(cluster, merge_task, monkeypatch, fake
             assert has_run(cmd, args.split(" ")), (args, cmd)
     cmd = op._get_hook()._build_spark_submit_command(op.application)
     assert cmd[0] == "spark-submit"
-    assert cmd[-3:] == [str(ROOT / "spark_jobs" / "compact_partitions.py"), "--batch", "e30="]
+    # the config's merge_job, by default the copy inside the installed package
+    assert cmd[-3:] == [str(ROOT / "plugins" / "hive_compaction" / "jobs" / "compact_partitions.py"), "--batch", "e30="]
     assert cmd[cmd.index("--name") + 1] == "hive-compaction db.events"
 
     # what execute() would do, after the provider's own checks of the combination
@@ -387,3 +388,16 @@ def test_a_bad_section_leaves_the_dag_importable_with_defaults(merge_task):
     assert bag.import_errors == {}
     task = bag.dags["hive_compaction"].get_task("merge")
     assert "executor_memory" not in task.partial_kwargs and task.partial_kwargs["conf"] == {}
+
+
+
+def test_the_merge_task_submits_the_configured_merge_job(tmp_path, monkeypatch):
+    """merge_job: a URL the cluster reads (the job need not be on the Airflow worker)."""
+    job = "hdfs://nn/apps/hive_compaction/compact_partitions.py"
+    monkeypatch.setenv(config.CONFIG_ENV, str(write_config(tmp_path / "c.yaml", merge_job=job)))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    from airflow.models import DagBag
+    bag = DagBag(dag_folder=str(ROOT / "dags"))
+    assert bag.import_errors == {}
+    op = unmapped(bag.dags["hive_compaction"].get_task("merge"))
+    assert op._get_hook()._build_spark_submit_command(op.application)[-3:] == [job, "--batch", "e30="]

@@ -14,4 +14,9 @@ One module per concern:
 - ``merge``      the Spark side: rewrite, verify, commit one batch of partitions
 - ``rollback``   putting a run's partitions back from the trash
 - ``report``     the run report
+- ``jobs``       the Spark entry points (``jobs/compact_partitions.py``, ``jobs/rollback.py``)
 """
+
+# The one place the version is written: pyproject.toml reads it (``[tool.setuptools.dynamic]``),
+# the plan puts it in every batch and the merge job compares it with its own (``batch.check_version``).
+__version__ = "0.2.0"

@@ -114,12 +114,13 @@ def lenient_specs(path: str | Path | None = None) -> tuple[config_mod.AlertSpec,
 class FailureAlert:
     """``on_failure_callback`` of the DAG's tasks (runs in the failed task's process)."""
 
-    def __init__(self, specs: tuple[config_mod.AlertSpec, ...]):
+    def __init__(self, specs: tuple[config_mod.AlertSpec, ...], config_path: str | Path | None = None):
         self.specs = tuple(specs)
+        self.config_path = config_path  # the DAG's config (its tables name a failed plan's scope)
 
     def __call__(self, context: dict) -> None:
         try:
-            info = describe(context)
+            info = describe(context, self.config_path)
         except Exception as e:  # noqa: BLE001 - an alert must still go out
             ti = context.get("ti")
             info = failure(getattr(ti, "task_id", "?"), context.get("run_id", "?"),
@@ -134,7 +135,7 @@ class FailureAlert:
                 log.error("alert through %s failed: %s: %s", spec.notifier, type(e).__name__, e)
 
 
-def describe(context: dict) -> dict:
+def describe(context: dict, config_path: str | Path | None = None) -> dict:
     """``failure(...)`` from a task's context: the plan from XCom, a failed merge job's recorded
     results from the Metastore (best effort: a job killed mid-way recorded none)."""
     ti = context["ti"]
@@ -149,7 +150,7 @@ def describe(context: dict) -> dict:
     tables = None
     if plan is None:
         params = context.get("params") or {}
-        tables = list(params.get("tables") or []) or [t.name for t in config_mod.load_lenient()[0].tables]
+        tables = list(params.get("tables") or []) or [t.name for t in config_mod.load_lenient(config_path)[0].tables]
     return failure(task_id, context.get("run_id") or getattr(ti, "run_id", "?"), map_index=map_index,
                    label=getattr(ti, "rendered_map_index", None) if task_id == "merge" else None,
                    plan=plan, exception=context.get("exception"), results=results, tables=tables,

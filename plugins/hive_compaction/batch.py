@@ -10,6 +10,28 @@ import json
 import zlib
 from dataclasses import asdict, dataclass, field
 
+from hive_compaction import __version__
+
+class VersionMismatch(RuntimeError):
+    """The batch was planned by another version of this package than the merge job's."""
+
+
+def check_version(payload: dict, version: str = __version__) -> None:
+    """Refuse a batch planned by another version than the running job's (a stale ``py_files``
+    zip, an old wheel on a gateway): the plan and the job must read the payload alike. Called
+    before the job touches anything.
+
+    The version is the imported package's own ``__version__`` (which the wheel's metadata is
+    built from), not ``importlib.metadata``: on a node where a wheel is installed and a zip is
+    shipped with ``--py-files``, the metadata names the wheel while the zip's code runs."""
+    planned = payload.get("version")
+    if planned != version:
+        raise VersionMismatch(
+            f"this batch was planned by hive-compaction {planned or '(a version that does not record it)'} "
+            f"but this merge job is hive-compaction {version}: install the same version on the Airflow "
+            f"workers and where the job runs (the wheel, or the zip given as py_files: make dist)")
+
+
 # One command-line argument may not exceed 128 KiB on Linux (MAX_ARG_STRLEN); stay well below.
 MAX_ENCODED_BATCH = 96 * 1024
 
@@ -94,7 +116,7 @@ def batch_payload(run: str, batch: int, dry_run: bool, tasks: list[PartitionTask
         if d["location"] == f"{t.table_location.rstrip('/')}/{t.partition}":
             d["location"] = None
         rows.append([index] + [d[k] for k in PARTITION_FIELDS])
-    return {"run": run, "batch": batch, "dry_run": dry_run, "tables": [json.loads(k) for k in tables],
+    return {"version": __version__, "run": run, "batch": batch, "dry_run": dry_run, "tables": [json.loads(k) for k in tables],
             "partitions": rows, "maintain": list(maintain)}
 
 

@@ -15,12 +15,22 @@ from typing import Any
 
 import yaml
 
-DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[2] / "dags" / "hive_compaction.yaml"
+# The file's name in the dags folder: the DAG passes the one beside itself (``dag_config_path``).
+CONFIG_NAME = "hive_compaction.yaml"
+# Where a config is looked for when no one says where (scripts run from a checkout).
+DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[2] / "dags" / CONFIG_NAME
 CONFIG_ENV = "HIVE_COMPACTION_CONFIG"
 MERGE_MODES = ("auto", "copy", "rewrite")
 COMMIT_MODES = ("in_place", "location_switch")
 _SIZE_UNITS = {"": 1, "B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4}
 _TABLE_NAME = re.compile(r"^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$")
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def default_merge_job() -> str:
+    """The merge job inside the installed package (the wheel's copy, or the checkout's)."""
+    from hive_compaction.jobs import MERGE_JOB
+    return str(MERGE_JOB)
 MAX_LOOKBACK_DAYS = 366
 
 
@@ -168,6 +178,9 @@ class Settings:
     fan_out: FanOut = field(default_factory=FanOut)
     spark_conf: dict[str, str] = field(default_factory=dict)
     py_files: str | None = None
+    # The merge job's file as spark-submit is given it: a local path on the workers that run the
+    # merge tasks, or a URL the cluster reads (hdfs://, s3a://, ...).
+    merge_job: str = field(default_factory=default_merge_job)
     spark_submit: SparkSubmitOptions = field(default_factory=SparkSubmitOptions)
     # Where merge jobs record their results for the refresh task (see results.py).
     results_table: str = "default.hive_compaction_results"
@@ -423,7 +436,7 @@ def parse(raw: Any, source: str = "<config>") -> Settings:
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: expected a mapping at the top level")
     known = {"tables", "defaults", "metastore_conn_id", "spark_conn_id", "pool", "fan_out",
-             "spark_conf", "spark_submit", "py_files", "retries", "results_table", "alerts"}
+             "spark_conf", "spark_submit", "py_files", "merge_job", "retries", "results_table", "alerts"}
     unknown = set(raw) - known
     if unknown:
         raise ConfigError(f"{source}: unknown key(s) {', '.join(sorted(map(str, unknown)))}")
@@ -479,6 +492,8 @@ def parse(raw: Any, source: str = "<config>") -> Settings:
         out = replace(out, **_pool(raw["pool"], f"{source}: pool"))
     if raw.get("alerts") is not None:
         out = replace(out, alerts=_alerts(raw["alerts"], f"{source}: alerts"))
+    if raw.get("merge_job") is not None:
+        out = replace(out, merge_job=_merge_job(raw["merge_job"], f"{source}: merge_job"))
     for key in ("metastore_conn_id", "spark_conn_id", "py_files"):
         if raw.get(key) is not None:
             if not isinstance(raw[key], str) or not raw[key]:
@@ -487,8 +502,28 @@ def parse(raw: Any, source: str = "<config>") -> Settings:
     return out
 
 
+def _merge_job(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where}: expected the merge job's path or URL (a .py file), got {value!r}")
+    value = value.strip()
+    if not value.endswith(".py"):
+        raise ConfigError(f"{where}: expected a Python file (compact_partitions.py of this package's "
+                          f"version), got {value!r}")
+    if not (_URL.match(value) or value.startswith("/")):
+        raise ConfigError(f"{where}: expected an absolute path or a URL like hdfs://nn/jobs/compact_partitions.py "
+                          f"(a relative path depends on the worker's working folder), got {value!r}")
+    return value
+
+
 def config_path() -> Path:
     return Path(os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_PATH)
+
+
+def dag_config_path(dag_file: str | os.PathLike) -> Path:
+    """The config a DAG file reads: ``$HIVE_COMPACTION_CONFIG`` when set, else the
+    ``hive_compaction.yaml`` beside the DAG file (wherever the dags folder is; the package may be
+    installed anywhere)."""
+    return Path(os.environ.get(CONFIG_ENV) or Path(dag_file).resolve().parent / CONFIG_NAME)
 
 
 def load(path: str | os.PathLike | None = None) -> Settings:
@@ -497,7 +532,10 @@ def load(path: str | os.PathLike | None = None) -> Settings:
     try:
         text = p.read_text()
     except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{p}: cannot read the config file ({getattr(e, 'strerror', None) or e})") from e
+        hint = ""
+        if not path and p == DEFAULT_CONFIG_PATH:  # an installed package has no dags/ beside it
+            hint = f"; name the config file (the DAG's {CONFIG_NAME}) or set {CONFIG_ENV}"
+        raise ConfigError(f"{p}: cannot read the config file ({getattr(e, 'strerror', None) or e}){hint}") from e
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as e:
