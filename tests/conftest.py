@@ -1,7 +1,9 @@
 """The real local stack for integration tests: a Hive Metastore service, Spark and Airflow.
 
-One Metastore (on a free loopback port, state in a temporary folder) and one Airflow home
-serve the whole session; each test makes its own database and tables.
+One Metastore (on a free loopback port, state in a temporary folder), one Spark session, one
+Airflow home and one long-lived Airflow process for ``airflow dags test`` serve each test process
+(``make test`` runs two: pytest-xdist), started by the first test that needs them; each test makes
+its own database and tables. The suite's budget (``scripts/suite_budget.py``) is registered here.
 """
 from __future__ import annotations
 

@@ -137,6 +137,8 @@ def assert_compacted(stack, db, table, name, before, content_before, after, cont
 @pytest.fixture(scope="module")
 def airflow(stack, tmp_path_factory):
     """A config listing the tables, then Airflow's services started on it and the DAG unpaused.
+    Its own Airflow (services, database, home): the scheduler drives these runs, and the other
+    tests' ``airflow dags test`` runs must not become its DAG runs.
 
     Unpausing makes the scheduler start the latest scheduled run (catchup is off). Before that
     the daily table gets partitions of the days around today; the tests' own tables exist, empty

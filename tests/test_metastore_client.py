@@ -376,7 +376,8 @@ def _listening(port: int) -> bool:
 def kerberos_metastore(tmp_path_factory):
     """An MIT KDC (realm EXAMPLE.COM), a user ``alice`` with a ticket, and a Hive Metastore 2.3 with
     ``hive.metastore.sasl.enabled=true`` as ``hive/localhost``. Skipped without Debian's krb5-kdc,
-    krb5-admin-server and krb5-user, and the ``kerberos`` module (pip; builds against libkrb5-dev)."""
+    krb5-admin-server and krb5-user, and the ``kerberos`` module (pip; builds against libkrb5-dev).
+    Its own Metastore, not the session's: SASL is a setting of the whole server."""
     import shutil
     missing = [t for t in KDC_TOOLS + ("java",) if shutil.which(t) is None]
     if importlib.util.find_spec("kerberos") is None:

@@ -28,6 +28,7 @@ SPARK_CONF = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2", 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
+    """Its own component: the only tests whose executors run in JVMs of their own."""
     import shutil
     from spark_cluster import ClusterError, StandaloneCluster, spark_home
     if shutil.which("java") is None:
