@@ -38,9 +38,9 @@ test: venv
 test-exhaustive: venv
 	@source scripts/env.sh && set -e && \
 	python benchmarks/reliability.py && \
-	python benchmarks/reliability.py --every-call 27 && \
+	python benchmarks/reliability.py --every-call 28 && \
 	python benchmarks/reliability.py --adversaries && \
-	python benchmarks/reliability.py --adversaries --every-call 27 --actors all && \
+	python benchmarks/reliability.py --adversaries --every-call 28 --actors all && \
 	python benchmarks/reliability.py --adversaries --commit-mode location_switch && \
 	python benchmarks/reliability.py --adversaries --every-call 17 --actors all --commit-mode location_switch
 

@@ -147,13 +147,16 @@ def switch_case_allowed(point: str, actor: str) -> bool:
     return (point, actor) not in SWITCH_UNSUPPORTED and not (point.startswith(CALL) and actor in ("add", "overwrite", "drop"))
 
 
+JOB_ACTORS_PER_JOB = 4
+
 # The steps other actors act at: the kill points and, after the last check before the outputs
 # move in, "outputs_moving".
 ADVERSARY_POINTS = KILL_POINTS[:4] + ("outputs_moving",) + KILL_POINTS[4:]
 
-# Storage operations one commit of the matrices' partitions makes (README, Safety: counted by the
-# every-call sweeps of 2026-11-25). A sampled "call:<n>" past a commit's last is reported as such.
-COMMIT_CALLS = {"in_place": 24, "location_switch": 15}
+# Storage operations one commit of the matrices' partitions makes (counted by the every-call
+# sweeps: in place 26 since the journal records the partition's listing, 2026-11-26; a location
+# switch 15). A sampled "call:<n>" past a commit's last is reported as such.
+COMMIT_CALLS = {"in_place": 26, "location_switch": 15}
 SEED_ENV = "SUITE_MATRIX_SEED"
 
 
@@ -217,7 +220,15 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
     else:
         points, adversaries = list(dict.fromkeys(p for p, _ in cases)), list(dict.fromkeys(a for _, a in cases))
     cases = {(point, adv): (f"{adv}_{_tag(point)}", formats[k % 2]) for k, (point, adv) in enumerate(cases)}
-    run_id = "adv-run"
+    # Merge jobs that pause their cases, each with at most JOB_ACTORS_PER_JOB job actors (each a
+    # spark-submit run inside the paused job, one after another), each a run of its own.
+    run_of, job, in_job = {}, 0, 0
+    for key in cases:
+        if key[1] in JOB_ACTORS:
+            if in_job == JOB_ACTORS_PER_JOB:
+                job, in_job = job + 1, 0
+            in_job += 1
+        run_of[key] = f"adv-run-{job}"
     mode = {"commit_mode": commit_mode}
     readers: dict[str, Path] = {}
     expected, actions, figures = {}, {}, {"cases": 0, "rows_checked": 0, "rows_lost": 0, "rows_duplicated": 0,
@@ -227,6 +238,7 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
                                           "matrix": {point: {} for point in points}}  # rows in step order
     log_path = work / "adversaries.log"
     for (point, adv), (table, fmt) in cases.items():
+        run_id = run_of[(point, adv)]
         stack.make_table(db, table, fmt, [dt], files=4, rows=rows)
         folder = stack.partition_location(db, table, f"dt={dt}")
         before = stack.rows(db, table).get(f"dt={dt}", [])
@@ -263,21 +275,24 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
                 argv = ["bash", "-c", f"{sys.executable} -c {json.dumps(age)} && " + " ".join(map(shlex.quote, argv))]
             actions[str(folder)] = {"action": "command", "argv": argv, "label": adv}
             expected[table] = before
-    # One job for every case: each partition pauses at its own step (the fault hook's entries).
-    cfg = stack.write_config(work / "adv-job.yaml", [{"name": f"{db}.{t}", "trash_retention_days": 1, **mode}
-                                                     for t, _ in cases.values()])
-    steps = ";".join(f"{point}:{db}.{table}/" for (point, _), (table, _) in cases.items())
-    for spark_args in stack.plan_batches(cfg, run_id=run_id)["spark_args"]:
-        stack.spark_submit(spark_args["application_args"][1], config_path=cfg,
-                           HIVE_COMPACTION_TEST_HOOK_AT=steps,
-                           HIVE_COMPACTION_TEST_HOOK_CMD=f"{shlex.quote(sys.executable)} {ROOT / 'scripts' / 'adversaries.py'}",
-                           HIVE_COMPACTION_ADVERSARIES=json.dumps(actions),
-                           HIVE_COMPACTION_ADVERSARY_LOG=str(log_path), HIVE_METASTORE_PORT=str(stack.port))
+    # Each job pauses every partition of its cases at that case's step (the fault hook's entries).
+    status = {}
+    for run_id in dict.fromkeys(run_of.values()):
+        mine = [(key, cases[key][0]) for key in cases if run_of[key] == run_id]
+        cfg = stack.write_config(work / f"{run_id}.yaml", [{"name": f"{db}.{t}", "trash_retention_days": 1, **mode}
+                                                           for _, t in mine])
+        steps = ";".join(f"{point}:{db}.{table}/" for (point, _), table in mine)
+        for spark_args in stack.plan_batches(cfg, run_id=run_id)["spark_args"]:
+            stack.spark_submit(spark_args["application_args"][1], config_path=cfg,
+                               HIVE_COMPACTION_TEST_HOOK_AT=steps,
+                               HIVE_COMPACTION_TEST_HOOK_CMD=f"{shlex.quote(sys.executable)} {ROOT / 'scripts' / 'adversaries.py'}",
+                               HIVE_COMPACTION_ADVERSARIES=json.dumps(actions),
+                               HIVE_COMPACTION_ADVERSARY_LOG=str(log_path), HIVE_METASTORE_PORT=str(stack.port))
+        # What the paused job said of each partition: a writer it cannot tell from an overwrite
+        # fails the partition, saying what is where (issue 29), and is never a success.
+        status.update({r["table"].split(".", 1)[1]: r for r in stack.results(cfg, run_id)})
     acted = Counter(json.loads(line)["folder"] for line in log_path.read_text().splitlines()) \
         if log_path.exists() else Counter()
-    # What the paused job said of each partition: a writer it cannot tell from an overwrite fails
-    # the partition, saying what is where (issue 29), and is never a success.
-    status = {r["table"].split(".", 1)[1]: r for r in stack.results(cfg, run_id)}
     warehouse = Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db"
     # A storage call past the commit's last (no actor of that step ran): not a case, said as such;
     # only the calls after every reached one may be past it.
@@ -320,7 +335,8 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
             if reported.get("status") == "failed":
                 figures["failed_reported"] += 1
                 if adv == "add":  # stopped past its first move: the old rows wait in this run's trash for a person
-                    parked = _trash_rows(stack, warehouse / ".hive_compaction" / table / "trash" / run_tag(run_id),
+                    parked = _trash_rows(stack, warehouse / ".hive_compaction" / table / "trash"
+                                         / run_tag(run_of[(point, adv)]),
                                          fmt, dt)
             old, new = Counter(expected[table]), Counter((after or []) + parked)
             lost, dup = sum((old - new).values()), sum((new - old).values())

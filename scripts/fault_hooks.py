@@ -10,8 +10,7 @@ without relying on timing:
 - ``HIVE_COMPACTION_TEST_KILL_AT_CALL="<n>[:<text>]"`` kills the job with SIGKILL just before
   the n-th storage operation (``HadoopFS.before_operation``: every call, every single move of a
   batch, each step of a journal's publication) that the thread committing the partition makes
-  from its first commit step (``staged``; again from ``listed``, where an in-place commit has
-  listed the partition for its journal) on: a sweep over n stops the commit between any two
+  from its first commit step (``staged``) on: a sweep over n stops the commit between any two
   of its file-system calls;
 - ``HIVE_COMPACTION_TEST_HOOK_AT="<point>[:<text>]"`` (or ``"call:<n>[:<text>]"``: before the
   n-th storage operation of each partition's commit, counted as for the kill) runs the shell
@@ -93,11 +92,11 @@ def _run_hook(where: str, label: str, location: str) -> None:
 
 
 def at(point: str, label: str, location: str) -> None:
-    if point in ("staged", "listed") and (os.environ.get(KILL_AT_CALL_ENV) or _hooks_at_calls()):
+    if point == "staged" and (os.environ.get(KILL_AT_CALL_ENV) or _hooks_at_calls()):
         # Count this thread's operations from its commit's start (the thread's next partition
-        # starts again); again once an in-place commit has listed the partition for its journal,
-        # so the n-th operation is the same step whether or not a commit lists first (the read
-        # of the listing leaves nothing a kill could find).
+        # starts again). Counting on from there, an in-place commit's listing for its journal is
+        # its first operation: each number is reached once (counting again from "listed" ran an
+        # actor at call:1 twice).
         _counting.calls, _counting.label, _counting.location = 0, label, location
     if _matches(os.environ.get(HOOK_ENV), point, label):
         _run_hook(point, label, location)

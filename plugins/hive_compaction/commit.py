@@ -51,7 +51,7 @@ KILL_POINTS = ("staged", "journaled", "input_moved", "inputs_moved", "output_mov
 # Also "outputs_moving": after the last check before the outputs move in; a kill there leaves what
 # one at "inputs_moved" leaves, another writer acting there is the case worth a step of its own.
 # And "listed": once the partition's listing for the journal is taken, before the journal; a kill
-# there leaves what one at "staged" leaves (the tests' storage-call counts start there again).
+# there leaves what one at "staged" leaves.
 
 
 def fault_point(point: str, label: str = "", location: str = "") -> None:
