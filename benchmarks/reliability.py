@@ -349,10 +349,8 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
             if lost or dup:
                 problems.append(f"{lost} row(s) lost, {dup} duplicated")
             if table in readers:  # listed at the step, read now: exactly the rows before
-                from pyspark.sql.functions import lit
                 listed = json.loads(readers[table].read_text()) if readers[table].exists() else []
-                seen = sorted(repr(tuple(r)) for r in stack.spark.read.format(fmt.lower()).load(
-                    [f"file://{f}" for f in listed]).withColumn("dt", lit(dt)).collect()) if listed else []
+                seen = _file_rows(stack, [f"file://{f}" for f in listed], fmt, dt)
                 if seen != expected[table]:
                     problems.append(f"a reader that listed at {point} read {len(seen)} row(s), not the "
                                     f"{len(expected[table])} before")
@@ -380,10 +378,14 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
 
 
 def _trash_rows(stack: Stack, trash: Path, fmt: str, dt: str) -> list[str]:
-    """Every row of the data files a table's trash holds (rows as ``Stack.rows`` gives them)."""
+    """Every row of the data files a table's trash holds."""
+    return _file_rows(stack, sorted(f"file://{f}" for f in trash.rglob("*") if f.is_file()
+                                    and not f.name.startswith((".", "_")) and not f.name.endswith(".json")), fmt, dt)
+
+
+def _file_rows(stack: Stack, files: list[str], fmt: str, dt: str) -> list[str]:
+    """Every row of these data files of partition ``dt``, as ``Stack.rows`` gives them."""
     from pyspark.sql.functions import lit
-    files = sorted(f"file://{f}" for f in trash.rglob("*") if f.is_file() and not f.name.startswith((".", "_"))
-                   and not f.name.endswith(".json"))
     if not files:
         return []
     return sorted(repr(tuple(r)) for r in stack.spark.read.format(fmt.lower()).load(files).withColumn("dt", lit(dt)).collect())
