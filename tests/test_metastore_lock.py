@@ -20,26 +20,30 @@ pytestmark = pytest.mark.integration
 DT = "2026-07-01"
 
 
-def lock_request(db: str, table: str, partition: str) -> ttypes.LockRequest:
-    """What a Hive writer with DbTxnManager asks for before it writes a partition."""
+def lock_request(db: str, table: str, partition: str, agent: str | None = None) -> ttypes.LockRequest:
+    """What a Hive writer with DbTxnManager asks for before it writes a partition (``agent``:
+    "hive_compaction" for another merge job's)."""
     component = ttypes.LockComponent(type=ttypes.LockType.EXCLUSIVE, level=ttypes.LockLevel.PARTITION, dbname=db,
                                      tablename=table, partitionname=partition,
                                      operationType=ttypes.DataOperationType.NO_TXN, isAcid=False)
-    return ttypes.LockRequest(component=[component], user="hive-writer", hostname="localhost")
+    return ttypes.LockRequest(component=[component], user="hive-writer", hostname="localhost", agentInfo=agent)
 
 
 def files(folder: Path) -> dict[str, int]:
     return {f.name: f.stat().st_size for f in folder.iterdir() if f.is_file() and not f.name.startswith((".", "_"))}
 
 
-def test_a_writers_lock_makes_the_commit_wait_then_leave_the_partition(stack, tmp_path):
-    db, table = "locked", "events"
+# A Hive writer's lock; and a live merge job's (its agent is the package's), heartbeated, held
+# longer than a dead job's lock may be silent: the waiting job must not take it for a dead one.
+@pytest.mark.parametrize("agent, wait", [(None, 3), ("hive_compaction", 14)], ids=["hive_writer", "live_merge_job"])
+def test_a_writers_lock_makes_the_commit_wait_then_leave_the_partition(stack, tmp_path, agent, wait):
+    db, table = f"locked_{'job' if agent else 'writer'}", "events"
     stack.make_table(db, table, "ORC", [DT], files=4, rows=120)
     folder = stack.partition_location(db, table, f"dt={DT}")
     before, content = files(folder), stack.content(db, table)
-    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}", "lock_wait_seconds": 3}])
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}", "lock_wait_seconds": wait}])
     with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
-        held = c.lock(lock_request(db, table, f"dt={DT}"))
+        held = c.lock(lock_request(db, table, f"dt={DT}", agent))
         assert held.state == ttypes.LockState.ACQUIRED
         done = threading.Event()
 
@@ -57,7 +61,8 @@ def test_a_writers_lock_makes_the_commit_wait_then_leave_the_partition(stack, tm
             beating.join()
             c.unlock(ttypes.UnlockRequest(lockid=held.lockid))
     assert run.state == "success", run.log[-4000:]
-    assert "another writer holds the Metastore's lock on it (waited 3s" in run.log
+    assert f"another writer holds the Metastore's lock on it (waited {wait}s" in run.log
+    assert "stopped heartbeating" not in run.log
     assert files(folder) == before and stack.content(db, table) == content
 
     run = stack.run_dag(cfg, conf={"partition_date": DT})  # the writer is done: merged now

@@ -5,8 +5,8 @@ The lock: an EXCLUSIVE lock on the partition (on the table for a table without p
 outside any transaction, as Hive takes it for a CONCATENATE; a Hive writer with ``DbTxnManager``
 waits for it, and the commit waits for a writer's lock (up to the table's ``lock_wait_seconds``,
 then the partition is skipped, unchanged). The lock is heartbeated while held; the lock of a
-job killed mid-commit is released by the next job that waits for it, once its heartbeat has not
-moved for ``DEAD_AFTER_SECONDS`` (only this package's locks). A Metastore that does not serve locks (no transaction
+job killed mid-commit is released by the next job that waits for it, once its last heartbeat is
+``DEAD_AFTER_SECONDS`` old on the Metastore's clock (only this package's locks). A Metastore that does not serve locks (no transaction
 tables, e.g. one made without ``schematool``) is logged once; the commit then relies on its lease
 and identity checks (``commit``).
 """
@@ -242,25 +242,32 @@ class JobMetastore:
     def _release_dead(client, api, db: str, tbl: str, partition: str, ours: int,
                       seen: dict[int, tuple[int, float]]) -> None:
         """Release locks on the partition held by merge jobs of this package that stopped
-        heartbeating (killed mid-commit): their heartbeat time unchanged for DEAD_AFTER_SECONDS.
-        A cluster's Metastore drops such locks only if it runs its housekeeper (the compactor
-        initiator), and only after hive.txn.timeout. Other writers' locks are never touched."""
+        heartbeating (killed mid-commit): their last heartbeat DEAD_AFTER_SECONDS older than our
+        own waiting request's, which ``checkLock`` stamps with the Metastore's clock (so a lock
+        dead for long is released at the first look, and no two clocks are compared); where the
+        Metastore reports no heartbeat time for our request, once their heartbeat time has not
+        changed for DEAD_AFTER_SECONDS of watching. A cluster's Metastore drops such locks only if
+        it runs its housekeeper (the compactor initiator), and only after hive.txn.timeout. Other
+        writers' locks are never touched."""
         request = api.ShowLocksRequest()
         request.setDbname(db)
         request.setTablename(tbl)
         if partition:
             request.setPartname(partition)
-        for lock in client.showLocks(request).getLocks():
+        locks = list(client.showLocks(request).getLocks())
+        now_ms = max((lock.getLastheartbeat() for lock in locks if lock.getLockid() == ours), default=0)
+        for lock in locks:
             lock_id = lock.getLockid()
             if lock_id == ours or not str(lock.getAgentInfo() or "").startswith(AGENT):
                 continue
             beat = lock.getLastheartbeat()
             first = seen.setdefault(lock_id, (beat, time.monotonic()))
             if first[0] != beat:
-                seen[lock_id] = (beat, time.monotonic())
-            elif time.monotonic() - first[1] >= DEAD_AFTER_SECONDS:
+                seen[lock_id] = first = (beat, time.monotonic())
+            silent = (now_ms - beat) / 1000 if now_ms > 0 and beat > 0 else time.monotonic() - first[1]
+            if silent >= DEAD_AFTER_SECONDS:
                 log.warning("%s.%s/%s: releasing Metastore lock %s of a merge job that stopped heartbeating it "
-                            "%.0fs ago (killed?)", db, tbl, partition, lock_id, time.monotonic() - first[1])
+                            "%.0fs ago (killed?)", db, tbl, partition, lock_id, silent)
                 try:
                     client.unlock(lock_id)
                 except Exception:  # noqa: BLE001 - released meanwhile
