@@ -123,6 +123,7 @@ def kill_matrix(stack: Stack, work: Path, formats=("ORC", "PARQUET"), points=KIL
     return figures
 
 
+ACTOR_LOCK_WAIT_SECONDS = 3
 CALL = "call:"  # a kill point "call:<n>": before the commit's n-th storage operation
 CALL_KILL_ENV = "HIVE_COMPACTION_TEST_KILL_AT_CALL"
 
@@ -242,7 +243,11 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
         stack.make_table(db, table, fmt, [dt], files=4, rows=rows)
         folder = stack.partition_location(db, table, f"dt={dt}")
         before = stack.rows(db, table).get(f"dt={dt}", [])
-        cfg = stack.write_config(work / f"{table}.yaml", [{"name": f"{db}.{table}", **mode}])
+        # The actors' own jobs (rival, retry, purge) are planned from this config. The paused job
+        # holds the partition's lock for as long as its actor runs, so an actor job waiting for
+        # that lock can only time out: a short wait tries the same thing as the default minute.
+        cfg = stack.write_config(work / f"{table}.yaml", [{"name": f"{db}.{table}", **mode,
+                                                            "lock_wait_seconds": ACTOR_LOCK_WAIT_SECONDS}])
         f = fmt.lower()
         if adv == "add":
             source = next(p for p in stack.partition_location(db, f"src_{f}", f"dt={dt}").iterdir()
