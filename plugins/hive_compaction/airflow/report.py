@@ -1,8 +1,7 @@
 """The run report: per table and partition, what changed, what was skipped and why."""
 from __future__ import annotations
 
-from .results import statistics_were_stale
-from .sizing import BUCKETS, bucket_edges
+from hive_compaction.model.results import BUCKETS, bucket_edges, statistics_were_stale
 
 
 def _size(n: int | None) -> str:
