@@ -24,7 +24,7 @@ def stale_note(r: dict) -> str:
 
 
 def deferred_reason(d: dict) -> str:
-    """Why a partition was not planned, and when it is looked at again (dag_tasks.revisit_text)."""
+    """Why a partition was not planned, and when it is looked at again (tasks.revisit_text)."""
     return f"fan-out limit reached; {d.get('again') or 'not looked at again automatically'}"
 
 

@@ -7,7 +7,7 @@ before or the rows after, never a mix: a query that listed the old folder reads 
 stays as it was until the run's trash expires), a query planned after the switch reads the new
 one. Per partition, after its outputs are staged and verified as in place:
 
-1. The journal (``commit.commit``'s exclusive create) records the old folder's every data file
+1. The journal (``in_place.commit``'s exclusive create) records the old folder's every data file
    (name, size, time), the staged outputs and the new folder.
 2. The new folder ``<table>/_compacted/<partition>/<run>-<attempt>`` is built: the staged outputs
    moved in, the files the merge leaves alone copied in byte for byte (HDFS has no links, and
