@@ -52,7 +52,7 @@ def make_groups(spark, root: Path, groups: int, files: int, rows: int) -> list[l
 def write(spark, schema, groups: list[list[str]], target: str, observe: bool):
     """The union write; with ``observe`` the Observation of each group (in order)."""
     from pyspark.sql import DataFrame, Observation
-    from hive_compaction.row_hash import content_metrics
+    from hive_compaction.merge.checksum import content_metrics
     metrics = content_metrics(schema)
     branches, observed = [], []
     for files in groups:
@@ -69,7 +69,7 @@ def sums(spark, schema, group_of: dict[str, int]) -> dict[int, tuple[int, int, i
     """Per group, rows and checksums of its files, in one scan grouped by file (as the rewrite's
     ``_sums``)."""
     from urllib.parse import unquote, urlsplit
-    from hive_compaction.row_hash import content, content_metrics
+    from hive_compaction.merge.checksum import content, content_metrics
     by_path = {urlsplit(p).path: g for p, g in group_of.items()}
     df = spark.read.format("orc").schema(schema).load(list(group_of))
     path = df.metadataColumn("_metadata").getField("file_path")
@@ -96,7 +96,7 @@ def main() -> int:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     from pyspark.sql import SparkSession
-    from hive_compaction.row_hash import content
+    from hive_compaction.merge.checksum import content
     spark = (SparkSession.builder.master("local[2]").appName("checksum-cost").config("spark.ui.enabled", "false")
              .config("spark.sql.shuffle.partitions", "2").config("spark.sql.unionOutputPartitioning", "false")
              .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "1000000").getOrCreate())

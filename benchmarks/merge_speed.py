@@ -53,7 +53,7 @@ for _p in (ROOT / "scripts", ROOT / "plugins"):
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 
 from harness import Stack  # noqa: E402
-from hive_compaction.batch import batch_tasks, decode_batch  # noqa: E402
+from hive_compaction.model.batch import batch_tasks, decode_batch  # noqa: E402
 
 DB = "merge_speed"
 GB = 1024**3

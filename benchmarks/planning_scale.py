@@ -39,11 +39,11 @@ for _p in (ROOT / "scripts", ROOT / "plugins"):
 from hmsclient import hmsclient  # noqa: E402
 from hmsclient.genthrift.hive_metastore import ttypes  # noqa: E402
 
-from hive_compaction import config as config_mod  # noqa: E402
-from hive_compaction import dag_tasks  # noqa: E402
-from hive_compaction.metastore import Metastore as HMS  # noqa: E402
-from hive_compaction.batch import batch_tasks, decode_batch  # noqa: E402
-from hive_compaction.run_params import select  # noqa: E402
+from hive_compaction.airflow import config as config_mod  # noqa: E402
+from hive_compaction.airflow import tasks as dag_tasks  # noqa: E402
+from hive_compaction.airflow.metastore_hook import Metastore as HMS  # noqa: E402
+from hive_compaction.model.batch import batch_tasks, decode_batch  # noqa: E402
+from hive_compaction.airflow.run_params import select  # noqa: E402
 from local_stack import Metastore as LocalMetastore  # noqa: E402
 from local_stack import free_port  # noqa: E402
 
@@ -201,8 +201,8 @@ def measure(port: int, table: str, n: int, batch_size: int, repeat: int) -> dict
 def listing_pass(spark, out: dict) -> dict:
     """List every planned partition's folder as the merge job does (``HadoopFS.list``, one JVM
     helper call each), counting the helper calls. The folders are the registered, empty ones."""
-    from hive_compaction import jvm_helper
-    from hive_compaction.hadoop_fs import HadoopFS
+    from hive_compaction.storage import jvm_helper
+    from hive_compaction.storage.hadoop_fs import HadoopFS
     locations = [t.location for a in out["spark_args"] for t in batch_tasks(decode_batch(a["application_args"][1]))]
     fs, calls = HadoopFS(spark), [0]
     real = jvm_helper.call

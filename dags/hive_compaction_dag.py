@@ -18,8 +18,8 @@ from datetime import datetime, timedelta
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, CronPartitionTimetable, Param, TaskGroup, task
 
-from hive_compaction import alerts, config, run_params
-from hive_compaction.assets import table_asset
+from hive_compaction.airflow import alerts, config, run_params
+from hive_compaction.airflow.assets import table_asset
 
 # The same file at parse time and in every task (a task's process parses this file first).
 CONFIG_PATH = config.dag_config_path(__file__)
@@ -66,7 +66,7 @@ with DAG(
         only over a task's return value, so multiple_outputs cannot carry both)."""
         from airflow.sdk import conf
         from airflow.sdk.exceptions import AirflowFailException
-        from hive_compaction import dag_tasks, metastore
+        from hive_compaction.airflow import tasks as dag_tasks, metastore_hook as metastore
         try:  # a wrong config or form value is not worth a retry
             settings = config.load(CONFIG_PATH)
             alerts.check(settings)
@@ -83,7 +83,7 @@ with DAG(
     @task(trigger_rule="none_failed", retries=max(SETTINGS.retries, 2),
           retry_delay=timedelta(seconds=5), retry_exponential_backoff=False)
     def refresh_metastore(plan: dict):
-        from hive_compaction import dag_tasks, metastore
+        from hive_compaction.airflow import tasks as dag_tasks, metastore_hook as metastore
         settings = config.load(CONFIG_PATH)
         with metastore.from_airflow_connection(settings.metastore_conn_id) as hms:
             return dag_tasks.refresh(settings, hms, plan)
@@ -98,7 +98,7 @@ with DAG(
         @task(task_id=name, outlets=[asset], retries=2, retry_delay=timedelta(seconds=5))
         def emit(report: dict, outlet_events=None):
             from airflow.sdk.exceptions import AirflowSkipException
-            from hive_compaction import assets
+            from hive_compaction.airflow import assets
             event = assets.events(report).get(name)
             if not event:
                 raise AirflowSkipException(f"no partition of {name} was merged")

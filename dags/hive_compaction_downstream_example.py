@@ -20,8 +20,8 @@ from datetime import datetime
 
 from airflow.sdk import DAG, PartitionedAssetTimetable, StartOfDayMapper, task
 
-from hive_compaction import config
-from hive_compaction.assets import table_asset
+from hive_compaction.airflow import config
+from hive_compaction.airflow.assets import table_asset
 
 SETTINGS, _ = config.load_lenient(config.dag_config_path(__file__))  # the YAML beside this file
 TABLE = os.environ.get("HIVE_COMPACTION_EXAMPLE_TABLE") or (SETTINGS.tables[0].name if SETTINGS.tables else None)

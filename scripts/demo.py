@@ -48,8 +48,8 @@ def run_report(log_text: str) -> str:
         return "(no run report in the log: did the refresh task run?)"
     out = []
     for line in lines[starts[-1] + 1:]:
-        out.append(line.split(" [hive_compaction.dag_tasks]")[0])
-        if "[hive_compaction.dag_tasks]" in line:
+        out.append(line.split(" [hive_compaction.airflow.tasks]")[0])
+        if "[hive_compaction.airflow.tasks]" in line:
             break
     return "\n".join(out)
 

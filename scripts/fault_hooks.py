@@ -81,7 +81,7 @@ def _count_operation(operation: str, uri: str) -> None:
 
 
 if os.environ.get(KILL_AT_CALL_ENV) or _hooks_at_calls():
-    from hive_compaction.hadoop_fs import HadoopFS
+    from hive_compaction.storage.hadoop_fs import HadoopFS
     HadoopFS.before_operation = staticmethod(_count_operation)
 
 

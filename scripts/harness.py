@@ -309,22 +309,23 @@ class Stack:
     def plan_batches(self, config_path: Path, run_id: str, dry_run: bool = False) -> dict:
         """What the DAG's plan task would hand to the mapped merge tasks, computed in-process
         (a manual run without dates: every partition the statistics or the audit point at)."""
-        from hive_compaction import config, dag_tasks
-        from hive_compaction.metastore import Metastore as HMS
-        from hive_compaction.run_params import select
+        from hive_compaction.airflow import config, tasks as dag_tasks
+        from hive_compaction.airflow.metastore_hook import Metastore as HMS
+        from hive_compaction.airflow.run_params import select
         settings = config.load(config_path)
         with HMS("127.0.0.1", self.port) as hms:
             return dag_tasks.plan(settings, hms, run_id, select(settings, {"dry_run": dry_run}, "manual", None))
 
     def results(self, config_path: Path, run: str) -> list[dict]:
         """What the merge jobs of a run (its id or path tag) recorded in the results table."""
-        from hive_compaction import config, result_table
-        from hive_compaction.metastore import Metastore as HMS
-        from hive_compaction.paths import run_tag
-        from hive_compaction.results import decode_results
+        from hive_compaction.airflow import config
+        from hive_compaction.airflow import results_reader
+        from hive_compaction.airflow.metastore_hook import Metastore as HMS
+        from hive_compaction.storage.paths import run_tag
+        from hive_compaction.model.results import decode_results
         settings = config.load(config_path)
         with HMS("127.0.0.1", self.port) as hms:
-            recorded = result_table.read_run(hms, settings.results_table, run_tag(run))
+            recorded = results_reader.read_run(hms, settings.results_table, run_tag(run))
         return [r.to_dict() for _, params in sorted(recorded.items()) for r in decode_results(params)]
 
     @staticmethod
@@ -334,11 +335,14 @@ class Stack:
                 str(ROOT / "plugins" / "hive_compaction" / "jobs" / "compact_partitions.py"), "--batch", batch_arg]
 
     def rollback_cmd(self, table: str, run_id: str, config_path: Path, conf: dict | None = None) -> list[str]:
-        """The rollback job's command for a table's run (``conf``: more Spark settings)."""
+        """The rollback job's command for a table's run (``conf``: more Spark settings); the
+        table's work_dir, if ``config_path`` sets one, is passed as an argument (the job reads no config)."""
+        from hive_compaction.airflow import config
+        work_dir = config.load(config_path).table(table.lower()).policy.work_dir
         return ["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false",
                 *[a for k, v in (conf or {}).items() for a in ("--conf", f"{k}={v}")],
                 str(ROOT / "plugins" / "hive_compaction" / "jobs" / "rollback.py"), "--table", table, "--run", run_id,
-                "--metastore", f"127.0.0.1:{self.port}", "--config", str(config_path)]
+                "--metastore", f"thrift://127.0.0.1:{self.port}", *(["--work-dir", work_dir] if work_dir else [])]
 
     def spark_submit(self, batch_arg: str, config_path: Path | None = None, **env) -> subprocess.CompletedProcess:
         """Run the merge job on one encoded batch, as the mapped task would."""

@@ -6,8 +6,8 @@ from __future__ import annotations
 import hashlib
 from urllib.parse import urlsplit
 
-from hive_compaction import copy_merge as cm
-from hive_compaction.grouping import FileFooter, tiny_blocks
+from hive_compaction.merge import copy as cm
+from hive_compaction.merge.grouping import FileFooter, tiny_blocks
 
 
 def read_one(spark, fmt: str, path: str, statistics: bool = False) -> cm.Read:

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from hive_compaction import alerts
-from hive_compaction.config import AlertSpec, ConfigError, parse
+from hive_compaction.airflow import alerts
+from hive_compaction.airflow.config import AlertSpec, ConfigError, parse
 
 sys.path.insert(0, str(Path(__file__).parent))  # alert_recorder, importable by path
 RECORDER = "alert_recorder.RecordingNotifier"

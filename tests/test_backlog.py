@@ -8,11 +8,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from hive_compaction import backlog, config, dag_tasks
-from hive_compaction.metastore import NUM_FILES, TOTAL_SIZE, PartitionInfo, TableInfo
-from hive_compaction.planning import DDL_TIME
-from hive_compaction.results import LISTED_AT, PLANNED_AT, SMALL_FILES, PartitionResult, Status, encode_results
-from hive_compaction.run_params import select
+from hive_compaction.airflow import backlog, config, tasks as dag_tasks
+from hive_compaction.airflow.metastore_hook import NUM_FILES, TOTAL_SIZE, PartitionInfo, TableInfo
+from hive_compaction.airflow.planning import DDL_TIME
+from hive_compaction.model.results import (LISTED_AT, PLANNED_AT, SMALL_FILES, PartitionResult, Status,
+                                           encode_results)
+from hive_compaction.airflow.run_params import select
 
 ORC_IN = "org.apache.hadoop.hive.ql.io.orc.OrcInputFormat"
 POLICY = config.TablePolicy()

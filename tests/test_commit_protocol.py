@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from hive_compaction import commit
-from hive_compaction.hadoop_fs import HadoopFS
-from hive_compaction.paths import partition_id
-from hive_compaction.work_area import WorkArea, read_journal
+from hive_compaction.commit import in_place as commit
+from hive_compaction.commit import faults
+from hive_compaction.storage import metastore_client
+from hive_compaction.storage.hadoop_fs import HadoopFS
+from hive_compaction.storage.paths import partition_id
+from hive_compaction.commit.work_area import WorkArea, read_journal
 
 pytestmark = pytest.mark.integration
 
@@ -181,7 +183,7 @@ def test_a_partition_dropped_while_outputs_move_in_stays_dropped(spark, tmp_path
                           for n in ("part-0", "part-1")],
               "staging": area.staging(run, pid)}
     # The writer drops the partition once the first output is in.
-    monkeypatch.setenv(commit.FAULT_HOOK_ENV, "fault_hooks:at")
+    monkeypatch.setenv(faults.FAULT_HOOK_ENV, "fault_hooks:at")
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_AT", "output_moved")
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD", f"rm -r '{folder}'")
 
@@ -264,11 +266,11 @@ def test_a_file_rewritten_with_the_same_name_size_and_time_is_told_apart(stack, 
     before = (folder / "000000_0").stat()
     rewrite = (f"import os; p={str(folder / '000000_0')!r}; open(p + '.w', 'w').write('other 000000_0'); "
                f"os.replace(p + '.w', p); os.utime(p, ns=({before.st_atime_ns}, {before.st_mtime_ns}))")
-    monkeypatch.setenv(commit.FAULT_HOOK_ENV, "fault_hooks:at")
+    monkeypatch.setenv(faults.FAULT_HOOK_ENV, "fault_hooks:at")
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_AT", "journaled")
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD", f"python3 -c {json.dumps(rewrite)}")
 
-    with pytest.raises(commit.CommitConflict, match=r"input\(s\) \['000000_0'\] of rewritten.events/dt=2026-05-06 "
+    with pytest.raises(metastore_client.CommitConflict, match=r"input\(s\) \['000000_0'\] of rewritten.events/dt=2026-05-06 "
                                                     "changed while it was being merged; nothing was committed"):
         commit.commit(fs, area, record)
     now = fs.status(f"file://{folder}/000000_0")

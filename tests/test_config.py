@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hive_compaction import config
-from hive_compaction.config import ConfigError, FanOut, Settings, TablePolicy, load, load_lenient, parse, parse_size
+from hive_compaction.airflow import config
+from hive_compaction.airflow.config import (ConfigError, FanOut, Settings, TablePolicy, load, load_lenient,
+                                            parse, parse_size)
 
 MB = 1024**2
 GB = 1024**3
@@ -420,7 +421,7 @@ def test_load_lenient_good_file(tmp_path):
 # --- the pool ---------------------------------------------------------------------------------
 
 def test_pool_as_a_name_or_with_slots_and_a_cap_per_run():
-    from hive_compaction.config import merge_operator_kwargs
+    from hive_compaction.airflow.config import merge_operator_kwargs
     s = parse({"pool": "compaction"})
     assert (s.pool, s.pool_slots, s.max_merges_per_run) == ("compaction", None, None)
     assert "max_active_tis_per_dagrun" not in merge_operator_kwargs(s)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hive_compaction.copy_merge import CopyMergeError, copy_merge
+from hive_compaction.merge.copy import CopyMergeError, copy_merge
 
 from copy_checks import copy_groups, footer_info, read_one, verify_copy
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from hive_compaction.batch import PartitionTask
-from hive_compaction.copy_merge import CopyMergeError, copy_merge, read_footers
-from hive_compaction.grouping import copy_notes
-from hive_compaction.row_hash import content as observed_content, content_metrics
-from hive_compaction.sizing import DataFile
+from hive_compaction.model.batch import PartitionTask
+from hive_compaction.merge.copy import CopyMergeError, copy_merge, read_footers
+from hive_compaction.merge.grouping import copy_notes
+from hive_compaction.merge.checksum import content as observed_content, content_metrics
+from hive_compaction.storage.listing import DataFile
 
 from copy_checks import copy_groups, footer_info, read_one, verify_copy
 
@@ -198,7 +198,7 @@ def test_orc_inputs_with_different_calendars_are_not_copied_together(spark, orc_
 def test_a_partition_with_both_calendars_is_copied_in_separate_groups_with_the_reason(spark, orc_files, tmp_path):
     """The merge job on a real partition folder: two copy groups, one per calendar, the reason in
     the partition's result; every row (dates before 1582 included) reads back the same."""
-    from hive_compaction.merge import BatchRunner
+    from hive_compaction.merge.runner import BatchRunner
     folder = tmp_path / "t" / "dt=1"
     folder.mkdir(parents=True)
     for f in orc_files["proleptic"] + orc_files["hybrid"]:

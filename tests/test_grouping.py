@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hive_compaction.batch import PartitionTask
-from hive_compaction.grouping import (Engine, FileFooter, copy_notes, data_files, expansion, group, output_codec,
-                                      skip_reason, staged_suffix, tiny_blocks)
-from hive_compaction.sizing import DataFile
-from hive_compaction.hadoop_fs import Entry
+from hive_compaction.model.batch import PartitionTask
+from hive_compaction.merge.grouping import (Engine, FileFooter, copy_notes, expansion, group, output_codec,
+                                            skip_reason, staged_suffix, tiny_blocks)
+from hive_compaction.storage.listing import data_files
+from hive_compaction.storage.listing import DataFile
+from hive_compaction.storage.hadoop_fs import Entry
 
 MB = 1 << 20
 NOW = 1_800_000_000_000
@@ -92,7 +93,7 @@ def test_tiny_blocks_codec_and_suffix():
 def test_the_decisions_need_no_spark():
     import subprocess
     import sys
-    code = ("import sys, hive_compaction.grouping, hive_compaction.sizing; "
+    code = ("import sys, hive_compaction.merge.grouping, hive_compaction.merge.sizing; "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j')]; assert not bad, bad")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr

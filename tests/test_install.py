@@ -147,7 +147,7 @@ def test_install_into_an_existing_airflow_word_for_word(stack, tmp_path):
     assert not [p for p in path if p and Path(p).resolve().is_relative_to(ROOT)], path
     assert Path(airflow_bin).parent == venv / "bin" and Path(spark_submit).parent == pyspark_bin
     assert (site / "hive_compaction" / "jobs" / "compact_partitions.py").is_file()
-    assert (site / "hive_compaction" / "jvm" / "HiveCompactionHelper.java").is_file()
+    assert (site / "hive_compaction" / "storage" / "jvm" / "HiveCompactionHelper.java").is_file()
     timings["2 install"] = time.monotonic() - t
 
     # 3. only the DAG file and its YAML in the dags folder

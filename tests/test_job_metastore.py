@@ -12,7 +12,7 @@ from unittest import mock
 
 import pytest
 
-from hive_compaction.job_metastore import JobMetastore
+from hive_compaction.storage.metastore_client import JobMetastore
 
 
 class ScriptedMetastore:
@@ -90,7 +90,7 @@ def test_concurrent_first_lock_requests_all_get_their_lock(caplog):
     (Before, each thread asked at once and the ones refused turned locking off for the job.)"""
     hms = ScriptedMetastore()
     jm = job_metastore(hms)
-    with caplog.at_level(logging.WARNING, logger="hive_compaction.job_metastore"):
+    with caplog.at_level(logging.WARNING, logger="hive_compaction.storage.metastore_client"):
         got = take_locks(jm, 4)
     assert sorted(got) == [0, 1, 2, 3]
     assert all(isinstance(lock_id, int) for lock_id in got.values()), got
@@ -102,7 +102,7 @@ def test_concurrent_first_lock_requests_all_get_their_lock(caplog):
 def test_a_metastore_without_locks_is_asked_twice_then_never_again(caplog):
     hms = ScriptedMetastore(refuse=True)
     jm = job_metastore(hms)
-    with caplog.at_level(logging.WARNING, logger="hive_compaction.job_metastore"):
+    with caplog.at_level(logging.WARNING, logger="hive_compaction.storage.metastore_client"):
         got = take_locks(jm, 4)
     assert got == {0: None, 1: None, 2: None, 3: None}
     assert hms.lock_calls == 2

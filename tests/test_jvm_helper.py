@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hive_compaction.hadoop_fs import FolderGone, HadoopFS
+from hive_compaction.storage.hadoop_fs import FolderGone, HadoopFS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,12 +23,12 @@ def test_the_helper_source_is_read_from_a_zipped_package(tmp_path):
         for f in package.rglob("*"):
             if f.is_file() and "__pycache__" not in f.parts:
                 z.write(f, f.relative_to(package.parent))
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); from hive_compaction import jvm_helper; "
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from hive_compaction.storage import jvm_helper; "
             "print(jvm_helper.__file__); print(len(jvm_helper._source()))")
     out = subprocess.run([sys.executable, "-c", code, str(archive)], capture_output=True, text=True,
                          check=True, env={"PATH": os.environ["PATH"]}).stdout.split()
     assert out[0].startswith(str(archive))  # really imported from the zip
-    assert int(out[1]) == len((package / "jvm" / "HiveCompactionHelper.java").read_text(encoding="utf-8"))
+    assert int(out[1]) == len((package / "storage" / "jvm" / "HiveCompactionHelper.java").read_text(encoding="utf-8"))
 
 
 @pytest.mark.integration
@@ -98,7 +98,7 @@ def test_each_python_threads_py4j_connection_gets_no_nagle_delay(spark):
     own connection, so each thread is handled once. If Spark or py4j changed this, every reply
     over 8 KB would silently cost ~40 ms again."""
     import threading
-    from hive_compaction import jvm_helper
+    from hive_compaction.storage import jvm_helper
 
     got = []
 

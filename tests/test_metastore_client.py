@@ -26,8 +26,8 @@ from suite_budget import record
 from thrift.protocol import TBinaryProtocol
 from thrift.transport import TSocket, TTransport
 
-from hive_compaction.metastore import (NUM_FILES, Metastore, MetastoreUnavailable, TableNotFound,
-                                       parse_hosts)
+from hive_compaction.airflow.metastore_hook import (NUM_FILES, Metastore, MetastoreUnavailable,
+                                                    TableNotFound, parse_hosts)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,7 +72,7 @@ def test_from_airflow_connection_reads_the_host_list_and_the_sasl_extras(tmp_pat
     conn = {"conn_type": "generic", "host": "hms1,hms2:9084", "port": 9085, "login": "etl",
             "password": "secret", "extra": {"auth_mechanism": "plain", "timeout_seconds": 7, "batch_size": 3}}
     code = ("import sys, json; sys.path.insert(0, sys.argv[1]);"
-            "from hive_compaction.metastore import from_airflow_connection as f; m = f('hms_list');"
+            "from hive_compaction.airflow.metastore_hook import from_airflow_connection as f; m = f('hms_list');"
             "print(json.dumps([m.addresses, m.auth_mechanism, m.username, m.password, m.timeout_seconds,"
             " m.batch_size]))")
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW_CONN_HMS_LIST": json.dumps(conn)}
@@ -327,12 +327,12 @@ def test_missing_table_and_database_give_table_not_found(stack):
 @pytest.mark.integration
 def test_failover_from_a_dead_first_host_to_the_live_one(stack, caplog):
     dead = free_port()
-    caplog.set_level(logging.WARNING, logger="hive_compaction.metastore")
+    caplog.set_level(logging.WARNING, logger="hive_compaction.airflow.metastore_hook")
     stack.make_table("hms_client", "failover", "ORC", ["2026-01-01"], files=1, rows=1)
     with Metastore(f"127.0.0.1:{dead},127.0.0.1", stack.port, timeout_seconds=30) as hms:
         assert hms.address == f"127.0.0.1:{stack.port}"
         assert hms.table("hms_client", "failover").partition_keys == (("dt", "string"),)
-    failed = [r.getMessage() for r in caplog.records if r.name == "hive_compaction.metastore"]
+    failed = [r.getMessage() for r in caplog.records if r.name == "hive_compaction.airflow.metastore_hook"]
     assert len(failed) == 1 and f"thrift://127.0.0.1:{dead} failed to connect" in failed[0], failed
     assert "trying the next" in failed[0]
 

@@ -184,7 +184,7 @@ def test_exclusive_publish_and_atomic_replace_refuse_the_storage_and_create_noth
     replay rewrites one) on the real s3like file system, directly and through the viewfs mount:
     OSError naming the scheme, and not even their folder is created. HadoopFS needs only a JVM and
     a Hadoop configuration (``object_store_jvm``)."""
-    from hive_compaction.hadoop_fs import HadoopFS
+    from hive_compaction.storage.hadoop_fs import HadoopFS
     jvm, conf = object_store_jvm
     fs = HadoopFS(SimpleNamespace(_jvm=jvm, _jsc=SimpleNamespace(hadoopConfiguration=lambda: conf)))
     before = tree(stack.s3like_root)

@@ -11,12 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hive_compaction.config import FanOut, TablePolicy
-from hive_compaction.metastore import NUM_FILES, TOTAL_SIZE, PartitionInfo, TableInfo, storage_format
-from hive_compaction.batch import (MAX_ENCODED_BATCH, PartitionTask, batch_payload, batch_tasks, decode_batch,
-                                   encode_batch, task_from_dict, task_to_dict)
-from hive_compaction.planning import (DDL_TIME, LISTED_AT, Skipped, batch_label, candidate, one_task_per_folder,
-                                      pack_batches, plan_table, priority, split_oversized, table_refusal)
+from hive_compaction.airflow.config import FanOut, TablePolicy
+from hive_compaction.airflow.metastore_hook import (NUM_FILES, TOTAL_SIZE, PartitionInfo, TableInfo,
+                                                    storage_format)
+from hive_compaction.model.batch import (MAX_ENCODED_BATCH, PartitionTask, batch_payload, batch_tasks,
+                                         decode_batch, encode_batch, task_from_dict, task_to_dict)
+from hive_compaction.airflow.planning import (DDL_TIME, LISTED_AT, Skipped, batch_label, candidate,
+                                              one_task_per_folder, pack_batches, plan_table, priority,
+                                              split_oversized, table_refusal)
 
 MB = 1024**2
 GB = 1024**3

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from hive_compaction.report import _size, render, summarize
+from hive_compaction.airflow.report import _size, render, summarize
 
 MB = 1024**2
 
@@ -140,7 +140,7 @@ def test_render_accepts_merge_job_result_dicts():
     """The merge job records ``PartitionResult.to_dict()``: exactly those keys must render."""
     from dataclasses import fields
 
-    from hive_compaction.results import PartitionResult, Status, decode_results, encode_results
+    from hive_compaction.model.results import PartitionResult, Status, decode_results, encode_results
     r = PartitionResult("db.t", "dt=1", "hdfs://nn/wh/t/dt=1", Status.MERGED, files_before=4, files_after=1,
                         bytes_before=4000, bytes_after=3900, rows=10, rows_merged=10, mode="copy",
                         seconds=0.25, listed=True, stats_files=1, stats_bytes=1000)
@@ -155,7 +155,8 @@ def test_render_accepts_merge_job_result_dicts():
 
 
 def test_results_fit_the_metastore_parameter_column_and_a_cut_batch_is_refused():
-    from hive_compaction.results import MAX_PARAM_CHARS, PartitionResult, Status, decode_results, encode_results
+    from hive_compaction.model.results import (MAX_PARAM_CHARS, PartitionResult, Status, decode_results,
+                                               encode_results)
     long = PartitionResult("db.t", "dt=1", "x", Status.FAILED, reason="boom " * 5000,
                            outputs=[f"part-{i:05d}-{'x' * 60}.orc" for i in range(200)])
     params = encode_results([long, long])
@@ -168,8 +169,8 @@ def test_results_fit_the_metastore_parameter_column_and_a_cut_batch_is_refused()
 
 # --- file-size distribution and the run note --------------------------------------------------
 
-from hive_compaction.report import bucket_labels, distribution, note, render_distribution  # noqa: E402
-from hive_compaction.sizing import size_histogram  # noqa: E402
+from hive_compaction.airflow.report import bucket_labels, distribution, note, render_distribution  # noqa: E402
+from hive_compaction.model.results import size_histogram  # noqa: E402
 
 POLICY = {"small_file_limit": 100 * MB, "target_file_size": 128 * MB}
 
@@ -233,8 +234,9 @@ def test_note_is_one_line_and_counts_would_merge_in_a_dry_run():
 
 
 def test_the_refresh_writes_only_the_statistics_that_differ_and_when_it_listed():
-    from hive_compaction.results import (LISTED_AT, NUM_FILES, NUM_ROWS, SPARK_NUM_ROWS, SPARK_TOTAL_SIZE,
-                                         TOTAL_SIZE, PartitionResult, Status, statistics_update)
+    from hive_compaction.model.results import (LISTED_AT, NUM_FILES, NUM_ROWS, SPARK_NUM_ROWS,
+                                               SPARK_TOTAL_SIZE, TOTAL_SIZE, PartitionResult, Status,
+                                               statistics_update)
     r = PartitionResult("db.t", "dt=1", "file:/t/dt=1", Status.MERGED, files_before=4, files_after=1,
                         bytes_before=400, bytes_after=300, rows=10, listed=True)
     spark_keys = {NUM_FILES: "4", TOTAL_SIZE: "300", SPARK_TOTAL_SIZE: "400", SPARK_NUM_ROWS: "10"}

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from hmsclient import hmsclient
 
-from hive_compaction.hadoop_fs import HadoopFS
-from hive_compaction.paths import partition_id
-from hive_compaction.results import LISTED_AT, STATISTICS_KEYS
-from hive_compaction.rollback import RollbackError, rollback_partition
-from hive_compaction.work_area import WorkArea, read_journal
+from hive_compaction.storage.hadoop_fs import HadoopFS
+from hive_compaction.storage.paths import partition_id
+from hive_compaction.model.results import LISTED_AT, STATISTICS_KEYS
+from hive_compaction.commit.rollback import RollbackError, rollback_partition
+from hive_compaction.commit.work_area import WorkArea, read_journal
 
 pytestmark = pytest.mark.integration
 
@@ -60,8 +60,8 @@ def test_rollback_restores_the_original_files_and_statistics(stack, tmp_path):
     again = subprocess.run(cmd, env=stack.env(cfg), capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and stack.snapshot(db, table) == after  # idempotent
 
-    bogus = subprocess.run(cmd[:-6] + ["--run", "no-such-run", "--metastore", f"127.0.0.1:{stack.port}",
-                                       "--config", str(cfg)], env=stack.env(cfg), capture_output=True, text=True)
+    bogus = subprocess.run(stack.rollback_cmd(f"{db}.{table}", "no-such-run", cfg), env=stack.env(cfg),
+                           capture_output=True, text=True)
     assert bogus.returncode == 1
     assert "run no-such-run has no committed compaction" in bogus.stdout + bogus.stderr, bogus.stdout[-2000:] + bogus.stderr[-2000:]
 
@@ -229,7 +229,7 @@ def test_a_rollback_says_so_when_an_original_left_the_trash_while_it_ran(spark, 
     """An original that leaves the trash between the rollback's checks and its moves (someone
     deleting by hand; a purge holds the journal and cannot) is not counted as restored: the
     rollback fails naming how many came back, instead of logging them all restored."""
-    from hive_compaction import commit
+    from hive_compaction.commit import faults
     fs = HadoopFS(spark)
     table, partition, run = "rb_vanish.events", "dt=2026-06-07", "run1"
     pid = partition_id(table, partition)
@@ -245,7 +245,7 @@ def test_a_rollback_says_so_when_an_original_left_the_trash_while_it_ran(spark, 
                 "inputs": [{"name": n, "size": len(f"original {n}")} for n in ("000000_0", "000001_0")],
                 "outputs": [{"staged": f"{area.staging(run, pid)}/1/part-0", "name": "part-0", "size": 6}],
                 "trash": area.trash(run, pid), "stats_before": {}}
-    monkeypatch.setenv(commit.FAULT_HOOK_ENV, "fault_hooks:at")
+    monkeypatch.setenv(faults.FAULT_HOOK_ENV, "fault_hooks:at")
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_AT", "rollback_outputs_moved")
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD", f"rm '{trash / '000001_0'}'")
 
@@ -270,7 +270,7 @@ def test_rollback_restores_the_statistics_of_just_before_the_commit_not_the_plan
     analyze.write_text(f"""
 import json
 from hmsclient import hmsclient
-from hive_compaction.results import STATISTICS_KEYS
+from hive_compaction.model.results import STATISTICS_KEYS
 with hmsclient.HMSClient(host="127.0.0.1", port={stack.port}) as c:
     p = c.get_partition_by_name({db!r}, {table!r}, {partition!r})
     p.parameters.update({{"spark.sql.statistics.numRows": "150", "spark.sql.statistics.totalSize": p.parameters["totalSize"]}})

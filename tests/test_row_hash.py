@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import types as T
 
-from hive_compaction.row_hash import content, content_metrics
+from hive_compaction.merge.checksum import content, content_metrics
 
 INNER = T.StructType([T.StructField("t", T.TimestampType()), T.StructField("x", T.DoubleType())])
 SCHEMA = T.StructType([
@@ -114,7 +114,7 @@ def test_each_checksum_is_the_exact_sum_of_its_row_hashes(spark):
     """The sums are taken as 32-bit halves in 64-bit integers: recombined, they are the exact
     (unbounded) sums of the row hashes, with hashes of both signs and enough rows that a plain
     64-bit sum would have wrapped around."""
-    from hive_compaction.row_hash import row_hashes
+    from hive_compaction.merge.checksum import row_hashes
     rows = [row(id=i, d=i * 0.25) for i in range(400)]
     df = spark.createDataFrame(rows, SCHEMA)
     hashes = df.select(*row_hashes(SCHEMA)).collect()

@@ -7,8 +7,8 @@ import pytest
 from airflow.sdk import Param
 from airflow.sdk.definitions.param import ParamsDict
 
-from hive_compaction import config
-from hive_compaction.run_params import PARAM_DEFAULTS, ParamError, params_schema, select
+from hive_compaction.airflow import config
+from hive_compaction.airflow.run_params import PARAM_DEFAULTS, ParamError, params_schema, select
 
 SETTINGS = config.parse({
     "defaults": {"partition_lag_days": 1},
@@ -126,7 +126,7 @@ def test_the_dags_schedule_keys_runs_as_select_reads_them():
     """The DAG's CronPartitionTimetable, as the scheduler runs it: the run at 2026-03-10 00:00 UTC
     carries the key 2026-03-09 (the default lag of one day)."""
     from airflow.timetables.trigger import CronPartitionTimetable
-    from hive_compaction.run_params import KEY_FORMAT
+    from hive_compaction.airflow.run_params import KEY_FORMAT
     import pendulum
     tt = CronPartitionTimetable("0 0 * * *", timezone="UTC", run_offset=-SETTINGS.key_lag_days, key_format=KEY_FORMAT)
     _, key = tt._get_partition_info(pendulum.datetime(2026, 3, 10, tz="UTC"))

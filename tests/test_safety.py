@@ -231,17 +231,18 @@ def test_staged_outputs_vanishing_mid_commit_put_every_file_back(stack, tmp_path
 def test_fault_points_call_only_a_hook_the_tests_name(monkeypatch, tmp_path):
     """The shipped code injects nothing itself: no shell, no subprocess, no signal; a fault point
     calls the callable HIVE_COMPACTION_FAULT_HOOK names, and nothing when it is unset."""
-    from hive_compaction import commit
-    package = Path(commit.__file__).parent
+    from hive_compaction.commit import in_place as commit
+    from hive_compaction.commit import faults
+    package = Path(commit.__file__).parent.parent
     shipped = "\n".join(p.read_text() for p in package.rglob("*.py"))
     for word in ("subprocess", "shell=True", "os.kill", "SIGKILL"):
         assert word not in shipped, word
     (tmp_path / "recording_hook.py").write_text("calls = []\ndef at(*args):\n    calls.append(args)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     import recording_hook
-    monkeypatch.delenv(commit.FAULT_HOOK_ENV, raising=False)
-    commit.fault_point("journaled", "db.t/dt=1", "file:/x")
+    monkeypatch.delenv(faults.FAULT_HOOK_ENV, raising=False)
+    faults.fault_point("journaled", "db.t/dt=1", "file:/x")
     assert recording_hook.calls == []
-    monkeypatch.setenv(commit.FAULT_HOOK_ENV, "recording_hook:at")
-    commit.fault_point("journaled", "db.t/dt=1", "file:/x")
+    monkeypatch.setenv(faults.FAULT_HOOK_ENV, "recording_hook:at")
+    faults.fault_point("journaled", "db.t/dt=1", "file:/x")
     assert recording_hook.calls == [("journaled", "db.t/dt=1", "file:/x")]

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hive_compaction.sizing import DataFile, pack_small_files, small_files
+from hive_compaction.storage.listing import DataFile
+from hive_compaction.merge.sizing import pack_small_files, small_files
 
 MB = 1024**2
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hive_compaction import config
-from hive_compaction.config import ConfigError, SparkSubmitOptions, merge_operator_kwargs, parse
+from hive_compaction.airflow import config
+from hive_compaction.airflow.config import ConfigError, SparkSubmitOptions, merge_operator_kwargs, parse
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,9 +11,9 @@ import shutil
 
 import pytest
 
-from hive_compaction import config, dag_tasks
-from hive_compaction.metastore import Metastore
-from hive_compaction.run_params import select
+from hive_compaction.airflow import config, tasks as dag_tasks
+from hive_compaction.airflow.metastore_hook import Metastore
+from hive_compaction.airflow.run_params import select
 
 pytestmark = pytest.mark.integration
 

@@ -75,13 +75,14 @@ def assert_compacted(stack, db: str, content_before: dict, run) -> None:
 
 def results_by_batch(stack, cfg: Path, run_id: str) -> dict[int, list]:
     """What each merge job (batch) of the run recorded in the results table."""
-    from hive_compaction import config, result_table
-    from hive_compaction.metastore import Metastore
-    from hive_compaction.paths import run_tag
-    from hive_compaction.results import decode_results
+    from hive_compaction.airflow import config
+    from hive_compaction.airflow import results_reader
+    from hive_compaction.airflow.metastore_hook import Metastore
+    from hive_compaction.storage.paths import run_tag
+    from hive_compaction.model.results import decode_results
     settings = config.load(cfg)
     with Metastore("127.0.0.1", stack.port) as hms:
-        recorded = result_table.read_run(hms, settings.results_table, run_tag(run_id))
+        recorded = results_reader.read_run(hms, settings.results_table, run_tag(run_id))
     return {b: decode_results(params) for b, params in recorded.items()}
 
 

@@ -5,8 +5,8 @@ import json
 import os
 import time
 
-from hive_compaction.hadoop_fs import HadoopFS
-from hive_compaction.work_area import WorkArea, journaled, purge_expired
+from hive_compaction.storage.hadoop_fs import HadoopFS
+from hive_compaction.commit.work_area import WorkArea, journaled, purge_expired
 
 
 def _age(path, days: float) -> None:

@@ -1,20 +1,19 @@
 """Hive small-file compaction: planning from the Metastore, safe merges, statistics refresh.
 
-One module per concern:
+One sub-package per side and concern (docs/architecture.md has every module; pyproject.toml's
+``[tool.importlinter]`` contracts check who may import whom):
 
-- ``config``     the tables to maintain and their policy (the YAML file users edit)
-- ``metastore``  reading partitions and writing statistics through the Hive Metastore
-- ``sizing``     which files of a partition are merged together (Hudi's small-file rules)
-- ``planning``   which partitions are candidates, packed into a bounded number of Spark jobs
-- ``paths``      location checks that keep every change inside the partition it names
-- ``hadoop_fs``  the Hadoop FileSystem API, reached from PySpark (HDFS, S3A, ABFS, file://)
-- ``jvm_helper`` batched file and footer work in the driver's JVM (``jvm/*.java``, compiled by Janino)
-- ``copy_merge`` ORC stripe / Parquet row-group copy merges and their verification
-- ``commit``     the journaled commit protocol that never loses nor duplicates a row
-- ``merge``      the Spark side: rewrite, verify, commit one batch of partitions
-- ``rollback``   putting a run's partitions back from the trash
-- ``report``     the run report
-- ``jobs``       the Spark entry points (``jobs/compact_partitions.py``, ``jobs/rollback.py``)
+- ``airflow``  the Airflow side: config, run form, planning, backlog, task bodies, report,
+               alerts, assets, the Metastore hook (Thrift) and the results table reader
+- ``jobs``     the Spark entry points (``jobs/compact_partitions.py``, ``jobs/rollback.py``)
+- ``merge``    the merge job's library: grouping, sizing, rewrite, copy merge, checksum, runner
+- ``commit``   the commit protocol: in place, location switch, recovery, rollback, work area
+- ``storage``  the Hadoop FileSystem, the JVM helper (``storage/jvm/*.java``), per-scheme
+               capabilities, paths, listings, the Metastore client in Spark's JVM
+- ``model``    shared by both sides: results, the batch payload, the results table's names
+
+Layers: ``airflow`` and ``jobs`` on top (side by side), then ``merge``, ``commit``, ``storage``,
+``model``; ``airflow`` uses only ``model`` and the pure ``storage.paths`` / ``storage.capabilities``.
 """
 
 # The one place the version is written: pyproject.toml reads it (``[tool.setuptools.dynamic]``),

@@ -19,10 +19,10 @@ import sys
 
 from pyspark.sql import SparkSession
 
-from hive_compaction import result_table
-from hive_compaction.merge import BatchRunner
-from hive_compaction.batch import VersionMismatch, batch_tasks, check_version, decode_batch
-from hive_compaction.results import Status, encode_results
+from hive_compaction.merge import results_writer
+from hive_compaction.merge.runner import BatchRunner
+from hive_compaction.model.batch import VersionMismatch, batch_tasks, check_version, decode_batch
+from hive_compaction.model.results import Status, encode_results
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
                              dry_run=args.dry_run or payload.get("dry_run", False),
                              metastore_uris=payload.get("metastore_uris"))
         results = runner.maintain(payload.get("maintain", []), tasks) + runner.run_batch(tasks)
-        result_table.publish(spark, payload["results_table"], payload["run"], payload["batch"],
+        results_writer.publish(spark, payload["results_table"], payload["run"], payload["batch"],
                              encode_results(results), payload.get("metastore_uris"))
     finally:
         if runner is not None:

@@ -7,7 +7,7 @@ before or the rows after, never a mix: a query that listed the old folder reads 
 stays as it was until the run's trash expires), a query planned after the switch reads the new
 one. Per partition, after its outputs are staged and verified as in place:
 
-1. The journal (``commit.commit``'s exclusive create) records the old folder's every data file
+1. The journal (``in_place.commit``'s exclusive create) records the old folder's every data file
    (name, size, time), the staged outputs and the new folder.
 2. The new folder ``<table>/_compacted/<partition>/<run>-<attempt>`` is built: the staged outputs
    moved in, the files the merge leaves alone copied in byte for byte (HDFS has no links, and
@@ -38,12 +38,13 @@ import logging
 import time
 from typing import Callable
 
-from .commit import CommitConflict, InputsChanged, _check_owner, fault_point, recent
-from .grouping import data_files
-from .hadoop_fs import HadoopFS
-from .job_metastore import JobMetastore, same_location
-from .paths import VERSIONS_FOLDER
-from .work_area import WorkArea, check_record
+from hive_compaction.commit.faults import fault_point
+from hive_compaction.commit.in_place import InputsChanged, check_owner, recent
+from hive_compaction.commit.work_area import WorkArea, check_record
+from hive_compaction.storage.hadoop_fs import HadoopFS
+from hive_compaction.storage.listing import data_files
+from hive_compaction.storage.metastore_client import CommitConflict, JobMetastore, same_location
+from hive_compaction.storage.paths import VERSIONS_FOLDER
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +106,7 @@ def _build(fs: HadoopFS, area: WorkArea, record: dict, rows_of: Callable[[list],
     if rows != record["rows"]:
         _abort(fs, area, record, f"the new folder {new} holds {rows} rows, the old one {record['rows']}")
     _check_old_folder(fs, area, record)
-    _check_owner(fs, area, record)
+    check_owner(fs, area, record)
 
 
 def _check_old_folder(fs: HadoopFS, area: WorkArea, record: dict) -> None:

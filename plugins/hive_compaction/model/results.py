@@ -97,7 +97,7 @@ class PartitionResult:
     stats_files: int | None = None  # what the Metastore said at planning time
     stats_bytes: int | None = None
     outputs: list[str] = field(default_factory=list)
-    # Files per size bucket (sizing.size_histogram) before and after, where the job listed them.
+    # Files per size bucket (size_histogram) before and after, where the job listed them.
     sizes_before: list[int] | None = None
     sizes_after: list[int] | None = None
     # How long readers listing the partition could miss the merged groups' rows (never see one
@@ -131,7 +131,7 @@ def statistics_were_stale(r: dict) -> bool:
 
 def small_files_left(r: dict) -> int | None:
     """Small files a listed partition holds after the run (the size buckets below the run's
-    small-file limit: sizing.bucket_edges), or None where the job recorded no sizes."""
+    small-file limit: bucket_edges), or None where the job recorded no sizes."""
     after = r.get("sizes_after")
     if not r.get("listed") or not isinstance(after, (list, tuple)) or len(after) < 2:
         return None
@@ -177,3 +177,23 @@ def decode_results(params: dict[str, str]) -> list[PartitionResult]:
     if "count" not in params or int(params["count"]) != len(keys):
         raise ValueError(f"the batch recorded {params.get('count', 'no')} result count but {len(keys)} result(s)")
     return [PartitionResult.from_dict(json.loads(params[k])) for k in keys]
+
+
+# The file-size distribution the report shows: four buckets around the table's small-file
+# limit L and target T: tiny (< L/4), small (L/4 to L: merged when there are enough), fine
+# (L to T), at or above the target.
+BUCKETS = 4
+
+
+def bucket_edges(small_file_limit: int, target_file_size: int) -> tuple[int, int, int]:
+    return small_file_limit // 4, small_file_limit, target_file_size
+
+
+def size_histogram(sizes, small_file_limit: int, target_file_size: int) -> list[int]:
+    """Counts of ``sizes`` per bucket: a compact form of a partition's file sizes (4 integers),
+    meant to travel in a PartitionResult as ``sizes_before`` / ``sizes_after``."""
+    edges = bucket_edges(small_file_limit, target_file_size)
+    counts = [0] * BUCKETS
+    for s in sizes:
+        counts[sum(1 for e in edges if s >= e)] += 1
+    return counts

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
-from .backlog import next_scheduled_key
-from .config import ConfigError, Settings, TableConfig, TablePolicy
+from hive_compaction.airflow.backlog import next_scheduled_key
+from hive_compaction.airflow.config import ConfigError, Settings, TableConfig, TablePolicy
 
 MAX_SIZE_MB = 16 * 1024
 MAX_RANGE_DAYS = 366

@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 import yaml
 
-from . import config as config_mod
+from hive_compaction.airflow import config as config_mod
 
 log = logging.getLogger("hive_compaction")
 
@@ -158,12 +158,13 @@ def describe(context: dict, config_path: str | Path | None = None) -> dict:
 
 
 def _recorded(plan: dict, batch: int) -> list[dict] | None:
-    from . import metastore, result_table
-    from .results import decode_results
+    from hive_compaction.airflow import metastore_hook as metastore
+    from hive_compaction.airflow import results_reader
+    from hive_compaction.model.results import decode_results
     try:
         settings = config_mod.load()
         with metastore.from_airflow_connection(settings.metastore_conn_id) as hms:
-            recorded = result_table.read(hms, plan["results_table"], plan["run"], [batch])
+            recorded = results_reader.read(hms, plan["results_table"], plan["run"], [batch])
         return [r.to_dict() for r in decode_results(recorded[batch])] if batch in recorded else None
     except Exception as e:  # noqa: BLE001 - the alert goes out with the exception instead
         log.warning("could not read batch %s's recorded results: %s", batch, e)

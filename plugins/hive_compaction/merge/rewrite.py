@@ -21,11 +21,11 @@ from urllib.parse import unquote
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from .commit import fault_point
-from .copy_merge import error_text
-from .grouping import Engine, Group, Work, staged_suffix
-from .hadoop_fs import HadoopFS
-from .row_hash import content, content_metrics
+from hive_compaction.commit.faults import fault_point
+from hive_compaction.merge.checksum import content, content_metrics
+from hive_compaction.merge.copy import error_text
+from hive_compaction.merge.grouping import Engine, Group, Work, staged_suffix
+from hive_compaction.storage.hadoop_fs import HadoopFS
 
 log = logging.getLogger(__name__)
 

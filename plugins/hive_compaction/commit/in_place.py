@@ -30,36 +30,16 @@ the window lasts as long as a handful of renames.
 """
 from __future__ import annotations
 
-import importlib
 import json
 import logging
-import os
 import time
 
-from .hadoop_fs import FolderGone, HadoopFS
-from .work_area import WorkArea, check_record, read_journal, read_journal_if_exists
+from hive_compaction.commit.faults import fault_point
+from hive_compaction.commit.work_area import WorkArea, check_record, read_journal, read_journal_if_exists
+from hive_compaction.storage.hadoop_fs import FolderGone, HadoopFS
+from hive_compaction.storage.metastore_client import CommitConflict
 
 log = logging.getLogger(__name__)
-
-# The protocol's steps, where a test may inject a fault (kill the job, change the files). The
-# shipped code only calls the callable that HIVE_COMPACTION_FAULT_HOOK names ("module:function",
-# called with the point, the partition's label and its location); tests set it
-# (scripts/fault_hooks.py). Unset, as in production, nothing happens.
-FAULT_HOOK_ENV = "HIVE_COMPACTION_FAULT_HOOK"
-KILL_POINTS = ("staged", "journaled", "input_moved", "inputs_moved", "output_moved", "outputs_moved",
-               "manifest_written")
-# Also "outputs_moving": after the last check before the outputs move in; a kill there leaves what
-# one at "inputs_moved" leaves, another writer acting there is the case worth a step of its own.
-# And "listed": once the partition's listing for the journal is taken, before the journal; a kill
-# there leaves what one at "staged" leaves.
-
-
-def fault_point(point: str, label: str = "", location: str = "") -> None:
-    spec = os.environ.get(FAULT_HOOK_ENV)
-    if spec:
-        module, _, name = spec.partition(":")
-        getattr(importlib.import_module(module), name)(point, label, location)
-
 
 # A journal or replay claim this old belongs to a job that is gone: a commit holds it for seconds.
 ORPHAN_AGE_SECONDS = 600
@@ -69,12 +49,6 @@ def recent(status) -> bool:
     """Whether a journal or claim (its file status, or None) changed within ORPHAN_AGE_SECONDS:
     its job may still be alive."""
     return status is not None and status.modification_time > (time.time() - ORPHAN_AGE_SECONDS) * 1000
-
-
-class CommitConflict(RuntimeError):
-    """Another job holds this partition's journal or replay claim, or another writer changed the
-    partition before this commit moved anything: this job moved nothing more, and none of the
-    commit's moves is visible."""
 
 
 class CommitHeld(CommitConflict):
@@ -301,7 +275,7 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> d
         _abandon(fs, area, record, trash, location, f"staged outputs {missing} are gone")
     _stop_if_dropped(fs, area, record, first)
     # Files already moved by an interrupted attempt are skipped: every step can be replayed.
-    _check_owner(fs, area, record)
+    check_owner(fs, area, record)
     if not first and _committed(fs, record, trash):
         log.warning("%s: the interrupted commit of run %s had passed its commit point (every input in the trash, "
                     "every output published): finishing it", _label(record), run)
@@ -315,7 +289,7 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> d
         _abandon(fs, area, record, trash, location, f"{len(moves) - moved} input(s) vanished or changed before "
                                                     "they moved")
     moves = [(o["staged"], f"{location}/{o['name']}") for o in outputs]
-    _check_owner(fs, area, record)
+    check_owner(fs, area, record)
     _stop_if_dropped(fs, area, record, first)
     # The last look before publishing: a writer that changed the partition since the journal
     # (an INSERT OVERWRITE under new names, an append) stops the commit here.
@@ -333,7 +307,7 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> d
         # Again once they are in: a writer that replaced the partition after the check above (an
         # INSERT OVERWRITE reusing the inputs' names) must not get the merged rows back beside its own.
         _stop_if_rewritten(fs, area, record)
-    _check_owner(fs, area, record)
+    check_owner(fs, area, record)
     return _finish(fs, area, record, trash, window_ms if first else None)
 
 
@@ -349,7 +323,7 @@ def _finish(fs: HadoopFS, area: WorkArea, record: dict, trash: str, window_ms: f
     return manifest
 
 
-def _check_owner(fs: HadoopFS, area: WorkArea, record: dict) -> None:
+def check_owner(fs: HadoopFS, area: WorkArea, record: dict) -> None:
     """Before each step: the journal still exists and still names this job (a job that paused
     longer than ``ORPHAN_AGE_SECONDS`` may have been taken over by a replay)."""
     current = read_journal_if_exists(fs, area.journal(record["pid"]))
@@ -376,7 +350,7 @@ def _move(fs: HadoopFS, moves: list[tuple[str, str]], record: dict, after_first:
 
 def _abandon(fs: HadoopFS, area: WorkArea, record: dict, trash: str, location: str, why: str) -> None:
     # A job that lost the journal to a replay (it paused too long) must not undo that replay's moves.
-    _check_owner(fs, area, record)
+    check_owner(fs, area, record)
     _roll_back(fs, record, trash, location)
     fs.delete(area.journal(record["pid"]))
     raise RuntimeError(f"{_label(record)}: {why}; every file was put back, nothing was committed")

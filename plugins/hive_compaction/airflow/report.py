@@ -1,8 +1,7 @@
 """The run report: per table and partition, what changed, what was skipped and why."""
 from __future__ import annotations
 
-from .results import statistics_were_stale
-from .sizing import BUCKETS, bucket_edges
+from hive_compaction.model.results import BUCKETS, bucket_edges, statistics_were_stale
 
 
 def _size(n: int | None) -> str:
@@ -25,7 +24,7 @@ def stale_note(r: dict) -> str:
 
 
 def deferred_reason(d: dict) -> str:
-    """Why a partition was not planned, and when it is looked at again (dag_tasks.revisit_text)."""
+    """Why a partition was not planned, and when it is looked at again (tasks.revisit_text)."""
     return f"fan-out limit reached; {d.get('again') or 'not looked at again automatically'}"
 
 

@@ -19,13 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from .batch import PartitionTask
-from .results import PartitionResult
-from .sizing import DataFile, pack_small_files
-from .work_area import WorkArea
-
-# Folders writers keep in a partition while they write (Hive, MapReduce, Spark).
-WRITER_STAGING = (".hive-staging", "_temporary", ".spark-staging")
+from hive_compaction.commit.work_area import WorkArea
+from hive_compaction.merge.sizing import pack_small_files
+from hive_compaction.model.batch import PartitionTask
+from hive_compaction.model.results import PartitionResult
+from hive_compaction.storage.listing import DataFile, WRITER_STAGING
 
 # Footer facts (``FileFooter.extra`` keys) that change how a reader decodes values: files that
 # disagree on one are never copied together (their blocks would be read under one footer).
@@ -104,21 +102,6 @@ class Work:
     started: float
     error: str | None = None
     staging: str = ""  # this attempt's own staging folder: a retry never touches another attempt's
-
-
-def is_hidden(name: str) -> bool:
-    """Hive and Spark skip names starting with '_' or '.' (_SUCCESS, .crc, staging folders)."""
-    return name.startswith(("_", "."))
-
-
-def data_files(entries) -> tuple[list[DataFile], list[str]]:
-    """From a partition folder's listing (entries with path, name, size, modification_time,
-    is_dir): its visible data files, and its sub-folders that matter (visible ones and writers'
-    staging folders)."""
-    files = [DataFile(e.path, e.size, e.modification_time, e.version) for e in entries
-             if not e.is_dir and not is_hidden(e.name)]
-    folders = [e.name for e in entries if e.is_dir and (not is_hidden(e.name) or e.name.startswith(WRITER_STAGING))]
-    return files, folders
 
 
 def skip_reason(task: PartitionTask, files: list[DataFile], folders: list[str], now_ms: float) -> str | None:

@@ -13,12 +13,14 @@ import logging
 import time
 import uuid
 
-from . import location_switch
-from .commit import fault_point, recent
-from .grouping import data_files
-from .results import NUM_FILES, SPARK_TOTAL_SIZE, TOTAL_SIZE
-from .work_area import UnsafeRecord, WorkArea, check_record, read_journal, read_journal_if_exists
-from .hadoop_fs import FolderGone, HadoopFS
+from hive_compaction.commit import location_switch
+from hive_compaction.commit.faults import fault_point
+from hive_compaction.commit.in_place import recent
+from hive_compaction.commit.work_area import (UnsafeRecord, WorkArea, check_record, read_journal,
+                                              read_journal_if_exists)
+from hive_compaction.model.results import NUM_FILES, SPARK_TOTAL_SIZE, TOTAL_SIZE
+from hive_compaction.storage.hadoop_fs import FolderGone, HadoopFS
+from hive_compaction.storage.listing import data_files
 
 log = logging.getLogger(__name__)
 

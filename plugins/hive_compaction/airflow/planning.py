@@ -9,12 +9,12 @@ import math
 import time
 from dataclasses import dataclass
 
-from .batch import MAX_ENCODED_BATCH, PartitionTask
-from .config import FanOut, TablePolicy
-from .metastore import NUM_FILES, NUM_ROWS, TOTAL_SIZE, PartitionInfo, TableInfo
-from .paths import canonical, default_work_dir, location_problem
-from .results import LISTED_AT, PLANNED_AT, STATISTICS_KEYS
-from .storage import plan_refusal
+from hive_compaction.airflow.config import FanOut, TablePolicy
+from hive_compaction.airflow.metastore_hook import NUM_FILES, NUM_ROWS, PartitionInfo, TOTAL_SIZE, TableInfo
+from hive_compaction.model.batch import MAX_ENCODED_BATCH, PartitionTask
+from hive_compaction.model.results import LISTED_AT, PLANNED_AT, STATISTICS_KEYS
+from hive_compaction.storage.capabilities import plan_refusal
+from hive_compaction.storage.paths import canonical, default_work_dir, location_problem
 
 
 @dataclass(frozen=True)

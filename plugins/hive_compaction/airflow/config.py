@@ -18,7 +18,7 @@ import yaml
 # The file's name in the dags folder: the DAG passes the one beside itself (``dag_config_path``).
 CONFIG_NAME = "hive_compaction.yaml"
 # Where a config is looked for when no one says where (scripts run from a checkout).
-DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[2] / "dags" / CONFIG_NAME
+DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[3] / "dags" / CONFIG_NAME
 CONFIG_ENV = "HIVE_COMPACTION_CONFIG"
 MERGE_MODES = ("auto", "copy", "rewrite")
 COMMIT_MODES = ("in_place", "location_switch")

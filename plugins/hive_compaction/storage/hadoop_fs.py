@@ -12,8 +12,8 @@ from urllib.parse import urlsplit
 from py4j.java_gateway import JavaClass
 from py4j.protocol import Py4JJavaError
 
-from . import jvm_helper, storage
-from .sizing import FileIdentity
+from hive_compaction.storage import capabilities as storage, jvm_helper
+from hive_compaction.storage.listing import FileIdentity
 
 # Work areas hold journals whose names decide which files move: only their owner may write them.
 _OWNER_ONLY = 0o700
@@ -32,7 +32,7 @@ class Entry(FileIdentity):
     size: int
     modification_time: int
     is_dir: bool
-    version: str | None = None  # as sizing.DataFile's
+    version: str | None = None  # as listing.DataFile's
 
 
 class HadoopFS:

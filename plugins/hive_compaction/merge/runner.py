@@ -26,18 +26,23 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pyspark.sql import SparkSession
 
-from . import copy_merge, grouping, location_switch, maintenance, storage
-from .batch import PartitionTask
-from .commit import CommitConflict, CommitHeld, InputsChanged, commit, fault_point, hold, recover
-from .copy_merge import CopyMergeError, partition_rows, readable_footers
-from .grouping import Engine, Work, staged_suffix
-from .hadoop_fs import HadoopFS
-from .job_metastore import JobMetastore, LockTimeout
-from .paths import partition_id
-from .results import FAILED_REASON_CHARS, STATISTICS_KEYS, CommitRecord, PartitionResult, Status
-from .rewrite import RewriteEngine
-from .sizing import DataFile, enough_small_files, size_histogram, small_files
-from .work_area import WorkArea
+from hive_compaction.commit import location_switch, recovery as maintenance
+from hive_compaction.commit.faults import fault_point
+from hive_compaction.commit.in_place import CommitHeld, InputsChanged, commit, hold, recover
+from hive_compaction.commit.work_area import WorkArea
+from hive_compaction.merge import copy as copy_merge, grouping
+from hive_compaction.merge.copy import CopyMergeError, partition_rows, readable_footers
+from hive_compaction.merge.grouping import Engine, Work, staged_suffix
+from hive_compaction.merge.rewrite import RewriteEngine
+from hive_compaction.merge.sizing import enough_small_files, small_files
+from hive_compaction.model.batch import PartitionTask
+from hive_compaction.model.results import (CommitRecord, FAILED_REASON_CHARS, PartitionResult,
+                                           STATISTICS_KEYS, Status, size_histogram)
+from hive_compaction.storage import capabilities as storage, listing
+from hive_compaction.storage.hadoop_fs import HadoopFS
+from hive_compaction.storage.listing import DataFile
+from hive_compaction.storage.metastore_client import CommitConflict, JobMetastore, LockTimeout
+from hive_compaction.storage.paths import partition_id
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +173,7 @@ class BatchRunner:
                                    reason=f"finished the location switch run {manifest['run']} left behind "
                                           f"(the partition reads {manifest['new_location']})",
                                    listed=False, recovered=True)
-        files, folders = grouping.data_files(self.fs.list(task.location))
+        files, folders = listing.data_files(self.fs.list(task.location))
         result = PartitionResult(task.table_name, task.partition, task.location, Status.NOTHING_TO_DO,
                                  files_before=len(files), bytes_before=sum(f.size for f in files),
                                  files_after=len(files), bytes_after=sum(f.size for f in files),
@@ -275,7 +280,7 @@ class BatchRunner:
                     result.reader_window_ms = 0.0
                 else:
                     result.reader_window_ms = commit(self.fs, work.area, record.to_dict())["reader_window_ms"]
-            after, _ = grouping.data_files(self.fs.list(result.location))
+            after, _ = listing.data_files(self.fs.list(result.location))
             result.status = Status.MERGED
             result.outputs = [o["name"] for o in outputs]
             result.rows_merged = sum(g.rows for g in work.groups)

@@ -11,14 +11,14 @@ import contextlib
 import logging
 import time
 
-from . import location_switch
-from .job_metastore import JobMetastore, LockTimeout
-from .commit import ORPHAN_AGE_SECONDS, CommitConflict, CommitHeld, InputsChanged, recover
-from .grouping import data_files
-from .paths import partition_id
-from .batch import PartitionTask
-from .results import FAILED_REASON_CHARS, REASON_CHARS, PartitionResult, Status
-from .work_area import WorkArea, journaled, purge_expired
+from hive_compaction.commit import location_switch
+from hive_compaction.commit.in_place import CommitHeld, InputsChanged, ORPHAN_AGE_SECONDS, recover
+from hive_compaction.commit.work_area import WorkArea, journaled, purge_expired
+from hive_compaction.model.batch import PartitionTask
+from hive_compaction.model.results import FAILED_REASON_CHARS, PartitionResult, REASON_CHARS, Status
+from hive_compaction.storage.listing import data_files
+from hive_compaction.storage.metastore_client import CommitConflict, JobMetastore, LockTimeout
+from hive_compaction.storage.paths import partition_id
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,10 @@ import re
 import time
 from dataclasses import dataclass
 
-from .paths import VERSIONS_FOLDER, canonical, is_within, location_problem, partition_id
-from .storage import TEMP_SUFFIX
+from hive_compaction.commit.faults import fault_point
+from hive_compaction.storage.capabilities import TEMP_SUFFIX
+from hive_compaction.storage.paths import (VERSIONS_FOLDER, canonical, is_within, location_problem,
+                                           partition_id)
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +163,6 @@ def purge_expired(fs, area: WorkArea, retention_days: int, keep_runs: set[str], 
     for run, changed in sorted(newest.items()):
         if changed >= cutoff_ms or run in keep_runs:
             continue
-        from .commit import fault_point  # (commit imports this module)
         fault_point("purging", run, area.root)
         pids = _partitions_of(fs, area, run)
         if not all([_purge_partition(fs, area, run, pid, retire) for pid in sorted(pids)]):

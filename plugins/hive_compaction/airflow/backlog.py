@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from datetime import date, timedelta
 
-from .config import TablePolicy
-from .metastore import NUM_FILES, PartitionInfo
-from .planning import DDL_TIME
-from .results import LISTED_AT, PLANNED_AT, SMALL_FILES
+from hive_compaction.airflow.config import TablePolicy
+from hive_compaction.airflow.metastore_hook import NUM_FILES, PartitionInfo
+from hive_compaction.airflow.planning import DDL_TIME
+from hive_compaction.model.results import LISTED_AT, PLANNED_AT, SMALL_FILES
 
 
 def min_small(policy: TablePolicy) -> int:
@@ -48,7 +48,7 @@ def pending(p: PartitionInfo, policy: TablePolicy) -> str | None:
 def pending_after(r: dict, policy: TablePolicy) -> bool:
     """Whether the next scheduled runs will find ``pending`` true for a partition this run planned
     (``r``: its result as the report holds it), once the refresh has written what it writes."""
-    from .results import small_files_left
+    from hive_compaction.model.results import small_files_left
     if policy.small_file_limit <= 0:
         return False
     if r["status"] == "failed" or not r.get("listed"):

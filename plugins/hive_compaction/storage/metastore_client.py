@@ -20,8 +20,6 @@ import socket
 import threading
 import time
 
-from .commit import CommitConflict
-
 log = logging.getLogger(__name__)
 
 
@@ -32,6 +30,13 @@ DEAD_AFTER_SECONDS = 5 * HEARTBEAT_SECONDS
 AGENT = "hive_compaction"  # the agent info of this package's locks
 
 
+class CommitConflict(RuntimeError):
+    """Another job holds this partition's journal or replay claim, or another writer changed the
+    partition before this commit moved anything: this job moved nothing more, and none of the
+    commit's moves is visible. (Defined here, below the commit protocol, because the Metastore
+    lock's ``LockTimeout`` is one too.)"""
+
+
 class LockTimeout(CommitConflict):
     """Another holder (a Hive writer) kept the partition's Metastore lock past the wait."""
 
@@ -40,9 +45,29 @@ def same_location(a: str | None, b: str | None) -> bool:
     return a is not None and b is not None and a.rstrip("/") == b.rstrip("/")
 
 
+def jvm_hive_conf(spark, uris: str | None, purpose: str):
+    """The Hive configuration a Metastore client in Spark's JVM uses: Spark's own Metastore
+    (``hive-site.xml``, ``spark.hadoop.hive.metastore.uris``), else ``uris`` (the Airflow
+    connection's address). Worth keeping: making one costs tens of milliseconds."""
+    hive_conf = spark._jvm.org.apache.hadoop.hive.conf.HiveConf
+    conf = hive_conf(spark._jsc.hadoopConfiguration(), hive_conf._java_lang_class)
+    if not (conf.get("hive.metastore.uris") or "").strip():
+        if not uris:
+            raise RuntimeError(f"this Spark application knows no Hive Metastore (hive.metastore.uris) to {purpose}")
+        conf.set("hive.metastore.uris", uris)
+    return conf
+
+
+def jvm_client(spark, uris: str | None, purpose: str, conf=None):
+    """A Metastore client in Spark's JVM (``conf``: one ``jvm_hive_conf`` made, else a new one).
+    The caller closes it."""
+    conf = conf if conf is not None else jvm_hive_conf(spark, uris, purpose)
+    return spark._jvm.org.apache.hadoop.hive.metastore.HiveMetaStoreClient(conf)
+
+
 class JobMetastore:
     """The Metastore as the merge job sees it: partition locations, location switches and the
-    lock API, through the Metastore client in Spark's JVM (``result_table.jvm_client``), so it
+    lock API, through the Metastore client in Spark's JVM (``jvm_client``), so it
     authenticates as Spark does.
 
     Each driver thread keeps one client (a client is not thread-safe; opening one is a connection
@@ -65,7 +90,6 @@ class JobMetastore:
         self._json = None  # Jackson's ObjectMapper in the JVM: a parameter map in one round trip
 
     def _new_client(self):
-        from .result_table import jvm_client, jvm_hive_conf
         with self._conf_lock:
             if self._conf is None:
                 self._conf = jvm_hive_conf(self._spark, self._uris, "switch partition locations or take locks")
@@ -150,17 +174,56 @@ class JobMetastore:
             if p is None or not same_location(str(p.getSd().getLocation()), old):
                 return False
             p.getSd().setLocation(new)
-            params = p.getParameters()
-            for k, v in parameters.items():
-                if v is None:
-                    params.remove(k)
-                else:
-                    params.put(k, v)
-            context = self._api.EnvironmentContext()
-            context.putToProperties("DO_NOT_UPDATE_STATS", "true")
+            self._merge_parameters(p, parameters)
             db, tbl = table.split(".", 1)
-            client.alter_partition(db, tbl, p, context)
+            client.alter_partition(db, tbl, p, self._keep_statistics())
             return True
+
+    def table_location(self, table: str) -> str | None:
+        """The table's location; None when the table does not exist."""
+        with self._client() as client:
+            try:
+                return str(client.getTable(*table.split(".", 1)).getSd().getLocation())
+            except Exception as e:  # noqa: BLE001 - NoSuchObjectException through py4j
+                if "NoSuchObject" in str(e):
+                    return None
+                raise
+
+    def update_parameters(self, table: str, partition: str, parameters: dict[str, str | None]) -> bool:
+        """Merge ``parameters`` (statistics; None removes a key) into the partition named
+        ``partition`` (``k=v/...``, as the Metastore names it; "" for a table without partitions),
+        the Metastore told not to compute statistics itself. False when it does not exist."""
+        db, tbl = table.split(".", 1)
+        with self._client() as client:
+            try:
+                target = client.getPartition(db, tbl, partition) if partition else client.getTable(db, tbl)
+            except Exception as e:  # noqa: BLE001 - NoSuchObjectException through py4j
+                if "NoSuchObject" in str(e):
+                    return False
+                raise
+            self._merge_parameters(target, parameters)
+            if partition:
+                client.alter_partition(db, tbl, target, self._keep_statistics())
+            else:
+                client.alter_table_with_environmentContext(db, tbl, target, self._keep_statistics())
+            return True
+
+    def _merge_parameters(self, target, parameters: dict[str, str | None]) -> None:
+        """Merge ``parameters`` into a Java Partition's or Table's (None removes a key)."""
+        params = target.getParameters()
+        if params is None:
+            params = self._spark._jvm.java.util.HashMap()
+            target.setParameters(params)
+        for k, v in parameters.items():
+            if v is None:
+                params.remove(k)
+            else:
+                params.put(k, v)
+
+    def _keep_statistics(self):
+        context = self._api.EnvironmentContext()
+        context.putToProperties("DO_NOT_UPDATE_STATS", "true")
+        return context
 
     @contextlib.contextmanager
     def lock(self, table: str, partition: str, wait_seconds: float):

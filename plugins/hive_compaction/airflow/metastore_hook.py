@@ -25,7 +25,7 @@ from hmsclient.genthrift.hive_metastore import ttypes
 from thrift.protocol import TBinaryProtocol, TProtocol
 from thrift.transport import TSocket, TTransport
 
-from .results import NUM_FILES, NUM_ROWS, SPARK_NUM_ROWS, SPARK_TOTAL_SIZE, TOTAL_SIZE  # noqa: F401 - re-exported
+from hive_compaction.model.results import NUM_FILES, NUM_ROWS, SPARK_NUM_ROWS, SPARK_TOTAL_SIZE, TOTAL_SIZE  # noqa: F401 - re-exported
 
 log = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ import time
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from . import jvm_helper
-from .grouping import FileFooter, Group
-from .hadoop_fs import HadoopFS
+from hive_compaction.merge.grouping import FileFooter, Group
+from hive_compaction.storage import jvm_helper
+from hive_compaction.storage.hadoop_fs import HadoopFS
 
 FORMATS = ("orc", "parquet")
 

@@ -6,17 +6,18 @@ import time
 from dataclasses import asdict
 from datetime import date
 
-from . import backlog
-from . import config as config_mod
-from . import result_table
-from .metastore import Metastore, TableInfo, unescape_path_name
-from .paths import run_tag
-from .batch import batch_payload, encode_batch
-from .planning import (Skipped, batch_label, one_task_per_folder, pack_batches, plan_table, priority,
-                       split_oversized, table_refusal, table_work_dir)
-from .report import distribution, note, render, render_distribution, summarize
-from .results import PLANNED_AT, PartitionResult, Status, decode_results, statistics_update
-from .run_params import RunSelection, partition_date
+from hive_compaction.airflow import backlog, config as config_mod, results_reader
+from hive_compaction.airflow.metastore_hook import Metastore, TableInfo, unescape_path_name
+from hive_compaction.airflow.planning import (Skipped, batch_label, one_task_per_folder, pack_batches,
+                                              plan_table, priority, split_oversized, table_refusal,
+                                              table_work_dir)
+from hive_compaction.airflow.report import distribution, note, render, render_distribution, summarize
+from hive_compaction.airflow.run_params import RunSelection, partition_date
+from hive_compaction.model import result_table
+from hive_compaction.model.batch import batch_payload, encode_batch
+from hive_compaction.model.results import (PLANNED_AT, PartitionResult, Status, decode_results,
+                                           statistics_update)
+from hive_compaction.storage.paths import run_tag
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +109,8 @@ def plan(settings: config_mod.Settings, hms: Metastore, run_id: str, selection: 
         deferred += overflow
     batches = batches[:limit]
     if batches:
-        result_table.ensure(hms, settings.results_table)
-        pruned = result_table.prune(hms, settings.results_table, now)
+        results_reader.ensure(hms, settings.results_table)
+        pruned = results_reader.prune(hms, settings.results_table, now)
         if pruned:
             log.info("dropped %d batch record(s) older than %d days from %s", pruned, result_table.KEEP_DAYS,
                      settings.results_table)
@@ -220,7 +221,7 @@ def _mark_planned(hms: Metastore, partitions: set[tuple[str, str]], now: float,
 def read_results(hms: Metastore, plan: dict) -> list[PartitionResult]:
     """Every batch's results, as its merge job recorded them in the results table."""
     numbers = [b["batch"] for b in plan["batches"]]
-    recorded = result_table.read(hms, plan["results_table"], plan["run"], numbers) if numbers else {}
+    recorded = results_reader.read(hms, plan["results_table"], plan["run"], numbers) if numbers else {}
     results = []
     for b in plan["batches"]:
         if b["batch"] not in recorded:
