@@ -18,7 +18,7 @@ It prints each design's verification share of its rewrite time: scan = (inputs' 
 scans) / (plain + both scans); observed = (observed - plain + outputs' scan) / (observed +
 outputs' scan). Every group's checksums must agree across inputs, outputs and observations
 (exit code 1 otherwise). The last round counts (the first warms the JVM's compilers). In the
-merge job two such jobs run side by side, which this does not: see README, "At scale".
+merge job two such jobs run side by side, which this does not: see docs/performance.md, "At scale: 200 partitions".
 """
 from __future__ import annotations
 

@@ -138,7 +138,7 @@ ADVERSARIES = ("add", "overwrite", "drop") + JOB_ACTORS
 SWITCH_ADVERSARIES = ADVERSARIES + ("read",)
 # After a switch's commit point, a writer by path writes into the retired folder, where nobody
 # reads, and a DROP PARTITION then MSCK REPAIR re-adds the retired folder while it waits for the
-# trash retention: both are that mode's documented limits (README, Safety), not tried here.
+# trash retention: both are that mode's documented limits (docs/safety.md), not tried here.
 SWITCH_UNSUPPORTED = {(p, a) for p in ("switched", "manifest_written") for a in ("add", "overwrite", "drop")}
 
 
