@@ -147,8 +147,10 @@ def test_dag_on_a_standalone_cluster_keeps_every_row(stack, cluster, data_sets, 
         logs = executor_logs(cluster, app_id)
         assert logs, f"no executor stderr under the workers' work dirs for {app_id}"
         text = "\n".join(p.read_text(errors="replace") for p in logs)
-        assert re.search(r"Started daemon with process name: \d+@", text), text[-3000:]
+        # A copy-only application needs no executor: it may end before its executor's JVM is up
+        # (seen on a loaded machine), so only the rewrite's must have started and run tasks.
         if app_id in rewrite_apps:  # the rewrite's Spark tasks ran on the executor, not the driver
+            assert re.search(r"Started daemon with process name: \d+@", text), text[-3000:]
             assert re.search(r"Executor: Running task \d+\.\d+ in stage", text), text[-3000:]
             assert re.search(r"Executor: Finished task \d+\.\d+ in stage", text), text[-3000:]
     for app_id, a in sorted(apps.items()):
