@@ -4,12 +4,11 @@ is looked at again. Pure logic, with an in-memory Metastore for the plan task's 
 from __future__ import annotations
 
 from datetime import date, timedelta
-from types import SimpleNamespace
 
 import pytest
 
 from hive_compaction.airflow import backlog, config, tasks as dag_tasks
-from hive_compaction.airflow.metastore_hook import NUM_FILES, TOTAL_SIZE, PartitionInfo, TableInfo
+from hive_compaction.airflow.metastore_hook import NUM_FILES, TOTAL_SIZE, PartitionInfo, PartitionRecord, TableInfo
 from hive_compaction.airflow.planning import DDL_TIME
 from hive_compaction.model.results import (LISTED_AT, PLANNED_AT, SMALL_FILES, PartitionResult, Status,
                                            encode_results)
@@ -134,10 +133,15 @@ class FakeMetastore:
 
     recorded: dict = {}  # the results table: batch number -> parameters
 
-    def _call(self, name, *args):  # the results table: exists, nothing to prune, the recorded batches
-        if name == "get_partitions_by_names":
-            return [SimpleNamespace(values=["run", str(b)], parameters=self.recorded[b]) for b in self.recorded]
-        return {"get_tables": [args[-1]], "get_partition_names": []}[name]
+    # The results table: it exists, nothing to prune, the recorded batches.
+    def table_exists(self, db, tbl):
+        return True
+
+    def partition_names_of(self, db, tbl):
+        return []
+
+    def partition_records(self, db, tbl, names):
+        return [PartitionRecord(("run", str(b)), self.recorded[b], 0) for b in self.recorded]
 
 
 def small(day, **params):

@@ -312,6 +312,34 @@ def test_table_partitions_and_statistics_through_calls_hive_4_serves(stack, no_p
 
 
 @pytest.mark.integration
+def test_the_results_table_through_the_hooks_public_methods(stack):
+    """The Airflow side keeps its results table through the hook's public methods only: created
+    once (a second ensure changes nothing), batches read by run, old batches pruned."""
+    from hive_compaction.airflow import results_reader
+    from hive_compaction.model.result_table import partition_name
+    stack.make_table("hms_results", "anchor", "ORC", ["2026-01-01"], files=1, rows=1)  # the database
+    name = "hms_results.compaction_results"
+    with Metastore("127.0.0.1", stack.port, timeout_seconds=30, batch_size=2) as hms:
+        results_reader.ensure(hms, name)
+        results_reader.ensure(hms, name)
+        assert hms.table_exists("hms_results", "compaction_results")
+        assert hms.table("hms_results", "compaction_results").partition_keys == (("run", "string"), ("batch", "string"))
+        template = hms._call("get_table_req", ttypes.GetTableRequest(dbName="hms_results",
+                                                                      tblName="compaction_results")).table.sd
+        for run, batch in (("r1", 0), ("r1", 1), ("r1", 2), ("r2", 0)):  # as the merge jobs record them
+            hms._call("add_partition", ttypes.Partition(values=[run, str(batch)], dbName="hms_results",
+                                                        tableName="compaction_results", sd=template,
+                                                        parameters={"result.0": f"{run}/{batch}"}))
+        assert results_reader.read(hms, name, "r1", [0, 2, 7]) == {0: {"result.0": "r1/0"}, 2: {"result.0": "r1/2"}}
+        assert sorted(results_reader.read_run(hms, name, "r1")) == [0, 1, 2]
+        assert results_reader.prune(hms, name, now=time.time()) == 0  # all recorded just now
+        assert results_reader.prune(hms, name, now=time.time() + 31 * 86400) == 4
+        assert hms.partition_names_of("hms_results", "compaction_results") == []
+        assert hms.drop_partition("hms_results", "compaction_results", ["r1", "0"]) is False
+        assert partition_name("r1", 0) == "run=r1/batch=0"
+
+
+@pytest.mark.integration
 def test_missing_table_and_database_give_table_not_found(stack):
     stack.make_table("hms_client", "present", "ORC", ["2026-01-01"], files=1, rows=1)
     with Metastore("127.0.0.1", stack.port, timeout_seconds=30) as hms:

@@ -150,6 +150,14 @@ def _format(address: tuple[str, int]) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+@dataclass(frozen=True)
+class PartitionRecord:
+    """A partition as the package's own tables keep it: values, parameters, creation time (s)."""
+    values: tuple[str, ...]
+    parameters: dict[str, str]
+    create_time: int
+
+
 class _PureSaslClient:
     """The ``sasl.Client`` interface that thrift_sasl drives, on top of pure-sasl."""
 
@@ -393,6 +401,46 @@ class Metastore:
             parameters=dict(p.parameters or {}),
             input_format=p.sd.inputFormat or "",
         )
+
+    # --- tables the package keeps for itself (the results table) --------------------------------
+    def table_exists(self, database: str, table: str) -> bool:
+        return table.lower() in [t.lower() for t in self._call("get_tables", database, table)]
+
+    def create_external_table(self, database: str, table: str, columns: Iterable[str], partition_keys: Iterable[str],
+                              storage: tuple[str, str, str], parameters: dict[str, str]) -> bool:
+        """Create an external table of string columns (``storage``: input format, output format,
+        serde); False when it exists already (another run created it meanwhile)."""
+        input_format, output_format, serde = storage
+        sd = ttypes.StorageDescriptor(
+            cols=[ttypes.FieldSchema(c, "string", "") for c in columns], inputFormat=input_format,
+            outputFormat=output_format, compressed=False, numBuckets=-1, bucketCols=[], sortCols=[], parameters={},
+            serdeInfo=ttypes.SerDeInfo(serializationLib=serde, parameters={}))
+        t = ttypes.Table(tableName=table, dbName=database, owner="hive_compaction", sd=sd,
+                         partitionKeys=[ttypes.FieldSchema(k, "string", "") for k in partition_keys],
+                         parameters={"EXTERNAL": "TRUE", **parameters}, tableType="EXTERNAL_TABLE")
+        try:
+            self._call("create_table", t)
+            return True
+        except ttypes.AlreadyExistsException:
+            return False
+
+    def partition_names_of(self, database: str, table: str) -> list[str]:
+        return list(self._call("get_partition_names", database, table, -1))
+
+    def partition_records(self, database: str, table: str, names: Iterable[str]) -> Iterator[PartitionRecord]:
+        """The named partitions' values, parameters and creation time (absent names are left out), in batches."""
+        names = list(names)
+        for i in range(0, len(names), self.batch_size):
+            for p in self._call("get_partitions_by_names", database, table, names[i:i + self.batch_size]):
+                yield PartitionRecord(tuple(p.values), dict(p.parameters or {}), p.createTime or 0)
+
+    def drop_partition(self, database: str, table: str, values: Iterable[str]) -> bool:
+        """Drop a partition and its data; False when it was gone already."""
+        try:
+            self._call("drop_partition", database, table, list(values), True)
+            return True
+        except ttypes.NoSuchObjectException:
+            return False
 
     def update_statistics(self, table: TableInfo, stats: dict[str, dict[str, str]]) -> int:
         """Write parameters (statistics) to partitions, keyed by partition name; batched.
