@@ -173,6 +173,16 @@ class AirflowServices:
         (self.home / f"{name}.pid").write_text(str(self.procs[name].pid))
         return name
 
+    def wait_worker(self, name: str, timeout: float = 180) -> None:
+        """Wait until the Celery worker ``name`` (``start_worker``'s) says it is ready; recorded."""
+        t0 = time.monotonic()
+        while " ready." not in self.service_log(name, tail=200_000):
+            self.check_alive()
+            if time.monotonic() - t0 > timeout:
+                raise StackError(f"Celery {name} not ready after {timeout:.0f}s:\n{self.service_log(name)}")
+            time.sleep(0.5)
+        record("Celery worker (airflow celery worker) ready", time.monotonic() - t0)
+
     def fetch_token(self) -> str | None:
         """A bearer token once the API answers (every user is an admin under this auth manager)."""
         try:
@@ -306,8 +316,10 @@ def main() -> int:
             redis.start()
         airflow.start()
         if executor == "CeleryExecutor":
-            airflow.start_worker("default,spark")
+            worker = airflow.start_worker("default,spark")
         airflow.wait_ready()
+        if executor == "CeleryExecutor":
+            airflow.wait_worker(worker)
         print(f"Airflow at {airflow.url} (every user an admin), logs in {airflow.home}; stop with: make stack-down")
         return 0
     except (StackError, RuntimeError, subprocess.CalledProcessError) as e:

@@ -89,6 +89,8 @@ def test_merge_tasks_run_only_on_the_spark_queue(stack, tmp_path):
         spark_worker = svc.start_worker("spark")
         other_worker = svc.start_worker("default", env=no_spark_env)
         token = svc.wait_ready(DAG_ID)
+        for worker in (spark_worker, other_worker):
+            svc.wait_worker(worker)
         before, content_before = table.result()
         assert {k: v["num_files"] for k, v in before.items()} == {f"dt={d}": 3 for d in DATES}
         t_ready = time.monotonic()
