@@ -53,7 +53,8 @@ with DAG(
     max_active_runs=1,
     default_args={"retries": SETTINGS.retries, "retry_delay": timedelta(minutes=1),
                   "retry_exponential_backoff": True, "max_retry_delay": timedelta(minutes=30),
-                  "on_failure_callback": ON_FAILURE},
+                  "on_failure_callback": ON_FAILURE,
+                  **config.task_defaults(SETTINGS)},  # airflow_tasks: queue (the executor's)
     params={name: Param(run_params.PARAM_DEFAULTS[name], **schema)
             for name, schema in run_params.params_schema([t.name for t in SETTINGS.tables]).items()},
     tags=["maintenance", "hive", "spark"],
@@ -115,7 +116,8 @@ with DAG(
         application=SETTINGS.merge_job,  # config key merge_job (default: the installed package's copy)
         map_index_template="{{ task.name }}",
         on_execute_callback=_mask_batch,
-        # conn_id, py_files, conf, pool (and max_active_tis_per_dagrun) and the config's spark_submit: options
+        # conn_id, py_files, conf, pool (and max_active_tis_per_dagrun), the config's airflow_tasks: merge_queue,
+        # merge_priority_weight, merge_executor_config and its spark_submit: options
         **config.merge_operator_kwargs(SETTINGS),
     ).expand_kwargs(planned)
     report = refresh_metastore(planned["plan"])

@@ -1,8 +1,12 @@
 """The services docker-compose.yaml declares, started natively on loopback: PostgreSQL, the Hive
 Metastore on it, and Airflow's api-server, scheduler and dag-processor (LocalExecutor) on it.
 
-    make stack-up      # or: python scripts/airflow_services.py up   [--port 8080]
+    make stack-up      # or: python scripts/airflow_services.py up   [--port 8080] [--executor celery]
     make stack-down    #     python scripts/airflow_services.py down
+
+``--executor celery``: the CeleryExecutor instead, with Debian's ``redis-server`` as its broker and
+one Celery worker on the queues ``default`` and ``spark`` (the queue names the config's
+``airflow_tasks:`` section may route to).
 
 State, logs and pid files live in ``.state/services/``. The UI is at http://127.0.0.1:8080 with
 Airflow's SimpleAuthManager and every user an admin: for a person's own machine, not a server.
@@ -14,7 +18,9 @@ import argparse
 import json
 import os
 import secrets
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -28,16 +34,27 @@ from suite_budget import record, started
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVICES = ("api-server", "scheduler", "dag-processor")
+EXECUTORS = ("LocalExecutor", "CeleryExecutor")
 
 
-def service_env(base: dict[str, str], home: Path, port: int, **extra: str) -> dict[str, str]:
-    """Airflow's settings for the three services on one machine (LocalExecutor, loopback), over
-    ``base`` and under ``extra`` (e.g. the metadata database's AIRFLOW__DATABASE__SQL_ALCHEMY_CONN)."""
+def service_env(base: dict[str, str], home: Path, port: int, executor: str = "LocalExecutor",
+                broker_url: str | None = None, **extra: str) -> dict[str, str]:
+    """Airflow's settings for the three services on one machine (loopback), over ``base`` and under
+    ``extra`` (e.g. the metadata database's AIRFLOW__DATABASE__SQL_ALCHEMY_CONN). ``executor``:
+    LocalExecutor (tasks run in the scheduler's processes) or CeleryExecutor (tasks go to Celery
+    workers through the broker at ``broker_url``, e.g. a ``Redis``'s ``url``; their results to
+    the metadata database)."""
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
+    if (executor == "CeleryExecutor") != bool(broker_url):
+        raise ValueError("a broker_url goes with the CeleryExecutor, and only with it")
     url = f"http://127.0.0.1:{port}"
     env = dict(base)
+    if broker_url:
+        env["AIRFLOW__CELERY__BROKER_URL"] = broker_url
     env.update(
         AIRFLOW_HOME=str(home),
-        AIRFLOW__CORE__EXECUTOR="LocalExecutor",
+        AIRFLOW__CORE__EXECUTOR=executor,
         AIRFLOW__CORE__PARALLELISM="4",
         AIRFLOW__CORE__AUTH_MANAGER="airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
         AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="True",
@@ -52,6 +69,66 @@ def service_env(base: dict[str, str], home: Path, port: int, **extra: str) -> di
     )
     env.update(extra)
     return env
+
+
+class Redis:
+    """Debian's ``redis-server`` on loopback, in memory only: the CeleryExecutor's broker."""
+
+    def __init__(self, state: Path, port: int | None = None):
+        self.state = Path(state)
+        self.port = port or free_port()
+        self.proc: subprocess.Popen | None = None
+
+    @staticmethod
+    def missing() -> str | None:
+        """Why Redis cannot start here, or None."""
+        return None if shutil.which("redis-server") else "redis-server not found (Debian: apt-get install redis-server)"
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 30) -> None:
+        why = self.missing()
+        if why:
+            raise StackError(why)
+        self.state.mkdir(parents=True, exist_ok=True)
+        with started("Redis (the Celery broker)"):
+            with open(self.state / "redis.log", "ab") as log:
+                self.proc = subprocess.Popen(
+                    ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                     "--appendonly", "no", "--dir", str(self.state)],
+                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            (self.state / "redis.pid").write_text(str(self.proc.pid))
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    with socket.create_connection(("127.0.0.1", self.port), timeout=2) as c:
+                        c.sendall(b"PING\r\n")
+                        if c.recv(16).startswith(b"+PONG"):
+                            return
+                except OSError:
+                    pass
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise StackError(f"redis-server did not answer on port {self.port}:\n"
+                                     f"{(self.state / 'redis.log').read_text(errors='replace')[-2000:]}")
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        pid_file = self.state / "redis.pid"
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.terminate()
+                try:
+                    self.proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+        elif pid_file.exists() and pid_file.read_text().strip().isdigit():  # started by another process
+            pid = int(pid_file.read_text())
+            if _alive(pid) and b"redis-server" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                os.kill(pid, signal.SIGTERM)
+        pid_file.unlink(missing_ok=True)
 
 
 def migrate(env: dict[str, str]) -> None:
@@ -82,6 +159,29 @@ class AirflowServices:
                 self.procs[name] = subprocess.Popen(["airflow", *args], env=self.env, stdout=log,
                                                     stderr=subprocess.STDOUT, start_new_session=True, cwd=self.home)
             (self.home / f"{name}.pid").write_text(str(self.procs[name].pid))
+
+    def start_worker(self, queues: str, env: dict[str, str] | None = None, concurrency: int = 1) -> str:
+        """A Celery worker (CeleryExecutor) taking the comma-separated ``queues``, in ``env`` (by
+        default the services'; e.g. another PATH), logging to ``worker-<queues>.log``; its name."""
+        name = f"worker-{queues.replace(',', '+')}"
+        with open(self.home / f"{name}.log", "ab") as log:
+            self.procs[name] = subprocess.Popen(
+                ["airflow", "celery", "worker", "--queues", queues, "--concurrency", str(concurrency),
+                 "--celery-hostname", f"{name}@%h", "--pid", str(self.home / f"{name}.celery.pid"),
+                 "--skip-serve-logs", "--without-mingle", "--without-gossip"],
+                env=env or self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=self.home)
+        (self.home / f"{name}.pid").write_text(str(self.procs[name].pid))
+        return name
+
+    def wait_worker(self, name: str, timeout: float = 180) -> None:
+        """Wait until the Celery worker ``name`` (``start_worker``'s) says it is ready; recorded."""
+        t0 = time.monotonic()
+        while " ready." not in self.service_log(name, tail=200_000):
+            self.check_alive()
+            if time.monotonic() - t0 > timeout:
+                raise StackError(f"Celery {name} not ready after {timeout:.0f}s:\n{self.service_log(name)}")
+            time.sleep(0.5)
+        record("Celery worker (airflow celery worker) ready", time.monotonic() - t0)
 
     def fetch_token(self) -> str | None:
         """A bearer token once the API answers (every user is an admin under this auth manager)."""
@@ -120,8 +220,9 @@ class AirflowServices:
 
     def stop(self) -> None:
         """Stop the services and every process they started (task runners, Spark drivers)."""
-        pids = [p.pid for p in self.procs.values()] or [int(f.read_text()) for f in self.home.glob("*.pid")
-                                                          if f.stem in SERVICES and f.read_text().strip().isdigit()]
+        pids = [p.pid for p in self.procs.values()] or [
+            int(f.read_text()) for f in self.home.glob("*.pid")
+            if (f.stem in SERVICES or f.stem.startswith("worker-")) and f.read_text().strip().isdigit()]
         for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 5)):
             for pid in pids:
                 try:
@@ -138,7 +239,7 @@ class AirflowServices:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        for name in SERVICES:
+        for name in {*SERVICES, *self.procs}:
             (self.home / f"{name}.pid").unlink(missing_ok=True)
 
     def stragglers(self) -> list[int]:
@@ -167,14 +268,16 @@ def _alive(pid: int) -> bool:
 
 
 # --- make stack-up / stack-down --------------------------------------------------------------------
-def _parts(state: Path, pg_port: int, hms_port: int, api_port: int):
+def _parts(state: Path, pg_port: int, hms_port: int, api_port: int, redis_port: int, executor: str):
     pg = postgres.Postgres(state / "postgres", pg_port)
     hms = Metastore(state / "hms", hms_port, **pg.metastore_args())
+    redis = Redis(state / "redis", redis_port)
     home = state / "airflow"
     base = dict(os.environ, AIRFLOW_CONN_HIVE_METASTORE=json.dumps(
         {"conn_type": "generic", "host": "127.0.0.1", "port": hms_port}))
-    return pg, hms, AirflowServices(home, service_env(
-        base, home, api_port, AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=pg.sqlalchemy_url("airflow")))
+    return pg, hms, redis, AirflowServices(home, service_env(
+        base, home, api_port, executor=executor, broker_url=redis.url if executor == "CeleryExecutor" else None,
+        AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=pg.sqlalchemy_url("airflow")))
 
 
 def main() -> int:
@@ -184,16 +287,22 @@ def main() -> int:
     p.add_argument("--port", type=int, default=8080, help="the Airflow API server's port")
     p.add_argument("--postgres-port", type=int, default=55432)
     p.add_argument("--metastore-port", type=int, default=int(os.environ.get("HIVE_METASTORE_PORT", "9083")))
+    p.add_argument("--executor", choices=["local", "celery"], default="local",
+                   help="celery: the CeleryExecutor, a Redis broker and a worker on the queues default,spark")
+    p.add_argument("--redis-port", type=int, default=56379)
     args = p.parse_args()
     state = Path(args.state).resolve()
-    pg, hms, airflow = _parts(state, args.postgres_port, args.metastore_port, args.port)
+    executor = {"local": "LocalExecutor", "celery": "CeleryExecutor"}[args.executor]
+    pg, hms, redis, airflow = _parts(state, args.postgres_port, args.metastore_port, args.port, args.redis_port,
+                                     executor)
     try:
         if args.action == "down":
             airflow.stop()
+            redis.stop()
             hms.stop()
             pg.stop()
             return 0
-        why = postgres.missing()
+        why = postgres.missing() or (redis.missing() if executor == "CeleryExecutor" else None)
         if why:
             raise StackError(why)
         airflow.home.mkdir(parents=True, exist_ok=True)
@@ -203,8 +312,14 @@ def main() -> int:
         pg.create_transaction_tables("metastore")
         hms.start()  # says so if it is already running
         airflow.migrate()
+        if executor == "CeleryExecutor":
+            redis.start()
         airflow.start()
+        if executor == "CeleryExecutor":
+            worker = airflow.start_worker("default,spark")
         airflow.wait_ready()
+        if executor == "CeleryExecutor":
+            airflow.wait_worker(worker)
         print(f"Airflow at {airflow.url} (every user an admin), logs in {airflow.home}; stop with: make stack-down")
         return 0
     except (StackError, RuntimeError, subprocess.CalledProcessError) as e:

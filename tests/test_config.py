@@ -86,7 +86,7 @@ def test_empty_config_is_all_defaults():
         assert s.tables == ()
         assert s.fan_out == FanOut()
         assert (s.metastore_conn_id, s.spark_conn_id, s.pool, s.retries, s.py_files) == \
-               ("hive_metastore", "spark_default", "default_pool", 2, None)
+               (None, "spark_default", "default_pool", 2, None)  # None: metastore_default, else hive_metastore
         assert s.spark_conf == {}
 
 
@@ -442,3 +442,71 @@ def test_pool_as_a_name_or_with_slots_and_a_cap_per_run():
 ])
 def test_pool_errors_name_the_key(pool, message):
     assert message in errors_of({"pool": pool})
+
+
+# --- airflow_tasks: where Airflow's executor runs the tasks -------------------------------------
+
+def test_airflow_tasks_unset_passes_nothing():
+    from hive_compaction.airflow.config import AirflowTasks, merge_operator_kwargs
+    for raw in ({}, {"airflow_tasks": None}, {"airflow_tasks": {}}, {"airflow_tasks": {"merge_queue": None}}):
+        s = parse(raw)
+        assert s.airflow_tasks == AirflowTasks()
+        assert config.task_defaults(s) == {}
+        assert not {"queue", "priority_weight", "executor_config"} & set(merge_operator_kwargs(s))
+
+
+def test_airflow_tasks_route_the_merges_and_the_other_tasks():
+    from hive_compaction.airflow.config import merge_operator_kwargs
+    executor_config = {"pod_override": {"spec": {"containers": [{"name": "base", "image": "spark:4.2"}]}}}
+    s = parse({"pool": "compaction", "spark_submit": {"queue": "etl"},
+               "airflow_tasks": {"queue": "default", "merge_queue": "spark", "merge_priority_weight": 10,
+                                 "merge_executor_config": executor_config}})
+    assert config.task_defaults(s) == {"queue": "default"}
+    kwargs = merge_operator_kwargs(s)
+    # Airflow's queue and Spark's YARN queue stay apart
+    assert (kwargs["queue"], kwargs["yarn_queue"], kwargs["pool"]) == ("spark", "etl", "compaction")
+    assert kwargs["priority_weight"] == 10 and kwargs["executor_config"] == executor_config
+    kwargs["executor_config"]["pod_override"]["spec"] = {}  # a copy: the settings stay as they are
+    assert s.airflow_tasks.merge_executor_config == executor_config
+
+
+def test_merges_without_their_own_queue_go_to_the_tasks_queue():
+    from hive_compaction.airflow.config import merge_operator_kwargs
+    s = parse({"airflow_tasks": {"queue": "maintenance"}})
+    assert merge_operator_kwargs(s)["queue"] == "maintenance" and config.task_defaults(s) == {"queue": "maintenance"}
+    s = parse({"airflow_tasks": {"merge_queue": "spark"}})
+    assert merge_operator_kwargs(s)["queue"] == "spark" and config.task_defaults(s) == {}
+
+
+def test_the_shipped_config_routes_nothing():
+    assert load(SHIPPED).airflow_tasks == config.AirflowTasks()
+
+
+@pytest.mark.parametrize("section, message", [
+    ("spark", "cfg.yaml: airflow_tasks: expected a mapping, got str"),
+    ({"merge_queue": "spark, gpu"}, "cfg.yaml: airflow_tasks: key 'merge_queue': expected an Airflow executor queue's name"),
+    ({"queue": ""}, "cfg.yaml: airflow_tasks: key 'queue': expected an Airflow executor queue's name"),
+    ({"queue": 3}, "cfg.yaml: airflow_tasks: key 'queue': expected an Airflow executor queue's name"),
+    ({"merge_priority_weight": "high"}, "cfg.yaml: airflow_tasks: key 'merge_priority_weight': expected an integer"),
+    ({"merge_priority_weight": True}, "cfg.yaml: airflow_tasks: key 'merge_priority_weight': expected an integer"),
+    ({"merge_priority_weight": 2**31}, "cfg.yaml: airflow_tasks: key 'merge_priority_weight': expected an integer"),
+    ({"merge_executor_config": ["x"]}, "cfg.yaml: airflow_tasks: key 'merge_executor_config': expected a mapping"),
+    ({"pool": "p"}, "cfg.yaml: airflow_tasks: unknown key 'pool': use the top-level key pool"),
+    ({"yarn_queue": "etl"}, "unknown key 'yarn_queue': Spark's YARN queue is spark_submit: queue"),
+    ({"priority_weight": 3}, "unknown key 'priority_weight': use merge_priority_weight"),
+])
+def test_airflow_tasks_errors_name_the_key(section, message):
+    assert message in errors_of({"airflow_tasks": section})
+
+
+def test_an_executor_queue_at_the_top_level_points_to_the_section():
+    assert "go in the section airflow_tasks:" in errors_of({"merge_queue": "spark"})
+
+
+def test_a_bad_airflow_tasks_section_leaves_the_dag_importable(tmp_path):
+    """load_lenient (the DAG's import) never raises; load (the plan task) names the key."""
+    path = write(tmp_path, "airflow_tasks:\n  merge_queue: [spark]\ntables: [db.t]\n")
+    settings, error = load_lenient(path)
+    assert settings == Settings() and "airflow_tasks: key 'merge_queue'" in error
+    with pytest.raises(ConfigError, match="airflow_tasks: key 'merge_queue'"):
+        load(path)

@@ -531,3 +531,46 @@ def test_kerberos_without_a_ticket_or_with_the_wrong_service_says_so(kerberos_me
         with Metastore("localhost", port, timeout_seconds=10, auth_mechanism="GSSAPI"):
             pass
     assert "No Kerberos credentials available" in str(e.value) and "kinit" in str(e.value)
+
+
+def test_the_default_connection_is_metastore_default_else_hive_metastore(tmp_path):
+    """The config names no connection: metastore_default (the Hive provider's id) when it exists,
+    else hive_metastore (the former default, said in the log), else an error naming both; a named
+    connection is used as it is."""
+    code = """
+import json, logging, os, sys
+sys.path.insert(0, sys.argv[1])
+from hive_compaction.airflow import metastore_hook
+records = []
+logging.getLogger(metastore_hook.__name__).addHandler(type("H", (logging.Handler,), {"emit": lambda s, r: records.append(r.getMessage())})())
+logging.getLogger(metastore_hook.__name__).setLevel(logging.INFO)
+def conn(host):
+    return json.dumps({"conn_type": "generic", "host": host, "port": 9083})
+out = {}
+os.environ["AIRFLOW_CONN_HIVE_METASTORE"] = conn("legacy")
+out["legacy only"] = [metastore_hook.from_airflow_connection(None).addresses[0][0], records[-1:]]
+os.environ["AIRFLOW_CONN_METASTORE_DEFAULT"] = conn("provider")
+records.clear()
+out["both"] = [metastore_hook.from_airflow_connection(None).addresses[0][0], records]
+os.environ["AIRFLOW_CONN_HMS_PROD"] = conn("named")
+out["named"] = [metastore_hook.from_airflow_connection("hms_prod").addresses[0][0], []]
+del os.environ["AIRFLOW_CONN_HIVE_METASTORE"], os.environ["AIRFLOW_CONN_METASTORE_DEFAULT"]
+try:
+    metastore_hook.from_airflow_connection(None)
+except Exception as e:
+    out["neither"] = [type(e).__name__, str(e)]
+print(json.dumps(out))
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_CONN_")}
+    env["AIRFLOW_HOME"] = str(tmp_path)
+    out = subprocess.run([sys.executable, "-c", code, str(ROOT / "plugins")], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["legacy only"][0] == "legacy"
+    assert "'hive_metastore'" in got["legacy only"][1][0] and "'metastore_default'" in got["legacy only"][1][0]
+    assert got["both"] == ["provider", []]
+    assert got["named"] == ["named", []]
+    kind, message = got["neither"]
+    assert kind == "AirflowNotFoundException", got["neither"]
+    assert "'metastore_default'" in message and "'hive_metastore'" in message and "metastore_conn_id" in message

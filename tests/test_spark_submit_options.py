@@ -401,3 +401,50 @@ def test_the_merge_task_submits_the_configured_merge_job(tmp_path, monkeypatch):
     assert bag.import_errors == {}
     op = unmapped(bag.dags["hive_compaction"].get_task("merge"))
     assert op._get_hook()._build_spark_submit_command(op.application)[-3:] == [job, "--batch", "e30="]
+
+
+# --- airflow_tasks: the executor's queue, priority, executor_config and pool on the operators ---------
+
+def test_the_dag_routes_merges_and_the_other_tasks_as_airflow_tasks_says(tmp_path, monkeypatch):
+    """The merge operator carries the merge queue, pool, priority and executor_config (as the DAG
+    has it, as the scheduler stores it, and as a worker unmaps it); plan, refresh and the asset
+    events carry the tasks' queue; Spark's YARN queue stays Spark's."""
+    executor_config = {"pod_override": {"metadata": {"labels": {"team": "data-platform"}}}}
+    cfg = write_config(tmp_path / "c.yaml", pool={"name": "hive_compaction", "slots": 2},
+                       spark_submit={"queue": "etl"},
+                       airflow_tasks={"queue": "default", "merge_queue": "spark", "merge_priority_weight": 7,
+                                      "merge_executor_config": executor_config})
+    monkeypatch.setenv(config.CONFIG_ENV, str(cfg))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "yarn"}))
+    from airflow.models import DagBag
+    from airflow.serialization.serialized_objects import DagSerialization
+    bag = DagBag(dag_folder=str(ROOT / "dags"))
+    assert bag.import_errors == {}
+    dag = bag.dags["hive_compaction"]
+    stored = DagSerialization.from_dict(DagSerialization.to_dict(dag))
+    for d in (dag, stored):
+        merge = d.get_task("merge")
+        got = {k: merge.partial_kwargs.get(k) for k in ("queue", "pool", "priority_weight", "executor_config")}
+        assert got == {"queue": "spark", "pool": "hive_compaction", "priority_weight": 7,
+                       "executor_config": executor_config}, got
+        others = {t.task_id: t.queue for t in d.tasks if t.task_id != "merge"}
+        assert {"plan", "refresh_metastore", "compacted.db.events"} <= set(others), others
+        assert set(others.values()) == {"default"}, others
+    op = unmapped(dag.get_task("merge"))
+    assert (op.queue, op.pool, op.priority_weight, op.executor_config) == ("spark", "hive_compaction", 7,
+                                                                            executor_config)
+    assert op._get_hook()._connection["queue"] == "etl"  # spark-submit --queue etl
+
+
+def test_without_airflow_tasks_the_dag_keeps_airflows_defaults(tmp_path, monkeypatch):
+    monkeypatch.setenv(config.CONFIG_ENV, str(write_config(tmp_path / "c.yaml")))
+    from airflow.models import DagBag
+    from airflow.sdk import conf
+    bag = DagBag(dag_folder=str(ROOT / "dags"))
+    assert bag.import_errors == {}
+    dag = bag.dags["hive_compaction"]
+    merge = unmapped(dag.get_task("merge"))
+    default_queue = conf.get("operators", "default_queue")
+    assert (merge.queue, merge.pool, merge.priority_weight, merge.executor_config) == (default_queue, "default_pool",
+                                                                                    1, {})
+    assert {t.queue for t in dag.tasks if t.task_id != "merge"} == {default_queue}

@@ -159,6 +159,36 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
+class AirflowTasks:
+    """The ``airflow_tasks:`` section: where Airflow's executor runs the DAG's tasks.
+
+    Airflow's own task arguments, not Spark's: ``merge_queue`` is the executor queue (a Celery
+    worker's ``-q``) the merge tasks are sent to, so that only workers with Java and spark-submit
+    take them; Spark's YARN queue is ``spark_submit: queue``. None means "not set": the argument
+    is not passed and Airflow's default applies (``[operators] default_queue``, weight 1, ...).
+    The merge tasks' pool is the top-level ``pool``.
+    """
+    queue: str | None = None  # plan, refresh_metastore, the asset events (and merges without merge_queue)
+    merge_queue: str | None = None
+    merge_priority_weight: int | None = None
+    merge_executor_config: dict[str, Any] | None = None
+
+
+# Celery takes a worker's queues as a comma-separated list (``-q spark,default``): a queue's
+# name has no comma and no white space.
+_QUEUE_NAME = re.compile(r"^[^\s,]+$")
+# Airflow stores a priority weight in a 32-bit integer column.
+_PRIORITY_RANGE = (-2**31, 2**31 - 1)
+# What a misplaced key should say instead of just "unknown".
+_TASKS_ELSEWHERE = {
+    "pool": "use the top-level key pool",
+    "yarn_queue": "Spark's YARN queue is spark_submit: queue",
+    "executor_config": "use merge_executor_config (the merge tasks')",
+    "priority_weight": "use merge_priority_weight (the merge tasks')",
+}
+
+
+@dataclass(frozen=True)
 class AlertSpec:
     """One entry of ``alerts:``: a notifier class (import path) and its keyword arguments."""
     notifier: str
@@ -168,7 +198,9 @@ class AlertSpec:
 @dataclass(frozen=True)
 class Settings:
     tables: tuple[TableConfig, ...] = ()
-    metastore_conn_id: str = "hive_metastore"
+    # None (not named): metastore_default (the Hive provider's id) when that connection exists, else
+    # hive_metastore (this package's former default; metastore_hook.from_airflow_connection)
+    metastore_conn_id: str | None = None
     spark_conn_id: str = "spark_default"
     pool: str = "default_pool"
     pool_slots: int | None = None  # the slots the pool should have (documentation and airflow-init)
@@ -182,6 +214,7 @@ class Settings:
     # merge tasks, or a URL the cluster reads (hdfs://, s3a://, ...).
     merge_job: str = field(default_factory=default_merge_job)
     spark_submit: SparkSubmitOptions = field(default_factory=SparkSubmitOptions)
+    airflow_tasks: AirflowTasks = field(default_factory=AirflowTasks)
     # Where merge jobs record their results for the refresh task (see results.py).
     results_table: str = "default.hive_compaction_results"
     # The ``defaults:`` policy: its partition_lag_days is the DAG's, which the runs' partition
@@ -341,18 +374,63 @@ def _spark_submit(raw: Any, spark_conf: dict[str, str], where: str) -> SparkSubm
     return opts
 
 
+def _airflow_tasks(raw: Any, where: str) -> AirflowTasks:
+    """The ``airflow_tasks:`` mapping; ``where`` is "<file>: airflow_tasks"."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__}")
+    known = {f.name for f in fields(AirflowTasks)}
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        at = f"{where}: key {key!r}"
+        if key not in known:
+            hint = f": {_TASKS_ELSEWHERE[key]}" if key in _TASKS_ELSEWHERE else ""
+            raise ConfigError(f"{where}: unknown key {key!r}{hint} (known: {', '.join(sorted(known))})")
+        if value is None:  # written but empty: not set
+            continue
+        if key in ("queue", "merge_queue"):
+            if not isinstance(value, str) or not _QUEUE_NAME.fullmatch(value):
+                raise ConfigError(f"{at}: expected an Airflow executor queue's name (no spaces or commas), "
+                                  f"got {value!r}")
+        elif key == "merge_priority_weight":
+            if isinstance(value, bool) or not isinstance(value, int) or not \
+                    _PRIORITY_RANGE[0] <= value <= _PRIORITY_RANGE[1]:
+                raise ConfigError(f"{at}: expected an integer (Airflow's priority_weight), got {value!r}")
+        elif key == "merge_executor_config":
+            if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+                raise ConfigError(f"{at}: expected a mapping (passed to the operators' executor_config as it "
+                                  f"is), got {value!r}")
+        values[key] = value
+    return AirflowTasks(**values)
+
+
+def task_defaults(settings: Settings) -> dict[str, Any]:
+    """``default_args`` of every task of the DAG from the config: ``queue`` when
+    ``airflow_tasks: queue`` is set (the merge tasks' own arguments override it)."""
+    return {"queue": settings.airflow_tasks.queue} if settings.airflow_tasks.queue else {}
+
+
 def merge_operator_kwargs(settings: Settings) -> dict[str, Any]:
     """The SparkSubmitOperator arguments of the merge tasks that come from the config.
 
     ``conn_id``, ``py_files``, ``conf``, ``pool`` (and ``max_active_tis_per_dagrun`` when
-    ``pool: max_merges_per_run`` is set), plus every ``spark_submit`` option that
-    was set (unset ones are left out so that the provider's defaults apply).
+    ``pool: max_merges_per_run`` is set), the ``airflow_tasks`` arguments of the merges that were
+    set (``queue`` from ``merge_queue``, ``priority_weight``, ``executor_config``), plus every
+    ``spark_submit`` option that was set (unset ones are left out so that the provider's defaults
+    apply).
     """
     conf = dict(settings.spark_conf)
     kwargs: dict[str, Any] = {"conn_id": settings.spark_conn_id, "py_files": settings.py_files,
                               "pool": settings.pool}
     if settings.max_merges_per_run is not None:
         kwargs["max_active_tis_per_dagrun"] = settings.max_merges_per_run
+    routing = settings.airflow_tasks
+    if routing.merge_queue or routing.queue:
+        kwargs["queue"] = routing.merge_queue or routing.queue
+    if routing.merge_priority_weight is not None:
+        kwargs["priority_weight"] = routing.merge_priority_weight
+    if routing.merge_executor_config is not None:
+        import copy  # a copy: the frozen settings must stay as they are
+        kwargs["executor_config"] = copy.deepcopy(routing.merge_executor_config)
     opts = settings.spark_submit
     for f in fields(opts):
         value = getattr(opts, f.name)
@@ -436,10 +514,15 @@ def parse(raw: Any, source: str = "<config>") -> Settings:
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: expected a mapping at the top level")
     known = {"tables", "defaults", "metastore_conn_id", "spark_conn_id", "pool", "fan_out",
-             "spark_conf", "spark_submit", "py_files", "merge_job", "retries", "results_table", "alerts"}
+             "spark_conf", "spark_submit", "py_files", "merge_job", "retries", "results_table", "alerts",
+             "airflow_tasks"}
     unknown = set(raw) - known
     if unknown:
-        raise ConfigError(f"{source}: unknown key(s) {', '.join(sorted(map(str, unknown)))}")
+        hint = ""
+        if unknown & {"queue", "merge_queue", "executor_config", "priority_weight", "merge_priority_weight",
+                      "merge_executor_config"}:
+            hint = " (Airflow's executor queue, priority and executor_config go in the section airflow_tasks:)"
+        raise ConfigError(f"{source}: unknown key(s) {', '.join(sorted(map(str, unknown)))}{hint}")
     defaults = _policy(raw.get("defaults") or {}, TablePolicy(), f"{source}: defaults")
 
     tables = []
@@ -490,6 +573,8 @@ def parse(raw: Any, source: str = "<config>") -> Settings:
         out = replace(out, results_table=raw["results_table"].lower())
     if raw.get("pool") is not None:
         out = replace(out, **_pool(raw["pool"], f"{source}: pool"))
+    if raw.get("airflow_tasks") is not None:
+        out = replace(out, airflow_tasks=_airflow_tasks(raw["airflow_tasks"], f"{source}: airflow_tasks"))
     if raw.get("alerts") is not None:
         out = replace(out, alerts=_alerts(raw["alerts"], f"{source}: alerts"))
     if raw.get("merge_job") is not None:

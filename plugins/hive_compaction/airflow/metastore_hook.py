@@ -35,6 +35,10 @@ DO_NOT_UPDATE_STATS = "DO_NOT_UPDATE_STATS"
 
 DEFAULT_PORT = 9083
 AUTH_MECHANISMS = ("NOSASL", "PLAIN", "GSSAPI")
+# The Airflow connection used when the config names none: the Hive provider's default id, else
+# this package's former default (existing deployments define that one).
+DEFAULT_CONN_ID = "metastore_default"
+LEGACY_CONN_ID = "hive_metastore"
 
 
 class MetastoreUnavailable(RuntimeError):
@@ -477,13 +481,40 @@ def _check_sasl_modules(mechanism: str) -> None:
                           "pip install them where the Airflow tasks run")
 
 
-def from_airflow_connection(conn_id: str) -> Metastore:
+def _connection(conn_id: str | None):
+    """The Airflow connection ``conn_id``; when None, ``metastore_default`` if it exists, else
+    ``hive_metastore`` (said in the log), else an error naming both."""
+    from airflow.sdk import BaseHook
+    if conn_id:
+        return BaseHook.get_connection(conn_id)
+    from airflow.sdk.exceptions import AirflowNotFoundException
+    try:
+        return BaseHook.get_connection(DEFAULT_CONN_ID)
+    except AirflowNotFoundException:
+        pass
+    try:
+        conn = BaseHook.get_connection(LEGACY_CONN_ID)
+    except AirflowNotFoundException:
+        raise AirflowNotFoundException(
+            f"no Airflow connection for the Hive Metastore: define {DEFAULT_CONN_ID!r} (e.g. "
+            f"AIRFLOW_CONN_{DEFAULT_CONN_ID.upper()}='{{\"conn_type\":\"generic\",\"host\":\"hms.example\","
+            f"\"port\":9083}}'), or {LEGACY_CONN_ID!r}, or name yours with metastore_conn_id in the config") from None
+    log.info("Hive Metastore connection: %r (the config names none and there is no %r connection; "
+             "%r is still read, the Hive provider's %r is preferred)", LEGACY_CONN_ID, DEFAULT_CONN_ID,
+             LEGACY_CONN_ID, DEFAULT_CONN_ID)
+    return conn
+
+
+def from_airflow_connection(conn_id: str | None = None) -> Metastore:
     """The Metastore of an Airflow connection: host (``hms1,hms2:9084`` lists several, tried in
     order), port (for hosts without one), login/password (PLAIN); extras ``timeout_seconds``,
     ``connect_timeout_seconds``, ``batch_size``, ``auth_mechanism`` (NOSASL, GSSAPI, PLAIN) and
-    ``kerberos_service_name`` (default ``hive``), as the Airflow Hive provider names them."""
-    from airflow.sdk import BaseHook
-    conn = BaseHook.get_connection(conn_id)
+    ``kerberos_service_name`` (default ``hive``), as the Airflow Hive provider names them.
+
+    ``conn_id`` None (the config's ``metastore_conn_id`` not set): ``metastore_default``, the Hive
+    provider's default id, when that connection exists, else ``hive_metastore``."""
+    conn = _connection(conn_id)
+    conn_id = conn.conn_id or conn_id
     if not conn.host:
         raise ValueError(f"Airflow connection {conn_id!r} has no host for the Hive Metastore")
     extra = conn.extra_dejson
