@@ -326,11 +326,12 @@ def test_the_results_table_through_the_hooks_public_methods(stack):
         assert hms.table("hms_results", "compaction_results").partition_keys == (("run", "string"), ("batch", "string"))
         template = hms._call("get_table_req", ttypes.GetTableRequest(dbName="hms_results",
                                                                       tblName="compaction_results")).table.sd
-        for run, batch in (("r1", 0), ("r1", 1), ("r1", 2), ("r2", 0)):  # as the merge jobs record them
-            hms._call("add_partition", ttypes.Partition(values=[run, str(batch)], dbName="hms_results",
-                                                        tableName="compaction_results", sd=template,
-                                                        parameters={"result.0": f"{run}/{batch}"}))
-        assert results_reader.read(hms, name, "r1", [0, 2, 7]) == {0: {"result.0": "r1/0"}, 2: {"result.0": "r1/2"}}
+        hms._call("add_partitions", [  # as the merge jobs record them
+            ttypes.Partition(values=[run, str(batch)], dbName="hms_results", tableName="compaction_results",
+                             sd=template, parameters={"result.0": f"{run}/{batch}"})
+            for run, batch in (("r1", 0), ("r1", 1), ("r1", 2), ("r2", 0))])
+        read = results_reader.read(hms, name, "r1", [0, 2, 7])  # 7 recorded nothing
+        assert {b: params["result.0"] for b, params in read.items()} == {0: "r1/0", 2: "r1/2"}
         assert sorted(results_reader.read_run(hms, name, "r1")) == [0, 1, 2]
         assert results_reader.prune(hms, name, now=time.time()) == 0  # all recorded just now
         assert results_reader.prune(hms, name, now=time.time() + 31 * 86400) == 4
