@@ -1,5 +1,5 @@
 # The project's image for docker-compose.yaml: Apache Airflow plus the pinned requirements
-# (Spark provider, PySpark, hmsclient, ...) and a Java runtime.
+# (Spark provider, PySpark, hmsclient, ...), a Java runtime and the package's wheel.
 #
 # Build context: the repository root (docker-compose.yaml builds it with
 #   build: {context: ., dockerfile: docker/airflow.Dockerfile}).
@@ -33,6 +33,16 @@ ENV JAVA_HOME=/usr/lib/jvm/default-java
 USER airflow
 COPY requirements.txt /requirements.txt
 RUN pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" -r /requirements.txt
+
+# The package as platform teams install it: a wheel built from this checkout (pyproject.toml,
+# plugins/), installed non-editable; no source folder on PYTHONPATH. It carries the merge and
+# rollback jobs and the JVM helper's source. Rebuild the image after a change to plugins/.
+COPY --chown=airflow:0 pyproject.toml README.md /tmp/hive-compaction/
+COPY --chown=airflow:0 plugins /tmp/hive-compaction/plugins
+RUN pip wheel --no-cache-dir --no-deps -w /tmp/hive-compaction/dist /tmp/hive-compaction \
+ && pip install --no-cache-dir --no-deps /tmp/hive-compaction/dist/hive_compaction-*.whl \
+ && rm -rf /tmp/hive-compaction \
+ && python -c "import hive_compaction.jobs as j; print('hive_compaction', j.MERGE_JOB)"
 
 # Fail the build, not the first DAG run, when the pyspark Python code and its jars disagree
 # (pyspark-client installs its own copy of the pyspark package) or Spark cannot start Java.

@@ -332,7 +332,7 @@ def test_hive_image_serves_the_thrift_calls_the_package_makes():
     ref = service("hive-metastore")["image"]
     assert ref.startswith("apache/hive:"), f"hive-metastore: unexpected image {ref}"
     version = version_tuple(image_tag(ref))
-    sources = "\n".join(p.read_text() for p in (ROOT / "plugins" / "hive_compaction").glob("*.py"))
+    sources = "\n".join(p.read_text() for p in (ROOT / "plugins" / "hive_compaction").rglob("*.py"))
     calls_get_table = re.search(r"""["']get_table["']|\.get_table\(""", sources)
     if calls_get_table:
         assert version < (4, 0, 1), (
@@ -411,23 +411,32 @@ def test_only_the_services_that_open_table_files_mount_the_warehouse():
 
 # --- Airflow ------------------------------------------------------------------------------------
 
-def test_airflow_services_mount_dags_plugins_and_spark_jobs_as_siblings():
+def test_airflow_services_mount_only_the_dags_folder_and_import_the_package_from_the_image():
+    """As the README's install: the DAG file and its YAML in the dags folder, the package from
+    its wheel (installed in the image), no checkout folder on the path."""
     for name in AIRFLOW_SERVICES:
         by_source = {host_path(m["source"]).relative_to(ROOT).as_posix(): PurePosixPath(m["target"])
                      for m in mounts(name) if m["type"] == "bind"}
-        for folder in ("dags", "plugins", "spark_jobs"):
-            assert folder in by_source, f"{name}: ./{folder} is not mounted"
-        dags, plugins, jobs = by_source["dags"], by_source["plugins"], by_source["spark_jobs"]
-        assert dags.parent == plugins.parent == jobs.parent, (
-            f"{name}: dags/, plugins/ and spark_jobs/ must be siblings (the DAG uses <dags>/../spark_jobs and "
-            f"<dags>/../plugins): {dags}, {plugins}, {jobs}")
-        assert jobs == dags.parent / "spark_jobs" and plugins == dags.parent / "plugins", (
-            f"{name}: the folders must keep their names: {dags}, {plugins}, {jobs}")
+        assert "dags" in by_source, f"{name}: ./dags is not mounted"
         e = env(name)
-        assert str(dags) == e.get("AIRFLOW__CORE__DAGS_FOLDER", str(AIRFLOW_HOME / "dags")), \
-            f"{name}: ./dags is mounted at {dags}, not at Airflow's dags folder"
-        assert str(plugins) == e.get("AIRFLOW__CORE__PLUGINS_FOLDER", str(AIRFLOW_HOME / "plugins")), \
-            f"{name}: ./plugins is mounted at {plugins}, not at Airflow's plugins folder"
+        assert str(by_source["dags"]) == e.get("AIRFLOW__CORE__DAGS_FOLDER", str(AIRFLOW_HOME / "dags")), \
+            f"{name}: ./dags is mounted at {by_source['dags']}, not at Airflow's dags folder"
+        for folder in ("plugins", "spark_jobs"):
+            assert folder not in by_source, f"{name}: ./{folder} is mounted: the package must come from the image's wheel"
+        assert "plugins" not in (e.get("PYTHONPATH") or ""), f"{name}: PYTHONPATH names the checkout's plugins/"
+
+
+def test_the_image_installs_the_package_from_a_wheel_of_this_checkout():
+    for name, path in dockerfiles().items():
+        text = dockerfile_text(path)
+        copied = re.findall(r"^COPY\s+(?:--\S+\s+)*(.+?)\s+(\S+)$", text, flags=re.M)
+        sources = {src for srcs, _ in copied for src in srcs.split()}
+        assert {"pyproject.toml", "plugins"} <= sources, f"{path}: the package's sources are not copied: {copied}"
+        wheel = re.search(r"pip wheel[^\n]*--no-deps[^\n]*-w\s+(\S+)", text)
+        assert wheel, f"{path}: builds no wheel of the package"
+        install = re.search(rf"pip install[^\n]*\s{re.escape(wheel.group(1))}/hive_compaction-\*\.whl", text)
+        assert install, f"{path}: does not install the wheel it built"
+        assert not re.search(r"pip install[^\n]*\s-e\s", text), f"{path}: an editable install is not what users run"
 
 
 def test_airflow_runs_local_executor_without_examples():
