@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from datetime import date
 
 from hive_compaction.airflow import backlog, config as config_mod, results_reader
@@ -14,7 +14,7 @@ from hive_compaction.airflow.planning import (Skipped, batch_label, one_task_per
 from hive_compaction.airflow.report import distribution, note, render, render_distribution, summarize
 from hive_compaction.airflow.run_params import RunSelection, partition_date
 from hive_compaction.model import result_table
-from hive_compaction.model.batch import batch_payload, encode_batch
+from hive_compaction.model.batch import PartitionTask, batch_payload, encode_batch
 from hive_compaction.model.results import (PLANNED_AT, PartitionResult, Status, decode_results,
                                            statistics_update)
 from hive_compaction.storage.paths import run_tag
@@ -56,6 +56,19 @@ def name_values(name: str) -> dict[str, str]:
     return out
 
 
+@dataclass
+class Candidates:
+    """What the Metastore offers a run: the partitions to list (own dates first), those left
+    alone, the tables read, their work areas, and the planned partitions the backlog would not
+    pick as the Metastore stands (for a dry run's report)."""
+    tasks: list[PartitionTask] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    tables: dict[str, TableInfo] = field(default_factory=dict)
+    areas: dict[str, dict] = field(default_factory=dict)
+    own_date: set[int] = field(default_factory=set)  # id(task) of the run's own dates (else: lookback)
+    unpicked: list[tuple[str, str]] = field(default_factory=list)
+
+
 def plan(settings: config_mod.Settings, hms: Metastore, run_id: str, selection: RunSelection,
          max_map_length: int = 1024, now: float | None = None) -> dict:
     """Partitions from the Metastore, packed into Spark jobs. Returns the mapped tasks' kwargs
@@ -65,49 +78,8 @@ def plan(settings: config_mod.Settings, hms: Metastore, run_id: str, selection: 
     looks at them again."""
     run, dry_run = run_tag(run_id), selection.dry_run
     now = time.time() if now is None else now
-    tasks, skipped, areas, tables = [], [], {}, {}
-    own_date: dict[int, bool] = {}  # id(task) -> of the run's own dates (else: the lookback window)
-    unpicked = []  # planned partitions the backlog would not pick as the Metastore stands
-    for tc in selection.tables:
-        table = tables[tc.name] = hms.table(tc.database, tc.table)
-        dates, window = selection.dates.get(tc.name), selection.lookback.get(tc.name)
-        if window and table.partition_keys:
-            partitions = list(partitions_in_dates(hms, table, tc, (window[0], dates[1]), skipped))
-            own = [p for p in partitions if _in_range(_values(table, p), tc, *dates)]
-            back = [p for p in partitions if not _in_range(_values(table, p), tc, *dates)]
-        else:
-            own, back = list(partitions_in_dates(hms, table, tc, dates, skipped)), []
-        t, s = plan_table(table, tc.policy, own, list_all=dates is not None, now=now)
-        b, s2 = plan_table(table, tc.policy, back, now=now, pick=backlog.pending)
-        by_name = {p.name: p for p in own}
-        unpicked += [(x.table_name, x.partition) for x in t
-                     if x.partition in by_name and not backlog.pending(by_name[x.partition], tc.policy)]
-        log.info("%s: %d partition(s) to list (%d by statistics, %d selected by date, %d audited, %d from the "
-                 "backlog of %s), %d skipped", tc.name, len(t) + len(b),
-                 *(sum(1 for x in t if x.reason == r) for r in ("statistics", "selected", "audit")), len(b),
-                 f"{window[0]} to {window[1]}" if window else "no lookback", len(s) + len(s2))
-        own_date.update({id(x): True for x in t})
-        tasks += t + b
-        skipped += s + s2
-        if not table_refusal(table):
-            areas[tc.name] = {"table": tc.name, "table_location": table.location,
-                              "work_dir": table_work_dir(table, tc.policy),
-                              "trash_retention_days": tc.policy.trash_retention_days}
-    tasks, shared = one_task_per_folder(tasks)
-    skipped += shared
-    policies = {tc.name: tc.policy for tc in selection.tables}
-    limit = max(1, min(settings.fan_out.max_spark_jobs, max_map_length))
-    # When the caps defer some: the run's own dates first (the likeliest small files first, by
-    # statistics), then the backlog, oldest date first.
-    tasks.sort(key=lambda x: (0, (), priority(x)) if own_date.get(id(x)) else
-               (1, _task_date(tables, policies, x) or date.max, priority(x)))
-    capacity = limit * settings.fan_out.max_partitions_per_job
-    batches, deferred = pack_batches(tasks[:capacity], settings.fan_out, max_map_length)
-    deferred += tasks[capacity:]
-    batches = split_oversized(batches, lambda b: encode_batch(batch_payload(run, 0, dry_run, b)))
-    for overflow in batches[limit:]:  # splitting for the command line made too many: next run
-        deferred += overflow
-    batches = batches[:limit]
+    found = candidates(hms, selection, now)
+    batches, deferred = pack(settings, found, selection, run, dry_run, max_map_length)
     if batches:
         results_reader.ensure(hms, settings.results_table)
         pruned = results_reader.prune(hms, settings.results_table, now)
@@ -115,15 +87,76 @@ def plan(settings: config_mod.Settings, hms: Metastore, run_id: str, selection: 
             log.info("dropped %d batch record(s) older than %d days from %s", pruned, result_table.KEEP_DAYS,
                      settings.results_table)
     if not dry_run:
-        _mark_planned(hms, {(t.table_name, t.partition) for t in deferred}, now, tables)
-    # Each table's work area is looked after (old journals, expired runs) by one job: the first
-    # that lists its partitions, else the first job.
+        _mark_planned(hms, {(t.table_name, t.partition) for t in deferred}, now, found.tables)
+    spark_args, described = job_arguments(settings, hms, found, batches, run, dry_run)
+    log.info("planned %d partition(s) in %d Spark job(s); %d skipped, %d deferred; %d Metastore calls",
+             len(found.tasks) - len(deferred), len(batches), len(found.skipped), len(deferred), hms.calls)
+    return {"spark_args": spark_args, "plan": describe(settings, selection, found, described, deferred, run)}
+
+
+def candidates(hms: Metastore, selection: RunSelection, now: float) -> Candidates:
+    """Each selected table's partitions of the run's dates and of its lookback window, planned
+    by the table's policy (one task per folder)."""
+    found = Candidates()
+    for tc in selection.tables:
+        table = found.tables[tc.name] = hms.table(tc.database, tc.table)
+        dates, window = selection.dates.get(tc.name), selection.lookback.get(tc.name)
+        if window and table.partition_keys:
+            partitions = list(partitions_in_dates(hms, table, tc, (window[0], dates[1]), found.skipped))
+            own = [p for p in partitions if _in_range(_values(table, p), tc, *dates)]
+            back = [p for p in partitions if not _in_range(_values(table, p), tc, *dates)]
+        else:
+            own, back = list(partitions_in_dates(hms, table, tc, dates, found.skipped)), []
+        t, s = plan_table(table, tc.policy, own, list_all=dates is not None, now=now)
+        b, s2 = plan_table(table, tc.policy, back, now=now, pick=backlog.pending)
+        by_name = {p.name: p for p in own}
+        found.unpicked += [(x.table_name, x.partition) for x in t
+                           if x.partition in by_name and not backlog.pending(by_name[x.partition], tc.policy)]
+        log.info("%s: %d partition(s) to list (%d by statistics, %d selected by date, %d audited, %d from the "
+                 "backlog of %s), %d skipped", tc.name, len(t) + len(b),
+                 *(sum(1 for x in t if x.reason == r) for r in ("statistics", "selected", "audit")), len(b),
+                 f"{window[0]} to {window[1]}" if window else "no lookback", len(s) + len(s2))
+        found.own_date.update(id(x) for x in t)
+        found.tasks += t + b
+        found.skipped += s + s2
+        if not table_refusal(table):
+            found.areas[tc.name] = {"table": tc.name, "table_location": table.location,
+                                    "work_dir": table_work_dir(table, tc.policy),
+                                    "trash_retention_days": tc.policy.trash_retention_days}
+    found.tasks, shared = one_task_per_folder(found.tasks)
+    found.skipped += shared
+    return found
+
+
+def pack(settings: config_mod.Settings, found: Candidates, selection: RunSelection, run: str, dry_run: bool,
+         max_map_length: int) -> tuple[list[list[PartitionTask]], list[PartitionTask]]:
+    """(batches, deferred) within the fan-out caps and the command line's size. When the caps
+    defer some: the run's own dates go first (the likeliest small files first, by statistics),
+    then the backlog, oldest date first."""
+    policies = {tc.name: tc.policy for tc in selection.tables}
+    limit = max(1, min(settings.fan_out.max_spark_jobs, max_map_length))
+    tasks = sorted(found.tasks, key=lambda x: (0, (), priority(x)) if id(x) in found.own_date else
+                   (1, _task_date(found.tables, policies, x) or date.max, priority(x)))
+    capacity = limit * settings.fan_out.max_partitions_per_job
+    batches, deferred = pack_batches(tasks[:capacity], settings.fan_out, max_map_length)
+    deferred += tasks[capacity:]
+    batches = split_oversized(batches, lambda b: encode_batch(batch_payload(run, 0, dry_run, b)))
+    for overflow in batches[limit:]:  # splitting for the command line made too many: next run
+        deferred += overflow
+    return batches[:limit], deferred
+
+
+def job_arguments(settings: config_mod.Settings, hms: Metastore, found: Candidates,
+                  batches: list[list[PartitionTask]], run: str, dry_run: bool) -> tuple[list[dict], list[dict]]:
+    """Each merge task's arguments (its encoded batch, its application name) and its line in
+    the plan. Each table's work area is looked after (old journals, expired runs) by one job:
+    the first that lists its partitions, else the first job."""
     owner = {}
     for i, batch in reversed(list(enumerate(batches))):
         owner.update({t.table_name: i for t in batch})
     spark_args, described = [], []
     for i, batch in enumerate(batches):
-        maintain = [a for name, a in areas.items() if owner.get(name, 0) == i]
+        maintain = [a for name, a in found.areas.items() if owner.get(name, 0) == i]
         payload = batch_payload(run, i, dry_run, batch, maintain)
         payload["results_table"] = settings.results_table
         payload["metastore_uris"] = hms.uris  # for a Spark without hive-site.xml
@@ -132,30 +165,33 @@ def plan(settings: config_mod.Settings, hms: Metastore, run_id: str, selection: 
                            "name": f"hive-compaction {label}"[:200]})
         described.append({"batch": i, "label": label,
                           "partitions": [[t.table_name, t.partition] for t in batch]})
-    log.info("planned %d partition(s) in %d Spark job(s); %d skipped, %d deferred; %d Metastore calls",
-             len(tasks) - len(deferred), len(batches), len(skipped), len(deferred), hms.calls)
+    return spark_args, described
 
-    unpicked_set = set(unpicked)
-    described_plan = {
+
+def describe(settings: config_mod.Settings, selection: RunSelection, found: Candidates, described: list[dict],
+             deferred: list[PartitionTask], run: str) -> dict:
+    """The plan the refresh task and the report read."""
+    dry_run = selection.dry_run
+    plan = {
         "run": run, "dry_run": dry_run, "batches": described, "results_table": settings.results_table,
         "dates": {k: [str(v[0]), str(v[1])] if v else None for k, v in selection.dates.items()},
         "lookback": {k: [str(v[0]), str(v[1])] for k, v in selection.lookback.items()},
         # the sizes the run used (the form may override them), for the report's buckets, and what
         # says when a partition left alone is looked at again (revisit_text)
         "policies": {tc.name: _policy_fields(tc.policy) for tc in selection.tables},
-        "partitioned": {k: bool(t.partition_keys) for k, t in tables.items()},
+        "partitioned": {k: bool(t.partition_keys) for k, t in found.tables.items()},
         "revisit": {"next_key": str(selection.next_key or date.today()), "key_lag_days": selection.key_lag_days},
-        "skipped": [{**asdict(s), "again": SKIPPED_AGAIN} for s in skipped],
+        "skipped": [{**asdict(s), "again": SKIPPED_AGAIN} for s in found.skipped],
         # for a dry run's report: planned partitions the backlog would not pick as things stand
-        "unpicked": [list(u) for u in unpicked],
+        "unpicked": [list(u) for u in found.unpicked],
     }
     # Deferred partitions were marked planned (outside a dry run): the backlog picks them.
-    described_plan["deferred"] = [
+    unpicked = set(found.unpicked)
+    plan["deferred"] = [
         {"table": t.table_name, "partition": t.partition,
-         "again": revisit_text(described_plan, t.table_name, t.partition,
-                               not dry_run or (t.table_name, t.partition) not in unpicked_set)}
+         "again": revisit_text(plan, t.table_name, t.partition, not dry_run or (t.table_name, t.partition) not in unpicked)}
         for t in deferred]
-    return {"spark_args": spark_args, "plan": described_plan}
+    return plan
 
 
 def add_revisits(plan: dict, results: list[dict]) -> list[dict]:
