@@ -196,8 +196,9 @@ def test_orc_inputs_with_different_calendars_are_not_copied_together(spark, orc_
 
 
 def test_a_partition_with_both_calendars_is_copied_in_separate_groups_with_the_reason(spark, orc_files, tmp_path):
-    """The merge job on a real partition folder: two copy groups, one per calendar, the reason in
-    the partition's result; every row (dates before 1582 included) reads back the same."""
+    """The merge job on a real partition folder, merge_mode copy: two copy groups, one per calendar,
+    the reason in the partition's result; every row (dates before 1582 included) reads back the
+    same. (auto rewrites such a partition into one file: copying would leave two.)"""
     from hive_compaction.merge.runner import BatchRunner
     folder = tmp_path / "t" / "dt=1"
     folder.mkdir(parents=True)
@@ -206,8 +207,7 @@ def test_a_partition_with_both_calendars_is_copied_in_separate_groups_with_the_r
     uri = f"file://{folder}"  # as_uri() would quote the '='
     rows, checksum = read_rows(spark, "orc", uri), content(spark, "orc", uri)
     task = PartitionTask("db", "t", "dt=1", ("1",), uri, f"file://{tmp_path}/t", "orc", f"file://{tmp_path}/.hc",
-                         target_file_size=1 << 30, small_file_limit=1 << 20, min_small_files=2, merge_mode="auto",
-                         copy_min_block_size=0)
+                         target_file_size=1 << 30, small_file_limit=1 << 20, min_small_files=2, merge_mode="copy")
 
     (result,) = BatchRunner(spark, "run1", "b0").run_batch([task])
 
