@@ -102,6 +102,14 @@ def test_auto_copies_all_or_rewrites_all():
     assert [(g.engine, len(g.files)) for g in group(TASK, fs, fs, footers)] == [(Engine.COPY, 6)]
     fs, footers = around_the_floor(0, 6, 0, 100_000)
     assert [(g.engine, len(g.files)) for g in group(TASK, fs, fs, footers)] == [(Engine.REWRITE, 6)]
+    # a rewrite predicted to shrink (the partition's compacted file holds more rows per byte)
+    # would make fewer outputs: still copied, only disagreeing footers turn a copy down for that
+    big = files(1, size=100 * MB, prefix="big")
+    small = files(8, size=20 * MB, prefix="s")
+    footers = {**{f.path: footer(rows=1000) for f in small}, big[0].path: footer(rows=20_000)}
+    assert len(group(replace(TASK, merge_mode="rewrite"), big + small, small, footers)) == 1
+    assert [(g.engine, len(g.files)) for g in group(TASK, big + small, small, footers)] == [
+        (Engine.COPY, 6), (Engine.COPY, 2)]
     # many files: several outputs, still one engine
     fs, footers = around_the_floor(30, 30, MB + 20_000, MB - 10_000)
     groups = group(replace(TASK, target_file_size=16 * MB), fs, fs, footers)

@@ -12,8 +12,8 @@ The rules, in the order the merge job applies them:
    read, ``READING_KEYS``) and that may be copied at all (``FileFooter.no_copy``) are packed
    into ``copy`` groups; ``rewrite`` groups are packed by the output size predicted from the
    partition's earlier writes (``expansion``). ``merge_mode: auto`` picks one engine for all of
-   a partition's small files (``auto_choice``): copy when every one may be copied, copying
-   leaves no more files than a rewrite, and the copied stripes / row groups average at least
+   a partition's small files (``auto_choice``): copy when every one may be copied, disagreeing
+   footers do not make a copy leave more files, and the copied stripes / row groups average at least
    ``copy_min_block_size``; else rewrite. Why small files were not copied together (and why
    auto rewrote) is the partition's ``copy_notes``.
 """
@@ -164,8 +164,8 @@ def auto_choice(task: PartitionTask, files: list[DataFile], small: list[DataFile
     Copy (no decoding, far cheaper) when all three hold, else rewrite:
 
     - every small file may be copied (it has blocks and no ``no_copy`` reason);
-    - copying leaves no more files than a rewrite would (files whose footers disagree go to
-      separate copy groups; a rewrite reads them all into one schema);
+    - copying leaves no more files than it would if their footers all agreed (files whose
+      footers disagree go to separate copy groups; a rewrite reads them all into one schema);
     - what readers pay afterwards: the stripes / row groups a copy would keep, over all the
       copied files of the partition, average at least ``copy_min_block_size`` (the copy floor,
       docs/performance.md). Files just above and just below the floor are judged together."""
@@ -174,8 +174,12 @@ def auto_choice(task: PartitionTask, files: list[DataFile], small: list[DataFile
     if refused:
         return AutoChoice(Engine.REWRITE, rewrite, f"{len(refused)} small file(s) may not be copied")
     copy = _copy_groups(task, small, footers)
+    # Against the same files packed as one kind (the copy's own packing, not the rewrite's predicted
+    # size): a copy is turned down for more files only where disagreeing footers cause them.
+    one_kind = pack_small_files(small, target_file_size=task.target_file_size,
+                                small_file_limit=task.small_file_limit, min_small_files=2)
     after_copy, after_rewrite = _files_after(small, copy), _files_after(small, rewrite)
-    if after_copy > after_rewrite:
+    if after_copy > _files_after(small, [Group(Engine.COPY, g) for g in one_kind]):
         return AutoChoice(Engine.REWRITE, rewrite, f"copying would make {after_copy} file(s) of the small ones "
                                                    f"(their footers differ), a rewrite {after_rewrite}")
     copied = [footers[f.path] for g in copy for f in g.files]
