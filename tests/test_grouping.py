@@ -94,7 +94,7 @@ def test_auto_never_splits_a_partition_of_files_on_both_sides_of_the_floor():
     groups = group(TASK, fs, fs, footers)
     assert [(g.engine, len(g.files)) for g in groups] == [(Engine.REWRITE, 40)]
     assert copy_notes(TASK, fs, footers) == ("auto rewrote the partition: copying would keep stripes / row groups "
-                                             "averaging 1019 KB, under copy_min_block_size 1024 KB")
+                                             "averaging 1019.1 KB, under copy_min_block_size 1024.0 KB")
 
 
 def test_auto_copies_all_or_rewrites_all():

@@ -187,8 +187,8 @@ def auto_choice(task: PartitionTask, files: list[DataFile], small: list[DataFile
     average = sum(sum(ft.block_bytes) for ft in copied) / blocks if blocks else 0
     if copy and average < task.copy_min_block_size:
         return AutoChoice(Engine.REWRITE, rewrite, f"copying would keep stripes / row groups averaging "
-                                                   f"{average / 1024:.0f} KB, under copy_min_block_size "
-                                                   f"{task.copy_min_block_size / 1024:.0f} KB")
+                                                   f"{average / 1024:.1f} KB, under copy_min_block_size "
+                                                   f"{task.copy_min_block_size / 1024:.1f} KB")
     return AutoChoice(Engine.COPY, copy, "")
 
 
