@@ -140,6 +140,15 @@ def test_auto_keeps_every_refusal_and_rewrites_the_whole_partition_instead():
     big = replace(TASK, target_file_size=8 * MB)
     assert sorted((g.engine, len(g.files)) for g in group(big, fs[1:], fs[1:], mixed)) == [
         (Engine.COPY, 2), (Engine.COPY, 2)]
+    # files too big to share a copy: a rewrite predicted to shrink may still pack them
+    task = replace(TASK, target_file_size=100 * MB)
+    pair, big = files(2, size=60 * MB, prefix="p"), files(1, size=100 * MB, prefix="big")
+    shrink = {**{f.path: footer(rows=1000) for f in pair}, big[0].path: footer(rows=10_000)}
+    choice = auto_choice(task, big + pair, pair, shrink)
+    assert (choice.engine, [len(g.files) for g in choice.groups]) == (Engine.REWRITE, [2])
+    assert choice.why == "no two small files fit in one copy of target_file_size"
+    assert group(replace(task, merge_mode="copy"), big + pair, pair, shrink) == []
+    assert copy_notes(task, pair, shrink) == ""  # no big file to learn from: nothing merged, nothing said
     # a SORTED BY table is rewritten, whatever its blocks
     assert [g.engine for g in group(replace(TASK, sort_columns=("a",)), fs, fs, footers)] == [Engine.REWRITE]
 

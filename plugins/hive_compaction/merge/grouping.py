@@ -182,10 +182,13 @@ def auto_choice(task: PartitionTask, files: list[DataFile], small: list[DataFile
     if after_copy > _files_after(small, [Group(Engine.COPY, g) for g in one_kind]):
         return AutoChoice(Engine.REWRITE, rewrite, f"copying would make {after_copy} file(s) of the small ones "
                                                    f"(their footers differ), a rewrite {after_rewrite}")
+    if not copy:  # no two files fit in one copy: a rewrite, predicted to shrink, may still pack them
+        return AutoChoice(Engine.REWRITE, rewrite, "no two small files fit in one copy of target_file_size"
+                          if rewrite else "")
     copied = [footers[f.path] for g in copy for f in g.files]
     blocks = sum(len(ft.block_bytes) for ft in copied)
     average = sum(sum(ft.block_bytes) for ft in copied) / blocks if blocks else 0
-    if copy and average < task.copy_min_block_size:
+    if average < task.copy_min_block_size:
         return AutoChoice(Engine.REWRITE, rewrite, f"copying would keep stripes / row groups averaging "
                                                    f"{average / 1024:.1f} KB, under copy_min_block_size "
                                                    f"{task.copy_min_block_size / 1024:.1f} KB")
@@ -244,9 +247,9 @@ def copy_notes(task: PartitionTask, small: list[DataFile], footers: dict[str, Fi
     if differing:
         notes.append("small files not copied together, their footers differ in " + "; ".join(differing))
     if task.merge_mode == "auto":
-        why = auto_choice(task, files or small, small, footers).why
-        if why:
-            notes.append(f"auto rewrote the partition: {why}")
+        choice = auto_choice(task, files or small, small, footers)
+        if choice.why and choice.groups:
+            notes.append(f"auto rewrote the partition: {choice.why}")
     return ". ".join(notes)
 
 
