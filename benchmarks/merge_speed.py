@@ -16,6 +16,8 @@ identical bytes and statistics. The contestants:
              refresh), merge_mode auto with the product's default copy floor;
   copy       our merge job alone (plan in-process + one spark-submit), merge_mode copy;
   rewrite    our merge job alone, merge_mode rewrite;
+  auto       our merge job alone, merge_mode auto with the default copy floor (only with --only:
+             ``--only auto copy rewrite`` sets the three modes side by side on the same data);
   loop       ONE Spark application looping over the partitions: read the partition folder,
              coalesce(1), write to a temporary folder, swap the output in for the inputs;
   per-part   the same coalesce(1) rewrite with one spark-submit per partition (what a naive
@@ -71,9 +73,11 @@ CONTESTANTS = {
     "dag": "our DAG end to end (auto)",
     "copy": "our merge job, copy mode",
     "rewrite": "our merge job, rewrite mode",
+    "auto": "our merge job, auto mode",
     "loop": "naive: 1 app, loop of coalesce(1)",
     "per_partition": "naive: 1 spark-submit/partition",
 }
+OPT_IN = {"auto"}  # run only when --only names them
 # The targets of this machine (2 vCPUs: two Spark tasks do ~1.35x the work of one), as ratios of
 # one run: name -> (bound, "min" or "max", what it compares). Full verification stays on.
 TARGETS = {
@@ -244,11 +248,14 @@ def job_problems(log_text: str, results: list[dict]) -> list[str]:
 def summarise_results(results: list[dict]) -> dict:
     return {"statuses": sorted({r["status"] for r in results}),
             "modes": sorted({r["mode"] for r in results if r["mode"]}),
+            "partitions_by_mode": {m: sum(1 for r in results if r["mode"] == m)
+                                   for m in sorted({r["mode"] for r in results if r["mode"]})},
             "bytes_before": sum(r["bytes_before"] for r in results),
             "sum_partition_seconds": round(sum(r["seconds"] for r in results), 3)}
 
 
 LOGS: Path | None = None  # --logs: where our contestants' job logs are kept (phase lines, profiles)
+AUTO_FLOOR: int | None = None  # --auto-floor: the auto contestant's copy_min_block_size
 
 
 def keep_log(name: str, text: str) -> None:
@@ -275,8 +282,11 @@ def run_dag(stack: Stack, work: Path, table: str) -> dict:
 
 
 def run_job(stack: Stack, work: Path, table: str, mode: str) -> dict:
+    # auto: the product's default floor unless --auto-floor; the others: none
+    floor = ({} if AUTO_FLOOR is None else {"copy_min_block_size": AUTO_FLOOR}) if mode == "auto" \
+        else {"copy_min_block_size": 0}
     cfg = stack.write_config(work / f"{table}.yaml",
-                             [{"name": f"{DB}.{table}", "merge_mode": mode, "copy_min_block_size": 0, **ONE_OUTPUT}],
+                             [{"name": f"{DB}.{table}", "merge_mode": mode, **floor, **ONE_OUTPUT}],
                              spark_conf=SPARK_CONF)
     planned = stack.plan_batches(cfg, run_id=f"bench-{table}")
     wall, in_app, first, results, errors, logs = 0.0, 0.0, None, [], [], []
@@ -383,7 +393,7 @@ def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int
 
     out = {"partitions": partitions, "files_before": files_before, "bytes_before": bytes_before,
            "rows": sum(n for n, _ in expected.values()), "contestants": {}}
-    for key in [k for k in CONTESTANTS if not only or k in only]:
+    for key in [k for k in CONTESTANTS if (k in only if only else k not in OPT_IN)]:
         table = f"c_{key}_{tag}"
         clone_table(stack, src, table)
         log(f"-- {CONTESTANTS[key]} ({DB}.{table})")
@@ -392,7 +402,7 @@ def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int
                 rec = run_floor(stack, work, table)
             elif key == "dag":
                 rec = run_dag(stack, work, table)
-            elif key in ("copy", "rewrite"):
+            elif key in ("copy", "rewrite", "auto"):
                 rec = run_job(stack, work, table, key)
             else:
                 rec = run_naive(stack, work, table, fmt, script, per_partition=(key == "per_partition"),
@@ -409,7 +419,7 @@ def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int
         out["contestants"][key] = rec
         log(f"   wall {fmt_s(rec['wall_seconds'])}, in-app {fmt_s(rec['in_app_seconds'])}, "
             f"files after {rec.get('files_after')}, checksum {'ok' if rec.get('checksum_ok') else 'DIFFERS'}"
-            + (f", modes {rec['modes']}" if rec.get("modes") else "")
+            + (f", partitions by mode {rec['partitions_by_mode']}" if rec.get("partitions_by_mode") else "")
             + (f", first partition done after {fmt_s(rec['first_partition_done_seconds'])} in-app"
                if rec.get("first_partition_done_seconds") is not None else "")
             + (f"\n   ERROR {rec['error'][-2000:]}" if rec.get("error") else ""))
@@ -542,11 +552,14 @@ def main() -> int:
                     help="measure one spark-submit per partition on this many partitions, extrapolate to all")
     ap.add_argument("--only", nargs="+", choices=list(CONTESTANTS),
                     help="run only these contestants (ratios needing a missing one print '-')")
+    ap.add_argument("--auto-floor", type=int, metavar="BYTES",
+                    help="the auto contestant's copy_min_block_size (default: the product's default)")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--logs", type=Path, help="keep our contestants' job logs in this folder")
     args = ap.parse_args()
-    global LOGS
+    global LOGS, AUTO_FLOOR
     LOGS = args.logs
+    AUTO_FLOOR = args.auto_floor
     given = {a.split("=")[0].lstrip("-") for a in sys.argv[1:] if a.startswith("--")}
     for preset, values in ((args.quick, QUICK), (args.scale, SCALE)):
         for key, value in values.items() if preset else ():
@@ -555,7 +568,8 @@ def main() -> int:
 
     figures = {"config": {"partitions": args.partitions, "files": args.files, "rows": args.rows,
                           "formats": args.formats, "quick": args.quick, "scale": args.scale, "sample": args.sample,
-                          "only": args.only, "master": "local[2]", "spark_conf": SPARK_CONF},
+                          "only": args.only, "auto_floor": args.auto_floor, "master": "local[2]",
+                          "spark_conf": SPARK_CONF},
                "formats": {}}
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="merge-speed-") as tmp:

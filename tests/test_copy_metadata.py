@@ -4,6 +4,7 @@ Spark's LEGACY rebase metadata. Inputs that disagree on metadata that changes ho
 never copied together."""
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import shutil
 from pathlib import Path
@@ -196,8 +197,9 @@ def test_orc_inputs_with_different_calendars_are_not_copied_together(spark, orc_
 
 
 def test_a_partition_with_both_calendars_is_copied_in_separate_groups_with_the_reason(spark, orc_files, tmp_path):
-    """The merge job on a real partition folder: two copy groups, one per calendar, the reason in
-    the partition's result; every row (dates before 1582 included) reads back the same."""
+    """The merge job on a real partition folder, merge_mode copy: two copy groups, one per calendar,
+    the reason in the partition's result; every row (dates before 1582 included) reads back the
+    same. (auto rewrites such a partition into one file: copying would leave two.)"""
     from hive_compaction.merge.runner import BatchRunner
     folder = tmp_path / "t" / "dt=1"
     folder.mkdir(parents=True)
@@ -206,10 +208,11 @@ def test_a_partition_with_both_calendars_is_copied_in_separate_groups_with_the_r
     uri = f"file://{folder}"  # as_uri() would quote the '='
     rows, checksum = read_rows(spark, "orc", uri), content(spark, "orc", uri)
     task = PartitionTask("db", "t", "dt=1", ("1",), uri, f"file://{tmp_path}/t", "orc", f"file://{tmp_path}/.hc",
-                         target_file_size=1 << 30, small_file_limit=1 << 20, min_small_files=2, merge_mode="auto",
-                         copy_min_block_size=0)
+                         target_file_size=1 << 30, small_file_limit=1 << 20, min_small_files=2, merge_mode="copy")
 
-    (result,) = BatchRunner(spark, "run1", "b0").run_batch([task])
+    runner = BatchRunner(spark, "run1", "b0")
+    runner.metastore = NoMetastore()  # this Spark knows no Metastore: the commit's lock and statistics read stubbed
+    (result,) = runner.run_batch([task])
 
     assert result.status == "merged", result.reason
     assert result.mode == "copy" and result.groups == 2 and result.files_merged == 5
@@ -220,6 +223,55 @@ def test_a_partition_with_both_calendars_is_copied_in_separate_groups_with_the_r
         ["hybrid", "proleptic"]
     assert read_rows(spark, "orc", uri) == rows
     assert content(spark, "orc", uri) == checksum
+
+
+def test_auto_merges_a_partition_across_the_copy_floor_with_one_engine_into_one_file(spark, tmp_path):
+    """Files with stripes on both sides of copy_min_block_size: auto used to copy those above and
+    rewrite those below (two outputs). Now one engine and one file per partition: copy where the
+    partition's stripes average at least the floor, rewrite where they do not."""
+    from hive_compaction.merge.runner import BatchRunner
+    tasks, rows, sizes = [], {}, []
+    for part in ("1", "2"):
+        folder = tmp_path / "t" / f"dt={part}"
+        folder.mkdir(parents=True)
+        written = tmp_path / f"w{part}"  # as_uri() would quote a '=' in the path
+        written.mkdir()
+        for i, n in enumerate((20, 30, 200, 300)):  # two small stripes, two bigger ones
+            shutil.copyfile(Path(write_orc(spark, written / f"f{i}.orc", orc_rows(1000 * i, n), proleptic=True)[7:]),
+                            folder / f"f{i}.orc")
+        uri = f"file://{folder}"
+        rows[part] = read_rows(spark, "orc", uri)
+        blocks = [b for f in sorted(folder.glob("f*.orc"))
+                  for b in footer_info(spark, "orc", f"file://{f}").block_bytes]
+        sizes = sorted(blocks)
+        average = sum(blocks) / len(blocks)
+        assert sizes[1] < average < sizes[2]  # the per-file floor in between would have split them
+        floor = int(average) if part == "1" else int(average) + 1  # dt=1: copied, dt=2: rewritten
+        tasks.append(PartitionTask("db", "t", f"dt={part}", (part,), uri, f"file://{tmp_path}/t", "orc",
+                                   f"file://{tmp_path}/.hc", target_file_size=1 << 30, small_file_limit=1 << 20,
+                                   min_small_files=2, merge_mode="auto", copy_min_block_size=floor))
+    runner = BatchRunner(spark, "run1", "b0")
+    runner.metastore = NoMetastore()
+    copied, rewritten = runner.run_batch(tasks)
+    assert (copied.status, copied.mode, copied.groups, copied.files_merged, copied.files_after) == \
+        ("merged", "copy", 1, 4, 1), copied.reason
+    assert copied.reason == ""
+    assert (rewritten.status, rewritten.mode, rewritten.groups, rewritten.files_merged, rewritten.files_after) == \
+        ("merged", "rewrite", 1, 4, 1), rewritten.reason
+    assert rewritten.reason.startswith("auto rewrote the partition: copying would keep stripes / row groups averaging")
+    for part, r in (("1", copied), ("2", rewritten)):
+        assert read_rows(spark, "orc", r.location) == rows[part]
+
+
+class NoMetastore:
+    """The commit's Metastore calls for a Spark without a Metastore: a lock that is always free,
+    no statistics."""
+    @contextlib.contextmanager
+    def lock(self, table, partition, wait_seconds):
+        yield
+
+    def parameters(self, table, values):
+        return None
 
 
 # --- Parquet ----------------------------------------------------------------------------------

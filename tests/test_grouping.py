@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hive_compaction.model.batch import PartitionTask
-from hive_compaction.merge.grouping import (Engine, FileFooter, copy_notes, expansion, group, output_codec,
-                                            skip_reason, staged_suffix, tiny_blocks)
+from hive_compaction.merge.grouping import (Engine, FileFooter, auto_choice, copy_notes, expansion, group,
+                                            output_codec, skip_reason, staged_suffix, tiny_blocks)
 from hive_compaction.storage.listing import data_files
 from hive_compaction.storage.listing import DataFile
 from hive_compaction.storage.hadoop_fs import Entry
@@ -49,14 +49,17 @@ def test_skip_rules_name_the_reason():
     assert "zero-byte file(s) ['z0']" in skip_reason(TASK, fs + files(1, size=0, prefix="z"), [], NOW)
 
 
-def test_compatible_files_are_copied_and_the_rest_rewritten():
+def test_copy_mode_copies_what_may_be_copied_and_leaves_the_rest():
     fs = files(6)
     footers = {f.path: footer() for f in fs[:4]}
     footers.update({f.path: footer(schema="struct<b:string>") for f in fs[4:5]})  # alone: not copyable
-    footers[fs[5].path] = footer(blocks=10, block_bytes=MB // 10)  # tiny blocks: rewritten
-    groups = group(TASK, fs, fs, footers)
+    footers[fs[5].path] = footer(blocks=10, block_bytes=MB // 10)  # tiny blocks: copy mode has no floor
+    groups = group(replace(TASK, merge_mode="copy"), fs, fs, footers)
     assert [(g.engine, sorted(f.name for f in g.files)) for g in groups] == [
-        (Engine.COPY, ["f0", "f1", "f2", "f3"]), (Engine.REWRITE, ["f4", "f5"])]
+        (Engine.COPY, ["f0", "f1", "f2", "f3", "f5"])]
+    # auto: one engine for the partition; the odd schema would stay a file of its own in a copy
+    groups = group(TASK, fs, fs, footers)
+    assert [(g.engine, len(g.files)) for g in groups] == [(Engine.REWRITE, 6)]
 
 
 def test_merge_modes_and_sorted_tables():
@@ -64,9 +67,90 @@ def test_merge_modes_and_sorted_tables():
     footers = {f.path: footer() for f in fs}
     assert [g.engine for g in group(replace(TASK, merge_mode="rewrite"), fs, fs, footers)] == [Engine.REWRITE]
     assert [g.engine for g in group(replace(TASK, sort_columns=("a",)), fs, fs, footers)] == [Engine.REWRITE]
+    assert [g.engine for g in group(TASK, fs, fs, footers)] == [Engine.COPY]
     tiny = {f.path: footer(blocks=10, block_bytes=MB // 10) for f in fs}
     assert group(replace(TASK, merge_mode="copy"), fs, fs, tiny)[0].engine is Engine.COPY  # no floor in copy mode
     assert [g.engine for g in group(TASK, fs, fs, tiny)] == [Engine.REWRITE]
+
+
+# --- auto: one engine per partition, chosen from the partition as a whole ----------------------
+def around_the_floor(above: int, below: int, above_bytes: int, below_bytes: int):
+    """A partition of one-block files, ``above`` of them with blocks of ``above_bytes`` and
+    ``below`` with ``below_bytes`` (TASK's floor is 1 MB)."""
+    fs = files(above, size=above_bytes + 1000, prefix="a") + files(below, size=below_bytes + 1000, prefix="b")
+    footers = {f.path: footer(block_bytes=above_bytes if i < above else below_bytes) for i, f in enumerate(fs)}
+    return fs, footers
+
+
+def test_auto_never_splits_a_partition_of_files_on_both_sides_of_the_floor():
+    # 20 files just above the floor, 20 just below, averaging above it: one copy, one output
+    fs, footers = around_the_floor(20, 20, MB + 20_000, MB - 10_000)
+    groups = group(TASK, fs, fs, footers)
+    assert [(g.engine, len(g.files)) for g in groups] == [(Engine.COPY, 40)]
+    choice = auto_choice(TASK, fs, fs, footers)
+    assert choice.engine is Engine.COPY and choice.why == "" and copy_notes(TASK, fs, footers) == ""
+    # the same, averaging below it: one rewrite, one output
+    fs, footers = around_the_floor(20, 20, MB + 10_000, MB - 20_000)
+    groups = group(TASK, fs, fs, footers)
+    assert [(g.engine, len(g.files)) for g in groups] == [(Engine.REWRITE, 40)]
+    assert copy_notes(TASK, fs, footers) == ("auto rewrote the partition: copying would keep stripes / row groups "
+                                             "averaging 1019.1 KB, under copy_min_block_size 1024.0 KB")
+
+
+def test_auto_copies_all_or_rewrites_all():
+    fs, footers = around_the_floor(6, 0, 2 * MB, 0)
+    assert [(g.engine, len(g.files)) for g in group(TASK, fs, fs, footers)] == [(Engine.COPY, 6)]
+    fs, footers = around_the_floor(0, 6, 0, 100_000)
+    assert [(g.engine, len(g.files)) for g in group(TASK, fs, fs, footers)] == [(Engine.REWRITE, 6)]
+    # a rewrite predicted to shrink (the partition's compacted file holds more rows per byte)
+    # would make fewer outputs: still copied, only disagreeing footers turn a copy down for that
+    big = files(1, size=100 * MB, prefix="big")
+    small = files(8, size=20 * MB, prefix="s")
+    footers = {**{f.path: footer(rows=1000) for f in small}, big[0].path: footer(rows=20_000)}
+    assert len(group(replace(TASK, merge_mode="rewrite"), big + small, small, footers)) == 1
+    assert [(g.engine, len(g.files)) for g in group(TASK, big + small, small, footers)] == [
+        (Engine.COPY, 6), (Engine.COPY, 2)]
+    # many files: several outputs, still one engine
+    fs, footers = around_the_floor(30, 30, MB + 20_000, MB - 10_000)
+    groups = group(replace(TASK, target_file_size=16 * MB), fs, fs, footers)
+    assert len(groups) == 4 and {g.engine for g in groups} == {Engine.COPY} and sum(len(g.files) for g in groups) == 60
+    groups = group(replace(TASK, target_file_size=16 * MB, copy_min_block_size=2 * MB), fs, fs, footers)
+    assert len(groups) == 4 and {g.engine for g in groups} == {Engine.REWRITE}
+    assert sum(len(g.files) for g in groups) == 60
+
+
+def test_auto_keeps_every_refusal_and_rewrites_the_whole_partition_instead():
+    fs = files(5)
+    footers = {f.path: footer() for f in fs}
+    # a file that must never be copied: the partition is rewritten, that file with the rest
+    refused = {**footers, fs[4].path: footer(no_copy="encrypted")}
+    choice = auto_choice(TASK, fs, fs, refused)
+    assert choice.engine is Engine.REWRITE and [len(g.files) for g in choice.groups] == [5]
+    assert copy_notes(TASK, fs, refused).endswith("auto rewrote the partition: 1 small file(s) may not be copied")
+    # a file without blocks
+    empty = {**footers, fs[4].path: FileFooter(0, (), "struct<a:int>", "SNAPPY", "0.12 ORC_14", ())}
+    assert [(g.engine, len(g.files)) for g in group(TASK, fs, fs, empty)] == [(Engine.REWRITE, 5)]
+    # footers that disagree: copying would make two files, a rewrite one
+    mixed = {**footers, fs[3].path: footer(calendar="proleptic"), fs[4].path: footer(calendar="proleptic")}
+    assert [(g.engine, len(g.files)) for g in group(TASK, fs, fs, mixed)] == [(Engine.REWRITE, 5)]
+    assert copy_notes(TASK, fs, mixed).endswith(
+        "auto rewrote the partition: copying would make 2 file(s) of the small ones (their footers differ), "
+        "a rewrite 1")
+    # ... unless the rewrite would make as many (each kind fills its own output): then copy, per kind
+    big = replace(TASK, target_file_size=8 * MB)
+    assert sorted((g.engine, len(g.files)) for g in group(big, fs[1:], fs[1:], mixed)) == [
+        (Engine.COPY, 2), (Engine.COPY, 2)]
+    # files too big to share a copy: a rewrite predicted to shrink may still pack them
+    task = replace(TASK, target_file_size=100 * MB)
+    pair, big = files(2, size=60 * MB, prefix="p"), files(1, size=100 * MB, prefix="big")
+    shrink = {**{f.path: footer(rows=1000) for f in pair}, big[0].path: footer(rows=10_000)}
+    choice = auto_choice(task, big + pair, pair, shrink)
+    assert (choice.engine, [len(g.files) for g in choice.groups]) == (Engine.REWRITE, [2])
+    assert choice.why == "no two small files fit in one copy of target_file_size"
+    assert group(replace(task, merge_mode="copy"), big + pair, pair, shrink) == []
+    assert copy_notes(task, pair, shrink) == ""  # no big file to learn from: nothing merged, nothing said
+    # a SORTED BY table is rewritten, whatever its blocks
+    assert [g.engine for g in group(replace(TASK, sort_columns=("a",)), fs, fs, footers)] == [Engine.REWRITE]
 
 
 def test_rewrite_groups_are_packed_by_the_predicted_output_size():
@@ -104,14 +188,17 @@ def test_files_that_read_differently_are_never_copied_together_and_the_reason_is
     footers = {f.path: footer() for f in fs[:3]}
     footers.update({f.path: footer(calendar="proleptic") for f in fs[3:5]})
     footers[fs[5].path] = footer(no_copy="written by ORC_CPP, and a copy's footer would name the ORC Java writer")
-    footers[fs[6].path] = footer(calendar="proleptic", blocks=10, block_bytes=MB // 10)  # tiny: rewritten anyway
+    footers[fs[6].path] = footer(calendar="proleptic", blocks=10, block_bytes=MB // 10)  # tiny blocks
+    # auto: a file that must not be copied, footers that disagree: the partition is rewritten, as one
     groups = group(TASK, fs, fs, footers)
     assert [(g.engine, sorted(f.name for f in g.files)) for g in groups] == [
-        (Engine.COPY, ["f0", "f1", "f2"]), (Engine.COPY, ["f3", "f4"]), (Engine.REWRITE, ["f5", "f6"])]
+        (Engine.REWRITE, ["f0", "f1", "f2", "f3", "f4", "f5", "f6"])]
     note = copy_notes(TASK, fs, footers)
     assert note == ("1 small file(s) not copied (f5: written by ORC_CPP, and a copy's footer would name the ORC Java "
                     "writer). small files not copied together, their footers differ in calendar (hybrid: 3, "
-                    "proleptic: 2; changes how values read: the calendar of dates and timestamps before 1582)")
+                    "proleptic: 3; changes how values read: the calendar of dates and timestamps before 1582). "
+                    "auto rewrote the partition: 1 small file(s) may not be copied")
+    assert copy_notes(replace(TASK, merge_mode="copy"), fs, footers) == note.split(". auto rewrote")[0]
     # copy mode: the file that must not be copied stays; rewrite mode and sorted tables: no note
     assert [sorted(f.name for f in g.files) for g in group(replace(TASK, merge_mode="copy"), fs, fs, footers)] == [
         ["f0", "f1", "f2"], ["f3", "f4", "f6"]]
@@ -129,4 +216,5 @@ def test_the_note_names_every_difference_reading_ones_first():
     assert note.startswith("small files not copied together, their footers differ in schema (2 kinds, changes "
                            "how values read); meta:org.apache.spark.version (3.5.1: 1, 4.2.0: 1, absent: 1; "
                            "changes how values read")
-    assert note.endswith("compression (2 kinds); meta:owner (a: 2, b: 1)")
+    assert note.endswith("compression (2 kinds); meta:owner (a: 2, b: 1). auto rewrote the partition: copying "
+                         "would make 3 file(s) of the small ones (their footers differ), a rewrite 1")

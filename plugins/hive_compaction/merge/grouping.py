@@ -7,12 +7,15 @@ The rules, in the order the merge job applies them:
    the partition as it is, with the reason in the report;
 2. *small files* (``sizing.small_files``): fewer than ``min_small_files`` (at least 2) and there
    is nothing to do;
-3. *grouping* (``group``): small files whose footers agree (``FileFooter.copy_key``: schema,
-   codec, version and every other footer fact, among them those that change how values read,
-   ``READING_KEYS``), that may be copied at all (``FileFooter.no_copy``) and whose blocks are
-   not tiny are packed into ``copy`` groups; the rest into ``rewrite`` groups, packed by the
-   output size predicted from the partition's earlier writes (``expansion``). Why small files
-   were not copied together is the partition's ``copy_notes``.
+3. *grouping* (``group``): only small files whose footers agree (``FileFooter.copy_key``:
+   schema, codec, version and every other footer fact, among them those that change how values
+   read, ``READING_KEYS``) and that may be copied at all (``FileFooter.no_copy``) are packed
+   into ``copy`` groups; ``rewrite`` groups are packed by the output size predicted from the
+   partition's earlier writes (``expansion``). ``merge_mode: auto`` picks one engine for all of
+   a partition's small files (``auto_choice``): copy when every one may be copied, disagreeing
+   footers do not make a copy leave more files, and the copied stripes / row groups average at least
+   ``copy_min_block_size``; else rewrite. Why small files were not copied together (and why
+   auto rewrote) is the partition's ``copy_notes``.
 """
 from __future__ import annotations
 
@@ -134,42 +137,104 @@ def tiny_blocks(ft: FileFooter, min_avg_block_bytes: int = 0, min_block_rows: in
 
 
 def group(task: PartitionTask, files: list[DataFile], small: list[DataFile], footers: dict[str, FileFooter]) -> list[Group]:
-    """Copy groups where the inputs allow it, rewrite groups for the rest (Hudi-style packing).
+    """The partition's merge groups (Hudi-style packing), by ``merge_mode``.
 
-    ``merge_mode`` auto: copy what can be copied (blocks averaging at least
-    ``copy_min_block_size``), rewrite the rest; copy: only copy; rewrite: only rewrite. A table
-    that is SORTED BY is always rewritten (a copy keeps the inputs' order)."""
-    pack = dict(small_file_limit=task.small_file_limit, min_small_files=2)
-    groups: list[Group] = []
-    rest = list(small)
-    if task.merge_mode in ("auto", "copy") and not task.sort_columns:
-        compatible: dict[tuple, list[DataFile]] = {}
-        for f in small:
-            if _copyable(task, footers[f.path]):
-                compatible.setdefault(footers[f.path].copy_key, []).append(f)
-        for candidates in compatible.values():
-            groups += [Group(Engine.COPY, g) for g in
-                       pack_small_files(candidates, target_file_size=task.target_file_size, **pack)]
-        copied = {f.path for g in groups for f in g.files}
-        rest = [f for f in small if f.path not in copied] if task.merge_mode == "auto" else []
-    if rest:
-        # Re-encoding changes the size: pack by the output size predicted from bytes per row.
-        capacity = int(task.target_file_size / expansion(files, rest, footers))
-        groups += [Group(Engine.REWRITE, g) for g in pack_small_files(rest, target_file_size=capacity, **pack)]
-    return groups
+    copy: the small files that may be copied, packed per copy key (the rest stay); rewrite, or a
+    table that is SORTED BY (a copy keeps the inputs' order): every small file rewritten; auto
+    (the default): one engine for the whole partition, ``auto_choice``."""
+    if task.merge_mode == "rewrite" or task.sort_columns:
+        return _rewrite_groups(task, files, small, footers)
+    if task.merge_mode == "copy":
+        return _copy_groups(task, [f for f in small if _copyable(footers[f.path])], footers)
+    return auto_choice(task, files, small, footers).groups
 
 
-def _copyable(task: PartitionTask, ft: FileFooter) -> bool:
-    """Whether a small file may go into a copy group: it has blocks, may be copied, and (auto)
-    its blocks are not tiny."""
-    floor = task.copy_min_block_size if task.merge_mode == "auto" else 0
-    return bool(ft.block_rows) and not ft.no_copy and not tiny_blocks(ft, floor)
+@dataclass(frozen=True)
+class AutoChoice:
+    """``merge_mode: auto``'s decision for one partition: one engine for all its small files."""
+    engine: Engine
+    groups: list[Group]
+    why: str  # why this engine, for the partition's reason when it is not the cheaper copy ("" for copy)
 
 
-def copy_notes(task: PartitionTask, small: list[DataFile], footers: dict[str, FileFooter]) -> str:
+def auto_choice(task: PartitionTask, files: list[DataFile], small: list[DataFile],
+                footers: dict[str, FileFooter]) -> AutoChoice:
+    """Copy every small file or rewrite every one: a partition is never split across engines.
+
+    Copy (no decoding, far cheaper) when all three hold, else rewrite:
+
+    - every small file may be copied (it has blocks and no ``no_copy`` reason);
+    - copying leaves no more files than it would if their footers all agreed (files whose
+      footers disagree go to separate copy groups; a rewrite reads them all into one schema);
+    - what readers pay afterwards: the stripes / row groups a copy would keep, over all the
+      copied files of the partition, average at least ``copy_min_block_size`` (the copy floor,
+      docs/performance.md). Files just above and just below the floor are judged together."""
+    rewrite = _rewrite_groups(task, files, small, footers)
+    refused = [f for f in small if not _copyable(footers[f.path])]
+    if refused:
+        return AutoChoice(Engine.REWRITE, rewrite, f"{len(refused)} small file(s) may not be copied")
+    copy = _copy_groups(task, small, footers)
+    # Against the same files packed as one kind (the copy's own packing, not the rewrite's predicted
+    # size): a copy is turned down for more files only where disagreeing footers cause them.
+    one_kind = pack_small_files(small, target_file_size=task.target_file_size,
+                                small_file_limit=task.small_file_limit, min_small_files=2)
+    after_copy, after_rewrite = _files_after(small, copy), _files_after(small, rewrite)
+    if after_copy > _files_after(small, [Group(Engine.COPY, g) for g in one_kind]):
+        return AutoChoice(Engine.REWRITE, rewrite, f"copying would make {after_copy} file(s) of the small ones "
+                                                   f"(their footers differ), a rewrite {after_rewrite}")
+    if not copy:  # no two files fit in one copy: a rewrite, predicted to shrink, may still pack them
+        return AutoChoice(Engine.REWRITE, rewrite, "no two small files fit in one copy of target_file_size"
+                          if rewrite else "")
+    copied = [footers[f.path] for g in copy for f in g.files]
+    blocks = sum(len(ft.block_bytes) for ft in copied)
+    average = sum(sum(ft.block_bytes) for ft in copied) / blocks if blocks else 0
+    if average < task.copy_min_block_size:
+        return AutoChoice(Engine.REWRITE, rewrite, f"copying would keep stripes / row groups averaging "
+                                                   f"{average / 1024:.1f} KB, under copy_min_block_size "
+                                                   f"{task.copy_min_block_size / 1024:.1f} KB")
+    return AutoChoice(Engine.COPY, copy, "")
+
+
+def _files_after(small: list[DataFile], groups: list[Group]) -> int:
+    """How many of the small files' places remain: files left out of every group, plus one per group."""
+    return len(small) - sum(len(g.files) for g in groups) + len(groups)
+
+
+def _copy_groups(task: PartitionTask, candidates: list[DataFile], footers: dict[str, FileFooter]) -> list[Group]:
+    """Copy groups of files whose footers agree (one set of groups per copy key)."""
+    compatible: dict[tuple, list[DataFile]] = {}
+    for f in candidates:
+        compatible.setdefault(footers[f.path].copy_key, []).append(f)
+    return [Group(Engine.COPY, g) for same in compatible.values()
+            for g in pack_small_files(same, target_file_size=task.target_file_size,
+                                      small_file_limit=task.small_file_limit, min_small_files=2)]
+
+
+def _rewrite_groups(task: PartitionTask, files: list[DataFile], rest: list[DataFile],
+                    footers: dict[str, FileFooter]) -> list[Group]:
+    """Rewrite groups, packed by the output size predicted from bytes per row (re-encoding changes
+    the size)."""
+    if not rest:
+        return []
+    capacity = int(task.target_file_size / expansion(files, rest, footers))
+    return [Group(Engine.REWRITE, g) for g in pack_small_files(rest, target_file_size=capacity,
+                                                               small_file_limit=task.small_file_limit,
+                                                               min_small_files=2)]
+
+
+def _copyable(ft: FileFooter) -> bool:
+    """Whether a small file's blocks may be copied at all: it has blocks and no ``no_copy`` reason.
+    (The copy floor is ``auto``'s, judged over the whole partition: ``auto_choice``.)"""
+    return bool(ft.block_rows) and not ft.no_copy
+
+
+def copy_notes(task: PartitionTask, small: list[DataFile], footers: dict[str, FileFooter],
+               files: list[DataFile] | None = None) -> str:
     """Why some small files may not be copied together, for the partition's reason ("" when
-    nothing keeps them apart): files that must not be copied at all, and what the footers of
-    the copyable ones disagree on (those go to separate copy groups, or to a rewrite)."""
+    nothing keeps them apart): files that must not be copied at all, what the footers of the
+    copyable ones disagree on (those go to separate copy groups, or to a rewrite), and (auto)
+    why the partition was rewritten rather than copied. ``files``: the partition's listing
+    (``small`` when not given), from which a rewrite's output size is predicted."""
     if task.merge_mode not in ("auto", "copy") or task.sort_columns:
         return ""
     notes = []
@@ -177,10 +242,14 @@ def copy_notes(task: PartitionTask, small: list[DataFile], footers: dict[str, Fi
     if refused:
         shown = "; ".join(f"{f.name}: {footers[f.path].no_copy}" for f in refused[:3])
         notes.append(f"{len(refused)} small file(s) not copied ({shown}{'; ...' if len(refused) > 3 else ''})")
-    copyable = [footers[f.path] for f in small if _copyable(task, footers[f.path])]
+    copyable = [footers[f.path] for f in small if _copyable(footers[f.path])]
     differing = footer_differences(copyable)
     if differing:
         notes.append("small files not copied together, their footers differ in " + "; ".join(differing))
+    if task.merge_mode == "auto":
+        choice = auto_choice(task, files or small, small, footers)
+        if choice.why and choice.groups:
+            notes.append(f"auto rewrote the partition: {choice.why}")
     return ". ".join(notes)
 
 

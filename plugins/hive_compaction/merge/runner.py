@@ -201,8 +201,8 @@ class BatchRunner:
         if reason:
             return skip(reason)
         groups = grouping.group(task, files, small, footers)
-        # Small files kept out of copy groups by their footers (e.g. another calendar): why.
-        result.reason = grouping.copy_notes(task, small, footers)
+        # Small files kept out of copy groups by their footers (e.g. another calendar), or why auto rewrote.
+        result.reason = grouping.copy_notes(task, small, footers, files)
         result.groups = len(groups)
         result.files_merged = sum(len(g.files) for g in groups)
         result.mode = "+".join(sorted({g.engine.value for g in groups}))
