@@ -4,7 +4,6 @@ Spark's LEGACY rebase metadata. Inputs that disagree on metadata that changes ho
 never copied together."""
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import shutil
 from pathlib import Path
@@ -196,7 +195,7 @@ def test_orc_inputs_with_different_calendars_are_not_copied_together(spark, orc_
         assert read_rows(spark, "orc", target) == read_rows(spark, "orc", group)
 
 
-def test_a_partition_with_both_calendars_is_copied_in_separate_groups_with_the_reason(spark, orc_files, tmp_path):
+def test_a_partition_with_both_calendars_is_copied_in_separate_groups_with_the_reason(stack, spark, orc_files, tmp_path):
     """The merge job on a real partition folder, merge_mode copy: two copy groups, one per calendar,
     the reason in the partition's result; every row (dates before 1582 included) reads back the
     same. (auto rewrites such a partition into one file: copying would leave two.)"""
@@ -210,9 +209,8 @@ def test_a_partition_with_both_calendars_is_copied_in_separate_groups_with_the_r
     task = PartitionTask("db", "t", "dt=1", ("1",), uri, f"file://{tmp_path}/t", "orc", f"file://{tmp_path}/.hc",
                          target_file_size=1 << 30, small_file_limit=1 << 20, min_small_files=2, merge_mode="copy")
 
-    runner = BatchRunner(spark, "run1", "b0")
-    runner.metastore = NoMetastore()  # this Spark knows no Metastore: the commit's lock and statistics read stubbed
-    (result,) = runner.run_batch([task])
+    # ``stack``: the session's Spark knows the real Metastore, whose lock the commit takes.
+    (result,) = BatchRunner(spark, "run1", "b0").run_batch([task])
 
     assert result.status == "merged", result.reason
     assert result.mode == "copy" and result.groups == 2 and result.files_merged == 5
@@ -225,7 +223,7 @@ def test_a_partition_with_both_calendars_is_copied_in_separate_groups_with_the_r
     assert content(spark, "orc", uri) == checksum
 
 
-def test_auto_merges_a_partition_across_the_copy_floor_with_one_engine_into_one_file(spark, tmp_path):
+def test_auto_merges_a_partition_across_the_copy_floor_with_one_engine_into_one_file(stack, spark, tmp_path):
     """Files with stripes on both sides of copy_min_block_size: auto used to copy those above and
     rewrite those below (two outputs). Now one engine and one file per partition: copy where the
     partition's stripes average at least the floor, rewrite where they do not."""
@@ -250,9 +248,7 @@ def test_auto_merges_a_partition_across_the_copy_floor_with_one_engine_into_one_
         tasks.append(PartitionTask("db", "t", f"dt={part}", (part,), uri, f"file://{tmp_path}/t", "orc",
                                    f"file://{tmp_path}/.hc", target_file_size=1 << 30, small_file_limit=1 << 20,
                                    min_small_files=2, merge_mode="auto", copy_min_block_size=floor))
-    runner = BatchRunner(spark, "run1", "b0")
-    runner.metastore = NoMetastore()
-    copied, rewritten = runner.run_batch(tasks)
+    copied, rewritten = BatchRunner(spark, "run1", "b0").run_batch(tasks)
     assert (copied.status, copied.mode, copied.groups, copied.files_merged, copied.files_after) == \
         ("merged", "copy", 1, 4, 1), copied.reason
     assert copied.reason == ""
@@ -261,17 +257,6 @@ def test_auto_merges_a_partition_across_the_copy_floor_with_one_engine_into_one_
     assert rewritten.reason.startswith("auto rewrote the partition: copying would keep stripes / row groups averaging")
     for part, r in (("1", copied), ("2", rewritten)):
         assert read_rows(spark, "orc", r.location) == rows[part]
-
-
-class NoMetastore:
-    """The commit's Metastore calls for a Spark without a Metastore: a lock that is always free,
-    no statistics."""
-    @contextlib.contextmanager
-    def lock(self, table, partition, wait_seconds):
-        yield
-
-    def parameters(self, table, values):
-        return None
 
 
 # --- Parquet ----------------------------------------------------------------------------------
