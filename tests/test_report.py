@@ -210,6 +210,23 @@ def test_distribution_sums_recorded_buckets_and_lists_the_small_files_left_with_
     assert "left: dt=2: 1 small file(s): 1 small file(s), fewer than min_small_files (2)" in text
 
 
+def test_a_merged_partitions_left_reason_is_its_note_only_where_inputs_were_left():
+    """Only its one small output left: too little data (auto's note on why it rewrote rather than
+    copied does not say why a file is small). Inputs left beside the outputs: the note says why."""
+    note = "auto rewrote the partition: copying would keep stripes / row groups averaging 1.3 KB, under ..."
+    results = [result(partition="dt=1", files_before=4, files_after=1, files_merged=4, groups=1, reason=note,
+                      sizes_before=[4, 0, 0, 0], sizes_after=[1, 0, 0, 0]),
+               result(partition="dt=2", files_before=5, files_after=3, files_merged=3, groups=1,
+                      reason="2 small file(s) not copied (a.orc: encrypted; b.orc: encrypted)",
+                      sizes_before=[5, 0, 0, 0], sizes_after=[3, 0, 0, 0])]
+    t = distribution(results, [], [], {"db.t": POLICY})["db.t"]
+    assert t["small_files_left"] == [
+        {"partition": "dt=1", "small_files": 1, "reason": "too little small data left to fill a file of the "
+                                                          "small-file limit"},
+        {"partition": "dt=2", "small_files": 3, "reason": "2 small file(s) not copied (a.orc: encrypted; "
+                                                          "b.orc: encrypted)"}]
+
+
 def test_distribution_without_recorded_sizes_says_what_is_known():
     results = [result(partition="dt=1", files_merged=10, groups=2),
                result(partition="dt=2", status="skipped", files_before=4, files_after=4, reason="sub-folders"),

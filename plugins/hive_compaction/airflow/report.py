@@ -89,10 +89,18 @@ def _add(a: list[int] | None, b) -> list[int] | None:
     return [x + int(y) for x, y in zip(a, b)]
 
 
-def _left_reason(r: dict) -> str:
-    reason = r.get("reason") or {"merged": "too little small data left to fill a file of the small-file limit",
-                                 "would_merge": "dry run",
-                                 "nothing_to_do": "fewer small files than min_small_files"}.get(r["status"], r["status"])
+LITTLE_DATA = "too little small data left to fill a file of the small-file limit"
+
+
+def _left_reason(r: dict, small: int | None = None) -> str:
+    """Why a partition still holds small files. A merged partition whose only small files are
+    its outputs had too little data for more; its notes (what was not copied, why auto rewrote)
+    explain inputs left beside them."""
+    if r["status"] == "merged" and small is not None and small <= (r.get("groups") or 0):
+        reason = LITTLE_DATA
+    else:
+        reason = r.get("reason") or {"merged": LITTLE_DATA, "would_merge": "dry run",
+                                     "nothing_to_do": "fewer small files than min_small_files"}.get(r["status"], r["status"])
     return "; ".join(x for x in (reason, r.get("again")) if x)
 
 
@@ -133,7 +141,7 @@ def distribution(results: list[dict], skipped: list[dict], deferred: list[dict],
             small = after[0] + after[1]
             if small:
                 e["small_files_left"].append({"partition": r["partition"], "small_files": small,
-                                              "reason": _left_reason(r)})
+                                              "reason": _left_reason(r, small)})
         elif r["status"] != "merged" and r["files_after"] > 1:  # sizes unknown: they may be small
             e["small_files_left"].append({"partition": r["partition"], "small_files": None,
                                           "reason": _left_reason(r)})
