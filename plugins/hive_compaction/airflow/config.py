@@ -304,19 +304,24 @@ def _policy(raw: dict, base: TablePolicy, where: str) -> TablePolicy:
     return policy
 
 
-def _spark_submit(raw: Any, spark_conf: dict[str, str], where: str) -> SparkSubmitOptions:
-    """The ``spark_submit:`` mapping; ``where`` is "<file>: spark_submit"."""
+def _set_keys(raw: Any, where: str, options: type, elsewhere: dict[str, str]):
+    """(key, value, "<where>: key 'k'") of a mapping section's keys that are set; an unknown key
+    is refused naming the known ones (and where it belongs, when ``elsewhere`` knows)."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__}")
-    known = {f.name for f in fields(SparkSubmitOptions)}
-    values: dict[str, Any] = {}
+    known = {f.name for f in fields(options)}
     for key, value in raw.items():
-        at = f"{where}: key {key!r}"
         if key not in known:
-            hint = f": {_SUBMIT_ELSEWHERE[key]}" if key in _SUBMIT_ELSEWHERE else ""
+            hint = f": {elsewhere[key]}" if key in elsewhere else ""
             raise ConfigError(f"{where}: unknown key {key!r}{hint} (known: {', '.join(sorted(known))})")
-        if value is None:  # written but empty: not set
-            continue
+        if value is not None:  # written but empty: not set
+            yield key, value, f"{where}: key {key!r}"
+
+
+def _spark_submit(raw: Any, spark_conf: dict[str, str], where: str) -> SparkSubmitOptions:
+    """The ``spark_submit:`` mapping; ``where`` is "<file>: spark_submit"."""
+    values: dict[str, Any] = {}
+    for key, value, at in _set_keys(raw, where, SparkSubmitOptions, _SUBMIT_ELSEWHERE):
         if key in _SUBMIT_BOOLS:
             if not isinstance(value, bool):
                 raise ConfigError(f"{at}: expected true or false, got {value!r}")
@@ -376,17 +381,8 @@ def _spark_submit(raw: Any, spark_conf: dict[str, str], where: str) -> SparkSubm
 
 def _airflow_tasks(raw: Any, where: str) -> AirflowTasks:
     """The ``airflow_tasks:`` mapping; ``where`` is "<file>: airflow_tasks"."""
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__}")
-    known = {f.name for f in fields(AirflowTasks)}
     values: dict[str, Any] = {}
-    for key, value in raw.items():
-        at = f"{where}: key {key!r}"
-        if key not in known:
-            hint = f": {_TASKS_ELSEWHERE[key]}" if key in _TASKS_ELSEWHERE else ""
-            raise ConfigError(f"{where}: unknown key {key!r}{hint} (known: {', '.join(sorted(known))})")
-        if value is None:  # written but empty: not set
-            continue
+    for key, value, at in _set_keys(raw, where, AirflowTasks, _TASKS_ELSEWHERE):
         if key in ("queue", "merge_queue"):
             if not isinstance(value, str) or not _QUEUE_NAME.fullmatch(value):
                 raise ConfigError(f"{at}: expected an Airflow executor queue's name (no spaces or commas), "
