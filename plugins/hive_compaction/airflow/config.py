@@ -504,56 +504,25 @@ def _alerts(raw: Any, where: str) -> tuple[AlertSpec, ...]:
     return tuple(specs)
 
 
+_TOP_LEVEL = {"tables", "defaults", "metastore_conn_id", "spark_conn_id", "pool", "fan_out", "spark_conf",
+              "spark_submit", "py_files", "merge_job", "retries", "results_table", "alerts", "airflow_tasks"}
+_TASK_KEYS = {"queue", "merge_queue", "executor_config", "priority_weight", "merge_priority_weight",
+              "merge_executor_config"}
+
+
 def parse(raw: Any, source: str = "<config>") -> Settings:
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: expected a mapping at the top level")
-    known = {"tables", "defaults", "metastore_conn_id", "spark_conn_id", "pool", "fan_out",
-             "spark_conf", "spark_submit", "py_files", "merge_job", "retries", "results_table", "alerts",
-             "airflow_tasks"}
-    unknown = set(raw) - known
+    unknown = set(raw) - _TOP_LEVEL
     if unknown:
-        hint = ""
-        if unknown & {"queue", "merge_queue", "executor_config", "priority_weight", "merge_priority_weight",
-                      "merge_executor_config"}:
-            hint = " (Airflow's executor queue, priority and executor_config go in the section airflow_tasks:)"
+        hint = (" (Airflow's executor queue, priority and executor_config go in the section airflow_tasks:)"
+                if unknown & _TASK_KEYS else "")
         raise ConfigError(f"{source}: unknown key(s) {', '.join(sorted(map(str, unknown)))}{hint}")
     defaults = _policy(raw.get("defaults") or {}, TablePolicy(), f"{source}: defaults")
-
-    tables = []
-    seen = set()
-    if not isinstance(raw.get("tables") or [], list):
-        raise ConfigError(f"{source}: tables: expected a list of tables, got {type(raw['tables']).__name__}")
-    for i, entry in enumerate(raw.get("tables") or []):
-        if isinstance(entry, str):
-            entry = {"name": entry}
-        if not isinstance(entry, dict) or "name" not in entry:
-            raise ConfigError(f"{source}: tables[{i}]: expected a mapping with a 'name' key")
-        name = entry["name"]
-        if not isinstance(name, str) or not _TABLE_NAME.fullmatch(name):
-            raise ConfigError(f"{source}: tables[{i}]: name must be 'database.table', got {name!r}")
-        if name.lower() in seen:
-            raise ConfigError(f"{source}: table {name} is listed twice")
-        seen.add(name.lower())
-        policy = _policy({k: v for k, v in entry.items() if k != "name"}, defaults,
-                         f"{source}: table {name}")
-        db, tbl = name.lower().split(".")
-        tables.append(TableConfig(db, tbl, policy))
-
-    fan_raw = raw.get("fan_out") or {}
-    if not isinstance(fan_raw, dict):
-        raise ConfigError(f"{source}: fan_out: expected a mapping")
-    fan = FanOut()
-    for key, value in fan_raw.items():
-        at = f"{source}: fan_out: key {key!r}"
-        if key == "max_bytes_per_job":
-            fan = replace(fan, max_bytes_per_job=max(1, parse_size(value, at)))
-        elif key in ("max_spark_jobs", "max_partitions_per_job"):
-            fan = replace(fan, **{key: _int(value, at, 1)})
-        else:
-            raise ConfigError(f"{source}: fan_out: unknown key {key!r}")
-
+    tables = _tables(raw.get("tables"), defaults, source)
+    fan = _fan_out(raw.get("fan_out") or {}, f"{source}: fan_out")
     spark_conf = raw.get("spark_conf") or {}
     if not isinstance(spark_conf, dict):
         raise ConfigError(f"{source}: spark_conf: expected a mapping")
@@ -581,6 +550,43 @@ def parse(raw: Any, source: str = "<config>") -> Settings:
                 raise ConfigError(f"{source}: {key}: expected a non-empty string")
             out = replace(out, **{key: raw[key]})
     return out
+
+
+def _tables(raw: Any, defaults: TablePolicy, source: str) -> list[TableConfig]:
+    """The ``tables:`` list: names ``database.table`` (or mappings with ``name`` and policy keys)."""
+    if not isinstance(raw or [], list):
+        raise ConfigError(f"{source}: tables: expected a list of tables, got {type(raw).__name__}")
+    tables, seen = [], set()
+    for i, entry in enumerate(raw or []):
+        if isinstance(entry, str):
+            entry = {"name": entry}
+        if not isinstance(entry, dict) or "name" not in entry:
+            raise ConfigError(f"{source}: tables[{i}]: expected a mapping with a 'name' key")
+        name = entry["name"]
+        if not isinstance(name, str) or not _TABLE_NAME.fullmatch(name):
+            raise ConfigError(f"{source}: tables[{i}]: name must be 'database.table', got {name!r}")
+        if name.lower() in seen:
+            raise ConfigError(f"{source}: table {name} is listed twice")
+        seen.add(name.lower())
+        policy = _policy({k: v for k, v in entry.items() if k != "name"}, defaults, f"{source}: table {name}")
+        db, tbl = name.lower().split(".")
+        tables.append(TableConfig(db, tbl, policy))
+    return tables
+
+
+def _fan_out(raw: Any, where: str) -> FanOut:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping")
+    fan = FanOut()
+    for key, value in raw.items():
+        at = f"{where}: key {key!r}"
+        if key == "max_bytes_per_job":
+            fan = replace(fan, max_bytes_per_job=max(1, parse_size(value, at)))
+        elif key in ("max_spark_jobs", "max_partitions_per_job"):
+            fan = replace(fan, **{key: _int(value, at, 1)})
+        else:
+            raise ConfigError(f"{where}: unknown key {key!r}")
+    return fan
 
 
 def _merge_job(value: Any, where: str) -> str:
