@@ -128,28 +128,8 @@ def select(settings: Settings, params: dict, run_type, logical_date: datetime | 
     if not isinstance(p["dry_run"], bool):
         raise ParamError(f"dry_run: expected true or false, got {p['dry_run']!r}")
 
-    target = _size_mb(p["target_file_size_mb"], "target_file_size_mb", 1)
-    limit = _size_mb(p["small_file_limit_mb"], "small_file_limit_mb", 0)
-    overridden = []
-    for t in tables:
-        policy = t.policy
-        if target is not None:
-            policy = replace(policy, target_file_size=target * 1024**2)
-        if limit is not None:
-            policy = replace(policy, small_file_limit=limit * 1024**2)
-        if policy.small_file_limit > policy.target_file_size:
-            raise ParamError(f"small_file_limit_mb: {policy.small_file_limit // 1024**2} MB exceeds the target file "
-                             f"size of {t.name} ({policy.target_file_size // 1024**2} MB)")
-        overridden.append(replace(t, policy=policy))
-
-    start, end = _date(p["partition_date"], "partition_date"), _date(p["partition_date_to"], "partition_date_to")
-    if end and not start:
-        raise ParamError("partition_date_to: needs partition_date too")
-    if start and end and end < start:
-        raise ParamError(f"partition_date_to: {end} is before partition_date {start}")
-    if start and end and (end - start).days >= MAX_RANGE_DAYS:
-        raise ParamError(f"partition_date_to: a range of at most {MAX_RANGE_DAYS} days, got {(end - start).days + 1}")
-
+    overridden = _with_sizes(tables, p)
+    start, end = _date_range(p)
     key_lag = settings.key_lag_days
     if key is None and run_type == "scheduled" and logical_date is not None:  # a run from before the keys
         key = _as_date(logical_date) - timedelta(days=key_lag)
@@ -172,6 +152,36 @@ def select(settings: Settings, params: dict, run_type, logical_date: datetime | 
     today = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).date()
     next_key = next_scheduled_key(run_type, key if not start else None, key_lag, today)
     return RunSelection(tuple(overridden), dates, p["dry_run"], lookback, next_key, key_lag)
+
+
+def _with_sizes(tables: list[TableConfig], p: dict) -> list[TableConfig]:
+    """The tables with the form's file sizes (when given) in their policies."""
+    target = _size_mb(p["target_file_size_mb"], "target_file_size_mb", 1)
+    limit = _size_mb(p["small_file_limit_mb"], "small_file_limit_mb", 0)
+    overridden = []
+    for t in tables:
+        policy = t.policy
+        if target is not None:
+            policy = replace(policy, target_file_size=target * 1024**2)
+        if limit is not None:
+            policy = replace(policy, small_file_limit=limit * 1024**2)
+        if policy.small_file_limit > policy.target_file_size:
+            raise ParamError(f"small_file_limit_mb: {policy.small_file_limit // 1024**2} MB exceeds the target file "
+                             f"size of {t.name} ({policy.target_file_size // 1024**2} MB)")
+        overridden.append(replace(t, policy=policy))
+    return overridden
+
+
+def _date_range(p: dict) -> tuple[date | None, date | None]:
+    """The form's partition_date and partition_date_to, checked."""
+    start, end = _date(p["partition_date"], "partition_date"), _date(p["partition_date_to"], "partition_date_to")
+    if end and not start:
+        raise ParamError("partition_date_to: needs partition_date too")
+    if start and end and end < start:
+        raise ParamError(f"partition_date_to: {end} is before partition_date {start}")
+    if start and end and (end - start).days >= MAX_RANGE_DAYS:
+        raise ParamError(f"partition_date_to: a range of at most {MAX_RANGE_DAYS} days, got {(end - start).days + 1}")
+    return start, end
 
 
 def _as_date(value: datetime | date) -> date:
