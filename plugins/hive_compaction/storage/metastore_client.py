@@ -65,6 +65,16 @@ def jvm_client(spark, uris: str | None, purpose: str, conf=None):
     return spark._jvm.org.apache.hadoop.hive.metastore.HiveMetaStoreClient(conf)
 
 
+def _unless_missing(call, *args):
+    """``call(*args)``, or None where the Metastore answers NoSuchObjectException (through py4j)."""
+    try:
+        return call(*args)
+    except Exception as e:  # noqa: BLE001 - py4j wraps the Metastore's exceptions
+        if "NoSuchObject" in str(e):
+            return None
+        raise
+
+
 class JobMetastore:
     """The Metastore as the merge job sees it: partition locations, location switches and the
     lock API, through the Metastore client in Spark's JVM (``jvm_client``), so it
@@ -135,12 +145,7 @@ class JobMetastore:
 
     def _get(self, client, table: str, values: list[str]):
         db, tbl = table.split(".", 1)
-        try:
-            return client.getPartition(db, tbl, list(values))
-        except Exception as e:  # noqa: BLE001 - NoSuchObjectException through py4j
-            if "NoSuchObject" in str(e):
-                return None
-            raise
+        return _unless_missing(client.getPartition, db, tbl, list(values))
 
     def _as_dict(self, params) -> dict[str, str]:
         """A Java map of strings as a dict, in one round trip (iterated, it is two per key)."""
@@ -182,12 +187,8 @@ class JobMetastore:
     def table_location(self, table: str) -> str | None:
         """The table's location; None when the table does not exist."""
         with self._client() as client:
-            try:
-                return str(client.getTable(*table.split(".", 1)).getSd().getLocation())
-            except Exception as e:  # noqa: BLE001 - NoSuchObjectException through py4j
-                if "NoSuchObject" in str(e):
-                    return None
-                raise
+            t = _unless_missing(client.getTable, *table.split(".", 1))
+            return None if t is None else str(t.getSd().getLocation())
 
     def update_parameters(self, table: str, partition: str, parameters: dict[str, str | None]) -> bool:
         """Merge ``parameters`` (statistics; None removes a key) into the partition named
@@ -195,12 +196,10 @@ class JobMetastore:
         the Metastore told not to compute statistics itself. False when it does not exist."""
         db, tbl = table.split(".", 1)
         with self._client() as client:
-            try:
-                target = client.getPartition(db, tbl, partition) if partition else client.getTable(db, tbl)
-            except Exception as e:  # noqa: BLE001 - NoSuchObjectException through py4j
-                if "NoSuchObject" in str(e):
-                    return False
-                raise
+            target = (_unless_missing(client.getPartition, db, tbl, partition) if partition
+                      else _unless_missing(client.getTable, db, tbl))
+            if target is None:
+                return False
             self._merge_parameters(target, parameters)
             if partition:
                 client.alter_partition(db, tbl, target, self._keep_statistics())
