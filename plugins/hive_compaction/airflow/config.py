@@ -31,6 +31,8 @@ def default_merge_job() -> str:
     """The merge job inside the installed package (the wheel's copy, or the checkout's)."""
     from hive_compaction.jobs import MERGE_JOB
     return str(MERGE_JOB)
+
+
 MAX_LOOKBACK_DAYS = 366
 
 

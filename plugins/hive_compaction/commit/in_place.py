@@ -37,6 +37,7 @@ import time
 from hive_compaction.commit.faults import fault_point
 from hive_compaction.commit.work_area import WorkArea, check_record, read_journal, read_journal_if_exists
 from hive_compaction.storage.hadoop_fs import FolderGone, HadoopFS
+from hive_compaction.storage.listing import is_hidden
 from hive_compaction.storage.metastore_client import CommitConflict
 
 log = logging.getLogger(__name__)
@@ -151,7 +152,7 @@ def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | 
 
 def _visible(fs: HadoopFS, location: str) -> list:
     """The partition's files that readers see (Hive and Spark skip names starting with '_' or '.')."""
-    return [e for e in fs.list(location.rstrip("/")) if not e.is_dir and not e.name.startswith(("_", "."))]
+    return [e for e in fs.list(location.rstrip("/")) if not e.is_dir and not is_hidden(e.name)]
 
 
 def _committed(fs: HadoopFS, record: dict, trash: str) -> bool:
