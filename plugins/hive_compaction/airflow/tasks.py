@@ -79,7 +79,7 @@ def plan(settings: config_mod.Settings, hms: Metastore, run_id: str, selection: 
     run, dry_run = run_tag(run_id), selection.dry_run
     now = time.time() if now is None else now
     found = candidates(hms, selection, now)
-    batches, deferred = pack(settings, found, selection, run, dry_run, max_map_length)
+    batches, deferred = pack(settings, found, selection, run, max_map_length)
     if batches:
         results_reader.ensure(hms, settings.results_table)
         pruned = results_reader.prune(hms, settings.results_table, now)
@@ -128,7 +128,7 @@ def candidates(hms: Metastore, selection: RunSelection, now: float) -> Candidate
     return found
 
 
-def pack(settings: config_mod.Settings, found: Candidates, selection: RunSelection, run: str, dry_run: bool,
+def pack(settings: config_mod.Settings, found: Candidates, selection: RunSelection, run: str,
          max_map_length: int) -> tuple[list[list[PartitionTask]], list[PartitionTask]]:
     """(batches, deferred) within the fan-out caps and the command line's size. When the caps
     defer some: the run's own dates go first (the likeliest small files first, by statistics),
@@ -140,7 +140,7 @@ def pack(settings: config_mod.Settings, found: Candidates, selection: RunSelecti
     capacity = limit * settings.fan_out.max_partitions_per_job
     batches, deferred = pack_batches(tasks[:capacity], settings.fan_out, max_map_length)
     deferred += tasks[capacity:]
-    batches = split_oversized(batches, lambda b: encode_batch(batch_payload(run, 0, dry_run, b)))
+    batches = split_oversized(batches, lambda b: encode_batch(batch_payload(run, 0, selection.dry_run, b)))
     for overflow in batches[limit:]:  # splitting for the command line made too many: next run
         deferred += overflow
     return batches[:limit], deferred
