@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from hive_compaction.model.batch import PartitionTask
 from hive_compaction.merge.grouping import (Engine, FileFooter, auto_choice, copy_notes, expansion, group,
-                                            output_codec, skip_reason, staged_suffix)
+                                            output_codec, skip_reason, staged_suffix, tiny_blocks)
 from hive_compaction.storage.listing import data_files
 from hive_compaction.storage.listing import DataFile
 from hive_compaction.storage.hadoop_fs import Entry
@@ -165,7 +165,10 @@ def test_rewrite_groups_are_packed_by_the_predicted_output_size():
     assert expansion(small, small, footers) == 1.0  # nothing to learn from
 
 
-def test_codec_and_suffix():
+def test_tiny_blocks_codec_and_suffix():
+    assert tiny_blocks(footer(blocks=4, block_bytes=100), min_avg_block_bytes=101)
+    assert not tiny_blocks(footer(blocks=4, block_bytes=100), min_avg_block_bytes=100)
+    assert tiny_blocks(footer(rows=400, blocks=4), min_block_rows=101)
     assert output_codec(footer(codec="ZSTD")) == "zstd" and output_codec(footer(codec="WEIRD")) == "snappy"
     assert staged_suffix("part-0.snappy.orc") == ".snappy.orc" and staged_suffix("a.parquet") == ".parquet"
     assert staged_suffix("noext") == ""

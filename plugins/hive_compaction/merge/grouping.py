@@ -130,6 +130,12 @@ def copy_refused(task: PartitionTask) -> str | None:
     return None
 
 
+def tiny_blocks(ft: FileFooter, min_avg_block_bytes: int = 0, min_block_rows: int = 0) -> bool:
+    """Whether a file's stripes / row groups average below the floor (copying would keep them tiny)."""
+    n = len(ft.block_rows)
+    return bool(n) and (sum(ft.block_bytes) / n < min_avg_block_bytes or ft.rows / n < min_block_rows)
+
+
 def group(task: PartitionTask, files: list[DataFile], small: list[DataFile], footers: dict[str, FileFooter]) -> list[Group]:
     """The partition's merge groups (Hudi-style packing), by ``merge_mode``.
 
