@@ -21,7 +21,6 @@ from urllib.parse import unquote
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from hive_compaction.commit.faults import fault_point
 from hive_compaction.merge.checksum import content, content_metrics
 from hive_compaction.merge.copy import error_text
 from hive_compaction.merge.grouping import Engine, Group, Work, staged_suffix
@@ -160,8 +159,6 @@ class RewriteEngine:
         try:
             functools.reduce(DataFrame.unionAll, branches).write.format(fmt).option("compression", codec).save(job_dir)
             written = time.monotonic()
-            for w, _ in items:
-                fault_point("rewritten", w.task.label, w.task.location)
             outputs: dict[int, list] = {}
             for e in self.fs.list(job_dir):
                 m = _TASK_FILE.match(e.name)

@@ -27,7 +27,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pyspark.sql import SparkSession
 
 from hive_compaction.commit import location_switch, recovery as maintenance
-from hive_compaction.commit.faults import fault_point
 from hive_compaction.commit.in_place import CommitHeld, InputsChanged, commit, hold, recover
 from hive_compaction.commit.work_area import WorkArea
 from hive_compaction.merge import copy as copy_merge, grouping
@@ -263,7 +262,6 @@ class BatchRunner:
         try:
             if work.error:
                 raise RuntimeError(work.error)
-            fault_point("staged", task.label, task.location)
             inputs = [f for g in work.groups for f in g.files]
             outputs = [o for g in work.groups for o in g.staged]
             record = CommitRecord(
