@@ -133,13 +133,13 @@ def _count(operation: str, uri) -> None:
     if calls is None:
         return
     _now.calls = calls = calls + 1
-    where = f"{CALL}{calls} (before {operation} {uri})"
     for name, text in _entries(os.environ.get(HOOK_ENV)):
         if name == f"{CALL}{calls}" and text in _now.label:
-            _run_hook(where, _now.label, _now.folder() if _now.folder else None)
+            _run_hook(f"{CALL}{calls} (before {operation} {uri})", _now.label, _now.folder() if _now.folder else None)
     n, _, text = os.environ.get(KILL_AT_CALL_ENV, "").partition(":")
     if n and calls == int(n) and text in _now.label:
-        log.warning("test kill point %s reached: killing the job with SIGKILL", where)
+        log.warning("test kill point %s%d reached (before %s %s): killing the job with SIGKILL", CALL, calls,
+                    operation, uri)
         os.kill(os.getpid(), signal.SIGKILL)
 
 
