@@ -127,12 +127,12 @@ class Stack:
             env.setdefault("SPARK_SUBMIT_OPTS", QUICK_JVM_START + shared)
         if config_path:
             env["HIVE_COMPACTION_CONFIG"] = str(config_path)
+        env.update(extra)
         if any(k.startswith("HIVE_COMPACTION_TEST_") for k in extra):
             # The job's storage and Metastore calls are wrapped from outside (scripts/fault_hooks.py,
             # loaded by scripts/fault_injection/sitecustomize.py) only when a test asks for a fault.
             injection = str(ROOT / "scripts" / "fault_injection")
             env["PYTHONPATH"] = os.pathsep.join(p for p in (injection, env.get("PYTHONPATH")) if p)
-        env.update(extra)
         return env
 
     def start(self) -> None:
