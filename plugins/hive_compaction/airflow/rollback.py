@@ -42,7 +42,8 @@ def params_schema(table_names: list[str]) -> dict[str, dict]:
                 "description": "The hive_compaction run to undo: its run id (the merge DAG's run list shows it) "
                                "or the run tag of its report. A run that committed nothing to the table fails "
                                "the check task, which then lists the runs that did"},
-        "partitions": {"type": ["null", "array"], "items": {"type": "string", "minLength": 1}, "uniqueItems": True,
+        "partitions": {"type": ["null", "array"], "items": {"type": "string"}, "uniqueItems": True,
+                       # blank lines (the form's textarea) are dropped by check()
                        "title": "Partitions", "description": "Only these partitions of the run (dt=2026-01-01), one "
                                                              "per line; empty: every partition it committed"},
         "dry_run": {"type": "boolean", "title": "Dry run",
