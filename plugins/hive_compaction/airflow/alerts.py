@@ -150,7 +150,9 @@ def describe(context: dict, config_path: str | Path | None = None) -> dict:
     tables = None
     if plan is None:
         params = context.get("params") or {}
-        tables = list(params.get("tables") or []) or [t.name for t in config_mod.load_lenient(config_path)[0].tables]
+        # the merge form's tables, the rollback form's table, else every configured table
+        tables = list(params.get("tables") or []) or ([params["table"]] if isinstance(params.get("table"), str) else
+                                                      [t.name for t in config_mod.load_lenient(config_path)[0].tables])
     return failure(task_id, context.get("run_id") or getattr(ti, "run_id", "?"), map_index=map_index,
                    label=getattr(ti, "rendered_map_index", None) if task_id == "merge" else None,
                    plan=plan, exception=context.get("exception"), results=results, tables=tables,

@@ -35,8 +35,9 @@ def encode(of_run: str, table: str, dry_run: bool, partitions: list[dict], error
         params[ERROR] = error[:ERROR_CHARS]
     for i, p in enumerate(partitions):
         text = json.dumps(p, separators=(",", ":"))
-        if len(text) > MAX_PARAM_CHARS:  # a partition value thousands of characters long: keep the figures
-            text = json.dumps({k: v for k, v in p.items() if k != "location"}, separators=(",", ":"))
+        if len(text) > MAX_PARAM_CHARS:  # long paths or file names: keep the partition and the figures
+            text = json.dumps({k: v for k, v in p.items() if k not in ("location", "names_back")},
+                              separators=(",", ":"))
         params[f"{PARTITION_PREFIX}{i:05d}"] = text
     return params
 
