@@ -80,3 +80,27 @@ def test_a_dry_run_through_the_dag_lists_what_would_move_back_and_moves_nothing(
     assert stack.snapshot(DB, TABLE) == state and stack.content(DB, TABLE) == content  # nothing moved
     # A dry run rolls nothing back: the partition is still offered.
     assert check(stack, cfg, table=f"{DB}.{TABLE}", run=run_id).partitions == ("dt=2026-07-01", "dt=2026-07-02")
+
+
+def test_a_rollback_that_cannot_finish_reports_why_and_moves_nothing(stack, merged):
+    """The originals of a partition are gone from the trash (purged by hand): the job refuses
+    before it moves anything, records why, and the report task fails with that reason."""
+    import json
+    from pathlib import Path
+    from urllib.parse import urlsplit
+
+    cfg, run_id = merged["cfg"], merged["run"].run_id
+    work = stack.partition_location(DB, TABLE, "dt=2026-07-01").parent.parent / ".hive_compaction" / TABLE
+    [manifest] = [m for f in (work / "manifests" / run_tag(run_id)).glob("*.json")
+                  if (m := json.loads(f.read_text()))["partition"] == "dt=2026-07-01"]
+    for f in manifest["inputs"]:
+        (Path(urlsplit(manifest["trash"]).path) / f["name"]).unlink()
+    state, content = stack.snapshot(DB, TABLE), stack.content(DB, TABLE)
+    out = stack.run_dag(cfg, {"table": f"{DB}.{TABLE}", "run": run_id, "partitions": ["dt=2026-07-01"]},
+                        dag_id="hive_compaction_rollback")
+    assert out.state == "failed", out.log[-6000:]
+    assert out.states == {"check": ["success"], "rollback": ["failed"], "report": ["failed"]}, out.states
+    reason = "are no longer in the trash (purged after the retention?); nothing was changed"
+    assert f"run {run_tag(run_id)} in {DB}.{TABLE}: 0 partition(s), 0 original file(s) moved back" in out.log \
+        and reason in out.log.split("rollback report", 1)[-1], out.log[-6000:]
+    assert stack.snapshot(DB, TABLE) == state and stack.content(DB, TABLE) == content
