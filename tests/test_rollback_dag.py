@@ -83,8 +83,9 @@ def test_a_dry_run_through_the_dag_lists_what_would_move_back_and_moves_nothing(
 
 
 def test_a_rollback_that_cannot_finish_reports_why_and_moves_nothing(stack, merged):
-    """The originals of a partition are gone from the trash (purged by hand): the job refuses
-    before it moves anything, records why, and the report task fails with that reason."""
+    """The originals of a partition are gone from the trash (purged by hand): a dry run says which
+    partition cannot be restored; the rollback refuses before it moves anything, records why, and
+    the report task fails with that reason."""
     import json
     from pathlib import Path
     from urllib.parse import urlsplit
@@ -96,6 +97,13 @@ def test_a_rollback_that_cannot_finish_reports_why_and_moves_nothing(stack, merg
     for f in manifest["inputs"]:
         (Path(urlsplit(manifest["trash"]).path) / f["name"]).unlink()
     state, content = stack.snapshot(DB, TABLE), stack.content(DB, TABLE)
+    # A dry run of the whole run says so: the other partition would be restored, this one cannot.
+    dry = stack.run_dag(cfg, {"table": f"{DB}.{TABLE}", "run": run_id, "dry_run": True},
+                        dag_id="hive_compaction_rollback")
+    assert dry.state == "failed", dry.log[-6000:]
+    report = dry.log.split("rollback report", 1)[-1]
+    assert "dt=2026-07-01  cannot: 3 original file(s) gone" in report and "dt=2026-07-02  would restore" in report \
+        and "dt=2026-07-01: original file(s) [" in report, dry.log[-6000:]
     out = stack.run_dag(cfg, {"table": f"{DB}.{TABLE}", "run": run_id, "partitions": ["dt=2026-07-01"]},
                         dag_id="hive_compaction_rollback")
     assert out.state == "failed", out.log[-6000:]

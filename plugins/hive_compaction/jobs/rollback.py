@@ -78,10 +78,9 @@ def main(argv: list[str] | None = None) -> int:
         found = rollback_run(fs, area, run_tag(args.run), location, args.partition, metastore=metastore,
                              restored=restored, dry_run=args.dry_run)
         if args.dry_run:
-            for m in found:
-                handled.append(_described(m, "already rolled back" if m.get("rolled_back_at") else "would restore"))
-                _print_would(args.table, m)
+            handled += _dry_run(fs, name, found)
     except (RollbackError, CommitConflict) as e:
+        handled += getattr(e, "described", [])
         error = str(e)
         print(f"error: {e}", file=sys.stderr, flush=True)
     except Exception as e:  # recorded too (the report says what stopped it), then raised as it is
@@ -108,6 +107,39 @@ def _described(m: dict, state: str, stats: dict | None = None) -> dict:
             "state": state, "files_back": len(inputs), "bytes_back": sum(f.get("size", 0) for f in inputs),
             "outputs_out": len(m.get("outputs") or []), "names_back": sorted(f["name"] for f in inputs)[:20],
             "statistics": {k: stats.get(k) for k in (NUM_FILES, TOTAL_SIZE, NUM_ROWS)}}
+
+
+def _dry_run(fs: HadoopFS, name: str, found: list[dict]) -> list[dict]:
+    """What a rollback of ``found`` (manifests) would do, printed and described; RollbackError
+    (after listing them all) when the originals of some are gone: the rollback would refuse those."""
+    described, refused = [], []
+    for m in found:
+        gone = [] if m.get("rolled_back_at") or m.get("mode") else _gone(fs, m)
+        described.append(_described(m, "already rolled back" if m.get("rolled_back_at") else
+                                     f"cannot: {len(gone)} original file(s) gone" if gone else "would restore"))
+        _print_would(name, m)
+        if gone:
+            refused.append(f"{m['partition']}: original file(s) {gone[:3]} are no longer in the trash")
+    if refused:
+        # raised after the listing: the record keeps every partition's line
+        raise _Refused(described, f"{name}: {'; '.join(refused)} (purged after the retention?); a rollback of "
+                                  "these would change nothing")
+    return described
+
+
+class _Refused(RollbackError):
+    """A dry run's refusal, carrying what it listed."""
+
+    def __init__(self, described: list[dict], message: str):
+        super().__init__(message)
+        self.described = described
+
+
+def _gone(fs: HadoopFS, m: dict) -> list[str]:
+    """Original files of an in-place commit neither in the trash nor back in the partition."""
+    names = [f["name"] for f in m["inputs"]]
+    found = fs.statuses([f"{m['trash']}/{n}" for n in names] + [f"{m['location']}/{n}" for n in names])
+    return [n for n, t, p in zip(names, found[:len(names)], found[len(names):]) if t is None and p is None]
 
 
 def _print_would(table: str, m: dict) -> None:
