@@ -47,7 +47,7 @@ def rollback_dag(config_path: Path, settings: config.Settings, on_failure, dag_i
         doc_md=DOC,
     ) as dag:
 
-        @task(multiple_outputs=True, retries=0)  # a wrong form value or config is not worth a retry
+        @task(multiple_outputs=True)  # retried when the Metastore is unreachable, never for a wrong value
         def check(params=None, run_id=None):
             from airflow.sdk.exceptions import AirflowFailException
             from hive_compaction.airflow import metastore_hook as metastore
