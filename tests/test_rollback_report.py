@@ -50,6 +50,9 @@ def test_the_report_counts_what_moved_and_says_so():
     assert text[0].split() == ["partition", "state", "files", "back", "merged", "out", "numFiles", "totalSize",
                                "numRows"]
     assert text[2].split() == ["dt=2026-07-01", "restored", "4", "1", "4", "1200", "90"]
+    unknown = rollback.report(rollbacks.decode(rollbacks.encode("r", "db.t", False, [
+        {**line("dt=1", "restored"), "statistics": {"numFiles": "3", "totalSize": "900", "numRows": None}}])))
+    assert rollback.render(unknown).splitlines()[2].split()[-1] == "-"  # a key the partition does not have
     dry = rollback.report(rollbacks.decode(rollbacks.encode("r", "db.t", True, [line("dt=1", "would restore")],
                                                             "stopped here")))
     assert dry["note"] == ("dry run: rollback of run r in db.t: 1 partition(s), 3 original file(s) would move back, "

@@ -215,7 +215,7 @@ def render(rep: dict) -> str:
     """The report as a fixed-width table for the task log."""
     header = ("partition", "state", "files back", "merged out", "numFiles", "totalSize", "numRows")
     rows = [header] + [(p["partition"] or "-", p["state"], str(p["files_back"]), str(p["outputs_out"]),
-                        *(str(p["statistics"].get(k)) for k in (NUM_FILES, TOTAL_SIZE, NUM_ROWS)))
+                        *(str(p["statistics"].get(k) or "-") for k in (NUM_FILES, TOTAL_SIZE, NUM_ROWS)))
                        for p in sorted(rep["partitions"], key=lambda p: p["partition"])]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
