@@ -33,12 +33,13 @@ TEST_WORKERS ?= 2
 test: venv
 	@source scripts/env.sh && python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
 
-# The reliability sweeps in full (hours): every kill point and storage call, every actor at
-# every step, both commit modes. Their last figures: docs/safety.md.
+# The reliability sweeps in full (hours): every kill point and storage call (killed, then failing),
+# every actor at every step, both commit modes. Their last figures: docs/safety.md.
 test-exhaustive: venv
 	@source scripts/env.sh && set -e && \
 	python benchmarks/reliability.py && \
 	python benchmarks/reliability.py --every-call 28 && \
+	python benchmarks/reliability.py --every-call 28 --storage-errors && \
 	python benchmarks/reliability.py --adversaries && \
 	python benchmarks/reliability.py --adversaries --every-call 28 --actors all && \
 	python benchmarks/reliability.py --adversaries --commit-mode location_switch && \

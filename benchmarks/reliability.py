@@ -51,19 +51,20 @@ def statistics_wrong(part: dict, rows: int) -> str | None:
 
 def kill_matrix(stack: Stack, work: Path, formats=("ORC", "PARQUET"), points=KILL_POINTS,
                 partitions: int = 2, files: int = 4, rows: int = 250, db: str = "reliability",
-                alternate: bool = False, storage_errors: bool = False) -> dict:
+                alternate: bool = False) -> dict:
     """Every kill point for every format, or with ``alternate`` each point once, the formats taking
     turns (the commit moves files whatever their format: half the jobs, every point still killed).
 
-    ``storage_errors``: the storage call ``call:<n>`` fails instead of the job being killed (an
-    error such as a NameNode failover or a full disk raises); the job goes on, and the partition
-    must read exactly its rows right after it (a first pass puts back what it moved; past the
-    commit point the merged file holds them), before any later run repairs anything."""
+    A point ``fail:<n>``: the n-th storage call fails instead of the job being killed (an error
+    such as a NameNode failover or a full disk raises); the job goes on, and the partition must
+    read exactly its rows right after it (a first pass puts back what it moved; past the commit
+    point the merged file holds them), before any later run repairs anything."""
     dates = [f"2026-04-{d:02d}" for d in range(1, partitions + 1)]
     victim = dates[-1]
     pairs = [(formats[i % len(formats)], point) for i, point in enumerate(points)] if alternate \
         else [(fmt, point) for fmt in formats for point in points]
     tables = {(fmt, point): f"k_{fmt.lower()}_{point.replace(':', '')}" for fmt, point in pairs}
+    number = lambda point: point.partition(":")[2]  # noqa: E731 - of "call:<n>", "fail:<n>"
     for (fmt, _), table in tables.items():
         stack.make_table(db, table, fmt, dates, files=files, rows=rows)
     before = {t: stack.rows(db, t) for t in tables.values()}
@@ -74,21 +75,22 @@ def kill_matrix(stack: Stack, work: Path, formats=("ORC", "PARQUET"), points=KIL
     for (fmt, point), table in tables.items():
         cfg = stack.write_config(work / f"{table}.yaml", [{"name": f"{db}.{table}"}])
         planned = stack.plan_batches(cfg, run_id=f"killed-{table}")
-        if storage_errors:
-            kill, said = {FAIL_AT_CALL_ENV: f"{point[len(CALL):]}:dt={victim}"}, f"test storage fault at {point} "
+        storage_error = point.startswith(FAIL)
+        if storage_error:
+            kill, said = {FAIL_AT_CALL_ENV: f"{number(point)}:dt={victim}"}, f"test storage fault at {CALL}{number(point)} "
         elif point.startswith(CALL):
-            kill, said = {KILL_AT_CALL_ENV: f"{point[len(CALL):]}:dt={victim}"}, f"test kill point {point} reached"
+            kill, said = {KILL_AT_CALL_ENV: f"{number(point)}:dt={victim}"}, f"test kill point {point} reached"
         else:
             kill, said = {"HIVE_COMPACTION_TEST_KILL_AT": f"{point}:dt={victim}"}, f"test kill point {point} reached"
         p = stack.spark_submit(planned["spark_args"][0]["application_args"][1], **kill)
         figures["kill_points_tried"] += 1
         figures["runs"] += 1
-        if said not in p.stdout + p.stderr and point.startswith(CALL) and p.returncode == 0:
-            figures["calls_past_the_commit"].append(int(point[len(CALL):]))  # the job made fewer calls
-        elif said not in p.stdout + p.stderr or (p.returncode == 0 and not storage_errors):
+        if said not in p.stdout + p.stderr and point.startswith((CALL, FAIL)) and p.returncode == 0:
+            figures["calls_past_the_commit"].append(int(number(point)))  # the job made fewer calls
+        elif said not in p.stdout + p.stderr or (p.returncode == 0 and not storage_error):
             figures["kills_not_reached"] += 1
-            figures["problems"].append(f"{table}: the {'fault' if storage_errors else 'kill'} at {point} did not happen")
-        elif storage_errors and stack.rows(db, table) != before[table]:
+            figures["problems"].append(f"{table}: the {'fault' if storage_error else 'kill'} at {point} did not happen")
+        elif storage_error and stack.rows(db, table) != before[table]:
             figures["rows_wrong_right_after"] += 1
             figures["problems"].append(f"{table}: right after the storage error at {point} the table does not read "
                                        "its rows")
@@ -132,7 +134,7 @@ def kill_matrix(stack: Stack, work: Path, formats=("ORC", "PARQUET"), points=KIL
         # that name (a link to the same bytes): harmless, removed by the purge after the retention.
         figures["temporary_files_left"] += len(list((area / "journal").glob(".*.tmp")))
     past = figures["calls_past_the_commit"]
-    reached = [int(p[len(CALL):]) for _, p in pairs if p.startswith(CALL) and int(p[len(CALL):]) not in past]
+    reached = [int(number(p)) for _, p in pairs if p.startswith((CALL, FAIL)) and int(number(p)) not in past]
     if past and reached and min(past) < max(reached):
         figures["problems"].append(f"kills at storage calls {sorted(past)} not reached, but later ones were")
     return figures
@@ -140,6 +142,7 @@ def kill_matrix(stack: Stack, work: Path, formats=("ORC", "PARQUET"), points=KIL
 
 ACTOR_LOCK_WAIT_SECONDS = 3
 CALL = "call:"  # a kill point "call:<n>": before the commit's n-th storage operation
+FAIL = "fail:"  # "fail:<n>": the commit's n-th storage operation fails
 
 
 # Other actors at a commit step, and what the partition must hold once the next run is done.
@@ -180,12 +183,12 @@ def matrix_seed() -> int:
     return int(os.environ.get(SEED_ENV) or random.SystemRandom().randrange(2**31))
 
 
-def call_sample(commit_mode: str, rng: random.Random) -> tuple[str, ...]:
+def call_sample(commit_mode: str, rng: random.Random, prefix: str = CALL) -> tuple[str, ...]:
     """One storage-call position from each third of a commit (its journal's publication and the
     first moves; the moves; the last moves, manifest and clean-up), drawn at random."""
     n = COMMIT_CALLS[commit_mode]
     thirds = [range(1 + n * k // 3, 1 + n * (k + 1) // 3) for k in range(3)]
-    return tuple(f"{CALL}{rng.choice(third)}" for third in thirds)
+    return tuple(f"{prefix}{rng.choice(third)}" for third in thirds)
 
 
 def covering_sample(points, actors, rng: random.Random, allowed=lambda point, actor: True,
@@ -462,9 +465,9 @@ def main() -> int:
                                      SWITCH_ADVERSARIES if switch else ADVERSARIES, args.rows,
                                      commit_mode=args.commit_mode)
             elif args.every_call:
-                f = kill_matrix(stack, Path(tmp), args.formats, [f"{CALL}{n}" for n in range(1, args.every_call + 1)],
-                                args.partitions, args.files, args.rows, alternate=True,
-                                storage_errors=args.storage_errors)
+                prefix = FAIL if args.storage_errors else CALL
+                f = kill_matrix(stack, Path(tmp), args.formats, [f"{prefix}{n}" for n in range(1, args.every_call + 1)],
+                                args.partitions, args.files, args.rows, alternate=True)
             else:
                 f = kill_matrix(stack, Path(tmp), args.formats, KILL_POINTS, args.partitions, args.files, args.rows)
         finally:

@@ -32,7 +32,7 @@ The steps, as the wrappers see them:
 - ``input_moved`` / ``inputs_moved``: after the first / the last input moved to the trash;
 - ``outputs_moving``: before the staged outputs move into the partition;
 - ``output_moved`` / ``outputs_moved``: after the first / the last output moved in;
-- ``manifest_written``: the manifest is published (``manifests/<run>/<id>.json``);
+- ``manifest_written``: the manifest is published (``manifests/<run>/<id>/<attempt>.json``);
 - ``rewritten``: the rewrite's Spark job wrote its files, before they are listed and checked;
 - ``purging``: a purge decided to delete a run (the label is the run's name);
 - ``rollback_outputs_moved``: a rollback moved the merged files out of the partition;
@@ -288,7 +288,7 @@ def _wrap_storage(cls) -> dict:
 
     def write_text_atomic(self, uri, text):
         o["write_text_atomic"](self, uri, text)
-        if re.search(r"/manifests/[^/]+/[^/]+\.json$", str(uri)):
+        if re.search(r"/manifests/[^/]+/[^/]+(/[^/]+)?\.json$", str(uri)):
             haystack, folder = _record_label(text)
             _step("manifest_written", f"{_now.label} {haystack}", folder)
 

@@ -133,9 +133,10 @@ def test_a_replay_finishes_a_commit_past_its_commit_point_and_keeps_a_file_writt
     assert stack.rows(db, table)[partition] == sorted(before + stack.rows(db, "writer")[partition])
     area = work_area(stack, db, table)
     assert not list((area / "journal").glob("*.json")) and not list((area / "journal").glob("*.replay"))
-    manifests = list((area / "manifests" / "killed").glob("*.json"))
+    manifests = list((area / "manifests" / "killed").glob("*/*.json"))  # <partition id>/<attempt>.json
     assert len(manifests) == 1 and [o["name"] for o in json.loads(manifests[0].read_text())["outputs"]] == outputs
-    assert sorted(f.name for f in data_files(area / "trash" / "killed" / manifests[0].stem)) == sorted(inputs)
+    pid, attempt = manifests[0].parent.name, manifests[0].stem
+    assert sorted(f.name for f in data_files(area / "trash" / "killed" / pid / attempt)) == sorted(inputs)
 
 
 def test_an_overwrite_with_new_names_after_the_inputs_moved_is_never_joined_by_the_old_rows(stack, tmp_path):
@@ -164,3 +165,47 @@ def test_an_overwrite_with_new_names_after_the_inputs_moved_is_never_joined_by_t
     assert [f.name for f in data_files(folder)] == [new_name]
     assert stack.rows(db, table)[partition] == stack.rows(db, "writer")[partition]
     assert not list((work_area(stack, db, table) / "journal").glob("*.json"))
+
+
+def test_a_retry_of_the_same_run_that_merges_a_partition_again_keeps_both_commits(stack, tmp_path):
+    """Finding 4: trash and manifests are per attempt. The run's first attempt merges the
+    partition; writers then add files, one under a name an input had (Hive's INSERT INTO takes
+    000000_0 when it is free); the run's retry merges the partition again. It neither collides
+    with the first attempt's trash names nor overwrites its manifest; every row is there; and a
+    rollback of the run undoes the second merge first, then refuses the first where a writer's
+    file took an original's name, naming it, with every row still there."""
+    import subprocess
+    db, table, dt = "per_attempt", "events", "2026-06-04"
+    partition, label = f"dt={dt}", f"{db}.{table}"
+    stack.make_table(db, table, "ORC", [dt], files=4, rows=400)
+    stack.make_table(db, "writer", "ORC", [dt], files=3, rows=90)
+    folder = stack.partition_location(db, table, partition)
+    originals = sorted(f.name for f in data_files(folder))
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": label}])
+    job = batch(stack, cfg, "again")
+
+    first = stack.spark_submit(job)
+    assert first.returncode == 0 and statuses(first.stdout, label, partition) == ["merged"], first.stdout[-3000:]
+    rows = stack.rows(db, table)[partition]
+    added = [originals[0], "part-late-1.orc", "part-late-2.orc"]  # the first reuses an original's name
+    for source, name in zip(data_files(stack.partition_location(db, "writer", partition)), added):
+        shutil.copy(source, folder / name)
+    rows = sorted(rows + stack.rows(db, "writer")[partition])
+
+    retry = stack.spark_submit(job)
+    assert retry.returncode == 0 and statuses(retry.stdout, label, partition) == ["merged"], retry.stdout[-3000:]
+    assert stack.rows(db, table)[partition] == rows
+    area = work_area(stack, db, table)
+    manifests = sorted((area / "manifests" / "again").glob("*/*.json"), key=lambda f: json.loads(f.read_text())["committed_at"])
+    assert len(manifests) == 2 and manifests[0].parent == manifests[1].parent
+    trashes = [area / "trash" / "again" / m.parent.name / m.stem for m in manifests]
+    assert sorted(f.name for f in data_files(trashes[0])) == originals
+    merged_first = [o["name"] for o in json.loads(manifests[0].read_text())["outputs"]]
+    assert sorted(f.name for f in data_files(trashes[1])) == sorted(added + merged_first)
+
+    rollback = subprocess.run(stack.rollback_cmd(label, "again", cfg), env=stack.env(cfg), capture_output=True,
+                              text=True, timeout=600)
+    out = rollback.stdout + rollback.stderr
+    assert rollback.returncode != 0 and originals[0] in out and "exist both in the partition" in out, out[-3000:]
+    assert stack.rows(db, table)[partition] == rows  # the second merge undone, nothing lost
+    assert sorted(f.name for f in data_files(folder)) == sorted(added + merged_first)

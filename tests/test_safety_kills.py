@@ -1,13 +1,13 @@
 """The kill matrix on the real stack, sampled: the merge job killed at every commit step and before a
-storage call drawn from each third of a commit, then one DAG run repairs every partition, every
-row checked (``benchmarks/reliability.py`` runs every case)."""
+storage call drawn from each third of a commit, a storage call failing in each third, then one DAG
+run repairs every partition, every row checked (``benchmarks/reliability.py`` runs every case)."""
 from __future__ import annotations
 
 import pytest
 from fault_hooks import KILL_POINTS
 
 from matrix_sampling import note_sample
-from reliability import call_sample, kill_matrix
+from reliability import FAIL, call_sample, kill_matrix
 
 pytestmark = pytest.mark.integration
 
@@ -16,9 +16,14 @@ def test_a_kill_at_every_commit_step_is_repaired_by_the_next_run(stack, tmp_path
     """The reliability script's kill matrix, sampled: every named kill point once and a kill
     before one storage operation drawn from each third of the commit (``reliability.py
     --every-call`` kills before every one of them), ORC and Parquet taking turns; then one DAG
-    run repairs them all."""
+    run repairs them all.
+
+    And a storage call that fails (one drawn from each third; ``--every-call N --storage-errors``
+    fails each in turn) never leaves readers without rows: a first pass puts back what it had
+    moved and fails the partition, past the commit point the merged file holds the rows; checked
+    right after the failed job."""
     seed, rng = matrix_rng
-    points = KILL_POINTS + call_sample("in_place", rng)
+    points = KILL_POINTS + call_sample("in_place", rng) + call_sample("in_place", rng, prefix=FAIL)
     sample = note_sample("kill matrix (in_place)", seed, points)
     figures = kill_matrix(stack, tmp_path, formats=("ORC", "PARQUET"), points=points,
                           partitions=2, files=4, rows=250, db="faults", alternate=True)
@@ -27,25 +32,8 @@ def test_a_kill_at_every_commit_step_is_repaired_by_the_next_run(stack, tmp_path
     assert figures["partitions_checked"] == 2 * len(points), sample
     assert figures["rows_checked"] == 2 * len(points) * 250, sample
     assert figures["rows_lost"] == 0 and figures["rows_duplicated"] == 0, sample
-    assert figures["leftovers"] == 0 and figures["kills_not_reached"] == 0, sample
+    assert figures["leftovers"] == 0 and figures["kills_not_reached"] == 0, (sample, figures["problems"])
+    assert figures["rows_wrong_right_after"] == 0, (sample, figures["problems"])
     assert figures["calls_past_the_commit"] == [], sample
     assert figures["problems"] == [], sample
 
-
-def test_a_storage_error_mid_commit_leaves_every_row_readable(stack, tmp_path, matrix_rng):
-    """A storage call of the commit that fails (drawn from each third of it; ``reliability.py
-    --every-call N --storage-errors`` fails each in turn) never leaves readers without rows: a
-    first pass puts back what it had moved and fails the partition; past the commit point the
-    merged file holds the rows. Checked right after the failed job, then after a repairing run."""
-    seed, rng = matrix_rng
-    points = call_sample("in_place", rng)
-    sample = note_sample("storage errors (in_place)", seed, points)
-    figures = kill_matrix(stack, tmp_path, formats=("PARQUET", "ORC"), points=points,
-                          partitions=1, files=4, rows=250, db="storage_errors", alternate=True, storage_errors=True)
-    assert figures["kill_points_tried"] == len(points), sample
-    assert figures["kills_not_reached"] == 0 and figures["calls_past_the_commit"] == [], (sample, figures["problems"])
-    assert figures["rows_wrong_right_after"] == 0, (sample, figures["problems"])
-    assert figures["recovery_run"] == "success", (sample, figures["problems"])
-    assert figures["rows_checked"] == len(points) * 250, sample
-    assert figures["rows_lost"] == 0 and figures["rows_duplicated"] == 0 and figures["leftovers"] == 0, sample
-    assert figures["problems"] == [], sample

@@ -181,7 +181,7 @@ def _check_partition(fs: HadoopFS, area: WorkArea, record: dict, first: bool, mo
     ``CommitConflict``. Else ``InputsChanged`` says what is where: without a lock an append
     cannot be told from an overwrite, so the merged output is not published beside the writer's
     files, and the old inputs are not moved back over them."""
-    location, trash, label = record["location"].rstrip("/"), area.trash(record["run"], record["pid"]), _label(record)
+    location, trash, label = record["location"].rstrip("/"), area.trash_of(record), _label(record)
     inputs, outputs = record["inputs"], record["outputs"]
     here = {e.name: e for e in _visible(fs, location)}
     trashed = fs.statuses([f"{trash}/{f['name']}" for f in inputs]) if moved else [None] * len(inputs)
@@ -232,7 +232,7 @@ def _dropped(fs: HadoopFS, area: WorkArea, record: dict, first: bool) -> None:
     fs.delete(area.journal(record["pid"]))
     raise (CommitStopped if first else InputsChanged)(
         f"the folder of {_label(record)} is gone ({location}): dropped while it was being merged? nothing was "
-        f"moved into it; replaced file(s) stay in {area.trash(record['run'], record['pid'])} until the trash "
+        f"moved into it; replaced file(s) stay in {area.trash_of(record)} until the trash "
         "retention ends")
 
 
@@ -259,7 +259,7 @@ def _stop_if_rewritten(fs: HadoopFS, area: WorkArea, record: dict) -> None:
         f"{_label(record)}: a writer wrote {reused[:3]} into the partition while its commit ran (an INSERT "
         f"OVERWRITE?); the merged output(s) {[o['name'] for o in record['outputs']][:3]} were taken out again "
         f"into staging {record.get('staging') or ''} and the replaced files stay in the trash "
-        f"{area.trash(record['run'], record['pid'])} until its retention ends: check the partition's rows")
+        f"{area.trash_of(record)} until its retention ends: check the partition's rows")
 
 
 def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> dict:
@@ -268,7 +268,7 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> d
     leaving the inputs in the trash with an output missing. Replays skip what already moved,
     and one that finds the commit point passed only finishes."""
     run, pid, location = record["run"], record["pid"], record["location"].rstrip("/")
-    trash = area.trash(run, pid)
+    trash = area.trash_of(record)
     # Roll forward only if every output still exists, staged or already published.
     outputs = record["outputs"]
     found = fs.statuses([o["staged"] for o in outputs] + [f"{location}/{o['name']}" for o in outputs])
@@ -335,7 +335,7 @@ def _finish(fs: HadoopFS, area: WorkArea, record: dict, trash: str, window_ms: f
     the staging folder go."""
     run, pid, location = record["run"], record["pid"], record["location"].rstrip("/")
     manifest = {**record, "committed_at": time.time(), "trash": trash, "reader_window_ms": window_ms}
-    fs.write_text_atomic(area.manifest(run, pid), json.dumps(manifest, indent=1))
+    fs.write_text_atomic(area.manifest_of(record), json.dumps(manifest, indent=1))
     fs.delete(area.journal(pid))
     fs.delete(record.get("staging") or area.staging(run, pid), recursive=True)
     return manifest

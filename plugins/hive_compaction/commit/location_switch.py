@@ -145,7 +145,7 @@ def _undo(fs: HadoopFS, area: WorkArea, record: dict) -> None:
 
 def _finish(fs: HadoopFS, area: WorkArea, record: dict) -> dict:
     manifest = {**record, "committed_at": time.time()}
-    fs.write_text_atomic(area.manifest(record["run"], record["pid"]), json.dumps(manifest, indent=1))
+    fs.write_text_atomic(area.manifest_of(record), json.dumps(manifest, indent=1))
     fs.delete(area.journal(record["pid"]))
     fs.delete(record["staging"], recursive=True)
     return manifest

@@ -32,8 +32,11 @@ class RollbackError(RuntimeError):
 
 
 def manifests(fs: HadoopFS, area: WorkArea, run: str) -> list[dict]:
-    return [json.loads(fs.read_text(e.path)) for e in fs.list(area.manifests(run))
-            if e.name.endswith(".json") and not e.name.startswith(".")]
+    """The run's manifests, the latest commit first: a partition merged twice by the run's
+    attempts is rolled back the second time first, then the first (which restores the originals
+    and the statistics from before both)."""
+    found = [json.loads(fs.read_text(path)) for path in area.manifests_of(fs, run)]
+    return sorted(found, key=lambda m: -float(m.get("committed_at") or 0))
 
 
 def rollback_partition(fs: HadoopFS, area: WorkArea, manifest: dict, table_location: str,
@@ -56,7 +59,7 @@ def rollback_partition(fs: HadoopFS, area: WorkArea, manifest: dict, table_locat
         raise RollbackError(f"{label}: a location switch is rolled back through the Metastore; nothing was changed")
     location = manifest["location"].rstrip("/")
     trash = manifest.get("trash", "")
-    if not switched and trash.rstrip("/") != area.trash(manifest["run"], pid):
+    if not switched and trash.rstrip("/") != area.trash_of(manifest):
         raise RollbackError(f"{label}: the manifest's trash {trash} is not this work area's; nothing was changed")
     # Hold the partition as a commit would: no merge or replay can start while files move back.
     journal = area.journal(pid)
@@ -71,7 +74,7 @@ def rollback_partition(fs: HadoopFS, area: WorkArea, manifest: dict, table_locat
             _check_and_move(fs, manifest, label, location, trash, lambda: _check_owner(fs, journal, owner, label))
         done = {**manifest, "rolled_back_at": time.time()}
         # Before the journal goes: a purge (which holds it too) never deletes a manifest being written.
-        fs.write_text_atomic(area.manifest(manifest["run"], pid), json.dumps(done, indent=1))
+        fs.write_text_atomic(area.manifest_of(manifest), json.dumps(done, indent=1))
     finally:
         if _owner(fs, journal) == owner:
             fs.delete(journal)

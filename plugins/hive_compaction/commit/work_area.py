@@ -5,8 +5,13 @@ Beside the table, never inside a partition (Hive and ``MSCK REPAIR`` do not read
     <root>/staging/<run>/<partition id>/<attempt>/  merged outputs before they are committed
     <root>/journal/<partition id>.json       a decided commit, until it is fully applied
     <root>/journal/<partition id>.replay     held by the one job replaying that journal
-    <root>/trash/<run>/<partition id>/       replaced inputs, kept for rollback
-    <root>/manifests/<run>/<partition id>.json  what a committed merge replaced (rollback, purge)
+    <root>/trash/<run>/<partition id>/<attempt>/   replaced inputs, kept for rollback
+    <root>/manifests/<run>/<partition id>/<attempt>.json  what a committed merge replaced (rollback, purge)
+
+Trash and manifests are per attempt of the merge job: a retry of the same run that merges the
+partition again never meets its earlier attempt's names, nor overwrites that attempt's manifest.
+(Journals written before attempts were recorded use ``trash/<run>/<partition id>/`` and
+``manifests/<run>/<partition id>.json``; both are still read.)
 
 Every operation goes through the Spark job's Hadoop FileSystem (``fs``: ``hadoop_fs.HadoopFS``
 or anything with its ``list``, ``read_text``, ``read_text_if_exists``, ``exists``,
@@ -47,14 +52,32 @@ class WorkArea:
     def replay_claim(self, pid: str) -> str:
         return f"{self.journals}/{pid}.replay"
 
-    def trash(self, run: str, pid: str) -> str:
-        return f"{self.root}/trash/{run}/{pid}"
+    def trash(self, run: str, pid: str, attempt: str = "") -> str:
+        return f"{self.root}/trash/{run}/{pid}" + (f"/{attempt}" if attempt else "")
 
     def manifests(self, run: str) -> str:
         return f"{self.root}/manifests/{run}"
 
-    def manifest(self, run: str, pid: str) -> str:
-        return f"{self.manifests(run)}/{pid}.json"
+    def manifest(self, run: str, pid: str, attempt: str = "") -> str:
+        return f"{self.manifests(run)}/{pid}/{attempt}.json" if attempt else f"{self.manifests(run)}/{pid}.json"
+
+    def trash_of(self, record: dict) -> str:
+        return self.trash(record["run"], record["pid"], record.get("attempt", ""))
+
+    def manifest_of(self, record: dict) -> str:
+        return self.manifest(record["run"], record["pid"], record.get("attempt", ""))
+
+    def manifests_of(self, fs, run: str, pid: str | None = None) -> list[str]:
+        """The manifests a run wrote (of one partition), old layout and per attempt."""
+        found = []
+        for e in fs.list(self.manifests(run)):
+            if e.name.startswith(".") or (pid and e.name not in (pid, f"{pid}.json")):
+                continue
+            if e.is_dir:
+                found += [c.path for c in fs.list(e.path) if c.name.endswith(".json") and not c.name.startswith(".")]
+            elif e.name.endswith(".json"):
+                found.append(e.path)
+        return found
 
 
 class UnsafeRecord(RuntimeError):
@@ -195,10 +218,12 @@ def _purge_partition(fs, area: WorkArea, run: str, pid: str, retire) -> bool:
         log.info("%s: run %s is kept for now: its partition %s is held (%s)", area.root, run, pid, journal)
         return False
     try:
-        manifest = read_journal_if_exists(fs, area.manifest(run, pid))
-        if manifest and manifest.get("mode") == "location_switch" and (retire is None or not retire(manifest)):
-            return False
-        for path in (area.trash(run, pid), area.manifest(run, pid), area.staging(run, pid)):
+        for path in area.manifests_of(fs, run, pid):
+            manifest = read_journal_if_exists(fs, path)
+            if manifest and manifest.get("mode") == "location_switch" and (retire is None or not retire(manifest)):
+                return False
+        for path in (area.trash(run, pid), area.manifest(run, pid), f"{area.manifests(run)}/{pid}",
+                     area.staging(run, pid)):
             fs.delete(path, recursive=True)
         return True
     finally:

@@ -265,7 +265,7 @@ class BatchRunner:
             inputs = [f for g in work.groups for f in g.files]
             outputs = [o for g in work.groups for o in g.staged]
             record = CommitRecord(
-                run=self.run, pid=work.pid, owner=self.owner, staging=work.staging, table=task.table_name,
+                run=self.run, pid=work.pid, owner=self.owner, attempt=self.attempt, staging=work.staging, table=task.table_name,
                 partition=task.partition, location=task.location, outputs=outputs,
                 inputs=[f.identity() for f in inputs])
             with self.metastore.lock(task.table_name, task.partition, task.lock_wait_seconds):

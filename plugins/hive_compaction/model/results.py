@@ -52,6 +52,7 @@ class CommitRecord:
     run: str
     pid: str
     owner: str  # the job that holds the journal (a replay takes it over)
+    attempt: str  # the merge job's attempt: its trash and manifest are its own
     staging: str
     table: str
     partition: str
