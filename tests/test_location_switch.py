@@ -185,7 +185,13 @@ def test_rollback_switches_back_to_the_old_folder_with_its_statistics(stack, tmp
     """One alter_partition back while the old folder is whole: the location, every statistics key
     the switch and the refresh changed, and the rows as before, except numFiles and totalSize,
     which are the folder's (the big file copied in by hand left them stale before the run); the
-    unused new folder retires with the run's trash."""
+    unused new folder retires with the run's trash.
+
+    Never over rows written after the switch: once the partition reads the new folder, a writer
+    may add files there (Hive's INSERT INTO writes into the partition's location); switching back
+    would hide them (and the purge delete them), so the rollback refuses, naming the file, and
+    changes nothing. A file a by-path writer drops into the unread new folder after the rollback
+    is kept when the run's trash expires, and so is the folder."""
     from test_rollback_and_cleanup import statistics_parameters
     db, table, storage = "switch_rollback", "events", "PARQUET"
     folder, cfg = make(stack, db, table, storage, tmp_path)
@@ -194,8 +200,17 @@ def test_rollback_switches_back_to_the_old_folder_with_its_statistics(stack, tmp
     assert run.state == "success", run.log[-4000:]
     new = stack.partition_location(db, table, f"dt={DT}")
     assert new != folder and statistics_parameters(stack, db, table) != params_before
+    late = new / "part-late-insert.parquet"
+    shutil.copy(data_files(new)[0], late)
+    with_late = stack.content(db, table)
 
     cmd = stack.rollback_cmd(f"{db}.{table}", run.run_id, cfg)
+    p = subprocess.run(cmd, env=stack.env(cfg), capture_output=True, text=True, timeout=600)
+    assert p.returncode != 0 and "part-late-insert.parquet" in p.stdout + p.stderr, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "would hide their rows" in p.stdout + p.stderr
+    assert stack.partition_location(db, table, f"dt={DT}") == new and stack.content(db, table) == with_late
+    late.unlink()  # the writer's rows are someone's to keep: here, gone before the rollback goes through
+
     p = subprocess.run(cmd, env=stack.env(cfg), capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert f"rolled back {db}.{table} dt={DT}: reads file:{folder} again" in p.stdout, p.stdout[-2000:]
@@ -205,6 +220,7 @@ def test_rollback_switches_back_to_the_old_folder_with_its_statistics(stack, tmp
     params_before[f"dt={DT}"].update(numFiles=str(len(disk)), totalSize=str(sum(f.stat().st_size for f in disk)))
     assert statistics_parameters(stack, db, table) == params_before
     assert stack.content(db, table) == content
+    shutil.copy(data_files(folder)[0], new / "part-by-path.parquet")
 
     for d, dirs, names in os.walk(work_area(stack, db, table)):  # the run's trash expires
         for n in dirs + names:
@@ -213,5 +229,7 @@ def test_rollback_switches_back_to_the_old_folder_with_its_statistics(stack, tmp
     stack.write_config(cfg, [{"name": f"{db}.{table}", "commit_mode": "location_switch", "small_file_limit": 1}])
     run = stack.run_dag(cfg, conf={"partition_date": DT})  # lists the partition, merges nothing
     assert run.state == "success", run.log[-4000:]
-    assert not new.exists() and stack.partition_location(db, table, f"dt={DT}") == folder
+    assert [f.name for f in data_files(new)] == ["part-by-path.parquet"]  # the rest of it retired
+    assert stack.partition_location(db, table, f"dt={DT}") == folder
     assert stack.content(db, table) == content
+

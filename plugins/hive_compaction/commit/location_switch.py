@@ -183,24 +183,40 @@ def retire(fs: HadoopFS, hms: JobMetastore, manifest: dict) -> bool:
     current = hms.location(manifest["table"], manifest["values"])
     if manifest.get("rolled_back_at"):  # the new folder is the one no partition reads
         if not same_location(current, manifest["new_location"]):
-            fs.delete(manifest["new_location"], recursive=True)
+            _delete_known(fs, manifest["new_location"], new_folder_files(manifest), label, manifest["run"])
         return True
     if same_location(current, old):
         log.warning("%s: the partition points at %s again (rolled back?): the folder is kept", label, old)
         return True
-    then = {f["name"]: f for f in manifest["files"]}
+    if _delete_known(fs, old, manifest["files"], label, manifest["run"]):
+        log.info("%s: retired %s (the partition reads %s)", label, old, manifest["new_location"])
+    return True
+
+
+def new_folder_files(manifest: dict) -> list[dict]:
+    """What the switch put in its new folder: the outputs and the copied files (name, size)."""
+    copies = set(manifest.get("copies", []))
+    return [{"name": o["name"], "size": o["size"]} for o in manifest["outputs"]] + \
+        [{"name": f["name"], "size": f["size"]} for f in manifest["files"] if f["name"] in copies]
+
+
+def _delete_known(fs: HadoopFS, folder: str, known: list[dict], label: str, run: str) -> bool:
+    """Delete the files of a folder no partition reads that are as ``known`` says (name, size,
+    and time or version where recorded), then the folder if that emptied it. A file that is not
+    (a writer that wrote by path, after the switch or its rollback) is kept, and so is the
+    folder: False, with a warning naming them."""
+    then = {f["name"]: f for f in known}
     extra = []
-    for f in fs.list(old):
+    for f in fs.list(folder):
         if not f.is_dir and f.matches(then.get(f.name)):
             fs.delete(f.path)
-        else:
+        elif not (f.name.startswith(".") and f.name.endswith(".crc")):
             extra.append(f.name)
     if extra:
-        log.warning("%s: %s was retired by the location switch of run %s, but %s arrived there since (a writer "
-                    "that writes by path?): kept, no partition reads them", label, old, manifest["run"], extra[:5])
-        return True
-    fs.delete(old)
-    log.info("%s: retired %s (the partition reads %s)", label, old, manifest["new_location"])
+        log.warning("%s: %s is no longer read since run %s, but %s arrived there since (a writer that writes by "
+                    "path?): kept, with the folder; no partition reads them", label, folder, run, extra[:5])
+        return False
+    fs.delete(folder, recursive=True)  # only checksum files are left
     return True
 
 
@@ -208,10 +224,17 @@ def rollback_switch(fs: HadoopFS, hms: JobMetastore, manifest: dict) -> str:
     """Point the partition back at its old folder, if it is still whole and the partition is
     still at the new one; the statistics as they were before."""
     old, new = manifest["location"].rstrip("/"), manifest["new_location"]
+    label = f"{manifest['table']}/{manifest['partition']}"
     files, _ = data_files(fs.list(old))
     if changed_files(files, manifest["files"]):
-        raise RuntimeError(f"{manifest['table']}/{manifest['partition']}: the old folder {old} is no longer whole "
-                           "(retired?): cannot switch back")
+        raise RuntimeError(f"{label}: the old folder {old} is no longer whole (retired?): cannot switch back")
+    written, folders = data_files(fs.list(new))
+    added = changed_files(written, new_folder_files(manifest))
+    if added or folders:
+        # Switching back would hide what a writer added since the switch (and retire would delete it).
+        raise RuntimeError(f"{label}: the partition's folder {new} holds {(added or folders)[:3]} written since the "
+                           "switch (a writer after the merge): switching back to the old folder would hide their rows; "
+                           "not switched back")
     stats = {**manifest["stats_before"], PREVIOUS_LOCATION: None}
     if not hms.switch(manifest["table"], manifest["values"], new, old, stats):
         raise RuntimeError(f"{manifest['table']}/{manifest['partition']}: the partition is no longer at {new}: "
