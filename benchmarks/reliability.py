@@ -34,8 +34,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "scripts"),
 
 from harness import ROOT, Stack  # noqa: E402
 from hive_compaction.storage.paths import run_tag  # noqa: E402
-from hive_compaction.commit.faults import KILL_POINTS  # noqa: E402
-from hive_compaction.commit.location_switch import SWITCH_POINTS  # noqa: E402
+from fault_hooks import KILL_POINTS, SWITCH_POINTS  # noqa: E402
 
 
 def statistics_wrong(part: dict, rows: int) -> str | None:

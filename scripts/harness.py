@@ -128,10 +128,10 @@ class Stack:
         if config_path:
             env["HIVE_COMPACTION_CONFIG"] = str(config_path)
         if any(k.startswith("HIVE_COMPACTION_TEST_") for k in extra):
-            # The job loads the tests' fault hooks (scripts/fault_hooks.py) only when asked to.
-            from fault_hooks import HOOK_SPEC
-            env["HIVE_COMPACTION_FAULT_HOOK"] = HOOK_SPEC
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "scripts"), env.get("PYTHONPATH")) if p)
+            # The job's storage and Metastore calls are wrapped from outside (scripts/fault_hooks.py,
+            # loaded by scripts/fault_injection/sitecustomize.py) only when a test asks for a fault.
+            injection = str(ROOT / "scripts" / "fault_injection")
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (injection, env.get("PYTHONPATH")) if p)
         env.update(extra)
         return env
 

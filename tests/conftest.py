@@ -67,6 +67,17 @@ def stack(tmp_path_factory):
 
 
 @pytest.fixture
+def fault_injection():
+    """The tests' fault injector (``scripts/fault_hooks.py``) around the storage and Metastore
+    classes in this process, for a test that runs commit code here; the variables it reads are
+    set with ``monkeypatch.setenv``."""
+    import fault_hooks
+    fault_hooks.install()
+    yield fault_hooks
+    fault_hooks.uninstall()
+
+
+@pytest.fixture
 def matrix_rng():
     """(seed, random.Random) for a safety matrix's sample: a new seed each run, printed in the
     suite's summary; ``SUITE_MATRIX_SEED=<seed>`` replays it (``matrix_sampling.note_sample``)."""

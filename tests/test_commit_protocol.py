@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from hive_compaction.commit import in_place as commit
-from hive_compaction.commit import faults
 from hive_compaction.storage import metastore_client
 from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.paths import partition_id
@@ -159,7 +158,7 @@ def test_a_journal_is_published_whole_and_to_one_publisher_only(spark, tmp_path)
         fs.delete(target)
 
 
-def test_a_partition_dropped_while_outputs_move_in_stays_dropped(spark, tmp_path, monkeypatch):
+def test_a_partition_dropped_while_outputs_move_in_stays_dropped(spark, tmp_path, monkeypatch, fault_injection):
     """A DROP PARTITION after the commit's last check, between two outputs' moves: the second
     output must not re-create the folder (MSCK REPAIR would register it again, with a part of
     the merged rows). The commit stops as for a dropped partition: the inputs stay in the trash."""
@@ -183,7 +182,6 @@ def test_a_partition_dropped_while_outputs_move_in_stays_dropped(spark, tmp_path
                           for n in ("part-0", "part-1")],
               "staging": area.staging(run, pid)}
     # The writer drops the partition once the first output is in.
-    monkeypatch.setenv(faults.FAULT_HOOK_ENV, "fault_hooks:at")
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_AT", "output_moved")
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD", f"rm -r '{folder}'")
 
@@ -233,7 +231,7 @@ def test_a_journal_being_taken_over_never_stops_existing(spark, tmp_path):
     assert sorted(p.name for p in (tmp_path / "journal").iterdir() if not p.name.endswith(".crc")) == ["p.json"]
 
 
-def test_a_file_rewritten_with_the_same_name_size_and_time_is_told_apart(stack, tmp_path, monkeypatch):
+def test_a_file_rewritten_with_the_same_name_size_and_time_is_told_apart(stack, tmp_path, monkeypatch, fault_injection):
     """An input replaced after the journal by another file of the same name, size and
     modification time (a writer that set the time, a coarse clock) is not the input: its version
     (here the inode, on HDFS the file id, on S3A / ABFS the etag), recorded in the journal, differs.
@@ -266,7 +264,6 @@ def test_a_file_rewritten_with_the_same_name_size_and_time_is_told_apart(stack, 
     before = (folder / "000000_0").stat()
     rewrite = (f"import os; p={str(folder / '000000_0')!r}; open(p + '.w', 'w').write('other 000000_0'); "
                f"os.replace(p + '.w', p); os.utime(p, ns=({before.st_atime_ns}, {before.st_mtime_ns}))")
-    monkeypatch.setenv(faults.FAULT_HOOK_ENV, "fault_hooks:at")
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_AT", "journaled")
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD", f"python3 -c {json.dumps(rewrite)}")
 

@@ -225,11 +225,11 @@ def test_each_partition_gets_its_statistics_back_as_soon_as_it_is_rolled_back(st
     assert stack.content(db, table)[first] == content[first]
 
 
-def test_a_rollback_says_so_when_an_original_left_the_trash_while_it_ran(spark, tmp_path, monkeypatch):
+def test_a_rollback_says_so_when_an_original_left_the_trash_while_it_ran(spark, tmp_path, monkeypatch,
+                                                                        fault_injection):
     """An original that leaves the trash between the rollback's checks and its moves (someone
     deleting by hand; a purge holds the journal and cannot) is not counted as restored: the
     rollback fails naming how many came back, instead of logging them all restored."""
-    from hive_compaction.commit import faults
     fs = HadoopFS(spark)
     table, partition, run = "rb_vanish.events", "dt=2026-06-07", "run1"
     pid = partition_id(table, partition)
@@ -245,7 +245,6 @@ def test_a_rollback_says_so_when_an_original_left_the_trash_while_it_ran(spark, 
                 "inputs": [{"name": n, "size": len(f"original {n}")} for n in ("000000_0", "000001_0")],
                 "outputs": [{"staged": f"{area.staging(run, pid)}/1/part-0", "name": "part-0", "size": 6}],
                 "trash": area.trash(run, pid), "stats_before": {}}
-    monkeypatch.setenv(faults.FAULT_HOOK_ENV, "fault_hooks:at")
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_AT", "rollback_outputs_moved")
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD", f"rm '{trash / '000001_0'}'")
 

@@ -228,21 +228,47 @@ def test_staged_outputs_vanishing_mid_commit_put_every_file_back(stack, tmp_path
     assert not list((work / "journal").glob("*.json"))
 
 
-def test_fault_points_call_only_a_hook_the_tests_name(monkeypatch, tmp_path):
-    """The shipped code injects nothing itself: no shell, no subprocess, no signal; a fault point
-    calls the callable HIVE_COMPACTION_FAULT_HOOK names, and nothing when it is unset."""
+def test_the_shipped_code_holds_no_test_machinery():
+    """Faults are injected from outside (``scripts/fault_hooks.py`` wraps the storage and
+    Metastore classes): the package reads no ``HIVE_COMPACTION_*`` variable but its config path,
+    names no kill point, and neither runs commands nor sends signals."""
+    import re
+    from hive_compaction.airflow import config
+    package = Path(config.__file__).resolve().parents[1]
+    shipped = {p.relative_to(package).as_posix(): p.read_text() for p in package.rglob("*") if p.suffix in (".py", ".java")}
+    assert len(shipped) > 40
+    variables = {(name, v) for name, text in shipped.items() for v in re.findall(r"HIVE_COMPACTION_[A-Z_]+", text)}
+    assert variables == {("airflow/config.py", config.CONFIG_ENV)}, variables
+    for word in ("KILL_POINTS", "fault_point", "fault_hook", "subprocess", "shell=True", "os.kill", "SIGKILL",
+                 "before_operation"):
+        assert not [name for name, text in shipped.items() if word in text], word
+
+
+def test_the_fault_injector_stops_a_job_at_named_steps_and_calls(spark, tmp_path, monkeypatch, fault_injection):
+    """The injector's view of a commit from outside: the journal's publication is a step, and the
+    storage calls are counted from the commit's start, a journal's write and publish included."""
     from hive_compaction.commit import in_place as commit
-    from hive_compaction.commit import faults
-    package = Path(commit.__file__).parent.parent
-    shipped = "\n".join(p.read_text() for p in package.rglob("*.py"))
-    for word in ("subprocess", "shell=True", "os.kill", "SIGKILL"):
-        assert word not in shipped, word
-    (tmp_path / "recording_hook.py").write_text("calls = []\ndef at(*args):\n    calls.append(args)\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    import recording_hook
-    monkeypatch.delenv(faults.FAULT_HOOK_ENV, raising=False)
-    faults.fault_point("journaled", "db.t/dt=1", "file:/x")
-    assert recording_hook.calls == []
-    monkeypatch.setenv(faults.FAULT_HOOK_ENV, "recording_hook:at")
-    faults.fault_point("journaled", "db.t/dt=1", "file:/x")
-    assert recording_hook.calls == [("journaled", "db.t/dt=1", "file:/x")]
+    from hive_compaction.commit.work_area import WorkArea
+    from hive_compaction.storage.hadoop_fs import HadoopFS
+    from hive_compaction.storage.paths import partition_id
+    fs = HadoopFS(spark)
+    table, partition, run = "inject.events", "dt=2026-06-01", "run1"
+    pid = partition_id(table, partition)
+    folder = tmp_path / "events" / partition
+    folder.mkdir(parents=True)
+    (folder / "000000_0").write_text("input")
+    area = WorkArea(f"file://{tmp_path}/.hive_compaction/events")
+    staged = Path(area.staging(run, pid)[len("file://"):]) / "attempt-1"
+    staged.mkdir(parents=True)
+    (staged / "part-0").write_text("output")
+    record = {"run": run, "pid": pid, "owner": f"{run}/1", "table": table, "partition": partition,
+              "location": f"file://{folder}", "table_location": f"file://{folder.parent}",
+              "inputs": [e.identity() for e in fs.list(f"file://{folder}")],
+              "outputs": [{"staged": f"file://{staged / 'part-0'}", "name": "part-0", "size": 6}],
+              "staging": area.staging(run, pid)}
+    seen = tmp_path / "seen"
+    monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_AT", "journaled:dt=2026-06-02;journaled:dt=2026-06-01;inputs_moved")
+    monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD", f'ls "$HIVE_COMPACTION_PARTITION_DIR" >> {seen}; echo -- >> {seen}')
+    commit.commit(fs, area, record)
+    # Once at the journal (the other partition's entry does not match), once with the input in the trash.
+    assert seen.read_text().split("--\n") == ["000000_0\n", "", ""]

@@ -5,7 +5,7 @@ every case)."""
 from __future__ import annotations
 
 import pytest
-from hive_compaction.commit.location_switch import SWITCH_POINTS
+from fault_hooks import SWITCH_POINTS
 
 from matrix_sampling import note_sample
 from reliability import (ADVERSARIES, ADVERSARY_POINTS, SWITCH_ADVERSARIES, adversary_matrix, call_sample,

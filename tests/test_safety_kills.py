@@ -4,7 +4,7 @@ row checked (``benchmarks/reliability.py`` runs every case)."""
 from __future__ import annotations
 
 import pytest
-from hive_compaction.commit.faults import KILL_POINTS
+from fault_hooks import KILL_POINTS
 
 from matrix_sampling import note_sample
 from reliability import call_sample, kill_matrix

@@ -34,7 +34,6 @@ import json
 import logging
 import time
 
-from hive_compaction.commit.faults import fault_point
 from hive_compaction.commit.work_area import WorkArea, check_record, read_journal, read_journal_if_exists
 from hive_compaction.storage.hadoop_fs import FolderGone, HadoopFS
 from hive_compaction.storage.listing import is_hidden
@@ -80,7 +79,6 @@ def commit(fs: HadoopFS, area: WorkArea, record: dict) -> dict:
     (a new name, or a known name with another identity) stops the commit (``_check_partition``)."""
     if "listing" not in record:
         record = {**record, "listing": [e.identity() for e in _visible(fs, record["location"])]}
-        fault_point("listed", _label(record), record["location"])
     hold(fs, area, record)
     return _apply(fs, area, record, first=True)
 
@@ -92,7 +90,6 @@ def hold(fs: HadoopFS, area: WorkArea, record: dict) -> None:
     if not fs.create_exclusive(journal, json.dumps(record, indent=1)):
         raise CommitConflict(f"another run is committing {_label(record)} (journal {journal}); "
                              "nothing was moved, the next run will look at it again")
-    fault_point("journaled", _label(record), record["location"])
 
 
 def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | None = None,
@@ -285,7 +282,7 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> d
     moves = [(f"{location}/{f['name']}", f"{trash}/{f['name']}") +
              ((f["size"], f["mtime"], f.get("version")) if "mtime" in f else ()) for f in record["inputs"]]
     window_start = time.monotonic()  # readers listing from here to the last output's arrival miss the groups' rows
-    moved = _move(fs, moves, record, "input_moved", "inputs_moved")
+    moved = fs.move_all(moves)
     if first and moved != len(moves):
         _abandon(fs, area, record, trash, location, f"{len(moves) - moved} input(s) vanished or changed before "
                                                     "they moved")
@@ -295,9 +292,8 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> d
     # The last look before publishing: a writer that changed the partition since the journal
     # (an INSERT OVERWRITE under new names, an append) stops the commit here.
     _check_partition(fs, area, record, first, moved=True)
-    fault_point("outputs_moving", _label(record), location)
     try:
-        moved = _move(fs, moves, record, "output_moved", "outputs_moved", create_folders=False)
+        moved = fs.move_all(moves, create_folders=False)
     except FolderGone:  # dropped since the check above: it stays dropped
         _dropped(fs, area, record, first)
     if first and moved != len(moves):
@@ -318,7 +314,6 @@ def _finish(fs: HadoopFS, area: WorkArea, record: dict, trash: str, window_ms: f
     run, pid, location = record["run"], record["pid"], record["location"].rstrip("/")
     manifest = {**record, "committed_at": time.time(), "trash": trash, "reader_window_ms": window_ms}
     fs.write_text_atomic(area.manifest(run, pid), json.dumps(manifest, indent=1))
-    fault_point("manifest_written", _label(record), location)
     fs.delete(area.journal(pid))
     fs.delete(record.get("staging") or area.staging(run, pid), recursive=True)
     return manifest
@@ -335,18 +330,6 @@ def check_owner(fs: HadoopFS, area: WorkArea, record: dict) -> None:
 
 def _label(record: dict) -> str:
     return f"{record['table']}/{record['partition']}"
-
-
-def _move(fs: HadoopFS, moves: list[tuple[str, str]], record: dict, after_first: str, after_all: str,
-          create_folders: bool = True) -> int:
-    """Move files in order (a missing source is skipped); the fault points after the first move
-    and after all of them. Returns how many moved."""
-    moved = fs.move_all(moves[:1], create_folders)
-    if moved:
-        fault_point(after_first, _label(record), record["location"])
-    moved += fs.move_all(moves[1:], create_folders)
-    fault_point(after_all, _label(record), record["location"])
-    return moved
 
 
 def _abandon(fs: HadoopFS, area: WorkArea, record: dict, trash: str, location: str, why: str) -> None:

@@ -38,7 +38,6 @@ import logging
 import time
 from typing import Callable
 
-from hive_compaction.commit.faults import fault_point
 from hive_compaction.commit.in_place import InputsChanged, check_owner, recent
 from hive_compaction.commit.work_area import WorkArea, check_record
 from hive_compaction.storage.hadoop_fs import HadoopFS
@@ -50,9 +49,6 @@ log = logging.getLogger(__name__)
 
 MODE = "location_switch"
 PREVIOUS_LOCATION = "hive_compaction.previousLocation"
-SWITCH_POINTS = ("staged", "journaled", "folder_built", "switched", "manifest_written")
-
-
 def new_folder(table_location: str, partition: str, run: str, attempt: str) -> str:
     return f"{table_location.rstrip('/')}/{VERSIONS_FOLDER}/{partition}/{run}-{attempt}"
 
@@ -79,7 +75,6 @@ def build_and_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: di
     if not switched:
         _abort(fs, area, record, "the Metastore's partition is no longer at the folder that was merged "
                                  "(dropped or moved meanwhile)", conflict=True)
-    fault_point("switched", f"{record['table']}/{record['partition']}", record["location"])
     return _finish(fs, area, record)
 
 
@@ -94,7 +89,6 @@ def _build(fs: HadoopFS, area: WorkArea, record: dict, rows_of: Callable[[list],
         _abort(fs, area, record, f"{len(record['outputs']) - moved} staged output(s) vanished")
     for name in record["copies"]:
         fs.copy(f"{old}/{name}", f"{new}/{name}")
-    fault_point("folder_built", label, record["location"])
     expected = {o["name"]: o["size"] for o in record["outputs"]}
     expected.update({f["name"]: f["size"] for f in record["files"] if f["name"] in set(record["copies"])})
     built, folders = data_files(fs.list(new))
@@ -152,7 +146,6 @@ def _undo(fs: HadoopFS, area: WorkArea, record: dict) -> None:
 def _finish(fs: HadoopFS, area: WorkArea, record: dict) -> dict:
     manifest = {**record, "committed_at": time.time()}
     fs.write_text_atomic(area.manifest(record["run"], record["pid"]), json.dumps(manifest, indent=1))
-    fault_point("manifest_written", f"{record['table']}/{record['partition']}", record["location"])
     fs.delete(area.journal(record["pid"]))
     fs.delete(record["staging"], recursive=True)
     return manifest

@@ -14,7 +14,6 @@ import time
 import uuid
 
 from hive_compaction.commit import location_switch
-from hive_compaction.commit.faults import fault_point
 from hive_compaction.commit.in_place import recent
 from hive_compaction.commit.work_area import (UnsafeRecord, WorkArea, check_record, read_journal,
                                               read_journal_if_exists)
@@ -137,7 +136,6 @@ def _check_and_move(fs: HadoopFS, manifest: dict, label: str, location: str, tra
     # Outputs leave before the originals return: never both visible at once.
     check_owner()
     fs.move_all([(f"{location}/{o['name']}", f"{trash}/rolled-back/{o['name']}") for o in outputs])
-    fault_point("rollback_outputs_moved", label, location)
     check_owner()
     try:
         restored = fs.move_all([(f"{trash}/{f['name']}", f"{location}/{f['name']}") for f in inputs],

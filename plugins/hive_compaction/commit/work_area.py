@@ -20,7 +20,6 @@ import re
 import time
 from dataclasses import dataclass
 
-from hive_compaction.commit.faults import fault_point
 from hive_compaction.storage.capabilities import TEMP_SUFFIX
 from hive_compaction.storage.paths import (VERSIONS_FOLDER, canonical, is_within, location_problem,
                                            partition_id)
@@ -163,7 +162,6 @@ def purge_expired(fs, area: WorkArea, retention_days: int, keep_runs: set[str], 
     for run, changed in sorted(newest.items()):
         if changed >= cutoff_ms or run in keep_runs:
             continue
-        fault_point("purging", run, area.root)
         pids = _partitions_of(fs, area, run)
         if not all([_purge_partition(fs, area, run, pid, retire) for pid in sorted(pids)]):
             continue  # the rest of the run waits for a later purge

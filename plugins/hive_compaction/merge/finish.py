@@ -9,7 +9,6 @@ import time
 from pyspark.sql import SparkSession
 
 from hive_compaction.commit import location_switch
-from hive_compaction.commit.faults import fault_point
 from hive_compaction.commit.in_place import commit, hold
 from hive_compaction.merge.copy import partition_rows
 from hive_compaction.merge.grouping import Work
@@ -36,7 +35,6 @@ class Finisher:
         try:
             if work.error:
                 raise RuntimeError(work.error)
-            fault_point("staged", task.label, task.location)
             inputs = [f for g in work.groups for f in g.files]
             outputs = [o for g in work.groups for o in g.staged]
             record = CommitRecord(

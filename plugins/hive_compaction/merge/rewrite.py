@@ -21,7 +21,6 @@ from urllib.parse import unquote
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from hive_compaction.commit.faults import fault_point
 from hive_compaction.merge.checksum import content, content_metrics
 from hive_compaction.merge.copy import error_text
 from hive_compaction.merge.grouping import Engine, Group, Work, staged_suffix
@@ -113,8 +112,6 @@ class RewriteEngine:
         try:
             functools.reduce(DataFrame.unionAll, branches).write.format(fmt).option("compression", codec).save(job_dir)
             written = time.monotonic()
-            for w, _ in items:
-                fault_point("rewritten", w.task.label, w.task.location)
             outputs = self._task_outputs(job_dir)
             wants = self._sums(fmt, schema, {f.path: id(g) for _, g in items for f in g.files})
             self._take_outputs(items, outputs, wants)

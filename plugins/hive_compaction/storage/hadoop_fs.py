@@ -37,12 +37,11 @@ class Entry(FileIdentity):
 
 class HadoopFS:
     """File operations on Hadoop URIs. Listing, status and moves of many files go through the
-    JVM helper (``jvm_helper``): one py4j round trip per batch instead of several per file."""
+    JVM helper (``jvm_helper``): one py4j round trip per batch instead of several per file.
 
-    # A test's fault injector: called as (operation, uri) before every storage operation, the
-    # single steps inside a move of many files or a journal's publication included, so a test
-    # can stop the job between any two of them. None in production.
-    before_operation = None
+    Every storage operation of the job is one method call here, the steps of publishing a small
+    file (write, publish, delete the temporary name) included, so the job's storage traffic can
+    be traced or wrapped at this one boundary."""
 
     def __init__(self, spark):
         self._spark = spark
@@ -54,11 +53,6 @@ class HadoopFS:
 
     def _call(self, method: str, *args):
         return jvm_helper.call(self._spark, method, *args)
-
-    @classmethod
-    def _before(cls, operation: str, uri: str) -> None:
-        if cls.before_operation is not None:
-            cls.before_operation(operation, uri)
 
     def path(self, uri: str):
         return self._path_class(uri)
@@ -77,14 +71,12 @@ class HadoopFS:
 
     def list(self, uri: str) -> list[Entry]:
         """Direct children of a folder (empty when it does not exist), sorted by name."""
-        self._before("list", uri)
         return [self._entry(d) for d in self._call("list", uri)]
 
     def statuses(self, uris: list[str]) -> list[Entry | None]:
         """The status of each path (None where it does not exist), in one call."""
         if not uris:
             return []
-        self._before("statuses", uris[0])
         return [self._entry(d) if d else None for d in self._call("statuses", list(uris))]
 
     def status(self, uri: str) -> Entry | None:
@@ -102,9 +94,6 @@ class HadoopFS:
         (dropped meanwhile) is never re-created, FolderGone is raised instead."""
         if not pairs:
             return 0
-        if self.before_operation is not None and len(pairs) > 1:  # a test stops the job between two moves
-            return sum(self.move_all([p], create_folders) for p in pairs)
-        self._before("move", pairs[0][0])
         try:
             return int(self._call("moveAll", [list(p) for p in pairs], create_folders))
         except Py4JJavaError as e:
@@ -122,13 +111,11 @@ class HadoopFS:
 
     def copy(self, src: str, dst: str) -> None:
         """Copy one file byte for byte (Hadoop's FileUtil.copy); the target must not exist."""
-        self._before("copy", src)
         file_util = JavaClass("org.apache.hadoop.fs.FileUtil", self._jvm._gateway_client)
         if not file_util.copy(self.fs(src), self.path(src), self.fs(dst), self.path(dst), False, False, self._conf):
             raise OSError(f"copy {src} -> {dst} failed")
 
     def delete(self, uri: str, recursive: bool = False) -> bool:
-        self._before("delete", uri)
         return bool(self.fs(uri).delete(self.path(uri), recursive))
 
     def read_text(self, uri: str) -> str:
@@ -139,7 +126,6 @@ class HadoopFS:
 
     def read_text_if_exists(self, uri: str) -> str | None:
         """A small file's text, or None when it does not exist (one round trip)."""
-        self._before("read", uri)
         return self._call("readText", uri)
 
     def resolved_scheme(self, uri: str) -> str:
@@ -159,24 +145,31 @@ class HadoopFS:
         how = self._publish_primitive(fs, p.getParent())
         # (The temporary file's write makes the folder when it is missing.)
         tmp = self.path(f"{p.getParent().toString()}/.{p.getName()}.{uuid.uuid4().hex[:12]}{storage.TEMP_SUFFIX}")
-        self._before("write", tmp.toString())
         self._write(fs, tmp, text, how)
         try:
-            self._before("publish", uri)
-            if how == storage.HARD_LINK:
-                local = self._jvm.java.io.File(fs.resolvePath(tmp).toUri().getPath())
-                target = self._jvm.java.io.File(local.getParentFile(), p.getName())
-                try:
-                    self._jvm.java.nio.file.Files.createLink(target.toPath(), local.toPath())
-                except Exception as e:  # py4j wraps java.nio.file.FileAlreadyExistsException
-                    if "FileAlreadyExists" in str(e):
-                        return False
-                    raise
-                return True
-            return bool(fs.rename(tmp, p))  # HDFS: false when the target exists, atomically
+            return self._publish_new(fs, tmp, p, how)
         finally:
-            self._before("delete", tmp.toString())
-            fs.delete(tmp, False)
+            self._delete_temporary(fs, tmp)
+
+    def _publish_new(self, fs, tmp, p, how: str) -> bool:
+        """Give the closed temporary file ``tmp`` the name ``p`` unless something has it."""
+        if how == storage.HARD_LINK:
+            local = self._jvm.java.io.File(fs.resolvePath(tmp).toUri().getPath())
+            target = self._jvm.java.io.File(local.getParentFile(), p.getName())
+            try:
+                self._jvm.java.nio.file.Files.createLink(target.toPath(), local.toPath())
+            except Exception as e:  # py4j wraps java.nio.file.FileAlreadyExistsException
+                if "FileAlreadyExists" in str(e):
+                    return False
+                raise
+            return True
+        return bool(fs.rename(tmp, p))  # HDFS: false when the target exists, atomically
+
+    @staticmethod
+    def _delete_temporary(fs, tmp, checksum_too: bool = False) -> None:
+        fs.delete(tmp, False)
+        if checksum_too:
+            fs.delete(fs.getChecksumFile(tmp), False)
 
     def _publish_primitive(self, fs, folder) -> str:
         """How the storage of ``folder`` publishes exclusively (``storage.EXCLUSIVE_PUBLISH``), or
@@ -232,33 +225,35 @@ class HadoopFS:
         p = self.path(uri)
         fs = self.fs(uri)
         how = self._publish_primitive(fs, p.getParent())
-        self._before("mkdirs", p.getParent().toString())
-        if not fs.exists(p.getParent()):
-            fs.mkdirs(p.getParent())
+        self._make_folder(fs, p.getParent())
         parent = fs.resolvePath(p.getParent())  # through a viewfs mount
         target = parent.getFileSystem(self._conf)
         tmp = self._path_class(parent, f".{p.getName()}.{uuid.uuid4().hex[:12]}{storage.TEMP_SUFFIX}")
         dst = self._path_class(parent, p.getName())
-        self._before("write", tmp.toString())
         self._write(target, tmp, text, how)
         try:
-            self._before("publish", uri)
-            if how == storage.HARD_LINK:
-                nio = self._jvm.java.nio.file
-                options = self._spark.sparkContext._gateway.new_array(nio.CopyOption, 1)
-                options[0] = nio.StandardCopyOption.ATOMIC_MOVE
-                old_crc = target.getChecksumFile(dst)
-                if target.exists(old_crc):  # (a file written by an older version) it would not match
-                    target.delete(old_crc, False)
-                nio.Files.move(target.pathToFile(tmp).toPath(), target.pathToFile(dst).toPath(), options)
-            else:
-                rename = self._jvm.org.apache.hadoop.fs.Options.Rename
-                options = self._spark.sparkContext._gateway.new_array(rename, 1)
-                options[0] = rename.OVERWRITE
-                self._jvm.org.apache.hadoop.fs.FileContext.getFileContext(target.getUri(), self._conf) \
-                    .rename(tmp, dst, options)
+            self._replace(target, tmp, dst, how)
         finally:
-            self._before("delete", tmp.toString())
-            target.delete(tmp, False)
-            if how == storage.HARD_LINK:
-                target.delete(target.getChecksumFile(tmp), False)
+            self._delete_temporary(target, tmp, checksum_too=how == storage.HARD_LINK)
+
+    @staticmethod
+    def _make_folder(fs, folder) -> None:
+        if not fs.exists(folder):
+            fs.mkdirs(folder)
+
+    def _replace(self, target, tmp, dst, how: str) -> None:
+        """Rename the closed temporary file ``tmp`` to ``dst`` in one step, replacing it."""
+        if how == storage.HARD_LINK:
+            nio = self._jvm.java.nio.file
+            options = self._spark.sparkContext._gateway.new_array(nio.CopyOption, 1)
+            options[0] = nio.StandardCopyOption.ATOMIC_MOVE
+            old_crc = target.getChecksumFile(dst)
+            if target.exists(old_crc):  # (a file written by an older version) it would not match
+                target.delete(old_crc, False)
+            nio.Files.move(target.pathToFile(tmp).toPath(), target.pathToFile(dst).toPath(), options)
+        else:
+            rename = self._jvm.org.apache.hadoop.fs.Options.Rename
+            options = self._spark.sparkContext._gateway.new_array(rename, 1)
+            options[0] = rename.OVERWRITE
+            self._jvm.org.apache.hadoop.fs.FileContext.getFileContext(target.getUri(), self._conf) \
+                .rename(tmp, dst, options)
