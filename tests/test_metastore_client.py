@@ -62,6 +62,8 @@ def test_constructor_keeps_its_signature_and_takes_a_host_list():
         .connection.kerberos_service_name == "hive"
     with pytest.raises(ValueError, match="not both"):
         Metastore("h", 1, metastore_conn_id="hms")
+    with pytest.raises(ValueError, match="auth_mechanism: an Airflow connection's settings come from its extra"):
+        Metastore(metastore_conn_id="hms", auth_mechanism="PLAIN")
     with pytest.raises(ValueError, match="KERBEROS"):
         Metastore("h", 1, auth_mechanism="KERBEROS")
 

@@ -67,6 +67,8 @@ class Metastore(BaseHook):
                  batch_size: int = 500, *, metastore_conn_id: str | None = None, **options):
         super().__init__()
         if host is None:
+            if options:
+                raise ValueError(f"{', '.join(options)}: an Airflow connection's settings come from its extra")
             conn = _airflow_connection(metastore_conn_id)
             self.metastore_conn_id = conn.conn_id or metastore_conn_id
             host, port, timeout_seconds, batch_size, options = _settings(conn, self.metastore_conn_id)
