@@ -39,7 +39,8 @@ def _compile(spark):
     """A class loader holding the helper's classes, compiled together from their sources.
 
     Janino's SimpleCompiler cooks one compilation unit; its Compiler takes several, resolving
-    their references to each other, and hands the class files to a resource creator."""
+    their references to each other, and hands the class files to a resource creator, from
+    which a class loader under Spark's loads them."""
     from py4j.java_gateway import JavaClass
     client = spark._jvm._gateway_client
 
@@ -59,11 +60,9 @@ def _compile(spark):
     for i, (name, text) in enumerate(sources.items()):
         units[i] = new("org.codehaus.commons.compiler.util.resource.StringResource", name, text)
     compiler.compile(units)
-    # Class files are named "Outer$Inner.class"; the loader takes binary class names.
-    bytecodes = new("java.util.HashMap")
-    for name, code in classes.getMap().items():
-        bytecodes.put(name[:-len(".class")].replace("/", "."), code)
-    return new("org.codehaus.commons.compiler.util.reflect.ByteArrayClassLoader", bytecodes, parent)
+    # The class files ("Name.class", "Outer$Inner.class") stay in the JVM: the loader finds them there.
+    found = new("org.codehaus.commons.compiler.util.resource.MapResourceFinder", classes.getMap())
+    return new("org.codehaus.commons.compiler.util.ResourceFinderClassLoader", found, parent)
 
 
 def helper(spark):
