@@ -4,6 +4,8 @@ let the next DAG run repair it, and check every row.
     python benchmarks/reliability.py [--formats ORC PARQUET] [--partitions 2] [--files 4] [--rows 250]
     python benchmarks/reliability.py --every-call 40   # a kill before each of the commit's first 40
                                                        # storage operations, formats alternating
+    python benchmarks/reliability.py --every-call 28 --storage-errors   # that call fails instead: the
+                                                       # partition must read every row right after it
     python benchmarks/reliability.py --adversaries     # other actors at every step instead of kills
     python benchmarks/reliability.py --adversaries --every-call 27   # writers and a DROP PARTITION
                                                        # before each of the commit's storage operations
@@ -34,7 +36,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "scripts"),
 
 from harness import ROOT, Stack  # noqa: E402
 from hive_compaction.storage.paths import run_tag  # noqa: E402
-from fault_hooks import KILL_POINTS, SWITCH_POINTS  # noqa: E402
+from fault_hooks import FAIL_AT_CALL_ENV, KILL_AT_CALL_ENV, KILL_POINTS, SWITCH_POINTS  # noqa: E402
 
 
 def statistics_wrong(part: dict, rows: int) -> str | None:
@@ -49,9 +51,14 @@ def statistics_wrong(part: dict, rows: int) -> str | None:
 
 def kill_matrix(stack: Stack, work: Path, formats=("ORC", "PARQUET"), points=KILL_POINTS,
                 partitions: int = 2, files: int = 4, rows: int = 250, db: str = "reliability",
-                alternate: bool = False) -> dict:
+                alternate: bool = False, storage_errors: bool = False) -> dict:
     """Every kill point for every format, or with ``alternate`` each point once, the formats taking
-    turns (the commit moves files whatever their format: half the jobs, every point still killed)."""
+    turns (the commit moves files whatever their format: half the jobs, every point still killed).
+
+    ``storage_errors``: the storage call ``call:<n>`` fails instead of the job being killed (an
+    error such as a NameNode failover or a full disk raises); the job goes on, and the partition
+    must read exactly its rows right after it (a first pass puts back what it moved; past the
+    commit point the merged file holds them), before any later run repairs anything."""
     dates = [f"2026-04-{d:02d}" for d in range(1, partitions + 1)]
     victim = dates[-1]
     pairs = [(formats[i % len(formats)], point) for i, point in enumerate(points)] if alternate \
@@ -62,20 +69,29 @@ def kill_matrix(stack: Stack, work: Path, formats=("ORC", "PARQUET"), points=KIL
     before = {t: stack.rows(db, t) for t in tables.values()}
     figures = {"kill_points_tried": 0, "runs": 0, "partitions_checked": 0, "rows_checked": 0,
                "rows_lost": 0, "rows_duplicated": 0, "leftovers": 0, "kills_not_reached": 0,
-               "calls_past_the_commit": [], "temporary_files_left": 0, "recovery_run": None, "problems": []}
+               "calls_past_the_commit": [], "temporary_files_left": 0, "recovery_run": None, "problems": [],
+               "rows_wrong_right_after": 0}
     for (fmt, point), table in tables.items():
         cfg = stack.write_config(work / f"{table}.yaml", [{"name": f"{db}.{table}"}])
         planned = stack.plan_batches(cfg, run_id=f"killed-{table}")
-        kill = {CALL_KILL_ENV: f"{point[len(CALL):]}:dt={victim}"} if point.startswith(CALL) \
-            else {"HIVE_COMPACTION_TEST_KILL_AT": f"{point}:dt={victim}"}
+        if storage_errors:
+            kill, said = {FAIL_AT_CALL_ENV: f"{point[len(CALL):]}:dt={victim}"}, f"test storage fault at {point} "
+        elif point.startswith(CALL):
+            kill, said = {KILL_AT_CALL_ENV: f"{point[len(CALL):]}:dt={victim}"}, f"test kill point {point} reached"
+        else:
+            kill, said = {"HIVE_COMPACTION_TEST_KILL_AT": f"{point}:dt={victim}"}, f"test kill point {point} reached"
         p = stack.spark_submit(planned["spark_args"][0]["application_args"][1], **kill)
         figures["kill_points_tried"] += 1
         figures["runs"] += 1
-        if p.returncode == 0 and point.startswith(CALL):
+        if said not in p.stdout + p.stderr and point.startswith(CALL) and p.returncode == 0:
             figures["calls_past_the_commit"].append(int(point[len(CALL):]))  # the job made fewer calls
-        elif p.returncode == 0 or f"test kill point {point} reached" not in p.stdout + p.stderr:
+        elif said not in p.stdout + p.stderr or (p.returncode == 0 and not storage_errors):
             figures["kills_not_reached"] += 1
-            figures["problems"].append(f"{table}: the kill at {point} did not happen")
+            figures["problems"].append(f"{table}: the {'fault' if storage_errors else 'kill'} at {point} did not happen")
+        elif storage_errors and stack.rows(db, table) != before[table]:
+            figures["rows_wrong_right_after"] += 1
+            figures["problems"].append(f"{table}: right after the storage error at {point} the table does not read "
+                                       "its rows")
 
     cfg = stack.write_config(work / "all.yaml", [{"name": f"{db}.{t}"} for t in tables.values()])
     run = stack.run_dag(cfg)
@@ -124,7 +140,6 @@ def kill_matrix(stack: Stack, work: Path, formats=("ORC", "PARQUET"), points=KIL
 
 ACTOR_LOCK_WAIT_SECONDS = 3
 CALL = "call:"  # a kill point "call:<n>": before the commit's n-th storage operation
-CALL_KILL_ENV = "HIVE_COMPACTION_TEST_KILL_AT_CALL"
 
 
 # Other actors at a commit step, and what the partition must hold once the next run is done.
@@ -414,6 +429,8 @@ def main() -> int:
                     help="kill before each of the commit's storage operations 1..N instead of at its steps "
                          "(those past the commit's last are reported as such); with --adversaries: a writer "
                          "adding a file, one overwriting, a DROP PARTITION there")
+    ap.add_argument("--storage-errors", action="store_true",
+                    help="with --every-call: that storage call fails instead of a kill")
     ap.add_argument("--adversaries", action="store_true",
                     help="instead of kills: other actors at every commit step (adversary_matrix)")
     ap.add_argument("--actors", default="writers",
@@ -446,7 +463,8 @@ def main() -> int:
                                      commit_mode=args.commit_mode)
             elif args.every_call:
                 f = kill_matrix(stack, Path(tmp), args.formats, [f"{CALL}{n}" for n in range(1, args.every_call + 1)],
-                                args.partitions, args.files, args.rows, alternate=True)
+                                args.partitions, args.files, args.rows, alternate=True,
+                                storage_errors=args.storage_errors)
             else:
                 f = kill_matrix(stack, Path(tmp), args.formats, KILL_POINTS, args.partitions, args.files, args.rows)
         finally:
@@ -458,7 +476,8 @@ def main() -> int:
         print(json.dumps({k: v for k, v in f.items() if k != "matrix"}))
         return 0 if not f["problems"] and f["recovery_run"] == "success" else 1
     for key in ("kill_points_tried", "runs", "partitions_checked", "rows_checked", "rows_lost",
-                "rows_duplicated", "leftovers", "kills_not_reached", "temporary_files_left", "recovery_run"):
+                "rows_duplicated", "leftovers", "kills_not_reached", "temporary_files_left", "rows_wrong_right_after",
+                "recovery_run"):
         print(f"{key:>20}: {f[key]}")
     if f["calls_past_the_commit"]:
         print(f"{'storage calls':>20}: the commit made {min(f['calls_past_the_commit']) - 1}; a kill before each was tried")

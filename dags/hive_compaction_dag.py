@@ -7,6 +7,9 @@ file, or the file ``$HIVE_COMPACTION_CONFIG`` names) is read leniently here and 
 tasks, so a mistake in it fails a task with a clear message instead of breaking the import. The
 merge job is the config's ``merge_job`` (by default the copy inside the installed package).
 
+It also defines the rollback DAG (``hive_compaction_rollback``, built in the package): a form
+that rolls back what one run committed in a table, submitted like the merges.
+
 Runs are keyed by the partition date they compact (``CronPartitionTimetable``: daily at 00:00
 UTC, the key ``partition_lag_days`` of the config's defaults before the run's date); a backfill
 over a date range makes one run per key.
@@ -20,6 +23,7 @@ from airflow.sdk import DAG, CronPartitionTimetable, Param, TaskGroup, task
 
 from hive_compaction.airflow import alerts, config, run_params
 from hive_compaction.airflow.assets import table_asset
+from hive_compaction.airflow.rollback_dag import rollback_dag
 
 # The same file at parse time and in every task (a task's process parses this file first).
 CONFIG_PATH = config.dag_config_path(__file__)
@@ -125,3 +129,6 @@ with DAG(
     with TaskGroup(alerts.ASSET_EVENT_GROUP, tooltip="one asset event per table with merged partitions"):
         for t in SETTINGS.tables:
             asset_event(t.name)(report)
+
+# The second DAG of this file: roll back a run's merges in one table, from a form.
+rollback = rollback_dag(CONFIG_PATH, SETTINGS, ON_FAILURE)

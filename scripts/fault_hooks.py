@@ -15,6 +15,9 @@ the harness puts on its PYTHONPATH when a test sets one of these variables:
   n-th storage call the thread committing the partition makes from its commit's start (the
   partition's Metastore lock request): a sweep over n stops the commit between any two of its
   file-system calls;
+- ``HIVE_COMPACTION_TEST_FAIL_AT_CALL="<n>[:<text>]"``: that call fails instead (an ``OSError``
+  raised where the storage would raise its own), the job going on as it would after a storage
+  error;
 - ``HIVE_COMPACTION_TEST_HOOK_AT="<step>[:<text>]"`` (or ``"call:<n>[:<text>]"``) runs the shell
   command in ``HIVE_COMPACTION_TEST_HOOK_CMD`` there, with the partition's folder in
   ``HIVE_COMPACTION_PARTITION_DIR``; several entries separated by ``;`` give each partition its
@@ -49,6 +52,7 @@ from urllib.parse import unquote, urlsplit
 
 KILL_ENV = "HIVE_COMPACTION_TEST_KILL_AT"
 KILL_AT_CALL_ENV = "HIVE_COMPACTION_TEST_KILL_AT_CALL"
+FAIL_AT_CALL_ENV = "HIVE_COMPACTION_TEST_FAIL_AT_CALL"
 HOOK_ENV = "HIVE_COMPACTION_TEST_HOOK_AT"
 HOOK_CMD_ENV = "HIVE_COMPACTION_TEST_HOOK_CMD"
 
@@ -103,7 +107,7 @@ def _named(point: str) -> bool:
 
 
 def _counting_wanted() -> bool:
-    return bool(os.environ.get(KILL_AT_CALL_ENV)) or any(
+    return bool(os.environ.get(KILL_AT_CALL_ENV) or os.environ.get(FAIL_AT_CALL_ENV)) or any(
         name.startswith(CALL) for name, _ in _entries(os.environ.get(HOOK_ENV)))
 
 
@@ -133,14 +137,18 @@ def _count(operation: str, uri) -> None:
     if calls is None:
         return
     _now.calls = calls = calls + 1
-    where = f"{CALL}{calls} (before {operation} {uri})"
     for name, text in _entries(os.environ.get(HOOK_ENV)):
         if name == f"{CALL}{calls}" and text in _now.label:
-            _run_hook(where, _now.label, _now.folder() if _now.folder else None)
+            _run_hook(f"{CALL}{calls} (before {operation} {uri})", _now.label, _now.folder() if _now.folder else None)
     n, _, text = os.environ.get(KILL_AT_CALL_ENV, "").partition(":")
     if n and calls == int(n) and text in _now.label:
-        log.warning("test kill point %s reached: killing the job with SIGKILL", where)
+        log.warning("test kill point %s%d reached (before %s %s): killing the job with SIGKILL", CALL, calls,
+                    operation, uri)
         os.kill(os.getpid(), signal.SIGKILL)
+    n, _, text = os.environ.get(FAIL_AT_CALL_ENV, "").partition(":")
+    if n and calls == int(n) and text in _now.label:
+        log.warning("test storage fault at %s%d (%s %s)", CALL, calls, operation, uri)
+        raise OSError(f"test storage fault at {CALL}{calls}: {operation} {uri} failed")
 
 
 def _begin_commit(metastore, table: str, partition: str) -> None:

@@ -127,12 +127,12 @@ class Stack:
             env.setdefault("SPARK_SUBMIT_OPTS", QUICK_JVM_START + shared)
         if config_path:
             env["HIVE_COMPACTION_CONFIG"] = str(config_path)
+        env.update(extra)
         if any(k.startswith("HIVE_COMPACTION_TEST_") for k in extra):
             # The job's storage and Metastore calls are wrapped from outside (scripts/fault_hooks.py,
             # loaded by scripts/fault_injection/sitecustomize.py) only when a test asks for a fault.
             injection = str(ROOT / "scripts" / "fault_injection")
             env["PYTHONPATH"] = os.pathsep.join(p for p in (injection, env.get("PYTHONPATH")) if p)
-        env.update(extra)
         return env
 
     def start(self) -> None:
@@ -269,9 +269,10 @@ class Stack:
         path.write_text(yaml.safe_dump(raw))
         return path
 
-    def run_dag(self, config_path: Path, conf: dict | None = None, **env) -> DagRun:
+    def run_dag(self, config_path: Path, conf: dict | None = None, dag_id: str = "hive_compaction", **env) -> DagRun:
+        """``airflow dags test`` of the merge DAG (or ``dag_id``: another DAG of the dags folder)."""
         logical = (datetime(2030, 1, 1) + timedelta(hours=next(_dates))).isoformat()
-        args = ["hive_compaction", logical] + (["--conf", json.dumps(conf)] if conf else [])
+        args = [dag_id, logical] + (["--conf", json.dumps(conf)] if conf else [])
         run_env = self.env(config_path, **env)
         runner = self.dag_runner()
         if runner is not None and runner.serves(run_env):
@@ -284,7 +285,8 @@ class Stack:
             returncode, log = p.returncode, p.stdout + p.stderr
         m = re.search(r"DagRun Finished: .*?run_id=([^,]+),", log)
         run_id = m.group(1) if m else ""
-        return DagRun(returncode, log, run_id, (lambda: self.task_states(run_id, config_path)) if run_id else dict)
+        return DagRun(returncode, log, run_id,
+                      (lambda: self.task_states(run_id, config_path, dag_id)) if run_id else dict)
 
     def dag_runner(self):
         """The long-lived Airflow process for ``run_dag`` (started on first use), or None."""
@@ -296,8 +298,8 @@ class Stack:
             record("Airflow imported by the long-lived dags-test process", self._dag_runner.start())
         return self._dag_runner
 
-    def task_states(self, run_id: str, config_path: Path) -> dict[str, list[str]]:
-        p = subprocess.run(["airflow", "tasks", "states-for-dag-run", "hive_compaction", run_id, "-o", "json"],
+    def task_states(self, run_id: str, config_path: Path, dag_id: str = "hive_compaction") -> dict[str, list[str]]:
+        p = subprocess.run(["airflow", "tasks", "states-for-dag-run", dag_id, run_id, "-o", "json"],
                            env=self.env(config_path), capture_output=True, text=True, check=True)
         out: dict[str, list[str]] = {}
         for row in json.loads(p.stdout[p.stdout.index("["):]):

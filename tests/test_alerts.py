@@ -103,3 +103,13 @@ def test_the_callback_renders_each_notifier_afresh_and_survives_a_broken_one(tmp
     assert [g["failure"]["reason"] for g in got] == ["RuntimeError: first", "RuntimeError: second"]
     assert got[1]["message"] == got[1]["failure"]["message"]  # the template was rendered for each alert
     assert "db.u" in got[0]["message"]
+
+
+def test_a_rollback_failure_names_the_forms_table_and_partitions():
+    ti = SimpleNamespace(task_id="rollback", map_index=-1, run_id="manual__r", try_number=1,
+                               xcom_pull=lambda **kw: None)
+    params = {"table": "db.t", "run": "scheduled__x", "partitions": ["dt=2026-01-01", ""], "dry_run": False}
+    f = alerts.describe({"ti": ti, "params": params, "run_id": "manual__r", "exception": RuntimeError("exit 1")})
+    assert f["tables"] == ["db.t"] and f["partitions"] == ["db.t/dt=2026-01-01"], f
+    whole = alerts.describe({"ti": ti, "params": {**params, "partitions": None}, "run_id": "manual__r"})
+    assert whole["tables"] == ["db.t"] and whole["partitions"] == [], whole

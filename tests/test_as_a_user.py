@@ -27,6 +27,7 @@ import postgres
 import pytest
 
 from airflow_services import AirflowServices, service_env
+from hive_compaction.storage.paths import run_tag
 from local_stack import free_port
 from test_end_to_end import files_with_times
 
@@ -431,3 +432,78 @@ def test_the_downstream_example_runs_once_per_compacted_date(airflow, stack, bac
         assert partition == f"dt={day}" and (figures["files_before"], figures["files_after"]) == (3, 1), out
         assert figures["rows"] == 150, out
     assert len(svc.runs(DOWNSTREAM_ID)) == len(BACKFILL_DATES)
+
+
+ROLLBACK_ID = "hive_compaction_rollback"
+
+
+def type_into(field, text: str) -> None:
+    """Type ``text`` key by key: the form's fields re-render on each change, and a string sent at
+    once lost a character now and then (seen: one 'b' of a run id)."""
+    for ch in text:
+        field.send_keys(ch)
+    assert field.get_attribute("value") == text, (field.get_attribute("value"), text)
+
+
+def test_the_rollback_form_in_a_browser_brings_the_original_files_back(airflow, stack, browser):
+    """A person rolls back one partition of the scheduled run (which merged the daily table's two
+    dates before today) from the rollback DAG's form: the table typed (the configured ones are
+    offered), the run id pasted, the partition on its line. The partition then holds its original
+    files again (names, sizes, times; content checksum equal), its statistics equal the disk; the
+    other partition stays merged. Runs after the tests that read the daily table's merged state."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    svc, d = airflow, browser
+    shots = Path(os.environ.get("TEST_ARTIFACTS", ROOT / "test-artifacts")) / "rollback_form_browser"
+    shots.mkdir(parents=True, exist_ok=True)
+    run_id = svc.scheduled_run["dag_run_id"]
+    today = datetime.now(timezone.utc).date()
+    back, kept = f"dt={today - timedelta(days=1)}", f"dt={today - timedelta(days=2)}"
+    before, content_before = airflow.before[DAILY_TABLE]
+    merged = partition_state(stack, DB, DAILY_TABLE)
+    assert merged[back][1]["num_files"] == merged[kept][1]["num_files"] == 1, merged  # what the scheduled run left
+    t0 = time.monotonic()
+    svc.unpause(ROLLBACK_ID)
+    # What the form's schema refuses, the API refuses too, naming the field; no run is created.
+    for conf, field_name in (({"table": "not a table", "run": run_id}, "table"), ({"table": f"{DB}.{DAILY_TABLE}"}, "run"),
+                             ({"table": f"{DB}.{DAILY_TABLE}", "run": run_id, "dry_run": "yes"}, "dry_run")):
+        r = svc.request("POST", f"/api/v2/dags/{ROLLBACK_ID}/dagRuns", json={"logical_date": None, "conf": conf})
+        assert 400 <= r.status_code < 500 and field_name in r.json()["detail"], (conf, r.status_code, r.text)
+    assert svc.runs(ROLLBACK_ID) == []
+
+    d.get(f"{svc.url}/dags/{ROLLBACK_ID}")
+    d.find_element(By.CSS_SELECTOR, "button[aria-label='Trigger Dag']").click()
+    table = d.find_element(By.ID, "element_table")
+    offered = [o.get_attribute("value") for o in d.find_elements(By.CSS_SELECTOR, "datalist#list_table option")]
+    assert offered == sorted(f"{DB}.{t}" for t in TABLES), offered  # the configured tables
+    type_into(table, f"{DB}.{DAILY_TABLE}")
+    type_into(d.find_element(By.ID, "element_run"), run_id)
+    type_into(d.find_element(By.ID, "element_partitions"), back)
+    d.save_screenshot(str(shots / "filled_form.png"))
+    [b for b in d.find_elements(By.CSS_SELECTOR, "[role=dialog] button") if b.text.strip() == "Trigger"][-1].click()
+    WebDriverWait(d, 30).until(lambda drv: "/runs/" in drv.current_url)
+    rb_run = unquote(d.current_url.split("/runs/", 1)[1].split("/")[0])
+    run = svc.wait_for_runs(lambda r: r["dag_run_id"] == rb_run, 1, timeout=300, dag_id=ROLLBACK_ID)[0]
+    assert run["state"] == "success", svc.diagnostics(rb_run)
+    print(f"rollback run {rb_run} from the form: {run['state']} in {time.monotonic() - t0:.0f}s")
+    assert run["conf"] == {"table": f"{DB}.{DAILY_TABLE}", "run": run_id, "partitions": [back], "dry_run": False}, run
+
+    after, content_after = partition_state(stack, DB, DAILY_TABLE), stack.content(DB, DAILY_TABLE)
+    assert after[back][0] == before[back][0]  # the original files: names, sizes, modification times
+    assert content_after[back] == content_before[back]  # rows and content checksum
+    snap = after[back][1]
+    assert (snap["hms_num_files"], snap["hms_total_size"], snap["hms_num_rows"]) == \
+        (str(snap["num_files"]), str(snap["bytes"]), before[back][1]["hms_num_rows"]), snap  # statistics = disk
+    assert after[kept] == merged[kept]  # not asked for: still merged
+    report = svc.xcom(rb_run, "report", dag_id=ROLLBACK_ID)
+    assert report["summary"] == {**report["summary"], "partitions_restored": 1, "files_moved_back": 3,
+                                 "merged_files_moved_out": 1, "statistics_restored": 1}, report
+    assert [(p["partition"], p["state"]) for p in report["partitions"]] == [(back, "restored")], report
+    # The report as a person reads it: the report task's log in the UI.
+    d.get(f"{svc.url}/dags/{ROLLBACK_ID}/runs/{quote(rb_run, safe='')}/tasks/report")
+    text = WebDriverWait(d, 60).until(lambda drv: next(
+        (t for t in [drv.find_element(By.TAG_NAME, "body").text] if "original file(s) moved back" in t), None))
+    d.save_screenshot(str(shots / "rollback_report.png"))
+    assert f"rollback of run {run_tag(run_id)} in {DB}.{DAILY_TABLE}: 1 partition(s), 3 original file(s) moved back" \
+        in text, text[-3000:]

@@ -182,3 +182,15 @@ def test_install_into_an_existing_airflow_word_for_word(stack, tmp_path):
     for name, part in after.items():  # statistics refreshed: equal to the disk
         assert part["hms_num_files"] == str(part["num_files"]), (name, part)
         assert part["hms_total_size"] == str(part["bytes"]), (name, part)
+
+    # The same two files define the rollback DAG; its job (rollback.py beside the merge job, in the
+    # wheel) lists what would move back. A dry run: the merge above stays.
+    merge_run = re.search(r"DagRun Finished: .*?run_id=([^,]+),", log).group(1)
+    conf = json.dumps({"table": f"{db}.{table}", "run": merge_run, "dry_run": True})
+    p = subprocess.run(["airflow", "dags", "test", "hive_compaction_rollback", "2030-03-02T00:00:00", "--conf", conf],
+                       cwd=work, env=env, capture_output=True, text=True, timeout=600)
+    log = p.stdout + p.stderr
+    assert p.returncode == 0 and re.search(r"DagRun Finished: .*state=success", log), log[-6000:]
+    assert str(site / "hive_compaction" / "jobs" / "rollback.py") in log, log[-6000:]
+    assert "dry run: rollback of run" in log and "original file(s) would move back" in log, log[-6000:]
+    assert stack.snapshot(db, table) == after

@@ -30,3 +30,22 @@ def test_a_kill_at_every_commit_step_is_repaired_by_the_next_run(stack, tmp_path
     assert figures["leftovers"] == 0 and figures["kills_not_reached"] == 0, sample
     assert figures["calls_past_the_commit"] == [], sample
     assert figures["problems"] == [], sample
+
+
+def test_a_storage_error_mid_commit_leaves_every_row_readable(stack, tmp_path, matrix_rng):
+    """A storage call of the commit that fails (drawn from each third of it; ``reliability.py
+    --every-call N --storage-errors`` fails each in turn) never leaves readers without rows: a
+    first pass puts back what it had moved and fails the partition; past the commit point the
+    merged file holds the rows. Checked right after the failed job, then after a repairing run."""
+    seed, rng = matrix_rng
+    points = call_sample("in_place", rng)
+    sample = note_sample("storage errors (in_place)", seed, points)
+    figures = kill_matrix(stack, tmp_path, formats=("PARQUET", "ORC"), points=points,
+                          partitions=1, files=4, rows=250, db="storage_errors", alternate=True, storage_errors=True)
+    assert figures["kill_points_tried"] == len(points), sample
+    assert figures["kills_not_reached"] == 0 and figures["calls_past_the_commit"] == [], (sample, figures["problems"])
+    assert figures["rows_wrong_right_after"] == 0, (sample, figures["problems"])
+    assert figures["recovery_run"] == "success", (sample, figures["problems"])
+    assert figures["rows_checked"] == len(points) * 250, sample
+    assert figures["rows_lost"] == 0 and figures["rows_duplicated"] == 0 and figures["leftovers"] == 0, sample
+    assert figures["problems"] == [], sample

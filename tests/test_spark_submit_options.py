@@ -448,3 +448,53 @@ def test_without_airflow_tasks_the_dag_keeps_airflows_defaults(tmp_path, monkeyp
     assert (merge.queue, merge.pool, merge.priority_weight, merge.executor_config) == (default_queue, "default_pool",
                                                                                     1, {})
     assert {t.queue for t in dag.tasks if t.task_id != "merge"} == {default_queue}
+
+
+# --- the rollback DAG: its job is submitted as the merges are ----------------------------------
+
+def test_the_rollback_task_is_submitted_like_the_merges(tmp_path, monkeypatch):
+    """Same Spark connection, executor queue, pool, priority, executor_config, Kerberos principal
+    and keytab, py_files and conf as the merge operator (as the DAG has it and as the scheduler
+    stores it); its job is rollback.py beside the configured merge_job, or rollback_job."""
+    executor_config = {"pod_override": {"metadata": {"labels": {"team": "data-platform"}}}}
+    cfg = write_config(tmp_path / "c.yaml", pool={"name": "hive_compaction", "slots": 2},
+                       py_files="hdfs://nn/apps/hive_compaction.zip",
+                       merge_job="hdfs://nn/apps/hive_compaction/compact_partitions.py",
+                       spark_submit={"queue": "etl", "principal": "compaction@EXAMPLE.COM",
+                                     "keytab": "/etc/security/keytabs/compaction.keytab", "driver_memory": "2g"},
+                       airflow_tasks={"queue": "default", "merge_queue": "spark", "merge_priority_weight": 7,
+                                      "merge_executor_config": executor_config})
+    monkeypatch.setenv(config.CONFIG_ENV, str(cfg))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "yarn"}))
+    from airflow.models import DagBag
+    from airflow.serialization.serialized_objects import DagSerialization
+    bag = DagBag(dag_folder=str(ROOT / "dags"))
+    assert bag.import_errors == {}
+    expected = merge_operator_kwargs(config.load(cfg))
+    assert {"queue", "pool", "priority_weight", "executor_config", "principal", "keytab", "py_files", "conf",
+            "conn_id", "yarn_queue", "driver_memory"} <= set(expected), expected
+    dag = bag.dags["hive_compaction_rollback"]
+    stored = DagSerialization.from_dict(DagSerialization.to_dict(dag))
+    task = dag.get_task("rollback")
+    # the operator keeps its template fields as they are named, the others with a leading _
+    got = {k: getattr(task, k if k in task.template_fields or hasattr(task, k) else f"_{k}") for k in expected}
+    assert got == expected, got
+    # what the scheduler stores (and a worker gets): Airflow's own arguments and the template fields
+    kept = {k: v for k, v in expected.items() if k in ("queue", "pool", "priority_weight", "executor_config")
+            or k in task.template_fields}
+    assert {"queue", "principal", "keytab", "py_files", "conf"} <= set(kept), kept
+    assert {k: getattr(stored.get_task("rollback"), k) for k in kept} == kept
+    for d in (dag, stored):
+        assert {t.task_id: t.queue for t in d.tasks if t.task_id != "rollback"} == {"check": "default",
+                                                                                    "report": "default"}
+    assert task.application == "hdfs://nn/apps/hive_compaction/rollback.py"
+    task.application_args = ["--table", "db.events", "--run", "r1"]  # what the check task returns
+    cmd = task._get_hook()._build_spark_submit_command(task.application)
+    for args in (["--principal", "compaction@EXAMPLE.COM"], ["--keytab", "/etc/security/keytabs/compaction.keytab"],
+                 ["--queue", "etl"], ["--py-files", "hdfs://nn/apps/hive_compaction.zip"]):
+        assert has_run(cmd, args), (args, cmd)
+    assert cmd[-5:] == ["hdfs://nn/apps/hive_compaction/rollback.py", "--table", "db.events", "--run", "r1"], cmd
+
+    monkeypatch.setenv(config.CONFIG_ENV, str(write_config(tmp_path / "c2.yaml", rollback_job="/opt/jobs/rollback.py")))
+    bag = DagBag(dag_folder=str(ROOT / "dags"))
+    assert bag.dags["hive_compaction_rollback"].get_task("rollback").application == "/opt/jobs/rollback.py"

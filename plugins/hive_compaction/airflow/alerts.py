@@ -27,13 +27,15 @@ ASSET_EVENT_TASKS = f"{ASSET_EVENT_GROUP}."
 
 def failure(task_id: str, run_id: str, *, map_index: int = -1, label: str | None = None, plan: dict | None = None,
             exception: BaseException | str | None = None, results: list[dict] | None = None,
-            tables: list[str] | None = None, try_number: int | None = None) -> dict:
+            tables: list[str] | None = None, try_number: int | None = None,
+            asked: list[tuple[str, str]] | None = None) -> dict:
     """What a failed task held and why.
 
     ``plan``: the plan task's XCom (batches of [table, partition]); a merge task holds the batch of
     its map index, the refresh every batch. ``results``: what the failed merge job recorded, if it
     got that far (its failed partitions' reasons beat the exception's "spark-submit returned 1").
-    ``tables``: for a failure before there is a plan (the tables the run was asked to compact)."""
+    ``tables``: for a failure before there is a plan (the tables the run was asked to compact).
+    ``asked``: (table, partition)s the run's form named, where there is no plan (a rollback)."""
     pairs: list[tuple[str, str]] = []
     if plan:
         batches = plan.get("batches") or []
@@ -45,6 +47,7 @@ def failure(task_id: str, run_id: str, *, map_index: int = -1, label: str | None
         elif task_id != "refresh_metastore":
             batches = []
         pairs = [(t, p) for b in batches for t, p in b.get("partitions", []) if only in (None, t)]
+    pairs = pairs or list(asked or [])
     failed = [r for r in results or [] if r.get("status") == "failed"]
     if failed:  # the job says which partitions failed: name those first
         reasons = [f"{r['table']}/{r['partition'] or '(table)'}: {r.get('reason') or 'failed'}" for r in failed]
@@ -140,7 +143,7 @@ def describe(context: dict, config_path: str | Path | None = None) -> dict:
     results from the Metastore (best effort: a job killed mid-way recorded none)."""
     ti = context["ti"]
     task_id, map_index = ti.task_id, getattr(ti, "map_index", -1)
-    plan = None
+    plan, asked = None, None
     if task_id != "plan":
         try:
             plan = ti.xcom_pull(task_ids="plan", key="plan", map_indexes=-1)
@@ -150,11 +153,15 @@ def describe(context: dict, config_path: str | Path | None = None) -> dict:
     tables = None
     if plan is None:
         params = context.get("params") or {}
-        tables = list(params.get("tables") or []) or [t.name for t in config_mod.load_lenient(config_path)[0].tables]
+        # the merge form's tables, the rollback form's table (and partitions), else every configured table
+        tables = list(params.get("tables") or []) or ([params["table"]] if isinstance(params.get("table"), str) else
+                                                      [t.name for t in config_mod.load_lenient(config_path)[0].tables])
+        if isinstance(params.get("table"), str) and isinstance(params.get("partitions"), list):
+            asked = [(params["table"], p) for p in params["partitions"] if isinstance(p, str) and p.strip()]
     return failure(task_id, context.get("run_id") or getattr(ti, "run_id", "?"), map_index=map_index,
                    label=getattr(ti, "rendered_map_index", None) if task_id == "merge" else None,
                    plan=plan, exception=context.get("exception"), results=results, tables=tables,
-                   try_number=getattr(ti, "try_number", None))
+                   try_number=getattr(ti, "try_number", None), asked=asked)
 
 
 def _recorded(plan: dict, batch: int) -> list[dict] | None:

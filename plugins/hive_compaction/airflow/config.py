@@ -215,6 +215,8 @@ class Settings:
     # The merge job's file as spark-submit is given it: a local path on the workers that run the
     # merge tasks, or a URL the cluster reads (hdfs://, s3a://, ...).
     merge_job: str = field(default_factory=default_merge_job)
+    # The rollback job's, likewise; None: rollback.py beside the merge job (``rollback_job_file``).
+    rollback_job: str | None = None
     spark_submit: SparkSubmitOptions = field(default_factory=SparkSubmitOptions)
     airflow_tasks: AirflowTasks = field(default_factory=AirflowTasks)
     # Where merge jobs record their results for the refresh task (see results.py).
@@ -223,6 +225,12 @@ class Settings:
     # keys are counted in (run_params.table_date).
     defaults: TablePolicy = field(default_factory=TablePolicy)
     source: str = "<defaults>"
+
+    @property
+    def rollback_job_file(self) -> str:
+        """The rollback job as spark-submit gets it: ``rollback_job``, else ``rollback.py`` beside
+        ``merge_job`` (both ship in the package's ``jobs/`` folder: copy them together)."""
+        return self.rollback_job or f"{self.merge_job.rsplit('/', 1)[0]}/rollback.py"
 
     @property
     def key_lag_days(self) -> int:
@@ -507,7 +515,8 @@ def _alerts(raw: Any, where: str) -> tuple[AlertSpec, ...]:
 
 
 _TOP_LEVEL = {"tables", "defaults", "metastore_conn_id", "spark_conn_id", "pool", "fan_out", "spark_conf",
-              "spark_submit", "py_files", "merge_job", "retries", "results_table", "alerts", "airflow_tasks"}
+              "spark_submit", "py_files", "merge_job", "rollback_job", "retries", "results_table", "alerts",
+              "airflow_tasks"}
 _TASK_KEYS = {"queue", "merge_queue", "executor_config", "priority_weight", "merge_priority_weight",
               "merge_executor_config"}
 
@@ -546,6 +555,8 @@ def parse(raw: Any, source: str = "<config>") -> Settings:
         out = replace(out, alerts=_alerts(raw["alerts"], f"{source}: alerts"))
     if raw.get("merge_job") is not None:
         out = replace(out, merge_job=_merge_job(raw["merge_job"], f"{source}: merge_job"))
+    if raw.get("rollback_job") is not None:
+        out = replace(out, rollback_job=_merge_job(raw["rollback_job"], f"{source}: rollback_job", "rollback"))
     for key in ("metastore_conn_id", "spark_conn_id", "py_files"):
         if raw.get(key) is not None:
             if not isinstance(raw[key], str) or not raw[key]:
@@ -591,15 +602,17 @@ def _fan_out(raw: Any, where: str) -> FanOut:
     return fan
 
 
-def _merge_job(value: Any, where: str) -> str:
+def _merge_job(value: Any, where: str, kind: str = "merge") -> str:
+    """A Spark job's file (``kind``: merge or rollback): an absolute path or a URL, of a .py file."""
+    job = {"merge": "compact_partitions.py", "rollback": "rollback.py"}[kind]
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{where}: expected the merge job's path or URL (a .py file), got {value!r}")
+        raise ConfigError(f"{where}: expected the {kind} job's path or URL (a .py file), got {value!r}")
     value = value.strip()
     if not value.endswith(".py"):
-        raise ConfigError(f"{where}: expected a Python file (compact_partitions.py of this package's "
+        raise ConfigError(f"{where}: expected a Python file ({job} of this package's "
                           f"version), got {value!r}")
     if not (_URL.match(value) or value.startswith("/")):
-        raise ConfigError(f"{where}: expected an absolute path or a URL like hdfs://nn/jobs/compact_partitions.py "
+        raise ConfigError(f"{where}: expected an absolute path or a URL like hdfs://nn/jobs/{job} "
                           f"(a relative path depends on the worker's working folder), got {value!r}")
     return value
 

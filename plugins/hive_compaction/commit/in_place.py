@@ -57,6 +57,11 @@ class CommitHeld(CommitConflict):
     replay after the orphan age, finishes it. Not a success: the partition is FAILED."""
 
 
+class CommitStopped(RuntimeError):
+    """A first pass that stopped on its own and said why: every file it had moved is back (or the
+    partition was dropped meanwhile), its journal is gone, nothing is left to undo or replay."""
+
+
 class InputsChanged(RuntimeError):
     """A decided commit whose moves had begun met files it cannot account for (an input changed,
     a file that is neither an input, an output nor in the journal's listing): it stopped without
@@ -225,7 +230,7 @@ def _stop_if_dropped(fs: HadoopFS, area: WorkArea, record: dict, first: bool) ->
 def _dropped(fs: HadoopFS, area: WorkArea, record: dict, first: bool) -> None:
     location = record["location"].rstrip("/")
     fs.delete(area.journal(record["pid"]))
-    raise (RuntimeError if first else InputsChanged)(
+    raise (CommitStopped if first else InputsChanged)(
         f"the folder of {_label(record)} is gone ({location}): dropped while it was being merged? nothing was "
         f"moved into it; replaced file(s) stay in {area.trash(record['run'], record['pid'])} until the trash "
         "retention ends")
@@ -279,6 +284,24 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> d
                     "every output published): finishing it", _label(record), run)
         return _finish(fs, area, record, trash, None)
     _check_partition(fs, area, record, first, moved=not first)
+    try:
+        window_ms = _swap(fs, area, record, trash, first)
+    except (CommitConflict, CommitStopped, InputsChanged):
+        raise
+    except Exception as e:
+        if not first:
+            raise  # the journal stays: the next replay goes on from where this one stopped
+        # A storage or Metastore error between two moves: everything moved goes back, as for a
+        # file that vanished, rather than leave readers without the inputs' rows until a replay.
+        _abandon(fs, area, record, trash, location, f"{type(e).__name__} while its files moved "
+                                                    f"({str(e).splitlines()[0][:300] if str(e) else ''})")
+    check_owner(fs, area, record)
+    return _finish(fs, area, record, trash, window_ms if first else None)
+
+
+def _swap(fs: HadoopFS, area: WorkArea, record: dict, trash: str, first: bool) -> float:
+    """Inputs to the trash, the last checks, outputs in; returns how long readers missed rows (ms)."""
+    location, outputs = record["location"].rstrip("/"), record["outputs"]
     moves = [(f"{location}/{f['name']}", f"{trash}/{f['name']}") +
              ((f["size"], f["mtime"], f.get("version")) if "mtime" in f else ()) for f in record["inputs"]]
     window_start = time.monotonic()  # readers listing from here to the last output's arrival miss the groups' rows
@@ -304,8 +327,7 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> d
         # Again once they are in: a writer that replaced the partition after the check above (an
         # INSERT OVERWRITE reusing the inputs' names) must not get the merged rows back beside its own.
         _stop_if_rewritten(fs, area, record)
-    check_owner(fs, area, record)
-    return _finish(fs, area, record, trash, window_ms if first else None)
+    return window_ms
 
 
 def _finish(fs: HadoopFS, area: WorkArea, record: dict, trash: str, window_ms: float | None) -> dict:
@@ -337,7 +359,7 @@ def _abandon(fs: HadoopFS, area: WorkArea, record: dict, trash: str, location: s
     check_owner(fs, area, record)
     _roll_back(fs, record, trash, location)
     fs.delete(area.journal(record["pid"]))
-    raise RuntimeError(f"{_label(record)}: {why}; every file was put back, nothing was committed")
+    raise CommitStopped(f"{_label(record)}: {why}; every file was put back, nothing was committed")
 
 
 def _roll_back(fs: HadoopFS, record: dict, trash: str, location: str) -> None:

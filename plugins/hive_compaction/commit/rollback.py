@@ -163,10 +163,11 @@ def statistics_after(fs: HadoopFS, manifest: dict) -> dict[str, str | None]:
 
 
 def rollback_run(fs: HadoopFS, area: WorkArea, run: str, table_location: str,
-                 partitions: list[str] | None = None, metastore=None, restored=None) -> list[dict]:
+                 partitions: list[str] | None = None, metastore=None, restored=None, dry_run: bool = False) -> list[dict]:
     """``metastore``: a ``JobMetastore``, for tables committed by location switch.
     ``restored(manifest)`` is called as soon as each partition is rolled back (its statistics:
-    a later partition that fails must not leave this one's files with the merge's statistics)."""
+    a later partition that fails must not leave this one's files with the merge's statistics).
+    ``dry_run``: return the manifests that would be rolled back; nothing is locked or moved."""
     found = manifests(fs, area, run)
     if partitions:
         missing = set(partitions) - {m["partition"] for m in found}
@@ -175,6 +176,8 @@ def rollback_run(fs: HadoopFS, area: WorkArea, run: str, table_location: str,
         found = [m for m in found if m["partition"] in partitions]
     if not found:
         raise RollbackError(f"run {run} has no committed compaction in {area.root}")
+    if dry_run:
+        return found
     done = []
     for m in found:
         # Held like a commit's: a Hive writer waits while files move back.
