@@ -41,6 +41,7 @@ The steps, as the wrappers see them:
 """
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import os
@@ -184,7 +185,7 @@ def _record_label(text: str) -> tuple[str, str | None]:
 
 def _wrap_storage(cls) -> dict:
     """Wrap HadoopFS's storage calls; returns the originals."""
-    originals = {name: cls.__dict__[name] for name in (
+    originals = {name: inspect.getattr_static(cls, name) for name in (
         "list", "statuses", "move_all", "copy", "delete", "read_text_if_exists", "_write", "_publish_new",
         "_replace", "_delete_temporary", "_make_folder", "create_exclusive", "write_text_atomic")}
     o = originals
@@ -303,7 +304,7 @@ def _wrap_storage(cls) -> dict:
 
 
 def _wrap_metastore(cls) -> dict:
-    originals = {name: cls.__dict__[name] for name in ("lock", "switch")}
+    originals = {name: inspect.getattr_static(cls, name) for name in ("lock", "switch")}
 
     def lock(self, table, partition, wait_seconds):
         _begin_commit(self, table, partition)
@@ -336,5 +337,7 @@ def uninstall() -> None:
     while _installed:
         cls, originals = _installed.pop()
         for name, f in originals.items():
-            setattr(cls, name, f)
+            delattr(cls, name)  # the wrapper; an inherited original shows again
+            if inspect.getattr_static(cls, name, None) is not f:
+                setattr(cls, name, f)
     _now.__dict__.clear()

@@ -8,7 +8,7 @@ from datetime import date, timedelta
 import pytest
 
 from hive_compaction.airflow import backlog, config, tasks as dag_tasks
-from hive_compaction.airflow.metastore_hook import NUM_FILES, TOTAL_SIZE, PartitionInfo, PartitionRecord, TableInfo
+from hive_compaction.airflow.metastore_types import NUM_FILES, TOTAL_SIZE, PartitionInfo, PartitionRecord, TableInfo
 from hive_compaction.airflow.planning import DDL_TIME
 from hive_compaction.model.results import (LISTED_AT, PLANNED_AT, SMALL_FILES, PartitionResult, Status,
                                            encode_results)

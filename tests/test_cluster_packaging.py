@@ -13,8 +13,11 @@ from pathlib import Path
 import pytest
 
 from hive_compaction.package import build_zip
+from hive_compaction.storage import jvm_helper
 
 ROOT = Path(__file__).resolve().parents[1]
+# Every Java source of the JVM helper: compiled together at run time, so each must ship.
+JVM_SOURCES = [f"hive_compaction/storage/jvm/{name}.java" for name in jvm_helper.SOURCES]
 # sitecustomize for the driver: those packages are found nowhere, as if not installed, and this
 # package only in a zip (not from the development install of the venv).
 BLOCKER = '''
@@ -37,7 +40,7 @@ sys.meta_path[:] = [_NotInstalled if f is PathFinder else f for f in sys.meta_pa
 def test_zip_holds_the_package_and_the_jvm_helper_source(tmp_path):
     z = build_zip(tmp_path / "hc.zip")
     names = zipfile.ZipFile(z).namelist()
-    assert "hive_compaction/merge/runner.py" in names and "hive_compaction/storage/jvm/HiveCompactionHelper.java" in names
+    assert "hive_compaction/merge/runner.py" in names and set(JVM_SOURCES) <= set(names)
     assert "hive_compaction/jobs/compact_partitions.py" in names and "hive_compaction/jobs/rollback.py" in names
     assert not [n for n in names if "__pycache__" in n]
 
@@ -50,7 +53,7 @@ def test_the_package_builds_as_a_wheel_with_its_modules_and_dependencies(tmp_pat
     names = zipfile.ZipFile(wheel).namelist()
     package = ROOT / "plugins" / "hive_compaction"
     modules = {f"hive_compaction/{f.relative_to(package)}" for f in package.rglob("*.py") if "__pycache__" not in f.parts}
-    assert modules <= set(names) and "hive_compaction/storage/jvm/HiveCompactionHelper.java" in names
+    assert modules <= set(names) and set(JVM_SOURCES) <= set(names)
     # the Spark side's entry points travel inside the package (the config's merge_job default)
     assert {"hive_compaction/jobs/compact_partitions.py", "hive_compaction/jobs/rollback.py"} <= set(names)
     meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("/METADATA"))).decode()

@@ -1,8 +1,8 @@
-"""The merge job's Metastore lock bookkeeping (``JobMetastore``), with a scripted client: which
-thread asks first, what a refused request means, one client per thread. The real lock API is
-exercised by ``test_metastore_lock.py``; this checks the decisions around it, including one a
-fresh Metastore 2.3 forces (found in the scale benchmark): of several first lock requests arriving
-together, all but one fail with "Internal error processing lock"."""
+"""The merge job's Metastore lock bookkeeping (``JobMetastore.lock``, ``storage.metastore_lock``),
+with a scripted client: which thread asks first, what a refused request means, one client per
+thread. The real lock API is exercised by ``test_metastore_lock.py``; this checks the decisions
+around it, including one a fresh Metastore 2.3 forces (found in the scale benchmark): of several
+first lock requests arriving together, all but one fail with "Internal error processing lock"."""
 from __future__ import annotations
 
 import logging
@@ -90,7 +90,7 @@ def test_concurrent_first_lock_requests_all_get_their_lock(caplog):
     (Before, each thread asked at once and the ones refused turned locking off for the job.)"""
     hms = ScriptedMetastore()
     jm = job_metastore(hms)
-    with caplog.at_level(logging.WARNING, logger="hive_compaction.storage.metastore_client"):
+    with caplog.at_level(logging.WARNING, logger="hive_compaction.storage.metastore_lock"):
         got = take_locks(jm, 4)
     assert sorted(got) == [0, 1, 2, 3]
     assert all(isinstance(lock_id, int) for lock_id in got.values()), got
@@ -102,7 +102,7 @@ def test_concurrent_first_lock_requests_all_get_their_lock(caplog):
 def test_a_metastore_without_locks_is_asked_twice_then_never_again(caplog):
     hms = ScriptedMetastore(refuse=True)
     jm = job_metastore(hms)
-    with caplog.at_level(logging.WARNING, logger="hive_compaction.storage.metastore_client"):
+    with caplog.at_level(logging.WARNING, logger="hive_compaction.storage.metastore_lock"):
         got = take_locks(jm, 4)
     assert got == {0: None, 1: None, 2: None, 3: None}
     assert hms.lock_calls == 2

@@ -2,6 +2,7 @@
 compiled in the driver, and the file operations the commit protocol relies on."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -23,12 +24,14 @@ def test_the_helper_source_is_read_from_a_zipped_package(tmp_path):
         for f in package.rglob("*"):
             if f.is_file() and "__pycache__" not in f.parts:
                 z.write(f, f.relative_to(package.parent))
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); from hive_compaction.storage import jvm_helper; "
-            "print(jvm_helper.__file__); print(len(jvm_helper._source()))")
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); from hive_compaction.storage import jvm_helper; "
+            "print(jvm_helper.__file__); print(json.dumps({k: len(v) for k, v in jvm_helper._sources().items()}))")
     out = subprocess.run([sys.executable, "-c", code, str(archive)], capture_output=True, text=True,
-                         check=True, env={"PATH": os.environ["PATH"]}).stdout.split()
+                         check=True, env={"PATH": os.environ["PATH"]}).stdout.splitlines()
     assert out[0].startswith(str(archive))  # really imported from the zip
-    assert int(out[1]) == len((package / "storage" / "jvm" / "HiveCompactionHelper.java").read_text(encoding="utf-8"))
+    # Every source file of the folder, and only those, is compiled (jvm_helper.SOURCES).
+    folder = package / "storage" / "jvm"
+    assert json.loads(out[1]) == {f.name: len(f.read_text(encoding="utf-8")) for f in folder.glob("*.java")}
 
 
 @pytest.mark.integration

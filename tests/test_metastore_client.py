@@ -53,11 +53,17 @@ def test_parse_hosts_refuses_bad_addresses(text):
 
 def test_constructor_keeps_its_signature_and_takes_a_host_list():
     m = Metastore("127.0.0.1", 9083, 5, 10)
-    assert (m.addresses, m.address, m.batch_size, m.calls) == ([("127.0.0.1", 9083)], "127.0.0.1:9083", 10, 0)
+    assert (m.connection.addresses, m.address, m.batch_size, m.calls, m.connection.timeout_seconds) == \
+        ([("127.0.0.1", 9083)], "127.0.0.1:9083", 10, 0, 5.0)
     m = Metastore("hms1,hms2:9084", 9085)
-    assert m.addresses == [("hms1", 9085), ("hms2", 9084)] and m.address == "hms1:9085"
+    assert m.connection.addresses == [("hms1", 9085), ("hms2", 9084)] and m.address == "hms1:9085"
+    assert m.uris == "thrift://hms1:9085,thrift://hms2:9084"
     assert Metastore("h", 1, auth_mechanism="plain", kerberos_service_name="hive/_HOST@EXAMPLE.COM") \
-        .kerberos_service_name == "hive"
+        .connection.kerberos_service_name == "hive"
+    with pytest.raises(ValueError, match="not both"):
+        Metastore("h", 1, metastore_conn_id="hms")
+    with pytest.raises(ValueError, match="auth_mechanism: an Airflow connection's settings come from its extra"):
+        Metastore(metastore_conn_id="hms", auth_mechanism="PLAIN")
     with pytest.raises(ValueError, match="KERBEROS"):
         Metastore("h", 1, auth_mechanism="KERBEROS")
 
@@ -72,14 +78,16 @@ def test_from_airflow_connection_reads_the_host_list_and_the_sasl_extras(tmp_pat
     conn = {"conn_type": "generic", "host": "hms1,hms2:9084", "port": 9085, "login": "etl",
             "password": "secret", "extra": {"auth_mechanism": "plain", "timeout_seconds": 7, "batch_size": 3}}
     code = ("import sys, json; sys.path.insert(0, sys.argv[1]);"
-            "from hive_compaction.airflow.metastore_hook import from_airflow_connection as f; m = f('hms_list');"
-            "print(json.dumps([m.addresses, m.auth_mechanism, m.username, m.password, m.timeout_seconds,"
-            " m.batch_size]))")
+            "from airflow.sdk import BaseHook; from hive_compaction.airflow.metastore_hook import Metastore;"
+            "m = Metastore(metastore_conn_id='hms_list'); c = m.connection; assert isinstance(m, BaseHook);"
+            "print(json.dumps([c.addresses, c.auth_mechanism, c.username, c.password, c.timeout_seconds,"
+            " m.batch_size, m.metastore_conn_id, m.conn_name_attr, m.default_conn_name, m.conn_type]))")
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW_CONN_HMS_LIST": json.dumps(conn)}
     out = subprocess.run([sys.executable, "-c", code, str(ROOT / "plugins")], env=env, capture_output=True,
                          text=True, timeout=300, check=True).stdout
     assert json.loads(out.strip().splitlines()[-1]) == [[["hms1", 9085], ["hms2", 9084]], "PLAIN", "etl", "secret",
-                                                        7.0, 3]
+                                                        7.0, 3, "hms_list", "metastore_conn_id",
+                                                        "metastore_default", "hive_metastore"]
 
 
 def test_all_hosts_dead_names_each():
@@ -324,9 +332,9 @@ def test_the_results_table_through_the_hooks_public_methods(stack):
         results_reader.ensure(hms, name)
         assert hms.table_exists("hms_results", "compaction_results")
         assert hms.table("hms_results", "compaction_results").partition_keys == (("run", "string"), ("batch", "string"))
-        template = hms._call("get_table_req", ttypes.GetTableRequest(dbName="hms_results",
-                                                                      tblName="compaction_results")).table.sd
-        hms._call("add_partitions", [  # as the merge jobs record them
+        template = hms.get_conn().get_table_req(ttypes.GetTableRequest(dbName="hms_results",
+                                                                       tblName="compaction_results")).table.sd
+        hms.get_conn().add_partitions([  # as the merge jobs record them
             ttypes.Partition(values=[run, str(batch)], dbName="hms_results", tableName="compaction_results",
                              sd=template, parameters={"result.0": f"{run}/{batch}"})
             for run, batch in (("r1", 0), ("r1", 1), ("r1", 2), ("r2", 0))])
@@ -356,12 +364,12 @@ def test_missing_table_and_database_give_table_not_found(stack):
 @pytest.mark.integration
 def test_failover_from_a_dead_first_host_to_the_live_one(stack, caplog):
     dead = free_port()
-    caplog.set_level(logging.WARNING, logger="hive_compaction.airflow.metastore_hook")
+    caplog.set_level(logging.WARNING, logger="hive_compaction.airflow.metastore_connection")
     stack.make_table("hms_client", "failover", "ORC", ["2026-01-01"], files=1, rows=1)
     with Metastore(f"127.0.0.1:{dead},127.0.0.1", stack.port, timeout_seconds=30) as hms:
         assert hms.address == f"127.0.0.1:{stack.port}"
         assert hms.table("hms_client", "failover").partition_keys == (("dt", "string"),)
-    failed = [r.getMessage() for r in caplog.records if r.name == "hive_compaction.airflow.metastore_hook"]
+    failed = [r.getMessage() for r in caplog.records if r.name == "hive_compaction.airflow.metastore_connection"]
     assert len(failed) == 1 and f"thrift://127.0.0.1:{dead} failed to connect" in failed[0], failed
     assert "trying the next" in failed[0]
 
@@ -515,7 +523,7 @@ def test_kerberos_gssapi_client_is_answered(kerberos_metastore):
     dead = free_port()
     with Metastore(f"127.0.0.1:{dead},localhost", port, timeout_seconds=10, auth_mechanism="GSSAPI") as hms:
         assert hms.address == f"localhost:{port}"
-        assert "default" in hms._call("get_all_databases")
+        assert "default" in hms.get_conn().get_all_databases()
         with pytest.raises(TableNotFound, match=r"default\.no_such_table"):
             hms.table("default", "no_such_table")
 
@@ -549,12 +557,12 @@ def conn(host):
     return json.dumps({"conn_type": "generic", "host": host, "port": 9083})
 out = {}
 os.environ["AIRFLOW_CONN_HIVE_METASTORE"] = conn("legacy")
-out["legacy only"] = [metastore_hook.from_airflow_connection(None).addresses[0][0], records[-1:]]
+out["legacy only"] = [metastore_hook.Metastore().address.split(":")[0], records[-1:]]
 os.environ["AIRFLOW_CONN_METASTORE_DEFAULT"] = conn("provider")
 records.clear()
-out["both"] = [metastore_hook.from_airflow_connection(None).addresses[0][0], records]
+out["both"] = [metastore_hook.Metastore(metastore_conn_id=None).address.split(":")[0], records]
 os.environ["AIRFLOW_CONN_HMS_PROD"] = conn("named")
-out["named"] = [metastore_hook.from_airflow_connection("hms_prod").addresses[0][0], []]
+out["named"] = [metastore_hook.from_airflow_connection("hms_prod").address.split(":")[0], []]
 del os.environ["AIRFLOW_CONN_HIVE_METASTORE"], os.environ["AIRFLOW_CONN_METASTORE_DEFAULT"]
 try:
     metastore_hook.from_airflow_connection(None)

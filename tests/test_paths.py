@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hive_compaction.airflow.metastore_hook import escape_path_name, partition_name, unescape_path_name
+from hive_compaction.airflow.metastore_types import escape_path_name, partition_name, unescape_path_name
 from hive_compaction.storage.paths import (canonical, default_work_dir, is_within, location_problem,
                                            partition_id, run_tag, split_uri)
 

@@ -165,12 +165,12 @@ def describe(context: dict, config_path: str | Path | None = None) -> dict:
 
 
 def _recorded(plan: dict, batch: int) -> list[dict] | None:
-    from hive_compaction.airflow import metastore_hook as metastore
+    from hive_compaction.airflow.metastore_hook import Metastore
     from hive_compaction.airflow import results_reader
     from hive_compaction.model.results import decode_results
     try:
         settings = config_mod.load()
-        with metastore.from_airflow_connection(settings.metastore_conn_id) as hms:
+        with Metastore(metastore_conn_id=settings.metastore_conn_id) as hms:
             recorded = results_reader.read(hms, plan["results_table"], plan["run"], [batch])
         return [r.to_dict() for r in decode_results(recorded[batch])] if batch in recorded else None
     except Exception as e:  # noqa: BLE001 - the alert goes out with the exception instead

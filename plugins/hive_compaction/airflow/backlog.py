@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import date, timedelta
 
 from hive_compaction.airflow.config import TablePolicy
-from hive_compaction.airflow.metastore_hook import NUM_FILES, PartitionInfo
+from hive_compaction.airflow.metastore_types import NUM_FILES, PartitionInfo
 from hive_compaction.airflow.planning import DDL_TIME
 from hive_compaction.model.results import LISTED_AT, PLANNED_AT, SMALL_FILES
 

@@ -201,7 +201,7 @@ class AlertSpec:
 class Settings:
     tables: tuple[TableConfig, ...] = ()
     # None (not named): metastore_default (the Hive provider's id) when that connection exists, else
-    # hive_metastore (this package's former default; metastore_hook.from_airflow_connection)
+    # hive_metastore (this package's former default; metastore_hook.Metastore)
     metastore_conn_id: str | None = None
     spark_conn_id: str = "spark_default"
     pool: str = "default_pool"

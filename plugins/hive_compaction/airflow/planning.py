@@ -1,6 +1,6 @@
 """Which partitions are candidates, and how they are packed into a bounded number of Spark jobs.
 
-Pure logic: the Metastore is read by ``metastore``; the files of a partition are listed again by
+Pure logic: the Metastore is read by ``metastore_hook``; the files of a partition are listed again by
 the Spark job at merge time (``sizing``), so stale statistics can never cause a wrong merge.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 
 from hive_compaction.airflow.config import FanOut, TablePolicy
-from hive_compaction.airflow.metastore_hook import NUM_FILES, NUM_ROWS, PartitionInfo, TOTAL_SIZE, TableInfo
+from hive_compaction.airflow.metastore_types import NUM_FILES, NUM_ROWS, PartitionInfo, TOTAL_SIZE, TableInfo
 from hive_compaction.model.batch import MAX_ENCODED_BATCH, PartitionTask
 from hive_compaction.model.results import LISTED_AT, PLANNED_AT, STATISTICS_KEYS
 from hive_compaction.storage.capabilities import plan_refusal

@@ -40,9 +40,7 @@ def rollback_dag(config_path: Path, settings: config.Settings, on_failure, dag_i
         max_active_runs=1,  # two rollbacks of one partition would wait on each other's lock
         default_args={"retries": settings.retries, "retry_delay": timedelta(minutes=1),
                       "on_failure_callback": on_failure, **config.task_defaults(settings)},
-        params={name: Param(rollback.PARAM_DEFAULTS[name], **schema) if name in rollback.PARAM_DEFAULTS
-                else Param(**schema)
-                for name, schema in rollback.params_schema([t.name for t in settings.tables]).items()},
+        params=_form(settings),
         tags=["maintenance", "hive", "spark"],
         doc_md=DOC,
     ) as dag:
@@ -50,11 +48,11 @@ def rollback_dag(config_path: Path, settings: config.Settings, on_failure, dag_i
         @task(multiple_outputs=True)  # retried when the Metastore is unreachable, never for a wrong value
         def check(params=None, run_id=None):
             from airflow.sdk.exceptions import AirflowFailException
-            from hive_compaction.airflow import metastore_hook as metastore
+            from hive_compaction.airflow.metastore_hook import Metastore
             from hive_compaction.airflow.run_params import ParamError
             try:
                 current = config.load(config_path)
-                with metastore.from_airflow_connection(current.metastore_conn_id) as hms:
+                with Metastore(metastore_conn_id=current.metastore_conn_id) as hms:
                     request = rollback.check(current, hms, dict(params))
                     uris = hms.uris
             except (config.ConfigError, ParamError) as e:
@@ -66,9 +64,9 @@ def rollback_dag(config_path: Path, settings: config.Settings, on_failure, dag_i
         @task(trigger_rule="all_done_min_one_success", retries=2, retry_delay=timedelta(seconds=5))
         def report(request: dict, run_id=None):
             from airflow.sdk.exceptions import AirflowFailException
-            from hive_compaction.airflow import metastore_hook as metastore
+            from hive_compaction.airflow.metastore_hook import Metastore
             current = config.load(config_path)
-            with metastore.from_airflow_connection(current.metastore_conn_id) as hms:
+            with Metastore(metastore_conn_id=current.metastore_conn_id) as hms:
                 record = rollback.read_record(hms, current.results_table, run_id)
             if record is None:
                 raise AirflowFailException(f"the rollback job recorded nothing in {current.results_table} for "
@@ -90,3 +88,10 @@ def rollback_dag(config_path: Path, settings: config.Settings, on_failure, dag_i
         )
         job >> report(checked["request"])
     return dag
+
+
+def _form(settings: config.Settings) -> dict[str, Param]:
+    """The trigger form: the table (the configured ones offered), the run, some partitions, a dry run."""
+    schemas = rollback.params_schema([t.name for t in settings.tables])
+    return {name: Param(rollback.PARAM_DEFAULTS[name], **schema) if name in rollback.PARAM_DEFAULTS
+            else Param(**schema) for name, schema in schemas.items()}

@@ -31,7 +31,7 @@ from hive_compaction.storage.metastore_client import CommitConflict, JobMetastor
 from hive_compaction.storage.paths import default_work_dir, run_tag
 
 
-def main(argv: list[str] | None = None) -> int:
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--table", required=True)
     p.add_argument("--run", required=True)
@@ -46,6 +46,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if bool(args.results_table) != bool(args.record_as):
         p.error("--results-table and --record-as go together")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(levelname)s hive_compaction: %(message)s")
     db, tbl = args.table.lower().split(".", 1)
     name = f"{db}.{tbl}"

@@ -46,7 +46,7 @@ class RewriteEngine:
         if not items:
             return
         began = time.monotonic()
-        schemas = self._read_schemas(items)
+        schemas = _read_schemas(self.spark, items)
         log.info("read the schema of %d table(s) in %.1fs", len({w.task.table_name for w, _ in items}),
                  time.monotonic() - began)
         jobs: dict[tuple, list[tuple[Work, Group]]] = {}
@@ -88,46 +88,6 @@ class RewriteEngine:
     # A union of this many file scans still plans quickly; each group is one task of the job.
     REWRITE_GROUPS_PER_JOB = 100
 
-    def _read_schemas(self, items: list[tuple[Work, Group]]) -> dict[int, T.StructType | Exception]:
-        """The schema every rewrite of a partition reads and writes, per Work: the union of the
-        schemas of the table's files being rewritten in this batch (files written before a column
-        was added are read into the newest schema). One small Spark read per table, over one file
-        per distinct footer schema, instead of a schema inference per group. Should the union
-        fail for the table (incompatible types), each partition is tried on its own."""
-        per_work: dict[int, dict[str, str]] = {}  # id(work) -> footer schema -> one file with it
-        tables: dict[str, dict[int, Work]] = {}
-        for w, g in items:
-            reps = per_work.setdefault(id(w), {})
-            for f in g.files:
-                reps.setdefault(w.footers[f.path].schema, f.path)
-            tables.setdefault(w.task.table_name, {})[id(w)] = w
-
-        def union(fmt: str, reps: dict[str, str]):
-            files = sorted(set(reps.values()))
-            # One schema needs no merge: ORC then reads that file's footer in the driver (a merge
-            # is a Spark job, ~1-2 s in a fresh application).
-            return self.spark.read.format(fmt).option("mergeSchema", str(len(files) > 1).lower()).load(files).schema
-
-        out: dict[int, T.StructType | Exception] = {}
-        for table, table_works in tables.items():
-            reps: dict[str, str] = {}
-            for key in table_works:
-                for k, v in per_work[key].items():
-                    reps.setdefault(k, v)
-            try:
-                schema = union(next(iter(table_works.values())).task.storage_format, reps)
-                for key in table_works:
-                    out[key] = schema
-            except Exception as e:
-                log.warning("%s: the files to rewrite have no common schema (%s); trying each partition "
-                            "on its own", table, error_text(e))
-                for key, w in table_works.items():
-                    try:
-                        out[key] = union(w.task.storage_format, per_work[key])
-                    except Exception as e2:
-                        out[key] = RuntimeError(error_text(e2))
-        return out
-
     def _rewrite_job(self, items: list[tuple[Work, Group]], schema: T.StructType) -> None:
         """Rewrite groups (of one table) in one Spark job, then verify and stage each output.
 
@@ -144,8 +104,32 @@ class RewriteEngine:
         first = items[0][0]
         fmt, codec = first.task.storage_format, first.codec
         job_dir = f"{first.area.root}/staging/{self.run}/rewrite-{uuid.uuid4().hex[:12]}"
-        branches = []
         planning = time.monotonic()
+        branches = self._branches(items, schema)
+        started = time.monotonic()
+        log.info("%s: rewriting %d group(s) in one Spark job (plan built in %.1fs)", first.task.table_name,
+                 len(items), started - planning)
+        try:
+            functools.reduce(DataFrame.unionAll, branches).write.format(fmt).option("compression", codec).save(job_dir)
+            written = time.monotonic()
+            outputs = self._task_outputs(job_dir)
+            wants = self._sums(fmt, schema, {f.path: id(g) for _, g in items for f in g.files})
+            self._take_outputs(items, outputs, wants)
+            summed = time.monotonic()
+            self._verify_rewrites(items, schema)
+            log.info("%s: rewrote %d group(s) (%d files) in %.1fs, read back and verified in %.1fs (of which "
+                     "the inputs' checksums %.1fs)", first.task.table_name, len(items),
+                     sum(len(g.files) for _, g in items), written - started, time.monotonic() - written,
+                     summed - written)
+            self._move_to_staging(items)
+        finally:
+            self.fs.delete(job_dir, recursive=True)
+
+    def _branches(self, items: list[tuple[Work, Group]], schema: T.StructType) -> list[DataFrame]:
+        """One branch of the job's union per group: its files read with ``schema``, in one task
+        (``coalesce(1)``), sorted within it if the table is SORTED BY."""
+        fmt = items[0][0].task.storage_format
+        branches = []
         for w, g in items:
             df = self.spark.read.format(fmt).schema(schema).load([f.path for f in g.files])
             branch = df.coalesce(1)
@@ -153,49 +137,47 @@ class RewriteEngine:
             if sort:
                 branch = branch.sortWithinPartitions(*sort)  # spills to disk when a group exceeds memory
             branches.append(branch)
-        started = time.monotonic()
-        log.info("%s: rewriting %d group(s) in one Spark job (plan built in %.1fs)", first.task.table_name,
-                 len(items), started - planning)
-        try:
-            functools.reduce(DataFrame.unionAll, branches).write.format(fmt).option("compression", codec).save(job_dir)
-            written = time.monotonic()
-            outputs: dict[int, list] = {}
-            for e in self.fs.list(job_dir):
-                m = _TASK_FILE.match(e.name)
-                if m and not e.is_dir:
-                    outputs.setdefault(int(m.group(1)), []).append(e)
-            wants = self._sums(fmt, schema, {f.path: id(g) for _, g in items for f in g.files})
-            for i, (w, g) in enumerate(items):
-                g.want = wants.get(id(g), (0, 0, 0))
-                in_footers = sum(w.footers[f.path].rows for f in g.files)
-                if g.want[0] != in_footers and not w.error:
-                    w.error = (f"verification failed: Spark read {g.want[0]} rows from inputs whose footers hold "
-                               f"{in_footers}; nothing was committed")
-                g.rows = g.want[0]
-                g.staged = [{"staged": e.path, "name": e.name, "size": e.size} for e in outputs.get(i, [])]
-            summed = time.monotonic()
-            self._verify_rewrites(items, schema)
-            log.info("%s: rewrote %d group(s) (%d files) in %.1fs, read back and verified in %.1fs (of which "
-                     "the inputs' checksums %.1fs)", first.task.table_name, len(items),
-                     sum(len(g.files) for _, g in items), written - started, time.monotonic() - written,
-                     summed - written)
-            # Each verified output moves to its partition's staging folder, where the commit
-            # protocol (and recovery, and cleanup) expects it.
-            moves = []
-            for w, g in items:
-                if w.error:
-                    continue
-                tag = uuid.uuid4().hex[:12]
-                staged = []
-                for k, o in enumerate(g.staged):
-                    target = f"{w.staging}/rewrite-{tag}-{k}{staged_suffix(o['name'])}"
-                    moves.append((o["staged"], target))
-                    staged.append({"staged": target, "name": f"part-compacted-{tag}-{k:05d}{staged_suffix(o['name'])}",
-                                   "size": o["size"]})
-                g.staged = staged
-            self.fs.move_all(moves)
-        finally:
-            self.fs.delete(job_dir, recursive=True)
+        return branches
+
+    def _task_outputs(self, job_dir: str) -> dict[int, list]:
+        """The files the job wrote, by the index of the task (= the group) that wrote them."""
+        outputs: dict[int, list] = {}
+        for e in self.fs.list(job_dir):
+            m = _TASK_FILE.match(e.name)
+            if m and not e.is_dir:
+                outputs.setdefault(int(m.group(1)), []).append(e)
+        return outputs
+
+    @staticmethod
+    def _take_outputs(items: list[tuple[Work, Group]], outputs: dict[int, list],
+                      wants: dict[int, tuple[int, int, int]]) -> None:
+        """Each group's inputs' rows and checksums (``want``) and its written files (``staged``);
+        inputs Spark read a different number of rows from than their footers hold fail the partition."""
+        for i, (w, g) in enumerate(items):
+            g.want = wants.get(id(g), (0, 0, 0))
+            in_footers = sum(w.footers[f.path].rows for f in g.files)
+            if g.want[0] != in_footers and not w.error:
+                w.error = (f"verification failed: Spark read {g.want[0]} rows from inputs whose footers hold "
+                           f"{in_footers}; nothing was committed")
+            g.rows = g.want[0]
+            g.staged = [{"staged": e.path, "name": e.name, "size": e.size} for e in outputs.get(i, [])]
+
+    def _move_to_staging(self, items: list[tuple[Work, Group]]) -> None:
+        """Each verified output moves to its partition's staging folder, where the commit
+        protocol (and recovery, and cleanup) expects it."""
+        moves = []
+        for w, g in items:
+            if w.error:
+                continue
+            tag = uuid.uuid4().hex[:12]
+            staged = []
+            for k, o in enumerate(g.staged):
+                target = f"{w.staging}/rewrite-{tag}-{k}{staged_suffix(o['name'])}"
+                moves.append((o["staged"], target))
+                staged.append({"staged": target, "name": f"part-compacted-{tag}-{k:05d}{staged_suffix(o['name'])}",
+                               "size": o["size"]})
+            g.staged = staged
+        self.fs.move_all(moves)
 
     def _sums(self, fmt: str, schema: T.StructType, group_of: dict[str, int]) -> dict[int, tuple[int, int, int]]:
         """Rows and content checksums per group, from one scan of all the files ``group_of``
@@ -228,6 +210,47 @@ class RewriteEngine:
                 w.error = (f"verification failed: inputs had {g.want[0]} rows (checksum {g.want[1]}/{g.want[2]}), "
                            f"the staged output has {have[0]} (checksum {have[1]}/{have[2]}); nothing was committed")
                 log.error("%s: %s", w.task.label, w.error)
+
+
+def _read_schemas(spark: SparkSession, items: list[tuple[Work, Group]]) -> dict[int, T.StructType | Exception]:
+    """The schema every rewrite of a partition reads and writes, per Work: the union of the
+    schemas of the table's files being rewritten in this batch (files written before a column
+    was added are read into the newest schema). One small Spark read per table, over one file
+    per distinct footer schema, instead of a schema inference per group. Should the union
+    fail for the table (incompatible types), each partition is tried on its own."""
+    per_work: dict[int, dict[str, str]] = {}  # id(work) -> footer schema -> one file with it
+    tables: dict[str, dict[int, Work]] = {}
+    for w, g in items:
+        reps = per_work.setdefault(id(w), {})
+        for f in g.files:
+            reps.setdefault(w.footers[f.path].schema, f.path)
+        tables.setdefault(w.task.table_name, {})[id(w)] = w
+
+    def union(fmt: str, reps: dict[str, str]):
+        files = sorted(set(reps.values()))
+        # One schema needs no merge: ORC then reads that file's footer in the driver (a merge
+        # is a Spark job, ~1-2 s in a fresh application).
+        return spark.read.format(fmt).option("mergeSchema", str(len(files) > 1).lower()).load(files).schema
+
+    out: dict[int, T.StructType | Exception] = {}
+    for table, table_works in tables.items():
+        reps: dict[str, str] = {}
+        for key in table_works:
+            for k, v in per_work[key].items():
+                reps.setdefault(k, v)
+        try:
+            schema = union(next(iter(table_works.values())).task.storage_format, reps)
+            for key in table_works:
+                out[key] = schema
+        except Exception as e:
+            log.warning("%s: the files to rewrite have no common schema (%s); trying each partition "
+                        "on its own", table, error_text(e))
+            for key, w in table_works.items():
+                try:
+                    out[key] = union(w.task.storage_format, per_work[key])
+                except Exception as e2:
+                    out[key] = RuntimeError(error_text(e2))
+    return out
 
 
 def _path_of(uri: str) -> str:

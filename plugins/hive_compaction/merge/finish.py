@@ -1,0 +1,106 @@
+"""Phase 3 of the merge job, for one partition: commit its staged outputs under the Metastore's
+lock, by the journaled in-place protocol (``commit.in_place``) or a location switch
+(``commit.location_switch``), then describe the partition as it now is."""
+from __future__ import annotations
+
+import logging
+import time
+
+from pyspark.sql import SparkSession
+
+from hive_compaction.commit import location_switch
+from hive_compaction.commit.in_place import commit, hold
+from hive_compaction.merge.copy import partition_rows
+from hive_compaction.merge.grouping import Work
+from hive_compaction.merge.outcome import failed, histogram
+from hive_compaction.model.results import CommitRecord, PartitionResult, STATISTICS_KEYS, Status
+from hive_compaction.storage import listing
+from hive_compaction.storage.hadoop_fs import HadoopFS
+from hive_compaction.storage.metastore_client import JobMetastore, LockTimeout
+
+log = logging.getLogger(__name__)
+
+
+class Finisher:
+    """Commits the partitions of one merge job (``BatchRunner``): ``run``, ``attempt`` and
+    ``owner`` name the job as its journals and new folders do."""
+
+    def __init__(self, spark: SparkSession, fs: HadoopFS, metastore: JobMetastore, run: str, attempt: str,
+                 owner: str):
+        self.spark, self.fs, self.metastore = spark, fs, metastore
+        self.run, self.attempt, self.owner = run, attempt, owner
+
+    def finish(self, work: Work) -> PartitionResult:
+        task, result = work.task, work.result
+        try:
+            if work.error:
+                raise RuntimeError(work.error)
+            inputs = [f for g in work.groups for f in g.files]
+            outputs = [o for g in work.groups for o in g.staged]
+            record = CommitRecord(
+                run=self.run, pid=work.pid, owner=self.owner, attempt=self.attempt, staging=work.staging,
+                table=task.table_name,
+                partition=task.partition, location=task.location, outputs=outputs,
+                inputs=[f.identity() for f in inputs])
+            with self.metastore.lock(task.table_name, task.partition, task.lock_wait_seconds):
+                # What a rollback restores: the statistics just before the commit, read under the
+                # lock (the plan's may have changed since: another run's refresh, a Hive writer).
+                current = self.metastore.parameters(task.table_name, list(task.values)) or task.statistics
+                record.stats_before = {k: current.get(k) for k in STATISTICS_KEYS}
+                if task.commit_mode == location_switch.MODE:
+                    result.location = self._switch(work, record.to_dict())
+                    result.reader_window_ms = 0.0
+                else:
+                    result.reader_window_ms = commit(self.fs, work.area, record.to_dict())["reader_window_ms"]
+            self._describe_merged(work, result, outputs)
+        except LockTimeout as e:  # a writer is at work: nothing moved, the backlog looks again
+            log.warning("%s", e)
+            result.status, result.reason = Status.SKIPPED, str(e)[:500]
+        except Exception as e:
+            log.exception("%s: failed", task.label)
+            result = failed(task, e)
+            result.files_before, result.bytes_before = work.result.files_before, work.result.bytes_before
+            result.files_after, result.bytes_after = result.files_before, result.bytes_before
+            result.sizes_before = result.sizes_after = work.result.sizes_before
+        result.seconds = round(time.monotonic() - work.started, 3)
+        return result
+
+    def _describe_merged(self, work: Work, result: PartitionResult, outputs: list[dict]) -> None:
+        """The committed partition's files, sizes and rows, listed again where it now reads."""
+        task = work.task
+        after, _ = listing.data_files(self.fs.list(result.location))
+        result.status = Status.MERGED
+        result.outputs = [o["name"] for o in outputs]
+        result.rows_merged = sum(g.rows for g in work.groups)
+        result.files_after, result.bytes_after = len(after), sum(f.size for f in after)
+        result.sizes_after = histogram(task, after)
+        # Footers known by file name: the untouched files' from prepare, the outputs' from staging.
+        old_footers, new_footers = _footers_by_name(work)
+        result.rows = partition_rows(self.spark, task.storage_format, after, {**old_footers, **new_footers})
+
+    def _switch(self, work: Work, record: dict) -> str:
+        """Commit by a location switch (``location_switch``); returns the partition's new folder."""
+        task = work.task
+        merged = {f.name for g in work.groups for f in g.files}
+        fmt = task.storage_format
+        old_footers, new_footers = _footers_by_name(work)
+        record = {**record, "mode": location_switch.MODE, "values": list(task.values),
+                  "table_location": task.table_location,
+                  "new_location": location_switch.new_folder(task.table_location, task.partition, self.run,
+                                                             self.attempt),
+                  "files": [f.identity() for f in work.files],
+                  "copies": [f.name for f in work.files if f.name not in merged],
+                  "rows": partition_rows(self.spark, fmt, work.files, old_footers)}
+        hold(self.fs, work.area, record)
+        manifest = location_switch.build_and_switch(
+            self.fs, work.area, self.metastore, record,
+            lambda files: partition_rows(self.spark, fmt, files, new_footers))
+        return manifest["new_location"]
+
+
+def _footers_by_name(work: Work) -> tuple[dict, dict]:
+    """The footers known by file name: the partition's files' (read while preparing) and the
+    staged outputs' (read while staging, where they were)."""
+    old = {f.name: work.footers[f.path] for f in work.files if f.path in work.footers}
+    new = {o["name"]: g.footers[k] for g in work.groups for k, o in enumerate(g.staged) if k < len(g.footers)}
+    return old, new

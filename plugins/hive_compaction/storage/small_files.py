@@ -1,0 +1,128 @@
+"""Publishing the small files that decide a commit (journals, replay claims, manifests): written
+whole under a hidden temporary name, made durable, then given their name in one step, either
+only if nothing has it (``create_exclusive``) or replacing it (``write_text_atomic``).
+
+Mixed into ``hadoop_fs.HadoopFS``, whose ``path``, ``fs``, ``_call`` and JVM handles it uses; each
+step (write, publish, delete the temporary name, make the folder) is a method of its own, so the
+job's storage traffic can be traced or wrapped step by step.
+"""
+from __future__ import annotations
+
+import uuid
+
+from hive_compaction.storage import capabilities as storage
+
+
+class SmallFiles:
+    """Exclusive and atomic publication of small text files (see the module's text)."""
+
+    def create_exclusive(self, uri: str, text: str) -> bool:
+        """Publish a small file only if nothing has its name; False if something did.
+
+        The text is written and closed under a hidden temporary name first, then published by
+        the storage's no-replace primitive (``storage.EXCLUSIVE_PUBLISH``): a reader never sees
+        it half written, and of two publishers exactly one wins. Hadoop's ``create(overwrite=
+        false)`` is not used: on the local file system (and S3A) it checks, then writes."""
+        p = self.path(uri)
+        fs = self.fs(uri)
+        how = self._publish_primitive(fs, p.getParent())
+        # (The temporary file's write makes the folder when it is missing.)
+        tmp = self.path(f"{p.getParent().toString()}/.{p.getName()}.{uuid.uuid4().hex[:12]}{storage.TEMP_SUFFIX}")
+        self._write(fs, tmp, text, how)
+        try:
+            return self._publish_new(fs, tmp, p, how)
+        finally:
+            self._delete_temporary(fs, tmp)
+
+    def _publish_new(self, fs, tmp, p, how: str) -> bool:
+        """Give the closed temporary file ``tmp`` the name ``p`` unless something has it."""
+        if how == storage.HARD_LINK:
+            local = self._jvm.java.io.File(fs.resolvePath(tmp).toUri().getPath())
+            target = self._jvm.java.io.File(local.getParentFile(), p.getName())
+            try:
+                self._jvm.java.nio.file.Files.createLink(target.toPath(), local.toPath())
+            except Exception as e:  # py4j wraps java.nio.file.FileAlreadyExistsException
+                if "FileAlreadyExists" in str(e):
+                    return False
+                raise
+            return True
+        return bool(fs.rename(tmp, p))  # HDFS: false when the target exists, atomically
+
+    @staticmethod
+    def _delete_temporary(fs, tmp, checksum_too: bool = False) -> None:
+        fs.delete(tmp, False)
+        if checksum_too:
+            fs.delete(fs.getChecksumFile(tmp), False)
+
+    def _publish_primitive(self, fs, folder) -> str:
+        """How the storage of ``folder`` publishes exclusively (``storage.EXCLUSIVE_PUBLISH``), or
+        OSError with the reason. Asked before the folder is created: on a refused storage nothing
+        may be written, not even a folder. A folder that does not exist yet is judged by its
+        nearest existing ancestor (what a viewfs mount resolves it to)."""
+        key = folder.toString()
+        if key not in self._publish:  # a folder's storage does not change while a job runs
+            existing = folder
+            while existing.getParent() is not None and not fs.exists(existing):
+                existing = existing.getParent()
+            self._publish[key] = str(fs.resolvePath(existing).toUri().getScheme() or "file").lower()
+        resolved = self._publish[key]
+        how = storage.EXCLUSIVE_PUBLISH.get(resolved)
+        if how is None:
+            raise OSError(storage.commit_refusal(resolved))
+        return how
+
+    def _write(self, fs, path, text: str, how: str | None = None) -> None:
+        """Write a small file, durable before it returns (``how``: the storage's publishing
+        primitive; the local file system's files are written by the JVM helper directly)."""
+        if how == storage.HARD_LINK:
+            self._call("writeLocal", path.toString(), text)
+            return
+        out = fs.create(path, True)
+        try:
+            out.write(bytearray(text.encode("utf-8")))
+            out.hsync()
+        finally:
+            out.close()
+
+    def write_text_atomic(self, uri: str, text: str) -> None:
+        """Write to a hidden temporary name, close (durable), then rename it over the old file in
+        one step: the name never stops existing. A journal taken over by a replay is rewritten
+        here; deleted first, a rival's ``create_exclusive`` could publish its own in the gap and
+        two jobs would act on one partition. HDFS: FileContext's rename with OVERWRITE (one
+        NameNode operation); the local file system: rename(2) through java.nio, which replaces
+        atomically (the file gets no checksum file, as ``create_exclusive``'s link does not)."""
+        p = self.path(uri)
+        fs = self.fs(uri)
+        how = self._publish_primitive(fs, p.getParent())
+        self._make_folder(fs, p.getParent())
+        parent = fs.resolvePath(p.getParent())  # through a viewfs mount
+        target = parent.getFileSystem(self._conf)
+        tmp = self._path_class(parent, f".{p.getName()}.{uuid.uuid4().hex[:12]}{storage.TEMP_SUFFIX}")
+        dst = self._path_class(parent, p.getName())
+        self._write(target, tmp, text, how)
+        try:
+            self._replace(target, tmp, dst, how)
+        finally:
+            self._delete_temporary(target, tmp, checksum_too=how == storage.HARD_LINK)
+
+    @staticmethod
+    def _make_folder(fs, folder) -> None:
+        if not fs.exists(folder):
+            fs.mkdirs(folder)
+
+    def _replace(self, target, tmp, dst, how: str) -> None:
+        """Rename the closed temporary file ``tmp`` to ``dst`` in one step, replacing it."""
+        if how == storage.HARD_LINK:
+            nio = self._jvm.java.nio.file
+            options = self._spark.sparkContext._gateway.new_array(nio.CopyOption, 1)
+            options[0] = nio.StandardCopyOption.ATOMIC_MOVE
+            old_crc = target.getChecksumFile(dst)
+            if target.exists(old_crc):  # (a file written by an older version) it would not match
+                target.delete(old_crc, False)
+            nio.Files.move(target.pathToFile(tmp).toPath(), target.pathToFile(dst).toPath(), options)
+        else:
+            rename = self._jvm.org.apache.hadoop.fs.Options.Rename
+            options = self._spark.sparkContext._gateway.new_array(rename, 1)
+            options[0] = rename.OVERWRITE
+            self._jvm.org.apache.hadoop.fs.FileContext.getFileContext(target.getUri(), self._conf) \
+                .rename(tmp, dst, options)
