@@ -32,11 +32,11 @@ class RollbackError(RuntimeError):
 
 
 def manifests(fs: HadoopFS, area: WorkArea, run: str) -> list[dict]:
-    """The run's manifests, the latest commit first: a partition merged twice by the run's
-    attempts is rolled back the second time first, then the first (which restores the originals
-    and the statistics from before both)."""
+    """The run's manifests, partition by partition (in the order of their ids), a partition's
+    latest commit first: one merged twice by the run's attempts is rolled back the second time
+    first, then the first (which restores the originals and the statistics from before both)."""
     found = [json.loads(fs.read_text(path)) for path in area.manifests_of(fs, run)]
-    return sorted(found, key=lambda m: -float(m.get("committed_at") or 0))
+    return sorted(found, key=lambda m: (str(m.get("pid")), -float(m.get("committed_at") or 0)))
 
 
 def rollback_partition(fs: HadoopFS, area: WorkArea, manifest: dict, table_location: str,
