@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from commit_records import decided_commit
 
 from hive_compaction.commit import in_place as commit
 from hive_compaction.storage import metastore_client
@@ -251,15 +252,8 @@ def test_a_file_rewritten_with_the_same_name_size_and_time_is_told_apart(stack, 
     assert [e.identity() for e in fs.list(via_mount) if not e.name.startswith(".")] == [e.identity() for e in listed]
     assert fs.status(f"{via_mount}/000000_0").version == listed[0].version
 
-    area = WorkArea(f"file://{tmp_path}/.hive_compaction/events")
-    staged = Path(area.staging(run, pid)[len("file://"):]) / "attempt-1"
-    staged.mkdir(parents=True)
-    (staged / "part-0").write_text("output part-0")
-    record = {"run": run, "pid": pid, "owner": f"{run}/1", "table": table, "partition": partition,
-              "location": f"file://{folder}", "table_location": f"file://{folder.parent}",
-              "inputs": [e.identity() for e in listed],
-              "outputs": [{"staged": f"file://{staged / 'part-0'}", "name": "part-0", "size": 13}],
-              "staging": area.staging(run, pid)}
+    area, record, staged = decided_commit(tmp_path, table, partition, run, folder, [e.identity() for e in listed],
+                                          {"part-0": "output part-0"})
     # The writer, once the journal is out: same name, same size, same time, other bytes, other file.
     before = (folder / "000000_0").stat()
     rewrite = (f"import os; p={str(folder / '000000_0')!r}; open(p + '.w', 'w').write('other 000000_0'); "

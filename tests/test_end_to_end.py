@@ -121,7 +121,7 @@ def test_dag_imports_cleanly_even_with_a_broken_config(stack, tmp_path):
     for config in (None, broken, tmp_path / "missing.yaml"):
         p = subprocess.run([sys.executable, "-c", check], env=stack.env(config), capture_output=True, text=True)
         assert p.returncode == 0, p.stderr
-        assert p.stdout.splitlines()[-2:] == ["{}", "['hive_compaction', 'hive_compaction_downstream_example']"], \
+        assert p.stdout.splitlines()[-2:] == ["{}", "['hive_compaction', 'hive_compaction_downstream_example', 'hive_compaction_rollback']"], \
             p.stdout
 
     run = stack.run_dag(broken)

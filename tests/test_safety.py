@@ -247,25 +247,15 @@ def test_the_shipped_code_holds_no_test_machinery():
 def test_the_fault_injector_stops_a_job_at_named_steps_and_calls(spark, tmp_path, monkeypatch, fault_injection):
     """The injector's view of a commit from outside: the journal's publication is a step, and the
     storage calls are counted from the commit's start, a journal's write and publish included."""
+    from commit_records import decided_commit
     from hive_compaction.commit import in_place as commit
-    from hive_compaction.commit.work_area import WorkArea
     from hive_compaction.storage.hadoop_fs import HadoopFS
-    from hive_compaction.storage.paths import partition_id
     fs = HadoopFS(spark)
-    table, partition, run = "inject.events", "dt=2026-06-01", "run1"
-    pid = partition_id(table, partition)
-    folder = tmp_path / "events" / partition
+    folder = tmp_path / "events" / "dt=2026-06-01"
     folder.mkdir(parents=True)
     (folder / "000000_0").write_text("input")
-    area = WorkArea(f"file://{tmp_path}/.hive_compaction/events")
-    staged = Path(area.staging(run, pid)[len("file://"):]) / "attempt-1"
-    staged.mkdir(parents=True)
-    (staged / "part-0").write_text("output")
-    record = {"run": run, "pid": pid, "owner": f"{run}/1", "table": table, "partition": partition,
-              "location": f"file://{folder}", "table_location": f"file://{folder.parent}",
-              "inputs": [e.identity() for e in fs.list(f"file://{folder}")],
-              "outputs": [{"staged": f"file://{staged / 'part-0'}", "name": "part-0", "size": 6}],
-              "staging": area.staging(run, pid)}
+    area, record, _ = decided_commit(tmp_path, "inject.events", "dt=2026-06-01", "run1", folder,
+                                     [e.identity() for e in fs.list(f"file://{folder}")], {"part-0": "output"})
     seen = tmp_path / "seen"
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_AT", "journaled:dt=2026-06-02;journaled:dt=2026-06-01;inputs_moved")
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD", f'ls "$HIVE_COMPACTION_PARTITION_DIR" >> {seen}; echo -- >> {seen}')

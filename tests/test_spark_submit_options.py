@@ -269,13 +269,12 @@ def merge_task(tmp_path, monkeypatch):
         monkeypatch.setenv(config.CONFIG_ENV, str(cfg))
         monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(connection))
         from airflow.models import DagBag
-        from airflow.serialization.serialized_objects import DagSerialization
         bag = DagBag(dag_folder=str(ROOT / "dags"))
         assert bag.import_errors == {}
         dag = bag.dags["hive_compaction"]
         expected = merge_operator_kwargs(config.load(cfg))  # strict: the config is valid
         # What the scheduler stores must carry the same arguments.
-        stored = DagSerialization.from_dict(DagSerialization.to_dict(dag)).get_task("merge")
+        stored = _stored(dag).get_task("merge")
         return dag.get_task("merge"), expected, stored
     return build
 
@@ -405,6 +404,22 @@ def test_the_merge_task_submits_the_configured_merge_job(tmp_path, monkeypatch):
 
 # --- airflow_tasks: the executor's queue, priority, executor_config and pool on the operators ---------
 
+def _dag_bag_on_yarn(cfg: Path, monkeypatch):
+    """The dags folder as a scheduler parses it with this config and a YARN Spark connection."""
+    monkeypatch.setenv(config.CONFIG_ENV, str(cfg))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "yarn"}))
+    from airflow.models import DagBag
+    bag = DagBag(dag_folder=str(ROOT / "dags"))
+    assert bag.import_errors == {}
+    return bag
+
+
+def _stored(dag):
+    """The DAG as the scheduler stores it and a worker reads it back."""
+    from airflow.serialization.serialized_objects import DagSerialization
+    return DagSerialization.from_dict(DagSerialization.to_dict(dag))
+
+
 def test_the_dag_routes_merges_and_the_other_tasks_as_airflow_tasks_says(tmp_path, monkeypatch):
     """The merge operator carries the merge queue, pool, priority and executor_config (as the DAG
     has it, as the scheduler stores it, and as a worker unmaps it); plan, refresh and the asset
@@ -414,14 +429,9 @@ def test_the_dag_routes_merges_and_the_other_tasks_as_airflow_tasks_says(tmp_pat
                        spark_submit={"queue": "etl"},
                        airflow_tasks={"queue": "default", "merge_queue": "spark", "merge_priority_weight": 7,
                                       "merge_executor_config": executor_config})
-    monkeypatch.setenv(config.CONFIG_ENV, str(cfg))
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "yarn"}))
-    from airflow.models import DagBag
-    from airflow.serialization.serialized_objects import DagSerialization
-    bag = DagBag(dag_folder=str(ROOT / "dags"))
-    assert bag.import_errors == {}
+    bag = _dag_bag_on_yarn(cfg, monkeypatch)
     dag = bag.dags["hive_compaction"]
-    stored = DagSerialization.from_dict(DagSerialization.to_dict(dag))
+    stored = _stored(dag)
     for d in (dag, stored):
         merge = d.get_task("merge")
         got = {k: merge.partial_kwargs.get(k) for k in ("queue", "pool", "priority_weight", "executor_config")}
@@ -464,17 +474,12 @@ def test_the_rollback_task_is_submitted_like_the_merges(tmp_path, monkeypatch):
                                      "keytab": "/etc/security/keytabs/compaction.keytab", "driver_memory": "2g"},
                        airflow_tasks={"queue": "default", "merge_queue": "spark", "merge_priority_weight": 7,
                                       "merge_executor_config": executor_config})
-    monkeypatch.setenv(config.CONFIG_ENV, str(cfg))
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "yarn"}))
-    from airflow.models import DagBag
-    from airflow.serialization.serialized_objects import DagSerialization
-    bag = DagBag(dag_folder=str(ROOT / "dags"))
-    assert bag.import_errors == {}
+    bag = _dag_bag_on_yarn(cfg, monkeypatch)
     expected = merge_operator_kwargs(config.load(cfg))
     assert {"queue", "pool", "priority_weight", "executor_config", "principal", "keytab", "py_files", "conf",
             "conn_id", "yarn_queue", "driver_memory"} <= set(expected), expected
     dag = bag.dags["hive_compaction_rollback"]
-    stored = DagSerialization.from_dict(DagSerialization.to_dict(dag))
+    stored = _stored(dag)
     task = dag.get_task("rollback")
     # the operator keeps its template fields as they are named, the others with a leading _
     got = {k: getattr(task, k if k in task.template_fields or hasattr(task, k) else f"_{k}") for k in expected}

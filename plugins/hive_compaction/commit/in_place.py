@@ -250,10 +250,7 @@ def _stop_if_rewritten(fs: HadoopFS, area: WorkArea, record: dict) -> None:
     reused = [f["name"] for f, st in zip(record["inputs"], found) if st is not None]
     if not reused:
         return
-    for o in record["outputs"]:
-        published = f"{location}/{o['name']}"
-        if fs.exists(published) and not fs.exists(o["staged"]):
-            fs.rename(published, o["staged"])
+    unpublish(fs, record, location)
     fs.delete(area.journal(record["pid"]))
     raise InputsChanged(
         f"{_label(record)}: a writer wrote {reused[:3]} into the partition while its commit ran (an INSERT "
@@ -362,13 +359,19 @@ def _abandon(fs: HadoopFS, area: WorkArea, record: dict, trash: str, location: s
     raise CommitStopped(f"{_label(record)}: {why}; every file was put back, nothing was committed")
 
 
+def unpublish(fs: HadoopFS, record: dict, folder: str) -> None:
+    """The one way a commit puts its outputs back: each output published in ``folder`` returns to
+    its staging name (one already back, or never moved, stays where it is)."""
+    for o in record["outputs"]:
+        published = f"{folder.rstrip('/')}/{o['name']}"
+        if fs.exists(published) and not fs.exists(o["staged"]):
+            fs.rename(published, o["staged"])
+
+
 def _roll_back(fs: HadoopFS, record: dict, trash: str, location: str) -> None:
     if fs.status(location) is None:  # dropped meanwhile: nothing goes back into a re-created folder
         return
-    for o in record["outputs"]:
-        published = f"{location}/{o['name']}"
-        if fs.exists(published) and not fs.exists(o["staged"]):
-            fs.rename(published, o["staged"])
+    unpublish(fs, record, location)
     for f in record["inputs"]:
         moved = f"{trash}/{f['name']}"
         if fs.exists(moved) and not fs.exists(f"{location}/{f['name']}"):

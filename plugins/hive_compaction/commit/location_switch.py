@@ -38,7 +38,7 @@ import logging
 import time
 from typing import Callable
 
-from hive_compaction.commit.in_place import InputsChanged, check_owner, recent
+from hive_compaction.commit.in_place import InputsChanged, check_owner, recent, unpublish
 from hive_compaction.commit.work_area import WorkArea, check_record
 from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.listing import data_files
@@ -136,9 +136,7 @@ def _undo(fs: HadoopFS, area: WorkArea, record: dict) -> None:
     """Staged outputs back to staging (the run's purge removes them), the new folder deleted,
     the journal removed."""
     new = record["new_location"]
-    for o in record["outputs"]:
-        if fs.exists(f"{new}/{o['name']}") and not fs.exists(o["staged"]):
-            fs.rename(f"{new}/{o['name']}", o["staged"])
+    unpublish(fs, record, new)
     fs.delete(new, recursive=True)
     fs.delete(area.journal(record["pid"]))
 
