@@ -500,6 +500,5 @@ def test_the_rollback_task_is_submitted_like_the_merges(tmp_path, monkeypatch):
         assert has_run(cmd, args), (args, cmd)
     assert cmd[-5:] == ["hdfs://nn/apps/hive_compaction/rollback.py", "--table", "db.events", "--run", "r1"], cmd
 
-    monkeypatch.setenv(config.CONFIG_ENV, str(write_config(tmp_path / "c2.yaml", rollback_job="/opt/jobs/rollback.py")))
-    bag = DagBag(dag_folder=str(ROOT / "dags"))
+    bag = _dag_bag_on_yarn(write_config(tmp_path / "c2.yaml", rollback_job="/opt/jobs/rollback.py"), monkeypatch)
     assert bag.dags["hive_compaction_rollback"].get_task("rollback").application == "/opt/jobs/rollback.py"
