@@ -62,3 +62,18 @@ def test_purge_deletes_only_runs_older_than_the_retention_and_never_kept_ones(sp
     assert sorted(d.rsplit("/", 2)[-2] for d in deleted) == ["manifests", "staging", "trash"]
     for folder in ("trash", "manifests", "staging"):
         assert sorted(p.name for p in (tmp_path / folder).iterdir()) == ["new", "pending"]
+
+
+def test_a_record_whose_attempt_is_not_a_plain_name_is_refused():
+    """The attempt names the trash and manifest folders a commit moves files into: a journal
+    naming ``../..`` there would move them out of the work area."""
+    import pytest
+    from hive_compaction.commit.work_area import UnsafeRecord, check_record
+    from hive_compaction.storage.paths import partition_id
+    area = WorkArea("file:///w/.hive_compaction/events")
+    pid = partition_id("db.events", "dt=1")
+    record = {"run": "r1", "pid": pid, "table": "db.events", "partition": "dt=1", "location": "file:///w/events/dt=1",
+              "inputs": [{"name": "000000_0"}], "outputs": [{"name": "part-0", "staged": f"{area.root}/staging/r1/x"}]}
+    check_record({**record, "attempt": "a1b2c3"}, area, pid, location="file:///w/events/dt=1")
+    with pytest.raises(UnsafeRecord, match=r"attempt '\.\./\.\.' is not a plain name"):
+        check_record({**record, "attempt": "../.."}, area, pid, location="file:///w/events/dt=1")

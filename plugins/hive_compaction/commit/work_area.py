@@ -101,6 +101,8 @@ def check_record(record: dict, area: WorkArea, pid: str, location: str | None = 
         problems.append(f"partition id {record.get('pid')!r} does not match its file {pid!r} or its partition")
     if not _SEGMENT.match(str(record.get("run", ""))):
         problems.append(f"run {record.get('run')!r} is not a plain name")
+    if "attempt" in record and not _SEGMENT.match(str(record["attempt"])):  # it names trash and manifest folders
+        problems.append(f"attempt {record.get('attempt')!r} is not a plain name")
     names = [f.get("name", "") for f in record.get("inputs", [])] + [o.get("name", "") for o in record.get("outputs", [])]
     bad = [n for n in names if not _SEGMENT.match(str(n))]
     if bad:
