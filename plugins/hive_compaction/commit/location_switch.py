@@ -89,8 +89,7 @@ def _build(fs: HadoopFS, area: WorkArea, record: dict, rows_of: Callable[[list],
         _abort(fs, area, record, f"{len(record['outputs']) - moved} staged output(s) vanished")
     for name in record["copies"]:
         fs.copy(f"{old}/{name}", f"{new}/{name}")
-    expected = {o["name"]: o["size"] for o in record["outputs"]}
-    expected.update({f["name"]: f["size"] for f in record["files"] if f["name"] in set(record["copies"])})
+    expected = {f["name"]: f["size"] for f in new_folder_files(record)}
     built, folders = data_files(fs.list(new))
     found = {f.name: f.size for f in built}
     if found != expected or folders:

@@ -59,7 +59,11 @@ class WorkArea:
         return f"{self.root}/manifests/{run}"
 
     def manifest(self, run: str, pid: str, attempt: str = "") -> str:
-        return f"{self.manifests(run)}/{pid}/{attempt}.json" if attempt else f"{self.manifests(run)}/{pid}.json"
+        return f"{self.partition_manifests(run, pid)}/{attempt}.json" if attempt else f"{self.manifests(run)}/{pid}.json"
+
+    def partition_manifests(self, run: str, pid: str) -> str:
+        """The folder of a partition's manifests, one per attempt that committed it."""
+        return f"{self.manifests(run)}/{pid}"
 
     def trash_of(self, record: dict) -> str:
         return self.trash(record["run"], record["pid"], record.get("attempt", ""))
@@ -224,7 +228,7 @@ def _purge_partition(fs, area: WorkArea, run: str, pid: str, retire) -> bool:
             manifest = read_journal_if_exists(fs, path)
             if manifest and manifest.get("mode") == "location_switch" and (retire is None or not retire(manifest)):
                 return False
-        for path in (area.trash(run, pid), area.manifest(run, pid), f"{area.manifests(run)}/{pid}",
+        for path in (area.trash(run, pid), area.manifest(run, pid), area.partition_manifests(run, pid),
                      area.staging(run, pid)):
             fs.delete(path, recursive=True)
         return True
