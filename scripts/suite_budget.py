@@ -74,6 +74,7 @@ class SuiteBudget:
         self.report_dir = report_dir
         self.t0 = time.monotonic()
         self.durations: dict[str, float] = defaultdict(float)
+        self.worker_busy: dict[str, float] = defaultdict(float)  # xdist worker id -> seconds in tests
         self.budget = float(os.environ.get(BUDGET_ENV, DEFAULT_BUDGET_MINUTES)) * 60
         report_dir.mkdir(parents=True, exist_ok=True)
         self.log = report_dir / "components.jsonl"
@@ -82,15 +83,23 @@ class SuiteBudget:
 
     def pytest_runtest_logreport(self, report):
         self.durations[report.nodeid] += report.duration
+        node = getattr(report, "node", None)  # set on the controlling process of an xdist run
+        self.worker_busy[getattr(getattr(node, "gateway", None), "id", "main")] += report.duration
 
     def pytest_sessionfinish(self, session, exitstatus):
         wall = time.monotonic() - self.t0
         components, notes = read_log(self.log)
         slowest = sorted(self.durations.items(), key=lambda kv: -kv[1])[:10]
+        modules: dict[str, float] = defaultdict(float)
+        for nodeid, seconds in self.durations.items():
+            modules[nodeid.split("::")[0]] += seconds
         over = wall > self.budget
         figures = {"wall_seconds": round(wall, 1), "budget_seconds": self.budget, "over_budget": over,
                    "tests": len(self.durations), "components": components, "notes": notes,
                    "slowest": [{"test": t, "seconds": round(s, 1)} for t, s in slowest],
+                   "worker_busy_seconds": {w: round(s, 1) for w, s in sorted(self.worker_busy.items())},
+                   # every module's time, for finding where a slow run went
+                   "modules": {m: round(s, 1) for m, s in sorted(modules.items(), key=lambda kv: -kv[1])},
                    "workers": os.environ.get("PYTEST_XDIST_WORKER_COUNT") or
                    getattr(self.config.option, "numprocesses", None) or 1}
         (self.report_dir / "budget.json").write_text(json.dumps(figures, indent=1))
@@ -111,6 +120,8 @@ class SuiteBudget:
             tr.write_line(f"  {name:<44} {c['starts']:>4} x  {c['seconds']:>7.1f} s")
         for note in f["notes"]:
             tr.write_line(f"sampled: {note}")
+        busy = ", ".join(f"{w} {s:.0f} s" for w, s in f["worker_busy_seconds"].items())
+        tr.write_line(f"time in tests per worker: {busy} (every module's time: .test-report/budget.json)")
         tr.write_line("ten slowest tests (setup + call + teardown):")
         for s in f["slowest"]:
             tr.write_line(f"  {s['seconds']:>7.1f} s  {s['test']}")
