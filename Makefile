@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-kerberos.txt pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: venv demo test test-exhaustive stack-start stack-stop stack-up stack-down clean dist
+.PHONY: venv demo test test-exhaustive test-stacks jars stack-start stack-stop stack-up stack-down clean dist
 
 $(STAMP): requirements.txt requirements-kerberos.txt pyproject.toml
 	@date +%s > .venv-build-started
@@ -31,7 +31,24 @@ demo: venv
 # printed; SUITE_MATRIX_SEED=<seed> replays it); test-exhaustive runs every case.
 TEST_WORKERS ?= 2
 test: venv
-	@source scripts/env.sh && python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
+	@source scripts/env.sh && python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests --ignore=tests/stacks
+
+# The JVM pieces of the real stacks (HDFS, YARN, Hive Metastores 3 and 4), from Maven Central: each
+# scripts/maven/<stack>/pom.xml pins its artifacts, copied with their dependencies into
+# .state/jars/<stack>/ (cached in ~/.m2; fetched again only when the pom changes).
+POMS := $(wildcard scripts/maven/*/pom.xml)
+JARS := $(patsubst scripts/maven/%/pom.xml,.state/jars/%/.fetched,$(POMS))
+.state/jars/%/.fetched: scripts/maven/%/pom.xml
+	@command -v mvn >/dev/null || { echo "error: mvn not found (Debian: apt-get install maven)"; exit 1; }
+	@rm -rf $(@D) && mkdir -p $(@D)
+	@mvn -q -B -f $< dependency:copy-dependencies -DoutputDirectory=$(abspath $(@D)) -Dmdep.includeScope=runtime \
+	  || { echo "error: the jars of $< did not resolve (is Maven Central reachable?)"; exit 1; }
+	@touch $@
+jars: $(JARS)
+
+# The tests on the real stacks (tests/stacks/): HDFS, YARN, Hive Metastores 3 and 4.
+test-stacks: venv jars
+	@source scripts/env.sh && python -m pytest -q -p no:xdist tests/stacks
 
 # The reliability sweeps in full (hours): every kill point and storage call (killed, then failing),
 # every actor at every step, both commit modes. Their last figures: docs/safety.md.
