@@ -306,9 +306,9 @@ def _wrap_storage(cls) -> dict:
 def _wrap_metastore(cls) -> dict:
     originals = {name: inspect.getattr_static(cls, name) for name in ("lock", "switch")}
 
-    def lock(self, table, partition, wait_seconds):
+    def lock(self, table, partition, wait_seconds, required=True):
         _begin_commit(self, table, partition)
-        return originals["lock"](self, table, partition, wait_seconds)
+        return originals["lock"](self, table, partition, wait_seconds, required)
 
     def switch(self, table, values, old, new, parameters):
         switched = originals["switch"](self, table, values, old, new, parameters)

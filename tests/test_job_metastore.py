@@ -7,12 +7,20 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from types import SimpleNamespace
 from unittest import mock
 
 import pytest
 
-from hive_compaction.storage.metastore_client import JobMetastore
+from hive_compaction.storage import metastore_lock
+from hive_compaction.storage.metastore_client import JobMetastore, LockLost, LocksUnavailable
+from hive_compaction.storage.metastore_lock import check_lock_held
+
+
+@pytest.fixture(autouse=True)
+def quick_retries(monkeypatch):
+    monkeypatch.setattr(metastore_lock, "RETRY_SECONDS", 0.01)
 
 
 class ScriptedMetastore:
@@ -20,8 +28,11 @@ class ScriptedMetastore:
     tables). Otherwise a request fails while another is in flight until one has been served, as
     Metastore 2.3's transaction store does when it starts."""
 
-    def __init__(self, refuse: bool = False):
+    def __init__(self, refuse: bool = False, fail_first: int = 0):
         self.refuse = refuse
+        self.fail_first = fail_first  # this many requests fail first, as while a Metastore restarts
+        self.heartbeat_error: str | None = None  # every heartbeat fails with it
+        self.heartbeats = 0
         self.served = False
         self.in_flight = 0
         self.lock_calls = 0
@@ -33,8 +44,13 @@ class ScriptedMetastore:
     def client(self):
         with self._mutex:
             self.clients += 1
-        return SimpleNamespace(lock=self.lock, unlock=self.unlocked.append, heartbeat=lambda txn, lock_id: None,
+        return SimpleNamespace(lock=self.lock, unlock=self.unlocked.append, heartbeat=self.heartbeat,
                                close=lambda: None)
+
+    def heartbeat(self, txn, lock_id):
+        self.heartbeats += 1
+        if self.heartbeat_error:
+            raise RuntimeError(self.heartbeat_error)
 
     def lock(self, request):
         with self._mutex:
@@ -45,6 +61,9 @@ class ScriptedMetastore:
         try:
             if self.refuse:
                 raise RuntimeError("An error occurred while calling o42.lock.")
+            if n <= self.fail_first:
+                raise RuntimeError("org.apache.thrift.transport.TTransportException: java.net.SocketException: "
+                                   "Connection reset")
             if first_ever and n <= 2:
                 # The first two requests meet inside the Metastore: the later one fails.
                 try:
@@ -68,14 +87,14 @@ def job_metastore(hms: ScriptedMetastore) -> JobMetastore:
     return jm
 
 
-def take_locks(jm: JobMetastore, partitions: int) -> dict[int, int | None]:
+def take_locks(jm: JobMetastore, partitions: int, required: bool = True) -> dict[int, int | None]:
     got: dict[int, int | None] = {}
     start = threading.Barrier(partitions, timeout=10)
 
     def commit(i: int) -> None:
         start.wait()
-        with jm.lock("db.t", f"dt=2026-01-{i + 1:02d}", 5) as lock_id:
-            got[i] = lock_id
+        with jm.lock("db.t", f"dt=2026-01-{i + 1:02d}", 5, required) as held:
+            got[i] = None if held is None else held.lock_id
 
     threads = [threading.Thread(target=commit, args=(i,)) for i in range(partitions)]
     for t in threads:
@@ -99,33 +118,115 @@ def test_concurrent_first_lock_requests_all_get_their_lock(caplog):
     jm.close()
 
 
-def test_a_metastore_without_locks_is_asked_twice_then_never_again(caplog):
+def test_a_metastore_without_locks_fails_each_commit_naming_require_locks(caplog):
+    """require_locks (the default): a Metastore that refuses every request is asked three times
+    per commit, then that commit fails before its block runs, naming the setting; locking is never
+    turned off for the job."""
+    hms = ScriptedMetastore(refuse=True)
+    jm = job_metastore(hms)
+    for day in (1, 2):
+        with pytest.raises(LocksUnavailable, match="require_locks: false"):
+            with jm.lock("db.t", f"dt=2026-01-0{day}", 5):
+                pytest.fail("the block ran without the lock")
+    assert hms.lock_calls == 2 * metastore_lock.REQUEST_ATTEMPTS
+    assert "does not serve locks" not in caplog.text
+
+
+def test_with_require_locks_false_a_metastore_without_locks_is_asked_once_then_never_again(caplog):
     hms = ScriptedMetastore(refuse=True)
     jm = job_metastore(hms)
     with caplog.at_level(logging.WARNING, logger="hive_compaction.storage.metastore_lock"):
-        got = take_locks(jm, 4)
+        got = take_locks(jm, 4, required=False)
     assert got == {0: None, 1: None, 2: None, 3: None}
-    assert hms.lock_calls == 2
-    assert caplog.text.count("does not serve locks") == 1
-    with jm.lock("db.t", "dt=2026-02-01", 5) as lock_id:
-        assert lock_id is None
-    assert hms.lock_calls == 2
+    assert hms.lock_calls == metastore_lock.REQUEST_ATTEMPTS
+    assert caplog.text.count("does not serve locks") == 1 and "WITHOUT the Metastore's lock" in caplog.text
+    with jm.lock("db.t", "dt=2026-02-01", 5, required=False) as held:
+        assert held is None
+    assert hms.lock_calls == metastore_lock.REQUEST_ATTEMPTS
+    # A table that requires locks is still refused, not let through unlocked.
+    with pytest.raises(LocksUnavailable):
+        with jm.lock("db.t", "dt=2026-02-02", 5):
+            pytest.fail("the block ran without the lock")
+
+
+@pytest.mark.parametrize("required", [True, False])
+def test_a_transient_error_on_the_first_request_is_asked_again_not_taken_for_no_locks(caplog, required):
+    hms = ScriptedMetastore(fail_first=metastore_lock.REQUEST_ATTEMPTS - 1)
+    jm = job_metastore(hms)
+    with caplog.at_level(logging.WARNING, logger="hive_compaction.storage.metastore_lock"):
+        with jm.lock("db.t", "dt=2026-01-01", 5, required) as held:
+            assert held is not None and held.lock_id == metastore_lock.REQUEST_ATTEMPTS
+        with jm.lock("db.t", "dt=2026-01-02", 5, required) as held:
+            assert held is not None
+    assert "does not serve locks" not in caplog.text
+    jm.close()
 
 
 def test_once_locks_were_served_a_failing_request_fails_the_commit_and_the_client_is_replaced():
     hms = ScriptedMetastore()
     jm = job_metastore(hms)
-    with jm.lock("db.t", "dt=2026-01-01", 5) as lock_id:
-        assert lock_id == 1
+    with jm.lock("db.t", "dt=2026-01-01", 5) as held:
+        assert held.lock_id == 1
     clients = hms.clients
     hms.refuse = True
-    with pytest.raises(RuntimeError, match="o42.lock"):
-        with jm.lock("db.t", "dt=2026-01-02", 5):
+    with pytest.raises(LocksUnavailable, match="o42.lock"):
+        with jm.lock("db.t", "dt=2026-01-02", 5, required=False):
             pytest.fail("the block ran without the lock")
     hms.refuse = False
-    with jm.lock("db.t", "dt=2026-01-03", 5) as lock_id:
-        assert isinstance(lock_id, int)
-    assert hms.clients == clients + 1  # the failed call's client was closed, a new one opened
+    with jm.lock("db.t", "dt=2026-01-03", 5) as held:
+        assert isinstance(held.lock_id, int)
+    # each failed call's client was closed, a new one opened
+    assert hms.clients == clients + metastore_lock.REQUEST_ATTEMPTS
+
+
+@pytest.fixture
+def quick_heartbeats(monkeypatch):
+    monkeypatch.setattr(metastore_lock, "HEARTBEAT_SECONDS", 0.05)
+    monkeypatch.setattr(metastore_lock, "LOST_AFTER_SECONDS", 0.5)
+
+
+def test_a_heartbeated_lock_stays_held(quick_heartbeats):
+    hms = ScriptedMetastore()
+    jm = job_metastore(hms)
+    with jm.lock("db.t", "dt=2026-01-01", 5):
+        time.sleep(1.0)
+        check_lock_held()  # every heartbeat went through
+    assert hms.heartbeats >= 5
+    jm.close()
+
+
+@pytest.mark.parametrize("error, why", [
+    ("org.apache.thrift.transport.TTransportException: Read timed out", "no heartbeat went through"),
+    ("NoSuchLockException(message:No such lock lockid:1)", "no longer knows it"),
+], ids=["heartbeats_failing", "lock_released_by_another"])
+def test_a_lock_lost_while_held_stops_the_next_commit_step(quick_heartbeats, error, why):
+    """Heartbeats failing for LOST_AFTER_SECONDS (long before another job may take the lock for
+    a dead one's), or a lock the Metastore no longer knows: the holder's next commit step
+    (``check_lock_held``, called by every step) raises LockLost; other threads are not affected."""
+    hms = ScriptedMetastore()
+    jm = job_metastore(hms)
+    hms.heartbeat_error = error
+    other: list[BaseException | None] = []
+    with jm.lock("db.t", "dt=2026-01-01", 5) as held:
+        check_lock_held()
+        time.sleep(1.0)
+        with pytest.raises(LockLost, match=why):
+            check_lock_held()
+        assert held.lost is not None
+        thread = threading.Thread(target=lambda: other.append(_check_quietly()))
+        thread.start()
+        thread.join(5)
+    assert other == [None]  # another thread runs no commit under that lock
+    check_lock_held()  # outside the block: nothing held
+    jm.close()
+
+
+def _check_quietly():
+    try:
+        check_lock_held()
+    except LockLost as e:
+        return e
+    return None
 
 
 def test_one_client_per_thread_serves_every_call_of_that_thread():

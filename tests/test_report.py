@@ -54,6 +54,7 @@ def test_summarize_counts_only_merged_partitions_for_files_and_bytes():
         "listed": 0,
         "stale_statistics": 0,
         "reader_window_ms_max": 0,
+        "unlocked": 0,
     }
 
 
@@ -236,6 +237,20 @@ def test_distribution_without_recorded_sizes_says_what_is_known():
     assert t["small_files_left"] == [{"partition": "dt=2", "small_files": None, "reason": "sub-folders"}]
     assert "sizes per file not recorded by the merge job: 10 small file(s) merged into 2" in render_distribution(
         {"db.t": t})
+
+
+def test_commits_without_the_metastores_lock_are_named_in_the_report_and_the_note():
+    """require_locks: false on a Metastore without locks: every run says its commits ran unlocked."""
+    rs = [result(unlocked=True), result(partition="dt=2", unlocked=True), result(partition="dt=3"),
+          result(partition="dt=4", status="failed", unlocked=True)]
+    s = summarize(rs, [], [])
+    assert s["unlocked"] == 2  # merged ones only
+    assert "2 partition(s) committed WITHOUT the Metastore's lock (require_locks: false)" in render(rs, [], [])
+    line = note(rs, s, distribution(rs, [], [], {"db.t": POLICY}))
+    assert "\n" not in line and line.endswith("2 partition(s) committed WITHOUT the Metastore's lock "
+                                              "(require_locks: false): a Hive writer could not be told to wait")
+    locked = [result()]
+    assert "WITHOUT" not in render(locked, [], []) + note(locked, summarize(locked, [], []), {})
 
 
 def test_note_is_one_line_and_counts_would_merge_in_a_dry_run():

@@ -67,6 +67,9 @@ class TablePolicy:
     # A commit waits this long for another holder of the Metastore's lock on the partition
     # (a Hive writer), then leaves the partition for the next run.
     lock_wait_seconds: int = 60
+    # Commits hold the Metastore's lock on the partition; false only for a Metastore that serves
+    # no locks (no transaction tables): its commits then run unlocked, and every report says so.
+    require_locks: bool = True
 
 
 @dataclass(frozen=True)
@@ -291,6 +294,10 @@ def _policy(raw: dict, base: TablePolicy, where: str) -> TablePolicy:
         elif key == "trash_retention_days":
             # At least a day: a purge must never reach a run whose merges may still be committing.
             values[key] = _int(value, at, 1)
+        elif key == "require_locks":
+            if not isinstance(value, bool):
+                raise ConfigError(f"{at}: expected true or false, got {value!r}")
+            values[key] = value
         elif key == "commit_mode":
             if value not in COMMIT_MODES:
                 raise ConfigError(f"{at}: expected one of {', '.join(COMMIT_MODES)}, got {value!r}")

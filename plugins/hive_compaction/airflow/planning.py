@@ -118,7 +118,7 @@ def plan_table(table: TableInfo, policy: TablePolicy, partitions, work_root: str
             storage_format=table.storage_format, work_dir=work_dir,
             target_file_size=policy.target_file_size, small_file_limit=policy.small_file_limit,
             min_small_files=policy.min_small_files, merge_mode=policy.merge_mode, commit_mode=policy.commit_mode,
-            lock_wait_seconds=policy.lock_wait_seconds,
+            lock_wait_seconds=policy.lock_wait_seconds, require_locks=policy.require_locks,
             quiet_period_minutes=policy.quiet_period_minutes,
             copy_min_block_size=policy.copy_min_block_size,
             sort_columns=tuple(c for c, _ in table.sort_columns),

@@ -45,7 +45,15 @@ def summarize(results: list[dict], skipped: list[dict], deferred: list[dict]) ->
         "stale_statistics": sum(1 for r in results if stale_note(r)),
         # the longest time a reader listing a merged partition could miss rows (in_place commits)
         "reader_window_ms_max": max((r.get("reader_window_ms") or 0 for r in merged), default=0),
+        # committed without the Metastore's lock (require_locks: false)
+        "unlocked": sum(1 for r in merged if r.get("unlocked")),
     }
+
+
+def unlocked_note(summary: dict) -> str:
+    n = summary.get("unlocked", 0)
+    return (f"{n} partition(s) committed WITHOUT the Metastore's lock (require_locks: false): a Hive writer "
+            "could not be told to wait") if n else ""
 
 
 def render(results: list[dict], skipped: list[dict], deferred: list[dict]) -> str:
@@ -74,6 +82,8 @@ def render(results: list[dict], skipped: list[dict], deferred: list[dict]) -> st
                  f"{_size(s['bytes_before'])} -> {_size(s['bytes_after'])}, {s['rows_merged']} rows verified; "
                  f"{s['skipped']} skipped, {s['deferred']} deferred, {s['failed']} failed; "
                  f"{s['listed']} listed, {s['stale_statistics']} with statistics that disagreed with the disk")
+    if unlocked_note(s):
+        lines.append(unlocked_note(s))
     return "\n".join(lines)
 
 
@@ -189,4 +199,5 @@ def note(results: list[dict], summary: dict, tables: dict[str, dict], dry_run: b
             f"in {len(tables)} table(s): {summary['files_before']} -> {summary['files_after']} files, "
             f"{_size(summary['bytes_before'])} -> {_size(summary['bytes_after'])}; "
             f"{left} partition(s) with small files left; "
-            f"{summary['skipped']} skipped, {summary['deferred']} deferred, {summary['failed']} failed")
+            f"{summary['skipped']} skipped, {summary['deferred']} deferred, {summary['failed']} failed"
+            + (f"; {unlocked_note(summary)}" if unlocked_note(summary) else ""))

@@ -38,6 +38,7 @@ from hive_compaction.commit.work_area import WorkArea, check_record, read_journa
 from hive_compaction.storage.hadoop_fs import FolderGone, HadoopFS
 from hive_compaction.storage.listing import is_hidden
 from hive_compaction.storage.metastore_client import CommitConflict
+from hive_compaction.storage.metastore_lock import check_lock_held
 
 log = logging.getLogger(__name__)
 
@@ -339,8 +340,10 @@ def _finish(fs: HadoopFS, area: WorkArea, record: dict, trash: str, window_ms: f
 
 
 def check_owner(fs: HadoopFS, area: WorkArea, record: dict) -> None:
-    """Before each step: the journal still exists and still names this job (a job that paused
-    longer than ``ORPHAN_AGE_SECONDS`` may have been taken over by a replay)."""
+    """Before each step: the Metastore lock the commit runs under is still held (LockLost), and
+    the journal still exists and still names this job (a job that paused longer than
+    ``ORPHAN_AGE_SECONDS`` may have been taken over by a replay)."""
+    check_lock_held()
     current = read_journal_if_exists(fs, area.journal(record["pid"]))
     if current is None or current.get("owner") != record.get("owner"):
         raise CommitConflict(f"{_label(record)}: this job no longer holds the partition's journal (taken over by "

@@ -17,7 +17,7 @@ from hive_compaction.commit.work_area import WorkArea, journaled, purge_expired
 from hive_compaction.model.batch import PartitionTask
 from hive_compaction.model.results import FAILED_REASON_CHARS, PartitionResult, REASON_CHARS, Status
 from hive_compaction.storage.listing import data_files
-from hive_compaction.storage.metastore_client import CommitConflict, JobMetastore, LockTimeout
+from hive_compaction.storage.metastore_client import CommitConflict, JobMetastore, LockLost, LocksUnavailable, LockTimeout
 from hive_compaction.storage.paths import partition_id
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,9 @@ def _recover_orphan(fs, area: WorkArea, pid: str, record: dict, owner: str, tabl
         if partitions else None
     try:
         # Held like a merge's own replay: a Hive writer waits, and so does a rollback.
-        with partitions.lock(record["table"], record["partition"], ORPHAN_LOCK_WAIT_SECONDS) if partitions \
+        # Replayed under a lock unless it was committed without one (require_locks: false).
+        with partitions.lock(record["table"], record["partition"], ORPHAN_LOCK_WAIT_SECONDS,
+                             not record.get("unlocked")) if partitions \
                 else contextlib.nullcontext():
             manifest = recover(fs, area, pid, owner, table_location=table_location, switch=switch)
         if record.get("mode") == location_switch.MODE:
@@ -85,11 +87,11 @@ def _recover_orphan(fs, area: WorkArea, pid: str, record: dict, owner: str, tabl
                 return result
             result.location = manifest["new_location"]
         files, _ = data_files(fs.list(result.location))
-    except (CommitHeld, InputsChanged, LockTimeout) as e:
+    except (CommitHeld, InputsChanged, LockTimeout, LockLost, LocksUnavailable) as e:
         # Left mid-commit by a job this one may not replace, or a replay that stopped with files it
         # cannot account for: readers may miss rows, so never a success (the task fails, alerting).
         log.error("%s", e)
-        why = "a commit of it is unfinished: " if isinstance(e, LockTimeout) else ""
+        why = "a commit of it is unfinished: " if isinstance(e, (LockTimeout, LockLost, LocksUnavailable)) else ""
         result.status, result.reason, result.recovered = Status.FAILED, f"{why}{e}"[:FAILED_REASON_CHARS], False
         return result
     except CommitConflict as e:  # nothing of the commit had moved: the partition is as another writer left it

@@ -20,6 +20,7 @@ from hive_compaction.commit.work_area import (UnsafeRecord, WorkArea, check_reco
 from hive_compaction.model.results import NUM_FILES, SPARK_TOTAL_SIZE, TOTAL_SIZE
 from hive_compaction.storage.hadoop_fs import FolderGone, HadoopFS
 from hive_compaction.storage.listing import data_files
+from hive_compaction.storage.metastore_lock import check_lock_held
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,7 @@ def _owner(fs: HadoopFS, journal: str) -> str | None:
 
 
 def _check_owner(fs: HadoopFS, journal: str, owner: str, label: str) -> None:
+    check_lock_held()
     if _owner(fs, journal) != owner:
         raise RollbackError(f"{label}: this rollback no longer holds {journal}; it stopped")
 
@@ -183,11 +185,13 @@ def rollback_run(fs: HadoopFS, area: WorkArea, run: str, table_location: str,
         return found
     done = []
     for m in found:
-        # Held like a commit's: a Hive writer waits while files move back.
-        with metastore.lock(m["table"], m["partition"], LOCK_WAIT_SECONDS) if metastore else contextlib.nullcontext() \
-                as lock_id:
+        # Held like a commit's: a Hive writer waits while files move back (unlocked only where the
+        # commit was: require_locks false).
+        lock = metastore.lock(m["table"], m["partition"], LOCK_WAIT_SECONDS, not m.get("unlocked")) if metastore \
+            else contextlib.nullcontext()
+        with lock as held:
             done.append(rollback_partition(fs, area, m, table_location, owner=f"rollback/{uuid.uuid4().hex[:12]}",
-                                           partitions=metastore, locked=lock_id is not None))
+                                           partitions=metastore, locked=held is not None))
         if restored:
             restored(done[-1])
     return done

@@ -42,7 +42,9 @@ class Finisher:
                 table=task.table_name,
                 partition=task.partition, location=task.location, outputs=outputs,
                 inputs=[f.identity() for f in inputs])
-            with self.metastore.lock(task.table_name, task.partition, task.lock_wait_seconds):
+            with self.metastore.lock(task.table_name, task.partition, task.lock_wait_seconds,
+                                     task.require_locks) as held:
+                record.unlocked = result.unlocked = held is None
                 # What a rollback restores: the statistics just before the commit, read under the
                 # lock (the plan's may have changed since: another run's refresh, a Hive writer).
                 current = self.metastore.parameters(task.table_name, list(task.values)) or task.statistics

@@ -53,6 +53,7 @@ class PartitionTask:
     merge_mode: str
     commit_mode: str = "in_place"
     lock_wait_seconds: int = 60
+    require_locks: bool = True
     quiet_period_minutes: int = 0
     copy_min_block_size: int = 0
     sort_columns: tuple[str, ...] = ()

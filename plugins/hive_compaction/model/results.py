@@ -60,6 +60,9 @@ class CommitRecord:
     inputs: list[dict]  # Entry.identity(): what a replay checks
     outputs: list[dict]  # {"staged", "name", "size"}
     stats_before: dict[str, str | None] = field(default_factory=dict)
+    # Committed without the Metastore's lock (require_locks: false, a Metastore serving none):
+    # its replay and rollback need none either.
+    unlocked: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -105,6 +108,7 @@ class PartitionResult:
     # twice): in_place, the milliseconds from the first input leaving to the last output
     # arriving; location_switch, 0 (one Metastore call). None where nothing was committed.
     reader_window_ms: float | None = None
+    unlocked: bool = False  # committed without the Metastore's lock (require_locks: false)
 
     @property
     def stale_statistics(self) -> bool:

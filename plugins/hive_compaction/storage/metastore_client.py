@@ -9,7 +9,8 @@ import json
 import threading
 
 # CommitConflict and LockTimeout: re-exported (the commit protocol takes them from here).
-from hive_compaction.storage.metastore_lock import CommitConflict, LockTimeout, MetastoreLocks  # noqa: F401
+from hive_compaction.storage.metastore_lock import (  # noqa: F401
+    CommitConflict, LockLost, LocksUnavailable, LockTimeout, MetastoreLocks)
 
 
 def same_location(a: str | None, b: str | None) -> bool:
@@ -189,9 +190,8 @@ class JobMetastore:
         context.putToProperties("DO_NOT_UPDATE_STATS", "true")
         return context
 
-    def lock(self, table: str, partition: str, wait_seconds: float):
+    def lock(self, table: str, partition: str, wait_seconds: float, required: bool = True):
         """Hold the Metastore's EXCLUSIVE lock on the partition while the block runs, heartbeating
-        it; LockTimeout if another holder keeps it longer than ``wait_seconds`` (a context
-        manager: ``with metastore.lock(...) as lock_id``; lock_id None where the Metastore
-        serves no locks)."""
-        return self._locks.hold(table, partition, wait_seconds)
+        it (``MetastoreLocks``; a context manager: ``with metastore.lock(...) as held``; held None
+        only where locks are not ``required`` and the Metastore serves none)."""
+        return self._locks.hold(table, partition, wait_seconds, required)

@@ -2,15 +2,26 @@
 partition (on the table for a table without partitions), outside any transaction, as Hive takes
 it for ``ALTER TABLE ... CONCATENATE``; a Hive writer with ``DbTxnManager`` waits for it, and the
 commit waits for a writer's lock (up to the table's ``lock_wait_seconds``, then the partition is
-skipped, unchanged). The lock is heartbeated while held; the lock of a job killed mid-commit is
-released by the next job that waits for it, once its last heartbeat is ``DEAD_AFTER_SECONDS``
-old on the Metastore's clock (only this package's locks). A Metastore that does not serve locks
-(no transaction tables, e.g. one made without ``schematool``) is logged once; the commit then
-relies on its lease and identity checks (``commit``).
+skipped, unchanged).
+
+The lock is the commit's lease: its owner is the job (user, host, this package's agent info), it
+is renewed by heartbeats, and it expires when they stop. The lock of a job killed mid-commit is
+released by the next job that waits for it, once its last heartbeat is ``DEAD_AFTER_SECONDS`` old
+on the Metastore's clock (only this package's locks); the Metastore's own housekeeping drops it
+after ``hive.txn.timeout``. A holder whose heartbeats have not gone through for
+``LOST_AFTER_SECONDS`` (half of that), or whose lock the Metastore no longer knows, has lost it:
+every step of its commit checks ``check_lock_held`` and stops (``LockLost``) before moving more,
+so by the time another job may take the lock over, this one has stopped.
+
+A commit that cannot get the lock fails, naming ``require_locks``: a lock request is retried on
+any error (a transient one is never read as "this Metastore serves no locks"). Only a table
+configured with ``require_locks: false`` commits without a lock when the Metastore refuses to
+serve them; its results say so (``unlocked``).
 """
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import getpass
 import logging
 import socket
@@ -24,6 +35,13 @@ log = logging.getLogger(__name__)
 HEARTBEAT_SECONDS = 2.0
 # A lock of this package whose heartbeat has not moved for this long belongs to a dead job.
 DEAD_AFTER_SECONDS = 5 * HEARTBEAT_SECONDS
+# A holder that could not heartbeat for this long stops its commit: well before any other job
+# may take the lock for a dead one's.
+LOST_AFTER_SECONDS = DEAD_AFTER_SECONDS / 2
+# A lock request failing this many times in a row (RETRY_SECONDS, then twice that, apart) is not
+# transient.
+REQUEST_ATTEMPTS = 3
+RETRY_SECONDS = 1.0
 AGENT = "hive_compaction"  # the agent info of this package's locks
 
 
@@ -38,6 +56,50 @@ class LockTimeout(CommitConflict):
     """Another holder (a Hive writer) kept the partition's Metastore lock past the wait."""
 
 
+class LockLost(CommitConflict):
+    """The commit's Metastore lock was lost while it ran (heartbeats failing, the lock released by
+    someone else): the commit stopped before its next step, leaving its journal for the job that
+    next holds the lock (the task's retry, the next run), which finishes it. Not a success."""
+
+
+class LocksUnavailable(RuntimeError):
+    """The Metastore did not grant the commit a lock (no lock service, or errors on every try):
+    nothing was moved."""
+
+
+class HeldLock:
+    """One granted lock, renewed by the heartbeat thread (``last_beat``); ``lost`` says why it is
+    no longer held, once it is not."""
+
+    def __init__(self, lock_id: int, label: str):
+        self.lock_id, self.label = lock_id, label
+        self.last_beat = time.monotonic()
+        self.lost: str | None = None
+
+    def check(self) -> None:
+        """LockLost unless the lock is still this job's."""
+        silent = time.monotonic() - self.last_beat
+        if self.lost is None and silent > LOST_AFTER_SECONDS:
+            self.lost = f"no heartbeat went through for {silent:.0f} s"
+        if self.lost is not None:
+            raise LockLost(f"{self.label}: this job lost the Metastore's lock {self.lock_id} on it ({self.lost}); "
+                           "its commit stopped before the next step. Its journal stays: the task's retry or the "
+                           "next run finishes the commit under the lock")
+
+
+# The lock held by this thread's commit (a commit runs in one thread, inside ``hold``): every step
+# of the commit protocol checks it, wherever it is (``commit.in_place.check_owner``).
+_held_here: contextvars.ContextVar[HeldLock | None] = contextvars.ContextVar("held_metastore_lock", default=None)
+
+
+def check_lock_held() -> None:
+    """LockLost if the Metastore lock this thread's commit runs under was lost (nothing to check
+    for a commit without one)."""
+    held = _held_here.get()
+    if held is not None:
+        held.check()
+
+
 class MetastoreLocks:
     """The lock API of the Metastore, through ``client`` (a context manager giving the calling
     thread's Metastore client, see ``JobMetastore``) and ``api`` (the Thrift API's Java
@@ -48,27 +110,36 @@ class MetastoreLocks:
         self._api, self._client = api, client
         self._locks_served: bool | None = None  # unknown until the first lock request answers
         self._probe = threading.Lock()  # one thread asks first whether locks are served
-        self._held: set[int] = set()  # lock ids the heartbeat thread keeps alive
+        self._held: dict[int, HeldLock] = {}  # the locks the heartbeat thread keeps alive
         self._held_changed = threading.Condition()
         self._beating: threading.Thread | None = None
 
     @contextlib.contextmanager
-    def hold(self, table: str, partition: str, wait_seconds: float):
+    def hold(self, table: str, partition: str, wait_seconds: float, required: bool = True):
         """Hold the Metastore's EXCLUSIVE lock on the partition while the block runs, heartbeating
-        it; LockTimeout if another holder keeps it longer than ``wait_seconds``."""
-        lock_id = self._acquire(table, partition, wait_seconds) if self._locks_served is not False else None
+        it; yields the ``HeldLock``, or None when not ``required`` and the Metastore serves no
+        locks. LockTimeout if another holder keeps it longer than ``wait_seconds``;
+        LocksUnavailable if it is required and not granted."""
+        if self._locks_served is False and not required:
+            yield None
+            return
+        lock_id = self._acquire(table, partition, wait_seconds, required)
         if lock_id is None:
             yield None
             return
-        self._hold(lock_id)
+        held = HeldLock(lock_id, f"{table}/{partition}" if partition else table)
+        self._hold(held)
+        token = _held_here.set(held)
         try:
-            yield lock_id
+            yield held
         finally:
-            self._let_go(lock_id)
+            _held_here.reset(token)
+            self._let_go(held)
             self._release(lock_id, table, partition)
 
-    def _acquire(self, table: str, partition: str, wait_seconds: float) -> int | None:
-        """The lock's id once acquired; None where the Metastore serves no locks."""
+    def _acquire(self, table: str, partition: str, wait_seconds: float, required: bool) -> int | None:
+        """The lock's id once acquired; None where the Metastore serves no locks and none is
+        ``required``."""
         api = self._api
         db, tbl = table.split(".", 1)
         component = api.LockComponent(api.LockType.EXCLUSIVE,
@@ -80,12 +151,13 @@ class MetastoreLocks:
         component.setIsAcid(False)
         request = api.LockRequest([component], getpass.getuser(), socket.gethostname())
         request.setAgentInfo(AGENT)
-        response = None if self._locks_served else self._first_request(request)
-        if self._locks_served is False:
+        label = f"{table}/{partition}" if partition else table
+        response = None if self._locks_served else self._first_request(request, label, required)
+        if response is None and self._locks_served is False:
             return None
+        if response is None:
+            response = self._request(request, label)
         with self._client() as client:
-            if response is None:
-                response = client.lock(request)
             lock_id = response.getLockid()
             deadline = time.monotonic() + wait_seconds
             seen: dict[int, tuple[int, float]] = {}
@@ -103,30 +175,45 @@ class MetastoreLocks:
                                   "the next run will look at it again")
             return lock_id
 
-    def _first_request(self, request):
+    def _first_request(self, request, label: str, required: bool):
         """The job's first lock request, one thread at a time until one is answered; None when
-        another thread's answered first (or the Metastore serves no locks). A Metastore without
-        its transaction tables refuses every request: locks are then not asked for again. A
-        fresh Metastore 2.3 also fails requests that arrive together before its first one has
-        been served ("Internal error processing lock"), so a refusal is asked once more first;
-        once locks were served, a failing request fails its partition's commit (nothing moved)."""
+        another thread's answered first (or the Metastore serves no locks and none is required).
+        A fresh Metastore 2.3 fails requests that arrive together before its first one has been
+        served ("Internal error processing lock"), hence one at a time."""
         with self._probe:
-            if self._locks_served is not None:
+            if self._locks_served or (self._locks_served is False and not required):
+                return None  # answered by another thread meanwhile
+            try:
+                response = self._request(request, label)
+            except LocksUnavailable as e:
+                if required:
+                    raise
+                if self._locks_served is None:
+                    log.warning("the Hive Metastore does not serve locks (%s): require_locks is false, so commits "
+                                "run WITHOUT the Metastore's lock and rely on their journal and identity checks "
+                                "only", _summary(e.__cause__ or e))
+                self._locks_served = False
                 return None
-            for attempt in range(2):
-                try:
-                    with self._client() as client:
-                        response = client.lock(request)
-                    self._locks_served = True
-                    return response
-                except Exception as e:  # noqa: BLE001 - a Metastore without its transaction tables
-                    if attempt:
-                        self._locks_served = False
-                        log.warning("the Hive Metastore does not serve locks (%s): commits rely on their journal "
-                                    "and identity checks only", str(e).splitlines()[0][:300])
-                    else:
-                        time.sleep(1.0)
-            return None
+            self._locks_served = True
+            return response
+
+    def _request(self, request, label: str):
+        """``lock(request)``, asked again after an error (REQUEST_ATTEMPTS in all): a Metastore
+        restarting or a dropped connection is not a refusal. LocksUnavailable after the last."""
+        for attempt in range(REQUEST_ATTEMPTS):
+            try:
+                with self._client() as client:
+                    return client.lock(request)
+            except Exception as e:  # noqa: BLE001 - any failure: asked again, then reported
+                error = e
+                if attempt + 1 < REQUEST_ATTEMPTS:
+                    time.sleep(RETRY_SECONDS * (attempt + 1))
+        raise LocksUnavailable(
+            f"{label}: the Hive Metastore did not grant the commit its lock after {REQUEST_ATTEMPTS} tries "
+            f"({_summary(error)}); nothing was moved. "
+            "Commits take the Metastore's lock (require_locks: true). Only if this Metastore serves no locks "
+            "(no transaction tables), set require_locks: false for the table: its commits then run unlocked, "
+            "and every report says so") from error
 
     @staticmethod
     def _release_dead(client, api, db: str, tbl: str, partition: str, ours: int,
@@ -163,17 +250,17 @@ class MetastoreLocks:
                 except Exception:  # noqa: BLE001 - released meanwhile
                     pass
 
-    def _hold(self, lock_id: int) -> None:
+    def _hold(self, held: HeldLock) -> None:
         with self._held_changed:
-            self._held.add(lock_id)
+            self._held[held.lock_id] = held
             if self._beating is None:
                 self._beating = threading.Thread(target=self._heartbeats, daemon=True,
                                                  name="metastore-lock-heartbeats")
                 self._beating.start()
 
-    def _let_go(self, lock_id: int) -> None:
-        with self._held_changed:  # waits for a heartbeat round under way: none hits a released lock
-            self._held.discard(lock_id)
+    def _let_go(self, held: HeldLock) -> None:
+        with self._held_changed:
+            self._held.pop(held.lock_id, None)
 
     def let_go_all(self) -> None:
         """Stop heartbeating every lock (the job's clients are closing)."""
@@ -184,18 +271,26 @@ class MetastoreLocks:
     def _heartbeats(self) -> None:
         """Keep every held lock alive, each heartbeated every HEARTBEAT_SECONDS: the Metastore
         drops a lock not heartbeated for hive.txn.timeout (default 300 s), which is also how a
-        killed job's lock goes by itself. One thread for all, with its own client."""
-        with self._held_changed:
-            while True:
+        killed job's lock goes by itself. One thread for all, with its own client; it calls the
+        Metastore outside the lock on the held set, so a hung call holds up no commit (their
+        locks age, and their commits stop: ``HeldLock.check``). A failed heartbeat is tried again
+        next round; a lock the Metastore no longer knows is lost at once."""
+        while True:
+            with self._held_changed:
                 self._held_changed.wait(HEARTBEAT_SECONDS)
-                for lock_id in sorted(self._held):
-                    try:
-                        with self._client() as client:
-                            client.heartbeat(0, lock_id)
-                    except Exception as e:  # noqa: BLE001
-                        log.warning("could not heartbeat Metastore lock %s: %s", lock_id,
-                                    str(e).splitlines()[0][:300])
-                        self._held.discard(lock_id)
+                held = list(self._held.values())
+            for h in held:
+                try:
+                    with self._client() as client:
+                        client.heartbeat(0, h.lock_id)
+                    h.last_beat = time.monotonic()
+                except Exception as e:  # noqa: BLE001
+                    error = _summary(e)
+                    if h.lock_id not in self._held:
+                        continue  # released meanwhile
+                    if "NoSuchLock" in error or "TxnAborted" in error:
+                        h.lost = f"the Metastore no longer knows it: {error}"
+                    log.warning("could not heartbeat Metastore lock %s (%s): %s", h.lock_id, h.label, error)
 
     def _release(self, lock_id: int, table: str, partition: str) -> None:
         try:
@@ -203,3 +298,11 @@ class MetastoreLocks:
                 client.unlock(lock_id)
         except Exception:  # noqa: BLE001 - gone already (timed out): nothing held
             log.warning("%s/%s: could not release Metastore lock %s", table, partition, lock_id)
+
+
+def _summary(e: BaseException) -> str:
+    """The line of an error that says what happened: for a Java exception through py4j, the
+    exception's own line (py4j's first line only names the call)."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    java = [line.lstrip(": ") for line in lines[1:] if line.startswith(":")]
+    return (java or lines or [type(e).__name__])[0][:300]

@@ -1,0 +1,67 @@
+"""Issue 29, finding 3: the Metastore lock is the commit's lease, and it is checked. A commit whose
+lock is taken from it mid-commit (released by someone else while the job paused, as another job
+does with a lock whose heartbeats stopped) stops before its next step and reports FAILED; its
+journal stays, and the next attempt finishes it under the lock. Real stack: the Metastore's lock
+API, spark-submit of the merge job, every row checked by content."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+# Run by the job at a commit step (HIVE_COMPACTION_TEST_HOOK_CMD): release every lock this
+# package holds on the partition, as a job that took it for a dead one's would, then pause long
+# enough for the job's heartbeat to find its lock gone.
+STEAL = """
+import sys, time
+from hmsclient import hmsclient
+from hmsclient.genthrift.hive_metastore import ttypes
+port, db, table, partition = sys.argv[1:]
+with hmsclient.HMSClient(host="127.0.0.1", port=int(port)) as c:
+    locks = c.show_locks(ttypes.ShowLocksRequest(dbname=db, tablename=table, partname=partition)).locks or []
+    ours = [l.lockid for l in locks if (l.agentInfo or "").startswith("hive_compaction")]
+    assert ours, locks
+    for lock_id in ours:
+        c.unlock(ttypes.UnlockRequest(lockid=lock_id))
+time.sleep(5)
+"""
+
+
+def data_files(folder: Path) -> list[str]:
+    return sorted(f.name for f in folder.iterdir() if f.is_file() and not f.name.startswith((".", "_")))
+
+
+def test_a_commit_whose_lock_is_taken_stops_and_the_next_attempt_finishes_it(stack, tmp_path):
+    db, table, dt = "lease", "events", "2026-06-03"
+    partition, label = f"dt={dt}", f"{db}.{table}"
+    stack.make_table(db, table, "ORC", [dt], files=4, rows=400)
+    folder = stack.partition_location(db, table, partition)
+    before, inputs = stack.content(db, table), data_files(folder)
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": label}])
+    job = stack.plan_batches(cfg, run_id="stolen")["spark_args"][0]["application_args"][1]
+    steal = tmp_path / "steal.py"
+    steal.write_text(STEAL)
+
+    stolen = stack.spark_submit(job, HIVE_COMPACTION_TEST_HOOK_AT=f"input_moved:{partition}",
+                                HIVE_COMPACTION_TEST_HOOK_CMD=f"{sys.executable} {steal} {stack.port} {db} {table} "
+                                                              f"{partition}")
+    out = stolen.stdout + stolen.stderr
+    assert stolen.returncode != 0, out[-4000:]
+    assert f"FAILED {label} {partition}" in out and "lost the Metastore's lock" in out, out[-4000:]
+    assert "no longer knows it" in out and "NoSuchLockException" in out, out[-4000:]
+    # It stopped before publishing: the merged file is not in the partition beside anything.
+    assert not [n for n in data_files(folder) if n.startswith("part-compacted-")]
+    journals = list((Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db" / ".hive_compaction" / table
+                     / "journal").glob("*.json"))
+    assert len(journals) == 1  # left for the attempt that next holds the lock
+
+    retry = stack.spark_submit(job)  # the task's retry: the same batch
+    assert retry.returncode == 0, retry.stdout[-4000:] + retry.stderr[-4000:]
+    assert "recovering the interrupted commit" in retry.stdout + retry.stderr
+    assert stack.content(db, table) == before
+    after = data_files(folder)
+    assert len(after) == 1 and after[0].startswith("part-compacted-") and not set(after) & set(inputs)
+    assert not [j for j in journals if j.exists()]
