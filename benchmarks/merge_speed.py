@@ -533,7 +533,7 @@ def _num(v) -> str:
     return "-" if v is None else f"{v:.2f}"
 
 
-def main() -> int:
+def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--partitions", type=int, default=20)
     ap.add_argument("--files", type=int, default=40, help="small files per partition")
@@ -547,7 +547,7 @@ def main() -> int:
                     help=f"the scale run: {SCALE}, and a planning + listing-only pass over "
                          f"{SCALE_PLANNING_PARTITIONS} partitions (explicit arguments still win)")
     ap.add_argument("--planning-partitions", type=int, default=SCALE_PLANNING_PARTITIONS,
-                    help="with --scale: partitions of the planning + listing-only pass")
+                    help="with --scale: partitions of the planning + listing-only pass (0: none)")
     ap.add_argument("--sample", type=int,
                     help="measure one spark-submit per partition on this many partitions, extrapolate to all")
     ap.add_argument("--only", nargs="+", choices=list(CONTESTANTS),
@@ -556,42 +556,34 @@ def main() -> int:
                     help="the auto contestant's copy_min_block_size (default: the product's default)")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--logs", type=Path, help="keep our contestants' job logs in this folder")
-    args = ap.parse_args()
-    global LOGS, AUTO_FLOOR
-    LOGS = args.logs
-    AUTO_FLOOR = args.auto_floor
-    given = {a.split("=")[0].lstrip("-") for a in sys.argv[1:] if a.startswith("--")}
+    args = ap.parse_args(argv)
+    given = {a.split("=")[0].lstrip("-") for a in argv if a.startswith("--")}
     for preset, values in ((args.quick, QUICK), (args.scale, SCALE)):
         for key, value in values.items() if preset else ():
             if key not in given:
                 setattr(args, key, value)
+    return args
 
+
+def measure(stack: Stack, work: Path, args: argparse.Namespace) -> dict:
+    """Every contestant of every format on ``stack`` (started), then the planning pass of --scale;
+    the figures, with their totals and checks."""
+    global LOGS, AUTO_FLOOR
+    LOGS = args.logs
+    AUTO_FLOOR = args.auto_floor
     figures = {"config": {"partitions": args.partitions, "files": args.files, "rows": args.rows,
                           "formats": args.formats, "quick": args.quick, "scale": args.scale, "sample": args.sample,
                           "only": args.only, "auto_floor": args.auto_floor, "master": "local[2]",
                           "spark_conf": SPARK_CONF},
                "formats": {}}
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="merge-speed-") as tmp:
-        tmp = Path(tmp)
-        script = tmp / "naive_coalesce.py"
-        script.write_text(NAIVE_JOB)
-        stack = Stack(tmp / "stack")
-        stack.start()
-        try:
-            # The in-process session (tables, read-backs) without console progress bars in the output;
-            # only that session reads PYSPARK_SUBMIT_ARGS, and only while it starts.
-            if "PYSPARK_SUBMIT_ARGS" not in os.environ:
-                os.environ["PYSPARK_SUBMIT_ARGS"] = "--conf spark.ui.showConsoleProgress=false pyspark-shell"
-                stack.spark  # noqa: B018 - start it now
-                del os.environ["PYSPARK_SUBMIT_ARGS"]
-            for fmt in args.formats:
-                figures["formats"][fmt] = bench_format(stack, tmp, fmt, args.partitions, args.files, args.rows, script,
-                                                       args.only, args.sample)
-        finally:
-            stack.stop()
-        if args.scale and args.planning_partitions:
-            figures["planning"] = planning_pass(tmp, args.planning_partitions)
+    script = work / "naive_coalesce.py"
+    script.write_text(NAIVE_JOB)
+    for fmt in args.formats:
+        figures["formats"][fmt] = bench_format(stack, work, fmt, args.partitions, args.files, args.rows, script,
+                                               args.only, args.sample)
+    if args.scale and args.planning_partitions:
+        figures["planning"] = planning_pass(work, args.planning_partitions)
     figures["total_seconds"] = round(time.monotonic() - started, 1)
     every = [c for f in figures["formats"].values() for c in f["contestants"].values()]
     if figures.get("planning"):
@@ -602,6 +594,25 @@ def main() -> int:
     report(figures)
     log(f"\ntotal {figures['total_seconds']}s; checksums {'all match' if figures['checksums_ok'] else 'MISMATCH'}; "
         f"contestants {'all ran' if figures['all_ran'] else 'FAILED'}")
+    return figures
+
+
+def main() -> int:
+    args = parse_args(sys.argv[1:])
+    with tempfile.TemporaryDirectory(prefix="merge-speed-") as tmp:
+        tmp = Path(tmp)
+        stack = Stack(tmp / "stack")
+        stack.start()
+        try:
+            # The in-process session (tables, read-backs) without console progress bars in the output;
+            # only that session reads PYSPARK_SUBMIT_ARGS, and only while it starts.
+            if "PYSPARK_SUBMIT_ARGS" not in os.environ:
+                os.environ["PYSPARK_SUBMIT_ARGS"] = "--conf spark.ui.showConsoleProgress=false pyspark-shell"
+                stack.spark  # noqa: B018 - start it now
+                del os.environ["PYSPARK_SUBMIT_ARGS"]
+            figures = measure(stack, tmp, args)
+        finally:
+            stack.stop()
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1))
     return 0 if figures["ok"] else 1

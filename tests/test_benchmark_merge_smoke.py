@@ -3,7 +3,6 @@ row kept, each of our contestants leaves one file per partition, the scale mode'
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,18 +15,19 @@ CONTESTANTS = {"floor", "dag", "copy", "rewrite", "loop", "per_partition"}
 
 
 @pytest.mark.integration
-def test_merge_speed_scale_mode_smoke(tmp_path):
-    """--scale on a tiny shape (one stack for the whole smoke run): every contestant on identical
-    data, every row kept, each of ours leaves one file per partition; one spark-submit per
-    partition measured on one partition and extrapolated, the phase figures read from our jobs'
-    logs, the planning-only pass."""
-    out = tmp_path / "figures.json"
+def test_merge_speed_scale_mode_smoke(stack, tmp_path, capsys):
+    """--scale on a tiny shape, on the session's stack: every contestant on identical data, every
+    row kept, each of ours leaves one file per partition; one spark-submit per partition measured
+    on one partition and extrapolated, the phase figures read from our jobs' logs. (Its planning
+    pass is ``planning_scale.py``, smoked by ``test_benchmark_smoke``.)"""
+    sys.path.insert(0, str(SCRIPT.parent))
+    import merge_speed
     partitions, files, rows = 3, 3, 100
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--scale", "--partitions", str(partitions), "--files", str(files),
-                           "--rows", str(rows), "--sample", "1", "--planning-partitions", "40", "--json", str(out)],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
-    figures = json.loads(out.read_text())
+    args = merge_speed.parse_args(["--scale", "--partitions", str(partitions), "--files", str(files),
+                                   "--rows", str(rows), "--sample", "1", "--planning-partitions", "0"])
+    figures = merge_speed.measure(stack, tmp_path, args)
+    out = capsys.readouterr().out
+    assert json.loads(json.dumps(figures)) == figures  # what --json writes
     assert figures["ok"] and figures["checksums_ok"] and figures["all_ran"] and figures["config"]["scale"] is True
     assert set(figures["formats"]) == {"orc"}
     f = figures["formats"]["orc"]
@@ -48,7 +48,7 @@ def test_merge_speed_scale_mode_smoke(tmp_path):
     per_partition = f["contestants"]["per_partition"]
     assert per_partition["spark_submits"] == 1 and per_partition["extrapolated_from"] == 1
     assert per_partition["wall_seconds"] == pytest.approx(3 * per_partition["measured_wall_seconds"], rel=1e-3)
-    assert "measured on 1 of 3 partitions" in proc.stdout
+    assert "measured on 1 of 3 partitions" in out
     for name in ("dag", "copy", "rewrite"):
         assert 0 < f["contestants"][name]["fixed_seconds"] < f["contestants"][name]["wall_seconds"], name
         assert f["per_partition_seconds"][name] > 0, name
@@ -57,5 +57,4 @@ def test_merge_speed_scale_mode_smoke(tmp_path):
     targets = f["ratios"]["targets"]
     assert targets, f["ratios"]
     assert all(t["result"] in ("HIT", "MISS") for t in targets.values()), targets
-    planning = figures["planning"]
-    assert planning["ran_ok"] and planning["partitions"] == 40 and planning["planning_seconds"] > 0
+    assert "planning" not in figures
