@@ -28,6 +28,7 @@ import re
 import shlex
 import sys
 import tempfile
+import uuid
 from collections import Counter
 from pathlib import Path
 
@@ -149,20 +150,26 @@ FAIL = "fail:"  # "fail:<n>": the commit's n-th storage operation fails
 # "rival": another run's merge job; "retry": this run's job for the partition started again
 # (Airflow retrying a task whose first attempt is still running).
 JOB_ACTORS = ("rival", "retry", "rollback", "purge")
-ADVERSARIES = ("add", "overwrite", "drop") + JOB_ACTORS
+# Writers: "add" a file under a new name; "insert_reuse" an INSERT INTO taking an input's name
+# when it is free (Hive's 000000_0); "overwrite" an INSERT OVERWRITE reusing the inputs' names (as
+# Hive does), "overwrite_new" one under new names (Spark's part-<uuid>); "drop" a DROP PARTITION.
+WRITERS = ("add", "insert_reuse", "overwrite", "overwrite_new", "drop")
+# "steal": the paused job's Metastore lock released by someone else (as a job that took it for a
+# dead one's would), the job then paused past its next heartbeat.
+ADVERSARIES = WRITERS + ("steal",) + JOB_ACTORS
 # With commit_mode location_switch, also a reader that lists at the step and reads after the run:
 # it must get exactly the rows before (or after; here they are the same rows).
 SWITCH_ADVERSARIES = ADVERSARIES + ("read",)
 # After a switch's commit point, a writer by path writes into the retired folder, where nobody
 # reads, and a DROP PARTITION then MSCK REPAIR re-adds the retired folder while it waits for the
 # trash retention: both are that mode's documented limits (docs/safety.md), not tried here.
-SWITCH_UNSUPPORTED = {(p, a) for p in ("switched", "manifest_written") for a in ("add", "overwrite", "drop")}
+SWITCH_UNSUPPORTED = {(p, a) for p in ("switched", "manifest_written") for a in WRITERS}
 
 
 def switch_case_allowed(point: str, actor: str) -> bool:
     """Whether a location switch's sample may pair them: a storage call's position may lie past
     the switch's commit point, so only the jobs and the reader act there (as in the sweep)."""
-    return (point, actor) not in SWITCH_UNSUPPORTED and not (point.startswith(CALL) and actor in ("add", "overwrite", "drop"))
+    return (point, actor) not in SWITCH_UNSUPPORTED and not (point.startswith(CALL) and actor in WRITERS)
 
 
 JOB_ACTORS_PER_JOB = 4
@@ -192,21 +199,31 @@ def call_sample(commit_mode: str, rng: random.Random, prefix: str = CALL) -> tup
 
 
 def covering_sample(points, actors, rng: random.Random, allowed=lambda point, actor: True,
-                    fillers=("add", "overwrite", "drop")) -> list[tuple[str, str]]:
+                    fillers=WRITERS + ("steal", "read")) -> list[tuple[str, str]]:
     """A random list of (step, actor) cases, as short as can be, in which every step and every
-    actor appears at least once, and every pair is ``allowed``. Steps beyond one per actor get
-    an actor drawn from ``fillers`` (the writers: a job actor is a spark-submit of its own)."""
-    fillers = [a for a in fillers if a in actors] or list(actors)
-    for _ in range(1000):
-        ps, acts = list(points), list(actors)
-        rng.shuffle(ps)
-        rng.shuffle(acts)
-        acts += [rng.choice(fillers) for _ in range(len(ps) - len(acts))]
-        pairs = [(ps[i % len(ps)], acts[i]) if i < len(acts) else (ps[i], acts[i % len(acts)])
-                 for i in range(max(len(ps), len(acts)))]
-        if all(allowed(p, a) for p, a in pairs):
-            return pairs
-    raise ValueError(f"no covering sample of {points} x {actors} with only allowed pairs")
+    actor appears at least once, and every pair is ``allowed``: each actor (the most restricted
+    first) at a step not yet covered where it may act, then each step left with an actor drawn
+    from the ``fillers`` allowed there (cheap ones: a job actor is a spark-submit of its own)."""
+    steps, acts = list(points), list(actors)
+    rng.shuffle(steps)
+    rng.shuffle(acts)
+    acts.sort(key=lambda a: sum(1 for p in steps if allowed(p, a)))
+    uncovered, pairs = list(steps), []
+    for actor in acts:
+        options = [p for p in uncovered if allowed(p, actor)] or [p for p in steps if allowed(p, actor)]
+        if not options:
+            raise ValueError(f"the actor {actor} may act at none of {steps}")
+        point = rng.choice(options)
+        pairs.append((point, actor))
+        if point in uncovered:
+            uncovered.remove(point)
+    for point in uncovered:
+        choices = [a for a in fillers if a in actors and allowed(point, a)] or [a for a in actors if allowed(point, a)]
+        if not choices:
+            raise ValueError(f"no actor may act at {point}")
+        pairs.append((point, rng.choice(choices)))
+    rng.shuffle(pairs)
+    return pairs
 
 
 def _tag(point: str) -> str:
@@ -266,17 +283,23 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
         cfg = stack.write_config(work / f"{table}.yaml", [{"name": f"{db}.{table}", **mode,
                                                             "lock_wait_seconds": ACTOR_LOCK_WAIT_SECONDS}])
         f = fmt.lower()
-        if adv == "add":
+        inputs = sorted(p.name for p in folder.iterdir() if not p.name.startswith((".", "_")))
+        if adv in ("add", "insert_reuse"):
             source = next(p for p in stack.partition_location(db, f"src_{f}", f"dt={dt}").iterdir()
                           if not p.name.startswith((".", "_")))
-            actions[str(folder)] = {"action": "add", "source": str(source), "name": f"part-late.{f}"}
+            # INSERT INTO takes an input's name if it is free by then, else the next one (Hive: _copy_1)
+            names = [f"part-late.{f}"] if adv == "add" else [inputs[0], f"{inputs[0]}_copy_1"]
+            actions[str(folder)] = {"action": "add", "source": str(source), "names": names}
             expected[table] = sorted(before + stack.rows(db, f"src_{f}")[f"dt={dt}"])
-        elif adv == "overwrite":
-            writer = stack.partition_location(db, f"writer_{f}", f"dt={dt}")
-            inputs = sorted(p.name for p in folder.iterdir() if not p.name.startswith((".", "_")))
-            actions[str(folder)] = {"action": "overwrite", "names": inputs,
-                                    "sources": sorted(str(p) for p in writer.iterdir() if not p.name.startswith((".", "_")))}
+        elif adv in ("overwrite", "overwrite_new"):
+            writer = sorted(str(p) for p in stack.partition_location(db, f"writer_{f}", f"dt={dt}").iterdir()
+                            if not p.name.startswith((".", "_")))
+            names = inputs if adv == "overwrite" else [f"part-{k:05d}-{uuid.uuid4()}.c000.{f}" for k in range(len(writer))]
+            actions[str(folder)] = {"action": "overwrite", "names": names, "sources": writer}
             expected[table] = stack.rows(db, f"writer_{f}")[f"dt={dt}"]
+        elif adv == "steal":
+            actions[str(folder)] = {"action": "steal", "db": db, "table": table, "partition": f"dt={dt}"}
+            expected[table] = before
         elif adv == "drop":
             actions[str(folder)] = {"action": "drop", "db": db, "table": table, "partition": f"dt={dt}"}
             expected[table] = None
@@ -356,7 +379,7 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
             parked = []
             if reported.get("status") == "failed":
                 figures["failed_reported"] += 1
-                if adv == "add":  # stopped past its first move: the old rows wait in this run's trash for a person
+                if adv in ("add", "insert_reuse"):  # stopped past its first move: the old rows wait in the trash for a person
                     parked = _trash_rows(stack, warehouse / ".hive_compaction" / table / "trash"
                                          / run_tag(run_of[(point, adv)]),
                                          fmt, dt)
@@ -451,8 +474,8 @@ def main() -> int:
                 # Before each storage operation of the commit. A location switch's writers by path and
                 # DROP PARTITION after its commit point are that mode's documented limits: its sweep
                 # has the jobs and the reader.
-                named = {"writers": ("add", "overwrite", "drop"),
-                         "all": ADVERSARIES if args.commit_mode == "in_place" else JOB_ACTORS + ("read",)}
+                named = {"writers": WRITERS,
+                         "all": ADVERSARIES if args.commit_mode == "in_place" else JOB_ACTORS + ("steal", "read")}
                 actors = named.get(args.actors) or tuple(args.actors.split(","))
                 unknown = set(actors) - set(SWITCH_ADVERSARIES)
                 if unknown:

@@ -5,9 +5,14 @@ Which actor acts on which partition comes from ``HIVE_COMPACTION_ADVERSARIES``: 
 of partition folder (local path) to ``{"action": ..., ...}``; the hook passes the partition's
 folder in ``HIVE_COMPACTION_PARTITION_DIR``. Actions:
 
-- ``add``: a writer drops one more file into the partition (``source`` -> ``name``);
-- ``overwrite``: a writer replaces the partition's content, reusing the inputs' names (as Hive's
-  ``INSERT OVERWRITE`` reuses ``000000_0``): every file removed, ``sources`` copied to ``names``;
+- ``add``: a writer drops one more file into the partition (``source`` -> the first of ``names``
+  that is free, as Hive's ``INSERT INTO`` takes ``000000_0`` or else ``000000_0_copy_1``);
+- ``overwrite``: a writer replaces the partition's content: every file removed, ``sources``
+  copied to ``names`` (the inputs' names, as Hive's ``INSERT OVERWRITE`` reuses ``000000_0``, or
+  new ones, as Spark's ``part-<uuid>``);
+- ``steal``: every lock this package holds on the partition (``db``, ``table``, ``partition``) is
+  released through the Metastore, as a job taking it for a dead one's would; then a pause longer
+  than the holder's heartbeat interval, so that it finds its lock gone;
 - ``drop``: ``ALTER TABLE ... DROP PARTITION`` through the Metastore (``db``, ``table``,
   ``partition``; the Metastore deletes the folder of a managed table);
 - ``read``: a reader lists the partition's folder as the Metastore names it now (``db``,
@@ -26,6 +31,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 
@@ -33,15 +39,27 @@ def act(folder: str, spec: dict) -> str:
     action = spec["action"]
     where = Path(folder)
     if action == "add":
-        shutil.copy(spec["source"], where / spec["name"])
-        return f"added {spec['name']}"
+        name = next(n for n in spec["names"] if not (where / n).exists())
+        shutil.copy(spec["source"], where / name)
+        return f"added {name}"
     if action == "overwrite":
         for f in where.iterdir():
             if f.is_file():
                 f.unlink()
         for source, name in zip(spec["sources"], spec["names"]):
             shutil.copy(source, where / name)
-        return f"overwrote with {len(spec['names'])} file(s) named as the inputs"
+        return f"overwrote with {len(spec['names'])} file(s): {spec['names'][:2]}"
+    if action == "steal":
+        from hmsclient import hmsclient
+        from hmsclient.genthrift.hive_metastore import ttypes
+        with hmsclient.HMSClient(host="127.0.0.1", port=int(os.environ["HIVE_METASTORE_PORT"])) as c:
+            request = ttypes.ShowLocksRequest(dbname=spec["db"], tablename=spec["table"], partname=spec["partition"])
+            ours = [lock.lockid for lock in c.show_locks(request).locks or []
+                    if (lock.agentInfo or "").startswith("hive_compaction")]
+            for lock_id in ours:
+                c.unlock(ttypes.UnlockRequest(lockid=lock_id))
+        time.sleep(5)
+        return f"released {len(ours)} lock(s)"
     if action == "drop":
         from hmsclient import hmsclient
         with hmsclient.HMSClient(host="127.0.0.1", port=int(os.environ["HIVE_METASTORE_PORT"])) as c:

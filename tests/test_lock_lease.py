@@ -65,3 +65,28 @@ def test_a_commit_whose_lock_is_taken_stops_and_the_next_attempt_finishes_it(sta
     after = data_files(folder)
     assert len(after) == 1 and after[0].startswith("part-compacted-") and not set(after) & set(inputs)
     assert not [j for j in journals if j.exists()]
+
+
+def test_the_merge_job_writes_a_committed_partitions_statistics_under_its_lock(stack, tmp_path):
+    """Finding 6: the statistics of a merged partition are written by the merge job from the
+    listing it makes right after the commit, still holding the commit's lock (no refresh task
+    runs here); Hive's COLUMN_STATS_ACCURATE, vouching for a row count that was wrong, goes."""
+    from hmsclient import hmsclient
+    db, table, dt = "lease_stats", "events", "2026-06-04"
+    partition = f"dt={dt}"
+    stack.make_table(db, table, "ORC", [dt], files=4, rows=300)
+    with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
+        p = c.get_partition_by_name(db, table, partition)
+        p.parameters.update({"numRows": "7", "COLUMN_STATS_ACCURATE": '{"BASIC_STATS":"true"}'})
+        c.alter_partition(db, table, p)
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])
+    job = stack.plan_batches(cfg, run_id="stats")["spark_args"][0]["application_args"][1]
+    run = stack.spark_submit(job)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    folder = stack.partition_location(db, table, partition)
+    on_disk = [f for f in folder.iterdir() if f.is_file() and not f.name.startswith((".", "_"))]
+    with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
+        params = c.get_partition_by_name(db, table, partition).parameters
+    assert params["numFiles"] == "1" and len(on_disk) == 1
+    assert params["totalSize"] == str(on_disk[0].stat().st_size)
+    assert params["numRows"] == "300" and "COLUMN_STATS_ACCURATE" not in params

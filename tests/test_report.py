@@ -276,3 +276,29 @@ def test_the_refresh_writes_only_the_statistics_that_differ_and_when_it_listed()
                                                         LISTED_AT: "1000"}
     r.rows = None  # rows unknown: no row count is written, Spark's own keys only where present
     assert statistics_update(r, {}, 5) == {NUM_FILES: "1", TOTAL_SIZE: "300", LISTED_AT: "5"}
+
+
+def test_column_statistics_marked_accurate_for_another_row_count_lose_the_mark():
+    """Issue 29, finding 6: Hive's COLUMN_STATS_ACCURATE vouched for the old numRows; where the
+    disk's count differs, the mark goes (None removes the key); where it agrees, it stays."""
+    from hive_compaction.model.results import COLUMN_STATS_ACCURATE, NUM_ROWS, PartitionResult, Status, statistics_update
+    r = PartitionResult("db.t", "dt=1", "file:/t/dt=1", Status.MERGED, files_after=1, bytes_after=300, rows=10,
+                        listed=True)
+    accurate = '{"BASIC_STATS":"true","COLUMN_STATS":{"id":"true"}}'
+    update = statistics_update(r, {NUM_ROWS: "7", COLUMN_STATS_ACCURATE: accurate}, 5)
+    assert update[NUM_ROWS] == "10" and update[COLUMN_STATS_ACCURATE] is None
+    assert COLUMN_STATS_ACCURATE not in statistics_update(r, {NUM_ROWS: "10", COLUMN_STATS_ACCURATE: accurate}, 5)
+
+
+def test_the_refresh_leaves_statistics_written_since_the_plan_for_the_next_run():
+    """Issue 29, finding 6: statistics another writer wrote after the plan read them are not
+    overwritten by the refresh with the merge job's older listing."""
+    from hive_compaction.airflow.tasks import changed_since_planned
+    from hive_compaction.model.results import NUM_FILES, TOTAL_SIZE, PartitionResult, Status
+    r = PartitionResult("db.t", "dt=1", "file:/t/dt=1", Status.NOTHING_TO_DO, files_after=3, bytes_after=300,
+                        listed=True, stats_files=3, stats_bytes=300)
+    assert not changed_since_planned(r, {NUM_FILES: "3", TOTAL_SIZE: "300"})
+    assert changed_since_planned(r, {NUM_FILES: "4", TOTAL_SIZE: "400"})
+    assert changed_since_planned(r, {})  # dropped and re-created since
+    r.stats_files = r.stats_bytes = None  # the plan saw no statistics
+    assert not changed_since_planned(r, {}) and changed_since_planned(r, {NUM_FILES: "1", TOTAL_SIZE: "9"})

@@ -15,8 +15,8 @@ from hive_compaction.airflow.report import distribution, note, render, render_di
 from hive_compaction.airflow.run_params import RunSelection, partition_date
 from hive_compaction.model import result_table
 from hive_compaction.model.batch import PartitionTask, batch_payload, encode_batch
-from hive_compaction.model.results import (PLANNED_AT, PartitionResult, Status, decode_results,
-                                           statistics_update)
+from hive_compaction.model.results import (NUM_FILES, PLANNED_AT, TOTAL_SIZE, PartitionResult, Status,
+                                           decode_results, statistics_update)
 from hive_compaction.storage.paths import run_tag
 
 log = logging.getLogger(__name__)
@@ -270,6 +270,16 @@ def read_results(hms: Metastore, plan: dict) -> list[PartitionResult]:
     return results
 
 
+def changed_since_planned(r: PartitionResult, parameters: dict[str, str]) -> bool:
+    """Whether a partition's file count or size in the Metastore differs from what the plan read
+    (``stats_files`` / ``stats_bytes``): someone wrote statistics since, perhaps after files the
+    merge job's listing did not see."""
+    def planned(v: int | None) -> str | None:
+        return None if v is None else str(v)
+    return (parameters.get(NUM_FILES) != planned(r.stats_files)
+            or parameters.get(TOTAL_SIZE) != planned(r.stats_bytes))
+
+
 def refresh(settings: config_mod.Settings, hms: Metastore, plan: dict, now: float | None = None) -> dict:
     """Write the disk's statistics to every partition the merge jobs listed (merged or not);
     return the report."""
@@ -279,22 +289,30 @@ def refresh(settings: config_mod.Settings, hms: Metastore, plan: dict, now: floa
         log.info("dry run: no statistics written")
     else:
         by_table: dict[str, list[PartitionResult]] = {}
+        revisit: set[tuple[str, str]] = set()
         for r in results:
-            if r.listed and r.status is not Status.FAILED:
+            # A merge job writes a committed partition's statistics under its lock; the rest here.
+            if r.listed and r.status is not Status.FAILED and not r.statistics_written:
                 by_table.setdefault(r.table, []).append(r)
         for name, rs in by_table.items():
             db, tbl = name.split(".", 1)
             table = hms.table(db, tbl)
             current = {p.name: p for p in hms.partitions(table, names=[r.partition for r in rs])}
-            updates = {r.partition: u for r in rs
-                       if r.partition in current and (u := statistics_update(r, current[r.partition].parameters, now))}
+            moved_on = [r for r in rs if r.partition in current and changed_since_planned(r, current[r.partition].parameters)]
+            updates = {r.partition: u for r in rs if r.partition in current and r not in moved_on
+                       and (u := statistics_update(r, current[r.partition].parameters, now))}
             written = hms.update_statistics(table, updates)
             stale = sum(1 for r in rs if r.stale_statistics)
             log.info("%s: statistics refreshed for %d partition(s) (%d had statistics that disagreed with the disk)",
                      name, written, stale)
-        # failed or never listed: the backlog looks at them again
-        _mark_planned(hms, {(r.table, r.partition) for r in results if r.status is Status.FAILED or not r.listed},
-                      now)
+            if moved_on:
+                log.warning("%s: statistics of %d partition(s) changed since they were planned (another writer?), "
+                            "left for the next run rather than overwritten with an older listing: %s", name,
+                            len(moved_on), ", ".join(r.partition for r in moved_on[:10]))
+            revisit |= {(r.table, r.partition) for r in moved_on}
+        # failed, never listed, or changed since: the backlog looks at them again
+        _mark_planned(hms, revisit | {(r.table, r.partition) for r in results
+                                      if r.status is Status.FAILED or not r.listed}, now)
     dicts = add_revisits(plan, [r.to_dict() for r in results])
     summary = summarize(dicts, plan["skipped"], plan["deferred"])
     tables = distribution(dicts, plan["skipped"], plan["deferred"], plan.get("policies") or {})

@@ -13,7 +13,7 @@ from hive_compaction.commit.in_place import commit, hold
 from hive_compaction.merge.copy import partition_rows
 from hive_compaction.merge.grouping import Work
 from hive_compaction.merge.outcome import failed, histogram
-from hive_compaction.model.results import CommitRecord, PartitionResult, STATISTICS_KEYS, Status
+from hive_compaction.model.results import CommitRecord, PartitionResult, STATISTICS_KEYS, Status, statistics_update
 from hive_compaction.storage import listing
 from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.metastore_client import JobMetastore, LockTimeout
@@ -54,7 +54,8 @@ class Finisher:
                     result.reader_window_ms = 0.0
                 else:
                     result.reader_window_ms = commit(self.fs, work.area, record.to_dict())["reader_window_ms"]
-            self._describe_merged(work, result, outputs)
+                self._describe_merged(work, result, outputs)
+                self._write_statistics(task, result, current)
         except LockTimeout as e:  # a writer is at work: nothing moved, the backlog looks again
             log.warning("%s", e)
             result.status, result.reason = Status.SKIPPED, str(e)[:500]
@@ -79,6 +80,18 @@ class Finisher:
         # Footers known by file name: the untouched files' from prepare, the outputs' from staging.
         old_footers, new_footers = _footers_by_name(work)
         result.rows = partition_rows(self.spark, task.storage_format, after, {**old_footers, **new_footers})
+
+    def _write_statistics(self, task, result: PartitionResult, current: dict[str, str]) -> None:
+        """The committed partition's statistics, from the listing just made, written under the
+        commit's lock (``current``: its parameters read under it): no writer that takes the lock
+        comes between, unlike a refresh minutes later. If the write fails, the refresh does it."""
+        update = statistics_update(result, current, time.time())
+        try:
+            if not update or self.metastore.update_parameters(task.table_name, task.partition, update):
+                result.statistics_written = True
+        except Exception as e:  # noqa: BLE001 - the commit is done; the refresh task writes them
+            log.warning("%s: the statistics were not written with the commit (the refresh task writes them): %s",
+                        task.label, str(e).splitlines()[0][:300] if str(e) else type(e).__name__)
 
     def _switch(self, work: Work, record: dict) -> str:
         """Commit by a location switch (``location_switch``); returns the partition's new folder."""

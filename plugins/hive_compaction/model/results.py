@@ -30,9 +30,12 @@ SMALL_FILES = "hive_compaction.smallFiles"
 # failed or was not listed. Later than its last listing: the backlog plans it again. Not in
 # STATISTICS_KEYS: a rollback leaves it, and the partition is listed again after one.
 PLANNED_AT = "hive_compaction.plannedAt"
+# Hive's record of which statistics are accurate: cleared where the row count it vouched for changed.
+COLUMN_STATS_ACCURATE = "COLUMN_STATS_ACCURATE"
 # Every partition parameter the refresh may change: a commit records them as they were, and a
 # rollback restores exactly these (a key the partition did not have is removed again).
-STATISTICS_KEYS = (NUM_FILES, TOTAL_SIZE, NUM_ROWS, SPARK_TOTAL_SIZE, SPARK_NUM_ROWS, LISTED_AT, SMALL_FILES)
+STATISTICS_KEYS = (NUM_FILES, TOTAL_SIZE, NUM_ROWS, SPARK_TOTAL_SIZE, SPARK_NUM_ROWS, LISTED_AT, SMALL_FILES,
+                   COLUMN_STATS_ACCURATE)
 
 # Hive stores a parameter value in a VARCHAR(4000) column (Hive 2.3 to 4 schemas).
 MAX_PARAM_CHARS = 4000
@@ -109,6 +112,8 @@ class PartitionResult:
     # arriving; location_switch, 0 (one Metastore call). None where nothing was committed.
     reader_window_ms: float | None = None
     unlocked: bool = False  # committed without the Metastore's lock (require_locks: false)
+    # The merge job wrote the statistics itself, under the commit's lock: the refresh leaves them.
+    statistics_written: bool = False
 
     @property
     def stale_statistics(self) -> bool:
@@ -155,6 +160,8 @@ def statistics_update(result: PartitionResult, parameters: dict[str, str], now: 
         new[NUM_ROWS] = str(result.rows)
         if SPARK_NUM_ROWS in parameters:
             new[SPARK_NUM_ROWS] = str(result.rows)
+        if NUM_ROWS in parameters and parameters[NUM_ROWS] != new[NUM_ROWS]:
+            new[COLUMN_STATS_ACCURATE] = None  # it vouched for another row count
     if SPARK_TOTAL_SIZE in parameters:
         new[SPARK_TOTAL_SIZE] = str(result.bytes_after)
     return {k: v for k, v in new.items() if parameters.get(k) != v}
