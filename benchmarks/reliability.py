@@ -160,10 +160,13 @@ ADVERSARIES = WRITERS + ("steal",) + JOB_ACTORS
 # With commit_mode location_switch, also a reader that lists at the step and reads after the run:
 # it must get exactly the rows before (or after; here they are the same rows).
 SWITCH_ADVERSARIES = ADVERSARIES + ("read",)
-# After a switch's commit point, a writer by path writes into the retired folder, where nobody
-# reads, and a DROP PARTITION then MSCK REPAIR re-adds the retired folder while it waits for the
-# trash retention: both are that mode's documented limits (docs/safety.md), not tried here.
-SWITCH_UNSUPPORTED = {(p, a) for p in ("switched", "manifest_written") for a in WRITERS}
+# After a switch's commit point, a writer by path writes into the retired folder: an append right
+# after the switch is moved into the new folder by the commit ("switched"), a later one only when
+# the old folder retires with the run's trash, and an overwrite there cannot be told from an
+# append; a DROP PARTITION then MSCK REPAIR re-adds the retired folder while it waits for the
+# trash retention. Those are that mode's documented limits (docs/safety.md), not tried here.
+SWITCH_UNSUPPORTED = ({("switched", a) for a in WRITERS if a not in ("add", "insert_reuse")}
+                      | {("manifest_written", a) for a in WRITERS})
 
 
 def switch_case_allowed(point: str, actor: str) -> bool:

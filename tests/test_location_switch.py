@@ -233,3 +233,37 @@ def test_rollback_switches_back_to_the_old_folder_with_its_statistics(stack, tmp
     assert stack.partition_location(db, table, f"dt={DT}") == folder
     assert stack.content(db, table) == content
 
+
+
+def test_a_writer_that_looked_the_location_up_before_the_switch_has_its_rows_read(stack, tmp_path):
+    """Issue 29, finding 5: a writer that resolved the partition's folder before the switch and
+    writes into it by path afterwards would write where nobody reads. A file that arrives right
+    after the switch is moved into the new folder by the commit (the log names it); one that
+    arrives later is moved there when the old folder retires with the run's trash. Every row by
+    content; the rest of the old folder is deleted."""
+    db, table, storage = "switch_late", "events", "ORC"
+    folder, cfg = make(stack, db, table, storage, tmp_path)
+    stack.make_table(db, "late", storage, [DT], files=1, rows=11)
+    late = data_files(stack.partition_location(db, "late", f"dt={DT}"))[0]
+    late_rows = stack.rows(db, "late")[f"dt={DT}"]
+    expected = sorted(stack.rows(db, table)[f"dt={DT}"] + late_rows)
+    batch = stack.plan_batches(cfg, run_id="late")["spark_args"][0]["application_args"][1]
+    p = stack.spark_submit(batch, HIVE_COMPACTION_TEST_HOOK_AT="switched",
+                           HIVE_COMPACTION_TEST_HOOK_CMD=f"cp {late} {folder}/part-late-1.orc")
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out[-3000:]
+    assert "['part-late-1.orc'] were written to the old folder" in out, out[-3000:]
+    new = stack.partition_location(db, table, f"dt={DT}")
+    assert new != folder and (new / "part-late-1.orc").exists() and not (folder / "part-late-1.orc").exists()
+    assert stack.rows(db, table)[f"dt={DT}"] == expected
+
+    shutil.copy(late, folder / "part-late-2.orc")  # later still: the old folder's retirement moves it
+    for d, dirs, names in os.walk(work_area(stack, db, table)):  # the run's trash expires
+        for n in dirs + names:
+            t = time.time() - 40 * 86400
+            os.utime(os.path.join(d, n), (t, t))
+    run = stack.run_dag(cfg, conf={"partition_date": DT})
+    assert run.state == "success", run.log[-4000:]
+    assert not folder.exists(), "the old folder retired"
+    assert "were written to the old folder" in run.log, run.log[-4000:]
+    assert stack.rows(db, table)[f"dt={DT}"] == sorted(expected + late_rows)

@@ -20,10 +20,13 @@ one. Per partition, after its outputs are staged and verified as in place:
    removed one, or left a staging folder, aborts the switch: the new folder is deleted).
 5. The Metastore's partition must still be at the old folder; then ``alter_partition`` sets the
    new location and statistics, with ``hive_compaction.previousLocation`` naming the old folder.
-6. The manifest is written, the journal removed. The old folder is deleted when the run's trash
-   expires (``trash_retention_days``, at least a day: longer than queries and listing caches),
-   file by file as the manifest names them, and only while no partition points at it; a file
-   that arrived there since is kept and reported.
+6. Files a writer added to the old folder since step 4 (one that looked the location up before
+   the switch, and wrote by path) are moved into the new folder, where they are read (named in
+   the log and the manifest's ``adopted``); the manifest is written, the journal removed. The
+   old folder is deleted when the run's trash expires (``trash_retention_days``, at least a day:
+   longer than queries and listing caches), file by file as the manifest names them, and only
+   while no partition points at it; a file added there since is moved into the partition's
+   folder then, and one that replaced a known file is kept and reported.
 
 Recovery of a journal asks the Metastore which location is current: the new folder, the switch
 happened (finish step 6); the old one, it did not (the new folder is deleted, once the journal is
@@ -141,7 +144,11 @@ def _undo(fs: HadoopFS, area: WorkArea, record: dict) -> None:
 
 
 def _finish(fs: HadoopFS, area: WorkArea, record: dict) -> dict:
-    manifest = {**record, "committed_at": time.time()}
+    """After the switch: late files adopted, the manifest, the journal and staging removed (a
+    replay does it all again: each step is idempotent)."""
+    label = f"{record['table']}/{record['partition']}"
+    adopted = adopt_late_files(fs, record["location"], record["new_location"], record["files"], label)
+    manifest = {**record, "committed_at": time.time(), "adopted": adopted}
     fs.write_text_atomic(area.manifest_of(record), json.dumps(manifest, indent=1))
     fs.delete(area.journal(record["pid"]))
     fs.delete(record["staging"], recursive=True)
@@ -185,6 +192,8 @@ def retire(fs: HadoopFS, hms: JobMetastore, manifest: dict) -> bool:
     if same_location(current, old):
         log.warning("%s: the partition points at %s again (rolled back?): the folder is kept", label, old)
         return True
+    if same_location(current, manifest["new_location"]):
+        adopt_late_files(fs, old, manifest["new_location"], manifest["files"], label)
     if _delete_known(fs, old, manifest["files"], label, manifest["run"]):
         log.info("%s: retired %s (the partition reads %s)", label, old, manifest["new_location"])
     return True
@@ -195,6 +204,32 @@ def new_folder_files(manifest: dict) -> list[dict]:
     copies = set(manifest.get("copies", []))
     return [{"name": o["name"], "size": o["size"]} for o in manifest["outputs"]] + \
         [{"name": f["name"], "size": f["size"]} for f in manifest["files"] if f["name"] in copies]
+
+
+def adopt_late_files(fs: HadoopFS, old: str, new: str, known: list[dict], label: str) -> list[str]:
+    """Move the data files of ``old`` (a folder no partition reads any more) under a name it did
+    not hold before (``known``) into ``new``, the partition's folder, where readers see their
+    rows: a writer that looked the location up before the switch appended them. A name that
+    is taken in ``new`` gets a ``_copy_<n>`` suffix, as Hive names a second file. The new names."""
+    then = {f["name"] for f in known}
+    files, _ = data_files(fs.list(old.rstrip("/")))
+    late = [f for f in files if f.name not in then]
+    if not late:
+        return []
+    taken = {f.name for f in fs.list(new.rstrip("/"))}
+    adopted = []
+    for f in late:
+        name, n = f.name, 0
+        while name in taken:
+            n += 1
+            name = f"{f.name}_copy_{n}"
+        fs.rename(f.path, f"{new.rstrip('/')}/{name}", create_folders=False)
+        taken.add(name)
+        adopted.append(name)
+    log.warning("%s: %d file(s) %s were written to the old folder %s after its location switch (a writer that "
+                "looked the location up before it): moved into %s, where they are read", label, len(adopted),
+                adopted[:5], old, new)
+    return adopted
 
 
 def _delete_known(fs: HadoopFS, folder: str, known: list[dict], label: str, run: str) -> bool:
