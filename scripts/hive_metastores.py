@@ -146,7 +146,11 @@ class HiveMetastoreServer(Metastore):
         conf.mkdir(parents=True, exist_ok=True)
         (self.state / "warehouse").mkdir(exist_ok=True)
         (self.state / "viewfs-data").mkdir(exist_ok=True)
-        (conf / "metastore-site.xml").write_text(site_xml(self.site()))
+        # hive-site.xml too: 3.1's compactor threads read a HiveConf, which knows only that name;
+        # without it they open the transaction store on HiveConf's default (embedded Derby), and
+        # the first to open it sets the pool every lock call of the server then uses.
+        for name in ("metastore-site.xml", "hive-site.xml"):
+            (conf / name).write_text(site_xml(self.site()))
         (conf / "core-site.xml").write_text(CORE_SITE.format(state=self.state, mount=VIEWFS_MOUNT, extra=""))
         with open(self.log_file, "ab") as log:
             proc = subprocess.Popen(self.command(conf), stdout=log, stderr=subprocess.STDOUT, cwd=self.state,
