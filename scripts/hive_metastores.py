@@ -104,7 +104,9 @@ class HiveMetastoreServer(Metastore):
             "javax.jdo.option.ConnectionDriverName": "org.postgresql.Driver",
             "javax.jdo.option.ConnectionUserName": postgres.ROLE,
             "javax.jdo.option.ConnectionPassword": "",
-            "metastore.warehouse.dir": self.warehouse,
+            # Hive 4 refuses an external table inside the managed root: the tests' tables (external,
+            # under ``warehouse``) and managed ones get separate roots.
+            "metastore.warehouse.dir": f"file://{self.state}/managed",
             "metastore.warehouse.external.dir": self.warehouse,
             "metastore.event.db.notification.api.auth": "false",
             **dict(self.release.settings), **self.settings}

@@ -26,8 +26,9 @@ from hive_metastores import HiveMetastoreServer
 
 pytestmark = pytest.mark.integration
 
-# release, its schema version (the server checks it at start), its Thrift API's getVersion
-STACKS = {"hms3": ("3.1.3", "3.1.0", "3.0"), "hms4": ("4.0.1", "4.0.0", "4.0")}
+# release, its schema version (the server checks it at start), what its getVersion answers (3.1:
+# its Thrift API version; 4.0: the release)
+STACKS = {"hms3": ("3.1.3", "3.1.0", "3.0"), "hms4": ("4.0.1", "4.0.0", "4.0.1")}
 TXN_TIMEOUT_SECONDS = 10
 # The Metastore's own expiry of dead holders' locks, made short: hive.txn.timeout, and the
 # housekeeper (AcidHouseKeeperService) every 2 s. 3.1 runs it only with the compactor initiator
