@@ -50,7 +50,13 @@ RELEASES = {
                                           "org.apache.hadoop.hive.metastore.RuntimeStatsCleanerTask"),
     )),
     "4.0.1": Release("4.0.1", "hive4", "hive-standalone-metastore-server-4.0.1-bin.tar.gz",
-                     "hive-schema-4.0.0.postgres.sql"),
+                     "hive-schema-4.0.0.postgres.sql", (
+        # The default list without HiveProtoEventsCleanerTask (Hive-on-Tez event logs; it needs
+        # YARN's classes): one class failing to load stops the housekeeping tasks listed after it.
+        ("metastore.task.threads.always", ",".join("org.apache.hadoop.hive.metastore." + c for c in (
+            "events.EventCleanerTask", "RuntimeStatsCleanerTask", "metrics.AcidMetricService",
+            "metrics.AcidMetricLogger", "ScheduledQueryExecutionsMaintTask", "ReplicationMetricsMaintTask"))),
+    )),
 }
 
 
