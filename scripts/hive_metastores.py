@@ -6,6 +6,9 @@ PostgreSQL schema script from it into a database of its own (as ``schematool -in
 would), then runs the server's main class on a loopback port with a small heap. Hive 4.1 and
 newer are not here: Maven Central holds no server artifact (``hive-standalone-metastore-server``)
 for them, only 4.0.0 and 4.0.1.
+
+Both run on Java 17 (OpenJDK 17.0.15). On the Temurin 25 JDK neither starts: Hadoop's
+UserGroupInformation calls ``Subject.getSubject`` ("getSubject is not supported" since JDK 24).
 """
 from __future__ import annotations
 
