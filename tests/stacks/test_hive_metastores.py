@@ -299,6 +299,36 @@ def test_a_dead_writers_lock_expires_by_the_metastores_housekeeping(hms, spark):
     assert TXN_TIMEOUT_SECONDS - 1 <= expired_after < TXN_TIMEOUT_SECONDS + 15
 
 
+
+def test_a_killed_merge_jobs_lock_is_taken_over(hms, spark, caplog):
+    """A merge job killed holding its lock (this package's agent, no heartbeat since): the next
+    commit gets the lock within DEAD_AFTER_SECONDS plus the housekeeper's delay, by whichever
+    comes first: the job's own release of a silent lock of this package (``metastore_lock``,
+    reading show_locks' heartbeat times as 3.1 / 4.0 report them) or the Metastore's expiry."""
+    import logging
+    from hive_compaction.storage.metastore_client import JobMetastore
+    from hive_compaction.storage.metastore_lock import AGENT, DEAD_AFTER_SECONDS
+
+    db, table, part = "killed_job", "events", "dt=2026-04-02"
+    make_table(hms, spark, db, table, "ORC", ["2026-04-02"], files=1, rows=5)
+    request = lock_request(db, table, part)
+    request.agentInfo = AGENT
+    with client(hms) as c:
+        assert c.lock(request).state == ttypes.LockState.ACQUIRED
+    t0 = time.monotonic()
+    jm = JobMetastore(spark, hms.metastore.uri)
+    try:
+        with caplog.at_level(logging.WARNING, logger="hive_compaction.storage.metastore_lock"):
+            with jm.lock(f"{db}.{table}", part, 40) as lock_id:
+                took = time.monotonic() - t0
+                assert isinstance(lock_id, int)
+    finally:
+        jm.close()
+    by = "the job" if "of a merge job that stopped heartbeating it" in caplog.text else "the Metastore's housekeeping"
+    print(f"\nHive Metastore {hms.metastore.version}: a killed merge job's lock taken over after {took:.1f}s, "
+          f"released by {by}")
+    assert took < max(DEAD_AFTER_SECONDS, TXN_TIMEOUT_SECONDS) + 10
+
 def test_dag_run_and_rollback(hms, spark, tmp_path):
     """One DAG run: plan, merge jobs (ORC in place, Parquet by location switch, a table without
     partitions), refresh; rows exact, statistics the disk's; then the rollback job puts one
