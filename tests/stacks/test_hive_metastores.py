@@ -246,9 +246,8 @@ def test_locks_granted_waiting_and_timed_out(hms, spark):
     try:
         with client(hms) as c:
             # Granted: the commit holds it; a writer asking meanwhile waits, then gets it.
-            with jm.lock(f"{db}.{table}", part, 5) as lock_id:
-                assert isinstance(lock_id, int)
-                ours = [lk for lk in locks_on(c, db, table) if lk.lockid == lock_id]
+            with jm.lock(f"{db}.{table}", part, 5) as held:
+                ours = [lk for lk in locks_on(c, db, table) if lk.lockid == held.lock_id]
                 assert [(lk.state, lk.agentInfo) for lk in ours] == [(ttypes.LockState.ACQUIRED, "hive_compaction")]
                 writer = c.lock(lock_request(db, table, part))
                 assert writer.state == ttypes.LockState.WAITING
@@ -265,9 +264,9 @@ def test_locks_granted_waiting_and_timed_out(hms, spark):
             # Waiting: the writer finishes 2 s later; the commit gets the lock then.
             threading.Timer(2, unlock, (hms, writer.lockid)).start()
             t0 = time.monotonic()
-            with jm.lock(f"{db}.{table}", part, 20) as lock_id:
+            with jm.lock(f"{db}.{table}", part, 20) as held:
                 waited = time.monotonic() - t0
-                assert isinstance(lock_id, int)
+                assert isinstance(held.lock_id, int)
             assert 1.5 <= waited < 10, waited
             assert locks_on(c, db, table) == []
     finally:
@@ -288,10 +287,10 @@ def test_a_dead_writers_lock_expires_by_the_metastores_housekeeping(hms, spark):
     t0 = time.monotonic()
     jm = JobMetastore(spark, hms.metastore.uri)
     try:
-        with jm.lock(f"{db}.{table}", part, 60) as lock_id:
+        with jm.lock(f"{db}.{table}", part, 60) as held:
             expired_after = time.monotonic() - t0
             with client(hms) as c:
-                assert [lk.lockid for lk in locks_on(c, db, table)] == [lock_id]
+                assert [lk.lockid for lk in locks_on(c, db, table)] == [held.lock_id]
     finally:
         jm.close()
     print(f"\nHive Metastore {hms.metastore.version}: a dead writer's lock expired after {expired_after:.1f}s "
@@ -319,9 +318,9 @@ def test_a_killed_merge_jobs_lock_is_taken_over(hms, spark, caplog):
     jm = JobMetastore(spark, hms.metastore.uri)
     try:
         with caplog.at_level(logging.WARNING, logger="hive_compaction.storage.metastore_lock"):
-            with jm.lock(f"{db}.{table}", part, 40) as lock_id:
+            with jm.lock(f"{db}.{table}", part, 40) as held:
                 took = time.monotonic() - t0
-                assert isinstance(lock_id, int)
+                assert isinstance(held.lock_id, int)
     finally:
         jm.close()
     by = "the job" if "of a merge job that stopped heartbeating it" in caplog.text else "the Metastore's housekeeping"
