@@ -24,9 +24,10 @@ def partition_snapshot(port: int, database: str, table: str, local_path=None) ->
     """Per partition: data files on disk (names, bytes) and the Metastore's statistics.
     ``local_path(location)``: the folder on this machine (default: a file: URI's path)."""
     from hmsclient import hmsclient
+    from hmsclient.genthrift.hive_metastore.ttypes import GetTableRequest
     out = {}
     with hmsclient.HMSClient(host="127.0.0.1", port=port) as c:
-        t = c.get_table(database, table)
+        t = c.get_table_req(GetTableRequest(dbName=database, tblName=table)).table  # Hive 4 has no get_table
         keys = [k.name for k in t.partitionKeys]
         for p in c.get_partitions(database, table, -1):
             folder = local_path(p.sd.location) if local_path else Path(urlsplit(p.sd.location).path)

@@ -71,14 +71,17 @@ class Stack:
     Airflow's metadata database, as in production; else embedded Derby and SQLite."""
 
     def __init__(self, state: Path, use_postgres: bool = False, quick_jvm_start: bool = False,
-                 object_store: bool = False, persistent_airflow: bool = False):
+                 object_store: bool = False, persistent_airflow: bool = False,
+                 metastore: Callable[[postgres.Postgres | None], Metastore] | None = None):
         """``quick_jvm_start``: the merge jobs' JVMs compile with C1 only and collect garbage on one
         thread: a short job starts ~15% sooner on an idle 2-core machine and up to twice as fast
         while other work holds the cores (the tests' jobs are all short; the benchmarks leave it
         off, it would slow real work). ``object_store``: the tests' s3like file system (no atomic
         rename, no exclusive create; ``scripts/s3like.py``) mounted at viewfs://hcstack/objects,
         in the Metastore too. ``persistent_airflow``: ``run_dag`` sends its runs to one long-lived
-        Airflow process (``dag_runner``: the same command, without importing Airflow each time)."""
+        Airflow process (``dag_runner``: the same command, without importing Airflow each time).
+        ``metastore``: makes the stack's Metastore from its PostgreSQL (e.g. a Hive 3.1 or 4.0
+        server, ``hive_metastores.HiveMetastoreServer``) instead of the pyspark wheel's 2.3."""
         self.state = state
         self.persistent_airflow = persistent_airflow
         self._dag_runner = None
@@ -89,7 +92,8 @@ class Stack:
         self.object_store_error: str | None = None if object_store else "not requested (Stack(object_store=True))"
         self.postgres = postgres.Postgres(port=free_port()) if use_postgres else None
         db = self.postgres.metastore_args() if self.postgres else {}
-        self.metastore = Metastore(state / "hms", free_port(), **db)
+        self.own_metastore = metastore is None  # the wheel's 2.3, its database set up by start()
+        self.metastore = Metastore(state / "hms", free_port(), **db) if metastore is None else metastore(self.postgres)
         self.airflow_home = state / "airflow"
         self.airflow_db_env: dict[str, str] = {}  # the session Airflow's database, set by start()
         self._spark = None
@@ -140,8 +144,9 @@ class Stack:
             self._archive_driver_classes()
         if self.postgres:
             self.postgres.start()
-            self.postgres.create_database("metastore")
-            self.postgres.create_transaction_tables("metastore")
+            if self.own_metastore:
+                self.postgres.create_database("metastore")
+                self.postgres.create_transaction_tables("metastore")
             self.airflow_db_env = self.airflow_database("airflow")
         if self.object_store:
             self._add_object_store()

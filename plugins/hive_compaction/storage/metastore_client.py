@@ -37,6 +37,17 @@ def jvm_client(spark, uris: str | None, purpose: str, conf=None):
     return spark._jvm.org.apache.hadoop.hive.metastore.HiveMetaStoreClient(conf)
 
 
+def get_table(client, api, db: str, table: str):
+    """The Thrift Table through ``client`` (a ``jvm_client``; ``api``: the Thrift API's Java
+    package), by get_table_req. Spark's Hive 2.3 client's ``getTable`` sends get_table, which
+    Hive 4 removed (HIVE-26537: "Invalid method name: 'get_table'"); get_table_req is served by
+    2.3, 3.1 and 4.x. The client keeps its Thrift stub in a package-private field (``client``),
+    read on each call: a reconnect replaces it."""
+    field = client.getClass().getDeclaredField("client")
+    field.setAccessible(True)
+    return field.get(client).get_table_req(api.GetTableRequest(db, table)).getTable()
+
+
 def _unless_missing(call, *args):
     """``call(*args)``, or None where the Metastore answers NoSuchObjectException (through py4j)."""
     try:
@@ -133,7 +144,7 @@ class JobMetastore:
                 p = self._get(client, table, values)
                 params = None if p is None else p.getParameters()
             else:
-                params = client.getTable(*table.split(".", 1)).getParameters()
+                params = get_table(client, self._api, *table.split(".", 1)).getParameters()
             return None if params is None else self._as_dict(params)
 
     def switch(self, table: str, values: list[str], old: str, new: str, parameters: dict[str, str | None]) -> bool:
@@ -153,7 +164,7 @@ class JobMetastore:
     def table_location(self, table: str) -> str | None:
         """The table's location; None when the table does not exist."""
         with self._client() as client:
-            t = _unless_missing(client.getTable, *table.split(".", 1))
+            t = _unless_missing(get_table, client, self._api, *table.split(".", 1))
             return None if t is None else str(t.getSd().getLocation())
 
     def update_parameters(self, table: str, partition: str, parameters: dict[str, str | None]) -> bool:
@@ -163,7 +174,7 @@ class JobMetastore:
         db, tbl = table.split(".", 1)
         with self._client() as client:
             target = (_unless_missing(client.getPartition, db, tbl, partition) if partition
-                      else _unless_missing(client.getTable, db, tbl))
+                      else _unless_missing(get_table, client, self._api, db, tbl))
             if target is None:
                 return False
             self._merge_parameters(target, parameters)
