@@ -21,6 +21,7 @@ from hmsclient import hmsclient
 from hmsclient.genthrift.hive_metastore import ttypes
 from thrift.Thrift import TApplicationException
 
+from stack_sampling import require_jars, sampled
 from harness import Stack
 from hive_metastores import HiveMetastoreServer
 
@@ -56,9 +57,10 @@ FORMATS = {
 COLUMNS = [("event_id", "bigint"), ("user_id", "string"), ("amount", "double")]
 
 
-@pytest.fixture(scope="module", params=list(STACKS))
+@pytest.fixture(scope="module", params=sampled("Hive Metastore releases", list(STACKS)))
 def hms(request, tmp_path_factory):
     """The stack on one release's Metastore (one server per release for the module)."""
+    require_jars("hive3" if request.param == "hms3" else "hive4")
     version = STACKS[request.param][0]
     state = tmp_path_factory.mktemp(request.param)
     stack = Stack(state, use_postgres=True,

@@ -1,0 +1,36 @@
+"""The real stacks from Maven Central (``make jars``: HDFS, Hive Metastores 3.1 and 4.0).
+
+``make test`` runs one variant of each module (one Metastore release, ...), drawn by a seed that
+changes every day and is printed (both test processes collect the same tests; replay with
+``SUITE_MATRIX_SEED=<seed>``); ``make test-stacks`` (``SUITE_STACKS=all``) runs every one. A stack
+whose jars are not fetched (Maven Central unreachable when ``make jars`` ran) skips, saying so.
+"""
+from __future__ import annotations
+
+import os
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from matrix_sampling import note_sample
+from reliability import SEED_ENV
+
+JARS = Path(__file__).resolve().parents[2] / ".state" / "jars"
+
+
+def sampled(name: str, variants: list[str]) -> list[str]:
+    """The variants of a stack module this run tries (see the module's head)."""
+    if os.environ.get("SUITE_STACKS") == "all":
+        return variants
+    seed = int(os.environ.get(SEED_ENV) or time.strftime("%Y%m%d", time.gmtime()))
+    pick = [random.Random(f"{name}/{seed}").choice(variants)]
+    note_sample(name, seed, pick)
+    return pick
+
+
+def require_jars(stack: str) -> None:
+    """Skip unless ``make jars`` fetched scripts/maven/<stack>/pom.xml."""
+    if not (JARS / stack / ".fetched").exists():
+        pytest.skip(f"the jars of scripts/maven/{stack} are not fetched (make jars; is Maven Central reachable?)")
