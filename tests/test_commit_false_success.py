@@ -8,10 +8,8 @@ every row checked."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import time
 import uuid
 from pathlib import Path
 
@@ -37,21 +35,13 @@ def statuses(output: str, table: str, partition: str) -> list[str]:
     return re.findall(rf"\] {re.escape(table)} {re.escape(partition)}: (\w+)", output)
 
 
-def age(*paths: Path) -> None:
-    """Older than any commit lasts (commit.ORPHAN_AGE_SECONDS)."""
-    old = time.time() - 3600
-    for p in paths:
-        os.utime(p, (old, old))
-
-
 def test_a_retried_kill_then_an_overwrite_never_brings_old_rows_back_or_reports_success(stack, tmp_path):
     """The reproduced schedule: an ORC partition in several small files; the merge job killed right
     after its inputs moved to the trash; its retry (the same run) killed at the same point inside
     its replay, leaving a replay claim; then a Spark INSERT OVERWRITE writes new rows under new
-    part-<uuid> names. A run within the orphan age (the claim is young) and one after it must not
-    report success for the partition (it is left mid-commit by jobs that are gone), and none may
-    publish the old merged rows beside the overwrite's: the partition ends with exactly the
-    overwrite's rows."""
+    part-<uuid> names. The next run, holding the partition's lock, takes the young claim over at
+    once and must not report success for the partition, and no run may publish the old merged
+    rows beside the overwrite's: the partition ends with exactly the overwrite's rows."""
     db, table, dt = "false_success", "events", "2026-06-01"
     partition, label = f"dt={dt}", f"{db}.{table}"
     stack.make_table(db, table, "ORC", [dt], files=6, rows=600)
@@ -75,26 +65,26 @@ def test_a_retried_kill_then_an_overwrite_never_brings_old_rows_back_or_reports_
     assert stack.rows(db, table)[partition] == overwritten
     assert all(f.name.startswith("part-") for f in data_files(folder))
 
-    # Within the orphan age the claim may be a live job's, so nothing moves; but the partition is
-    # mid-commit, so the run does not report success for it. After the orphan age the replay must
-    # not publish the merged old rows beside the overwrite's files. Every run is recorded first,
+    # The next run holds the partition's Metastore lock, so the young claim's job is gone (or
+    # stops at its next step): it takes the replay over at once, not after the orphan age, and
+    # must not publish the merged old rows beside the overwrite's files: it fails, saying what is
+    # where. Runs after it find a partition of the overwrite's rows. Every run is recorded first,
     # checked after: what each reported, what the partition read then.
     seen = {}
     young = stack.spark_submit(batch(stack, cfg, "young"))
     seen["young"] = (young.returncode, statuses(young.stdout, label, partition), stack.rows(db, table).get(partition, []))
-    age(*claims, *journal)
     late = stack.spark_submit(batch(stack, cfg, "late"))
     seen["late"] = (late.returncode, statuses(late.stdout, label, partition), stack.rows(db, table).get(partition, []))
-    # A later run: the partition keeps exactly the overwrite's rows, whatever it reports.
     again = stack.spark_submit(batch(stack, cfg, "again"))
     seen["again"] = (again.returncode, statuses(again.stdout, label, partition), stack.rows(db, table).get(partition, []))
     summary = {run: (rc, st, len(rows)) for run, (rc, st, rows) in seen.items()}
-    for run in ("young", "late"):
-        rc, st, rows = seen[run]
-        assert rc != 0 and st == ["failed"] and rows == overwritten, (run, summary, young.stdout[-3000:],
-                                                                      late.stdout[-3000:])
-    failed = next(line for line in late.stdout.splitlines() if line.startswith(f"FAILED {label} {partition}"))
+    rc, st, rows = seen["young"]
+    assert rc != 0 and st == ["failed"] and rows == overwritten, (summary, young.stdout[-3000:])
+    assert "this job holds the partition's Metastore lock" in young.stdout + young.stderr, young.stderr[-3000:]
+    failed = next(line for line in young.stdout.splitlines() if line.startswith(f"FAILED {label} {partition}"))
     assert "trash" in failed and "staging" in failed and "part-" in failed, failed
+    for run in ("late", "again"):  # whatever they report, never rows other than the overwrite's
+        assert seen[run][2] == overwritten and "failed" not in seen[run][1], (run, summary)
     assert seen["again"][2] == overwritten, (summary, again.stdout[-3000:])
 
 

@@ -38,7 +38,7 @@ from hive_compaction.commit.work_area import WorkArea, check_record, read_journa
 from hive_compaction.storage.hadoop_fs import FolderGone, HadoopFS
 from hive_compaction.storage.listing import is_hidden
 from hive_compaction.storage.metastore_client import CommitConflict
-from hive_compaction.storage.metastore_lock import check_lock_held
+from hive_compaction.storage.metastore_lock import check_lock_held, holding_lock
 
 log = logging.getLogger(__name__)
 
@@ -132,13 +132,15 @@ def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | 
     claim = area.replay_claim(pid)
     if not fs.create_exclusive(claim, json.dumps({"owner": owner, "at": time.time()})):
         st = fs.status(claim)
-        if st is None or recent(st):
+        if (st is None or recent(st)) and not holding_lock():
             since = "" if st is None else f", claimed {time.time() - st.modification_time / 1000:.0f} s ago"
             raise CommitHeld(f"{_label(record)} is left mid-commit by run {record['run']} and another job is "
                              f"finishing that interrupted commit ({claim}{since}); nothing was moved by this one. "
                              "Until that job finishes it, or a replay takes over once the claim is "
                              f"{ORPHAN_AGE_SECONDS} s old, readers may miss the merged files' rows")
-        log.warning("taking over the replay claim %s of a job that is gone", claim)
+        log.warning("taking over the replay claim %s of a job that is gone (%s)", claim,
+                    "this job holds the partition's Metastore lock" if holding_lock() else
+                    f"older than {ORPHAN_AGE_SECONDS} s")
         fs.delete(claim)
         return recover(fs, area, pid, owner, location, table_location, switch)
     try:

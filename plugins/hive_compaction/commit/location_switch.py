@@ -46,6 +46,7 @@ from hive_compaction.commit.work_area import WorkArea, check_record
 from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.listing import data_files
 from hive_compaction.storage.metastore_client import CommitConflict, JobMetastore, same_location
+from hive_compaction.storage.metastore_lock import holding_lock
 from hive_compaction.storage.paths import VERSIONS_FOLDER
 
 log = logging.getLogger(__name__)
@@ -166,7 +167,7 @@ def recover_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: dict
         return _finish(fs, area, record)
     if same_location(current, record["location"]):
         st = fs.status(area.journal(record["pid"]))
-        if recent(st):
+        if recent(st) and not holding_lock():  # under the lock, its job is gone or stops at its next step
             raise CommitConflict(f"{label}: run {record['run']} is switching its location now (journal written "
                                  f"{time.time() - st.modification_time / 1000:.0f}s ago); left to it")
         log.warning("%s: the location switch of run %s did not happen; removing its new folder", label, record["run"])

@@ -92,6 +92,13 @@ class HeldLock:
 _held_here: contextvars.ContextVar[HeldLock | None] = contextvars.ContextVar("held_metastore_lock", default=None)
 
 
+def holding_lock() -> bool:
+    """Whether this thread's commit runs under a Metastore lock it holds: then no other job's
+    journal or replay claim on the partition can belong to a live job that still may move files
+    (it would hold the lock, or stop at its next step, having lost it)."""
+    return _held_here.get() is not None
+
+
 def check_lock_held() -> None:
     """LockLost if the Metastore lock this thread's commit runs under was lost (nothing to check
     for a commit without one)."""
