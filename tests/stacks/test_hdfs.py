@@ -1,0 +1,124 @@
+"""The whole DAG on a real HDFS: Hadoop's MiniDFSCluster from Maven Central (scripts/hdfs_stack.py),
+a Hive Metastore that knows nothing of it but the tables' hdfs:// locations, tables in both
+commit modes, ORC and Parquet, every row checked by content.
+
+As in production, nobody here is the HDFS superuser but the cluster itself: the merge jobs and
+the tables' writer run as ``etl``, who owns the table folders; the Metastore runs as ``hive``.
+Permissions are checked by the NameNode. Files are looked at over WebHDFS, not through our code.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from harness import ROOT, Stack
+from hdfs_stack import Hdfs, HdfsError
+
+pytestmark = pytest.mark.integration
+
+JOB_USER, METASTORE_USER = "etl", "hive"
+DB = "on_hdfs"
+DATES = ["2026-10-01", "2026-10-02"]
+TABLES = {"orc_in_place": ("ORC", "in_place"), "parquet_in_place": ("PARQUET", "in_place"),
+          "orc_switch": ("ORC", "location_switch"), "parquet_switch": ("PARQUET", "location_switch")}
+
+
+@pytest.fixture(scope="module")
+def hdfs(tmp_path_factory):
+    cluster = Hdfs(tmp_path_factory.mktemp("hdfs"), groups={JOB_USER: JOB_USER, METASTORE_USER: METASTORE_USER})
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def hdfs_stack(hdfs, tmp_path_factory):
+    """A Metastore (as ``hive``) and Airflow of this module's own, the database folder made by the
+    superuser for ``etl`` (an administrator's one-time set-up), the tables made by ``etl``."""
+    stack = Stack(tmp_path_factory.mktemp("stack"), quick_jvm_start=True)
+    stack.metastore.env["HADOOP_USER_NAME"] = METASTORE_USER
+    try:
+        stack.start()
+        hdfs.make_folder("/warehouse", METASTORE_USER)
+        hdfs.make_folder(f"/warehouse/{DB}.db", JOB_USER)
+        spark_tables(stack, "create", DB, f"{hdfs.uri}/warehouse/{DB}.db",
+                     *[f"{t}:{fmt}" for t, (fmt, _) in TABLES.items()], "--dates", ",".join(DATES))
+        yield stack
+    finally:
+        stack.stop()
+
+
+def spark_tables(stack, *args) -> dict:
+    """scripts/hdfs_tables.py as ``etl``, in a Spark of its own."""
+    env = stack.env(HADOOP_USER_NAME=JOB_USER)
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "hdfs_tables.py"), stack.metastore.uri, *args],
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
+    return json.loads(p.stdout.split("RESULT ", 1)[1])
+
+
+def partitions(stack, hdfs, table: str) -> dict[str, dict]:
+    """Per partition: its location, its data files on HDFS (name -> bytes, owner) and the
+    Metastore's statistics."""
+    from hmsclient import hmsclient
+    out = {}
+    with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
+        for p in c.get_partitions(DB, table, -1):
+            entries = hdfs.list(urlsplit(p.sd.location).path)
+            files = {e["pathSuffix"]: e["length"] for e in entries
+                     if e["type"] == "FILE" and not e["pathSuffix"].startswith(("_", "."))}
+            out[f"dt={p.values[0]}"] = {
+                "location": p.sd.location, "files": files, "owners": {e["owner"] for e in entries},
+                "hms": (p.parameters.get("numFiles"), p.parameters.get("totalSize"))}
+    return out
+
+
+def test_the_cluster_checks_permissions_and_the_job_user_is_not_its_superuser(hdfs, hdfs_stack):
+    assert hdfs.superuser not in (JOB_USER, METASTORE_USER)
+    with pytest.raises(HdfsError, match="403"):
+        hdfs.webhdfs("PUT", "/not-for-etl", "MKDIRS", JOB_USER)
+    assert hdfs.status("/not-for-etl") is None
+    assert hdfs.status(f"/warehouse/{DB}.db")["owner"] == JOB_USER
+
+
+def test_the_whole_dag_on_hdfs_both_commit_modes_orc_and_parquet(hdfs, hdfs_stack, tmp_path):
+    stack = hdfs_stack
+    names = [f"{DB}.{t}" for t in TABLES]
+    before = spark_tables(stack, "content", *names)
+    assert before["file_system"] == "org.apache.hadoop.hdfs.DistributedFileSystem"
+    layout = {t: partitions(stack, hdfs, t) for t in TABLES}
+    for t, parts in layout.items():
+        assert sorted(parts) == [f"dt={d}" for d in DATES], (t, parts)
+        for name, p in parts.items():
+            assert p["location"] == f"{hdfs.uri}/warehouse/{DB}.db/{t}/{name}"
+            assert len(p["files"]) == 4 and p["owners"] == {JOB_USER}, (t, name, p)
+
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{DB}.{t}", "commit_mode": mode}
+                                                  for t, (_, mode) in TABLES.items()])
+    run = stack.run_dag(cfg, HADOOP_USER_NAME=JOB_USER)
+    assert run.state == "success", run.log[-8000:]
+
+    after = spark_tables(stack, "content", *names)
+    assert after["tables"] == before["tables"]  # every row of every partition, by content
+    for t, (_, mode) in TABLES.items():
+        for name, p in partitions(stack, hdfs, t).items():
+            assert len(p["files"]) == 1, (t, name, p)
+            assert p["hms"] == ("1", str(sum(p["files"].values()))), (t, name, p)
+            assert p["owners"] == {JOB_USER}, (t, name, p)
+            table_folder = f"{hdfs.uri}/warehouse/{DB}.db/{t}"
+            if mode == "in_place":
+                assert p["location"] == f"{table_folder}/{name}", p
+            else:
+                assert p["location"].startswith(f"{table_folder}/_compacted/"), p
+    # the work area: beside the tables, the job user's alone
+    work = hdfs.status(f"/warehouse/{DB}.db/.hive_compaction")
+    assert work["owner"] == JOB_USER
+    area = hdfs.status(f"/warehouse/{DB}.db/.hive_compaction/orc_in_place")
+    assert (area["owner"], area["permission"]) == (JOB_USER, "700")
