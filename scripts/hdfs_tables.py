@@ -3,11 +3,12 @@ tests', so that its Hadoop user is the one named and no other stack's Spark sess
 
     python scripts/hdfs_tables.py METASTORE_URI create DB LOCATION TABLE:FORMAT... --dates D1,D2
     python scripts/hdfs_tables.py METASTORE_URI content DB.TABLE...
+    python scripts/hdfs_tables.py METASTORE_URI sql STATEMENT...
 
 ``create`` makes the database at LOCATION and each table in LOCATION/TABLE, four small files per
 date (demo_tables.fill). ``content`` prints, as JSON, per table and partition: the rows and a
 digest of every row (all columns) sorted, as harness.Stack.content computes it; and the class of
-the file system the tables are on. The user is the caller's HADOOP_USER_NAME.
+the file system the tables are on. ``sql`` runs each statement. The user is the caller's HADOOP_USER_NAME.
 """
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def content(spark, name: str) -> dict:
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("metastore")
-    p.add_argument("action", choices=["create", "content"])
+    p.add_argument("action", choices=["create", "content", "sql"])
     p.add_argument("names", nargs="+")
     p.add_argument("--dates", default="")
     args = p.parse_args()
@@ -55,6 +56,10 @@ def main() -> int:
     if args.action == "create":
         db, location, *tables = args.names
         create(spark, db, location, tables, args.dates.split(","))
+        out = {}
+    elif args.action == "sql":
+        for statement in args.names:
+            spark.sql(statement)
         out = {}
     else:
         out = {"tables": {n: content(spark, n) for n in args.names}}

@@ -228,6 +228,8 @@ def test_load_reads_the_env_path(tmp_path, monkeypatch):
     ({"lookback_days": 367}, "lookback_days"),
     ({"partition_filter": 5}, "partition_filter"),
     ({"work_dir": ["a"]}, "work_dir"),
+    ({"work_dir": "/user/etl/hive_compaction"}, "work_dir"),  # no scheme: the driver's local disk
+    ({"work_dir": "user/etl"}, "work_dir"),
     # A purge with no retention could reach a run whose merges are still committing (issue 11).
     ({"trash_retention_days": 0}, "trash_retention_days"),
     ({"trash_retention_days": -2}, "trash_retention_days"),
@@ -510,3 +512,8 @@ def test_a_bad_airflow_tasks_section_leaves_the_dag_importable(tmp_path):
     assert settings == Settings() and "airflow_tasks: key 'merge_queue'" in error
     with pytest.raises(ConfigError, match="airflow_tasks: key 'merge_queue'"):
         load(path)
+
+
+def test_a_work_dir_without_a_scheme_is_refused_saying_why():
+    msg = table_error(work_dir="/user/etl/hive_compaction")
+    assert "expected a URI on the table's file system, with its scheme" in msg and "'/user/etl/hive_compaction'" in msg

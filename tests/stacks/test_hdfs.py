@@ -9,6 +9,7 @@ Permissions are checked by the NameNode. Files are looked at over WebHDFS, not t
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -64,13 +65,13 @@ def spark_tables(stack, *args) -> dict:
     return json.loads(p.stdout.split("RESULT ", 1)[1])
 
 
-def partitions(stack, hdfs, table: str) -> dict[str, dict]:
+def partitions(stack, hdfs, table: str, db: str = DB) -> dict[str, dict]:
     """Per partition: its location, its data files on HDFS (name -> bytes, owner) and the
     Metastore's statistics."""
     from hmsclient import hmsclient
     out = {}
     with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
-        for p in c.get_partitions(DB, table, -1):
+        for p in c.get_partitions(db, table, -1):
             entries = hdfs.list(urlsplit(p.sd.location).path)
             files = {e["pathSuffix"]: e["length"] for e in entries
                      if e["type"] == "FILE" and not e["pathSuffix"].startswith(("_", "."))}
@@ -117,8 +118,61 @@ def test_the_whole_dag_on_hdfs_both_commit_modes_orc_and_parquet(hdfs, hdfs_stac
                 assert p["location"] == f"{table_folder}/{name}", p
             else:
                 assert p["location"].startswith(f"{table_folder}/_compacted/"), p
-    # the work area: beside the tables, the job user's alone
-    work = hdfs.status(f"/warehouse/{DB}.db/.hive_compaction")
-    assert work["owner"] == JOB_USER
+    # the work area: beside the tables, the job user's alone, the replaced inputs in its trash
     area = hdfs.status(f"/warehouse/{DB}.db/.hive_compaction/orc_in_place")
+    assert (area["owner"], area["permission"]) == (JOB_USER, "700")
+
+    # The rollback job, as the job user: the in-place table's files back as they were.
+    rollback = stack.rollback_cmd(f"{DB}.orc_in_place", run.run_id, cfg)
+    p = subprocess.run(rollback, env=stack.env(cfg, HADOOP_USER_NAME=JOB_USER), capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
+    restored = partitions(stack, hdfs, "orc_in_place")
+    assert {n: p["files"] for n, p in restored.items()} == {n: p["files"] for n, p in layout["orc_in_place"].items()}
+    assert spark_tables(stack, "content", f"{DB}.orc_in_place")["tables"] == \
+        {f"{DB}.orc_in_place": before["tables"][f"{DB}.orc_in_place"]}
+
+
+def test_a_work_area_the_job_user_cannot_create_fails_saying_why_and_another_file_system_is_skipped(
+        hdfs, hdfs_stack, tmp_path):
+    """Production's usual layout: the database folder is the Metastore's, only the table folders
+    are the job user's. The default work area (in the database folder) cannot be made: the merge
+    fails naming the user, the folder and the fix, nothing changed; with a work_dir the job user
+    owns, it merges. A partition whose location names the same NameNode by another authority
+    (localhost, not 127.0.0.1) is skipped with the reason, by both runs."""
+    stack, db = hdfs_stack, "hive_owned"
+    hdfs.make_folder(f"/warehouse/{db}.db", METASTORE_USER)
+    hdfs.make_folder(f"/warehouse/{db}.db/events", JOB_USER)
+    hdfs.make_folder(f"/warehouse/{db}.db/events/dt=2026-10-09", JOB_USER)
+    hdfs.make_folder("/user/etl", JOB_USER)
+    spark_tables(stack, "create", db, f"{hdfs.uri}/warehouse/{db}.db", "events:ORC", "--dates", DATES[0])
+    elsewhere = f"hdfs://localhost:{hdfs.port}/warehouse/{db}.db/events/dt=2026-10-09"
+    spark_tables(stack, "sql", f"ALTER TABLE {db}.events ADD PARTITION (dt='2026-10-09') LOCATION '{elsewhere}'",
+                 f"INSERT INTO {db}.events PARTITION (dt='2026-10-09') SELECT 1, 'u', 1, 1.5, now(), array(1), map('k','v')",
+                 f"INSERT INTO {db}.events PARTITION (dt='2026-10-09') SELECT 2, 'u', 1, 1.5, now(), array(1), map('k','v')")
+    before = spark_tables(stack, "content", f"{db}.events")["tables"]
+    files = {n: p["files"] for n, p in partitions(stack, hdfs, "events", db).items()}
+    assert {n: len(f) for n, f in files.items()} == {f"dt={DATES[0]}": 4, "dt=2026-10-09": 2}
+    skipped = (f"location {elsewhere} is on another file system (hdfs://localhost:{hdfs.port}) than its table "
+               f"(hdfs://127.0.0.1:{hdfs.port})")
+
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.events"}])
+    refused = stack.run_dag(cfg, HADOOP_USER_NAME=JOB_USER)
+    assert refused.state == "failed"
+    assert (f"FAILED {db}.events dt={DATES[0]}: PermissionError: cannot create {hdfs.uri}/warehouse/{db}.db/"
+            f".hive_compaction/events (Permission denied: user=etl, access=WRITE, inode=\"/warehouse/{db}.db\":"
+            "hive:hive:drwxr-xr-x): the account that runs the merges needs write access to the folder it goes in, "
+            "or a work_dir in the config that it owns") in refused.log, refused.log[-5000:]
+    assert re.search(rf"{db}.events: 1 partition\(s\) to list \(.*\), 1 skipped", refused.log), refused.log[-5000:]
+    assert {n: p["files"] for n, p in partitions(stack, hdfs, "events", db).items()} == files
+
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.events",
+                                                   "work_dir": f"{hdfs.uri}/user/etl/hive_compaction"}])
+    run = stack.run_dag(cfg, HADOOP_USER_NAME=JOB_USER)
+    assert run.state == "success", run.log[-8000:]
+    assert skipped in run.log
+    assert spark_tables(stack, "content", f"{db}.events")["tables"] == before
+    after = {n: p["files"] for n, p in partitions(stack, hdfs, "events", db).items()}
+    assert len(after[f"dt={DATES[0]}"]) == 1 and after["dt=2026-10-09"] == files["dt=2026-10-09"]
+    area = hdfs.status(f"/user/etl/hive_compaction/{db}.events")
     assert (area["owner"], area["permission"]) == (JOB_USER, "700")

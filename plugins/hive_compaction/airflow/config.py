@@ -268,6 +268,9 @@ def _int(value: Any, where: str, minimum: int) -> int:
     return value
 
 
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+
 def _policy(raw: dict, base: TablePolicy, where: str) -> TablePolicy:
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__}")
@@ -298,6 +301,13 @@ def _policy(raw: dict, base: TablePolicy, where: str) -> TablePolicy:
         elif key == "merge_mode":
             if value not in MERGE_MODES:
                 raise ConfigError(f"{at}: expected one of {', '.join(MERGE_MODES)}, got {value!r}")
+            values[key] = value
+        elif key == "work_dir" and value is not None:
+            # A bare path would be taken for the Spark driver's local disk (paths.split_uri):
+            # the commit's renames between it and the table's file system would all fail.
+            if not isinstance(value, str) or not _URI.match(value):
+                raise ConfigError(f"{at}: expected a URI on the table's file system, with its scheme "
+                                  f"(hdfs://nameservice/user/etl/hive_compaction, hdfs:///..., file:///...), got {value!r}")
             values[key] = value
         elif value is not None and not isinstance(value, str):
             raise ConfigError(f"{at}: expected a string, got {value!r}")
