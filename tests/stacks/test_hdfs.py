@@ -176,3 +176,30 @@ def test_a_work_area_the_job_user_cannot_create_fails_saying_why_and_another_fil
     assert len(after[f"dt={DATES[0]}"]) == 1 and after["dt=2026-10-09"] == files["dt=2026-10-09"]
     area = hdfs.status(f"/user/etl/hive_compaction/{db}.events")
     assert (area["owner"], area["permission"]) == (JOB_USER, "700")
+
+
+def test_a_commit_killed_midway_on_hdfs_is_finished_by_the_next_run(hdfs, hdfs_stack, tmp_path):
+    """The in-place commit killed once the inputs have left for the trash: its journal (published
+    by an HDFS rename that never replaces) is on HDFS, the partition empty; the next run replays
+    it, taking the journal over, and every row is back, merged."""
+    stack, table, date = hdfs_stack, "killed_orc", DATES[0]
+    spark_tables(stack, "create", DB, f"{hdfs.uri}/warehouse/{DB}.db", f"{table}:ORC", "--dates", date)
+    before = spark_tables(stack, "content", f"{DB}.{table}")["tables"]
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{DB}.{table}"}])
+    selected = {"tables": [f"{DB}.{table}"], "partition_date": date}
+
+    killed = stack.run_dag(cfg, conf=selected, HADOOP_USER_NAME=JOB_USER,
+                           HIVE_COMPACTION_TEST_KILL_AT=f"inputs_moved:dt={date}")
+    assert killed.state == "failed"
+    journal = f"/warehouse/{DB}.db/.hive_compaction/{table}/journal"
+    [entry] = hdfs.list(journal, JOB_USER)
+    assert entry["owner"] == JOB_USER and entry["pathSuffix"].startswith(f"dt_{date}.")
+    assert partitions(stack, hdfs, table)[f"dt={date}"]["files"] == {}  # the inputs are in the trash
+
+    later = stack.run_dag(cfg, conf=selected, HADOOP_USER_NAME=JOB_USER)
+    assert later.state == "success", later.log[-8000:]
+    assert f"recovering the interrupted commit of dt={date}" in later.log
+    assert spark_tables(stack, "content", f"{DB}.{table}")["tables"] == before
+    [after] = partitions(stack, hdfs, table).values()
+    assert len(after["files"]) == 1 and after["hms"] == ("1", str(sum(after["files"].values()))), after
+    assert hdfs.list(journal, JOB_USER) == []
