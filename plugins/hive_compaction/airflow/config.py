@@ -174,6 +174,9 @@ class AirflowTasks:
     merge_queue: str | None = None
     merge_priority_weight: int | None = None
     merge_executor_config: dict[str, Any] | None = None
+    # The merge tasks' execution_timeout: past it Airflow stops the task, and the Spark provider
+    # kills the job (on YARN with yarn_track_via_rm_api, through the ResourceManager's REST API).
+    merge_timeout_minutes: float | None = None
 
 
 # Celery takes a worker's queues as a comma-separated list (``-q spark,default``): a queue's
@@ -411,6 +414,9 @@ def _airflow_tasks(raw: Any, where: str) -> AirflowTasks:
             if isinstance(value, bool) or not isinstance(value, int) or not \
                     _PRIORITY_RANGE[0] <= value <= _PRIORITY_RANGE[1]:
                 raise ConfigError(f"{at}: expected an integer (Airflow's priority_weight), got {value!r}")
+        elif key == "merge_timeout_minutes":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ConfigError(f"{at}: expected a positive number of minutes, got {value!r}")
         elif key == "merge_executor_config":
             if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
                 raise ConfigError(f"{at}: expected a mapping (passed to the operators' executor_config as it "
@@ -430,7 +436,8 @@ def merge_operator_kwargs(settings: Settings) -> dict[str, Any]:
 
     ``conn_id``, ``py_files``, ``conf``, ``pool`` (and ``max_active_tis_per_dagrun`` when
     ``pool: max_merges_per_run`` is set), the ``airflow_tasks`` arguments of the merges that were
-    set (``queue`` from ``merge_queue``, ``priority_weight``, ``executor_config``), plus every
+    set (``queue`` from ``merge_queue``, ``priority_weight``, ``executor_config``,
+    ``execution_timeout`` from ``merge_timeout_minutes``), plus every
     ``spark_submit`` option that was set (unset ones are left out so that the provider's defaults
     apply).
     """
@@ -444,6 +451,9 @@ def merge_operator_kwargs(settings: Settings) -> dict[str, Any]:
         kwargs["queue"] = routing.merge_queue or routing.queue
     if routing.merge_priority_weight is not None:
         kwargs["priority_weight"] = routing.merge_priority_weight
+    if routing.merge_timeout_minutes is not None:
+        from datetime import timedelta
+        kwargs["execution_timeout"] = timedelta(minutes=routing.merge_timeout_minutes)
     if routing.merge_executor_config is not None:
         import copy  # a copy: the frozen settings must stay as they are
         kwargs["executor_config"] = copy.deepcopy(routing.merge_executor_config)
@@ -528,7 +538,7 @@ _TOP_LEVEL = {"tables", "defaults", "metastore_conn_id", "spark_conn_id", "pool"
               "spark_submit", "py_files", "merge_job", "rollback_job", "retries", "results_table", "alerts",
               "airflow_tasks"}
 _TASK_KEYS = {"queue", "merge_queue", "executor_config", "priority_weight", "merge_priority_weight",
-              "merge_executor_config"}
+              "merge_executor_config", "merge_timeout_minutes"}
 
 
 def parse(raw: Any, source: str = "<config>") -> Settings:
