@@ -309,8 +309,8 @@ def _policy(raw: dict, base: TablePolicy, where: str) -> TablePolicy:
             # A bare path would be taken for the Spark driver's local disk (paths.split_uri):
             # the commit's renames between it and the table's file system would all fail.
             if not isinstance(value, str) or not _URI.match(value):
-                raise ConfigError(f"{at}: expected a URI on the table's file system, with its scheme "
-                                  f"(hdfs://nameservice/user/etl/hive_compaction, hdfs:///..., file:///...), got {value!r}")
+                raise ConfigError(f"{at}: expected a URI on the table's file system, with its scheme (hdfs://"
+                                  f"nameservice/user/etl/hive_compaction, hdfs:///..., file:///...), got {value!r}")
             values[key] = value
         elif value is not None and not isinstance(value, str):
             raise ConfigError(f"{at}: expected a string, got {value!r}")
