@@ -118,6 +118,8 @@ class Metastore:
         # More jars and Hadoop settings for the service (the tests' s3like file system).
         self.extra_classpath: list[Path] = []
         self.hadoop_conf: dict[str, str] = {}
+        # More environment for the service (HADOOP_USER_NAME: who it is on HDFS).
+        self.env: dict[str, str] = {}
         self.port = port
         self.db_url = db_url
         self.db_user = db_user
@@ -174,7 +176,7 @@ class Metastore:
                "org.apache.hadoop.hive.metastore.HiveMetaStore", "-p", str(self.port)]
         with open(self.log_file, "ab") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.state,
-                                    start_new_session=True)
+                                    start_new_session=True, env={**os.environ, **self.env})
         self.pid_file.write_text(str(proc.pid))
         t0 = time.monotonic()
         deadline = t0 + timeout

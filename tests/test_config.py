@@ -228,6 +228,8 @@ def test_load_reads_the_env_path(tmp_path, monkeypatch):
     ({"lookback_days": 367}, "lookback_days"),
     ({"partition_filter": 5}, "partition_filter"),
     ({"work_dir": ["a"]}, "work_dir"),
+    ({"work_dir": "/user/etl/hive_compaction"}, "work_dir"),  # no scheme: the driver's local disk
+    ({"work_dir": "user/etl"}, "work_dir"),
     # A purge with no retention could reach a run whose merges are still committing (issue 11).
     ({"trash_retention_days": 0}, "trash_retention_days"),
     ({"trash_retention_days": -2}, "trash_retention_days"),
@@ -491,6 +493,9 @@ def test_the_shipped_config_routes_nothing():
     ({"merge_priority_weight": True}, "cfg.yaml: airflow_tasks: key 'merge_priority_weight': expected an integer"),
     ({"merge_priority_weight": 2**31}, "cfg.yaml: airflow_tasks: key 'merge_priority_weight': expected an integer"),
     ({"merge_executor_config": ["x"]}, "cfg.yaml: airflow_tasks: key 'merge_executor_config': expected a mapping"),
+    ({"merge_timeout_minutes": 0}, "cfg.yaml: airflow_tasks: key 'merge_timeout_minutes': expected a positive number"),
+    ({"merge_timeout_minutes": "1h"}, "cfg.yaml: airflow_tasks: key 'merge_timeout_minutes': expected a positive"),
+    ({"merge_timeout_minutes": True}, "cfg.yaml: airflow_tasks: key 'merge_timeout_minutes': expected a positive"),
     ({"pool": "p"}, "cfg.yaml: airflow_tasks: unknown key 'pool': use the top-level key pool"),
     ({"yarn_queue": "etl"}, "unknown key 'yarn_queue': Spark's YARN queue is spark_submit: queue"),
     ({"priority_weight": 3}, "unknown key 'priority_weight': use merge_priority_weight"),
@@ -510,3 +515,18 @@ def test_a_bad_airflow_tasks_section_leaves_the_dag_importable(tmp_path):
     assert settings == Settings() and "airflow_tasks: key 'merge_queue'" in error
     with pytest.raises(ConfigError, match="airflow_tasks: key 'merge_queue'"):
         load(path)
+
+
+def test_a_work_dir_without_a_scheme_is_refused_saying_why():
+    msg = table_error(work_dir="/user/etl/hive_compaction")
+    assert "expected a URI on the table's file system, with its scheme" in msg and "'/user/etl/hive_compaction'" in msg
+
+
+def test_a_merge_timeout_becomes_the_merge_tasks_execution_timeout():
+    from datetime import timedelta
+    from hive_compaction.airflow.config import merge_operator_kwargs
+    assert merge_operator_kwargs(parse({"airflow_tasks": {"merge_timeout_minutes": 90}}))["execution_timeout"] == \
+        timedelta(minutes=90)
+    assert merge_operator_kwargs(parse({"airflow_tasks": {"merge_timeout_minutes": 0.5}}))["execution_timeout"] == \
+        timedelta(seconds=30)
+    assert "execution_timeout" not in merge_operator_kwargs(parse({}))

@@ -81,9 +81,11 @@ def test_normal_partition_is_accepted():
     ("hdfs://nn:8020/wh/db.db", TABLE, "outside"),
     ("hdfs://nn:8020/wh/db.db/t2/dt=1", TABLE, "outside"),  # sibling sharing a prefix
     ("hdfs://nn:8020/wh/db.db/t_old/dt=1", TABLE, "outside"),
-    ("s3a://nn:8020/wh/db.db/t/dt=1", TABLE, "outside"),  # other scheme
-    ("hdfs://nn2:8020/wh/db.db/t/dt=1", TABLE, "outside"),  # other authority
-    ("hdfs://nn/wh/db.db/t/dt=1", TABLE, "outside"),  # other authority (no port)
+    ("s3a://nn:8020/wh/db.db/t/dt=1", TABLE, "another file system (s3a://nn:8020)"),  # other scheme
+    ("hdfs://nn2:8020/wh/db.db/t/dt=1", TABLE, "another file system (hdfs://nn2:8020)"),  # other authority
+    ("hdfs://nn/wh/db.db/t/dt=1", TABLE, "another file system (hdfs://nn)"),  # other authority (no port)
+    ("hdfs://ns2/wh/db.db/t/dt=1", "hdfs://ns1/wh/db.db/t", "than its table (hdfs://ns1)"),  # other nameservice
+    ("file:///wh/db.db/t/dt=1", TABLE, "another file system (file://)"),
     ("hdfs://nn:8020/wh/db.db/t/dt=1/../../other", TABLE, "contains '..'"),
     ("hdfs://nn:8020/wh/db.db/t/..", TABLE, "contains '..'"),
     ("hdfs://nn:8020/wh/db.db/t/../t2/dt=1", TABLE, "contains '..'"),
@@ -248,3 +250,12 @@ def test_partition_name_round_trip(values):
         assert k == key
         back.append(unescape_path_name(v))
     assert back == values
+
+
+def test_a_partition_on_another_file_system_is_refused_with_the_reason():
+    problem = location_problem("hdfs://nn1.example:8020/wh/db.db/t/dt=1", "hdfs://ns1/wh/db.db/t", True)
+    assert problem.startswith("location hdfs://nn1.example:8020/wh/db.db/t/dt=1 is on another file system "
+                              "(hdfs://nn1.example:8020) than its table (hdfs://ns1)")
+    assert "renames, which cannot cross file systems" in problem
+    # the scheme and authority are compared without case or doubled slashes, as written otherwise
+    assert location_problem("HDFS://ns1//wh/db.db/t/dt=1", "hdfs://ns1/wh/db.db/t", True) is None

@@ -177,6 +177,9 @@ class AirflowTasks:
     merge_queue: str | None = None
     merge_priority_weight: int | None = None
     merge_executor_config: dict[str, Any] | None = None
+    # The merge tasks' execution_timeout: past it Airflow stops the task, and the Spark provider
+    # kills the job (on YARN with yarn_track_via_rm_api, through the ResourceManager's REST API).
+    merge_timeout_minutes: float | None = None
 
 
 # Celery takes a worker's queues as a comma-separated list (``-q spark,default``): a queue's
@@ -271,6 +274,9 @@ def _int(value: Any, where: str, minimum: int) -> int:
     return value
 
 
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+
 def _policy(raw: dict, base: TablePolicy, where: str) -> TablePolicy:
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__}")
@@ -305,6 +311,13 @@ def _policy(raw: dict, base: TablePolicy, where: str) -> TablePolicy:
         elif key == "merge_mode":
             if value not in MERGE_MODES:
                 raise ConfigError(f"{at}: expected one of {', '.join(MERGE_MODES)}, got {value!r}")
+            values[key] = value
+        elif key == "work_dir" and value is not None:
+            # A bare path would be taken for the Spark driver's local disk (paths.split_uri):
+            # the commit's renames between it and the table's file system would all fail.
+            if not isinstance(value, str) or not _URI.match(value):
+                raise ConfigError(f"{at}: expected a URI on the table's file system, with its scheme (hdfs://"
+                                  f"nameservice/user/etl/hive_compaction, hdfs:///..., file:///...), got {value!r}")
             values[key] = value
         elif value is not None and not isinstance(value, str):
             raise ConfigError(f"{at}: expected a string, got {value!r}")
@@ -408,6 +421,9 @@ def _airflow_tasks(raw: Any, where: str) -> AirflowTasks:
             if isinstance(value, bool) or not isinstance(value, int) or not \
                     _PRIORITY_RANGE[0] <= value <= _PRIORITY_RANGE[1]:
                 raise ConfigError(f"{at}: expected an integer (Airflow's priority_weight), got {value!r}")
+        elif key == "merge_timeout_minutes":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ConfigError(f"{at}: expected a positive number of minutes, got {value!r}")
         elif key == "merge_executor_config":
             if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
                 raise ConfigError(f"{at}: expected a mapping (passed to the operators' executor_config as it "
@@ -427,7 +443,8 @@ def merge_operator_kwargs(settings: Settings) -> dict[str, Any]:
 
     ``conn_id``, ``py_files``, ``conf``, ``pool`` (and ``max_active_tis_per_dagrun`` when
     ``pool: max_merges_per_run`` is set), the ``airflow_tasks`` arguments of the merges that were
-    set (``queue`` from ``merge_queue``, ``priority_weight``, ``executor_config``), plus every
+    set (``queue`` from ``merge_queue``, ``priority_weight``, ``executor_config``,
+    ``execution_timeout`` from ``merge_timeout_minutes``), plus every
     ``spark_submit`` option that was set (unset ones are left out so that the provider's defaults
     apply).
     """
@@ -441,6 +458,9 @@ def merge_operator_kwargs(settings: Settings) -> dict[str, Any]:
         kwargs["queue"] = routing.merge_queue or routing.queue
     if routing.merge_priority_weight is not None:
         kwargs["priority_weight"] = routing.merge_priority_weight
+    if routing.merge_timeout_minutes is not None:
+        from datetime import timedelta
+        kwargs["execution_timeout"] = timedelta(minutes=routing.merge_timeout_minutes)
     if routing.merge_executor_config is not None:
         import copy  # a copy: the frozen settings must stay as they are
         kwargs["executor_config"] = copy.deepcopy(routing.merge_executor_config)
@@ -525,7 +545,7 @@ _TOP_LEVEL = {"tables", "defaults", "metastore_conn_id", "spark_conn_id", "pool"
               "spark_submit", "py_files", "merge_job", "rollback_job", "retries", "results_table", "alerts",
               "airflow_tasks"}
 _TASK_KEYS = {"queue", "merge_queue", "executor_config", "priority_weight", "merge_priority_weight",
-              "merge_executor_config"}
+              "merge_executor_config", "merge_timeout_minutes"}
 
 
 def parse(raw: Any, source: str = "<config>") -> Settings:

@@ -21,6 +21,25 @@ _OWNER_ONLY = 0o700
 _MISSING_FOLDER = "no such folder to move into: "
 
 
+# How the storage refuses a permission, as seen from the JVM: Hadoop's AccessControlException
+# (HDFS, and the object stores' connectors), java.nio's AccessDeniedException (the local disk).
+_DENIED = ("AccessControlException", "AccessDeniedException")
+
+
+def permission_denied(e: Py4JJavaError) -> str | None:
+    """The storage's own words when ``e`` is a refused permission (first line), else None. On
+    HDFS they name the user, the access and the folder: ``Permission denied: user=etl,
+    access=WRITE, inode="/wh/db.db":hive:hive:drwxr-xr-x``; py4j's message names only the call."""
+    java = e.java_exception
+    for _ in range(8):  # the exception and its causes
+        if java is None:
+            return None
+        if str(java.getClass().getSimpleName()) in _DENIED:
+            return str(java.getMessage() or java.toString()).splitlines()[0]
+        java = java.getCause()
+    return None
+
+
 class FolderGone(FileNotFoundError):
     """A move's target folder does not exist (a partition dropped meanwhile); it was not created."""
 
@@ -52,7 +71,13 @@ class HadoopFS(SmallFiles):
         self._publish: dict[str, str] = {}  # folder -> the scheme its storage resolves to
 
     def _call(self, method: str, *args):
-        return jvm_helper.call(self._spark, method, *args)
+        try:
+            return jvm_helper.call(self._spark, method, *args)
+        except Py4JJavaError as e:
+            denied = permission_denied(e)
+            if denied:
+                raise PermissionError(denied) from e
+            raise
 
     def path(self, uri: str):
         return self._path_class(uri)
@@ -137,10 +162,18 @@ class HadoopFS(SmallFiles):
         """Create ``uri`` readable and writable by its owner only (0700; mkdirs alone would
         apply the umask). Returns False, changing nothing, when it already exists."""
         fs, p = self.fs(uri), self.path(uri)
-        if fs.exists(p):
-            return False
-        fs.mkdirs(p)
-        fs.setPermission(p, self._jvm.org.apache.hadoop.fs.permission.FsPermission(_OWNER_ONLY))
+        try:
+            if fs.exists(p):
+                return False
+            fs.mkdirs(p)
+            fs.setPermission(p, self._jvm.org.apache.hadoop.fs.permission.FsPermission(_OWNER_ONLY))
+        except Py4JJavaError as e:
+            denied = permission_denied(e)
+            if denied is None:
+                raise
+            # Its one use is the work area: by default a folder beside the table, in its parent.
+            raise PermissionError(f"cannot create {uri} ({denied}): the account that runs the merges needs write "
+                                  "access to the folder it goes in, or a work_dir in the config that it owns") from e
         return True
 
     def permission(self, uri: str) -> int:

@@ -21,6 +21,12 @@ def split_uri(uri: str) -> tuple[str, str, str]:
     return scheme, parts.netloc, path
 
 
+def file_system(uri: str) -> str:
+    """The ``scheme://authority`` part: which file system (cluster, nameservice, bucket) it names."""
+    scheme, authority, _ = split_uri(uri)
+    return f"{scheme}://{authority}"
+
+
 def canonical(uri: str) -> str:
     scheme, authority, path = split_uri(uri)
     return f"{scheme}://{authority}{path}"
@@ -49,6 +55,11 @@ def location_problem(location: str, table_location: str, partitioned: bool) -> s
         return None
     if split_uri(location) == split_uri(table_location):
         return f"location {location} is the table root"
+    if split_uri(location)[:2] != split_uri(table_location)[:2]:
+        return (f"location {location} is on another file system ({file_system(location)}) than its table "
+                f"({file_system(table_location)}): a commit moves the partition's files to and from the "
+                "table's work area by renames, which cannot cross file systems (locations are compared as "
+                "written: a NameNode's own address for its nameservice is another file system here)")
     if not is_within(location, table_location):
         return f"location {location} is outside the table location {table_location}"
     return None
