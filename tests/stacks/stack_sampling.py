@@ -2,7 +2,8 @@
 
 ``make test`` runs one variant of each module (one Metastore release, ...), drawn by a seed that
 changes every day and is printed (both test processes collect the same tests; replay with
-``SUITE_MATRIX_SEED=<seed>``); ``make test-stacks`` (``SUITE_STACKS=all``) runs every one. A stack
+``SUITE_MATRIX_SEED=<seed>``), and leaves out the tests marked ``stacks_only``; ``make
+test-stacks`` (``SUITE_STACKS=all``) runs every one. A stack
 whose jars are not fetched (Maven Central unreachable when ``make jars`` ran) skips, saying so.
 """
 from __future__ import annotations

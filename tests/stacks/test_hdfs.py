@@ -19,6 +19,7 @@ import pytest
 
 from harness import ROOT, Stack
 from hdfs_stack import Hdfs, HdfsError
+from stack_sampling import require_jars
 
 pytestmark = pytest.mark.integration
 
@@ -31,6 +32,7 @@ TABLES = {"orc_in_place": ("ORC", "in_place"), "parquet_in_place": ("PARQUET", "
 
 @pytest.fixture(scope="module")
 def hdfs(tmp_path_factory):
+    require_jars("hdfs")
     cluster = Hdfs(tmp_path_factory.mktemp("hdfs"), groups={JOB_USER: JOB_USER, METASTORE_USER: METASTORE_USER})
     try:
         cluster.start()
@@ -133,6 +135,7 @@ def test_the_whole_dag_on_hdfs_both_commit_modes_orc_and_parquet(hdfs, hdfs_stac
         {f"{DB}.orc_in_place": before["tables"][f"{DB}.orc_in_place"]}
 
 
+@pytest.mark.stacks_only
 def test_a_work_area_the_job_user_cannot_create_fails_saying_why_and_another_file_system_is_skipped(
         hdfs, hdfs_stack, tmp_path):
     """Production's usual layout: the database folder is the Metastore's, only the table folders

@@ -22,6 +22,7 @@ import pytest
 
 from harness import ROOT, Stack
 from hdfs_stack import Hdfs
+from stack_sampling import require_jars
 from yarn_stack import Yarn
 from test_hdfs import JOB_USER, METASTORE_USER, partitions, spark_tables
 
@@ -35,6 +36,8 @@ PLAIN_PYTHON = str(Path(sys.base_prefix) / "bin" / "python3")
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
+    require_jars("hdfs")
+    require_jars("yarn")
     state = tmp_path_factory.mktemp("yarn_cluster")
     hdfs = Hdfs(state / "hdfs", groups={JOB_USER: JOB_USER, METASTORE_USER: METASTORE_USER})
     yarn = Yarn(state / "yarn", default_fs="")
@@ -122,6 +125,7 @@ def test_the_dag_merges_in_yarn_cluster_mode_from_the_zip(cluster, tmp_path):
     assert "1 of 1 partitions merged" in run.log
 
 
+@pytest.mark.stacks_only
 def test_a_merge_that_times_out_kills_its_yarn_application(cluster, tmp_path):
     """A Hive writer holds the partition's Metastore lock, so the merge job waits at its commit
     (lock_wait_seconds: 10 minutes) with its application running; the task's timeout
