@@ -239,9 +239,11 @@ def test_the_refresh_marks_failed_partitions_and_records_the_small_files_left():
     assert {tuple(p) for b in planned["batches"] for p in b["partitions"]} == \
         {("db.events", f"dt={KEY}"), ("db.events", f"dt={d1}")}
     loc = "file:///wh/db.db/events"
+    planned_stats = hms.parts["db.events"][f"dt={KEY}"].parameters  # what the job records the plan saw
     hms.recorded = {0: encode_results([
         PartitionResult("db.events", f"dt={KEY}", f"{loc}/dt={KEY}", Status.MERGED, files_before=10, files_after=1,
-                        listed=True, sizes_before=[10, 0, 0, 0], sizes_after=[1, 0, 0, 0]),
+                        listed=True, sizes_before=[10, 0, 0, 0], sizes_after=[1, 0, 0, 0],
+                        stats_files=int(planned_stats[NUM_FILES]), stats_bytes=int(planned_stats[TOTAL_SIZE])),
         PartitionResult("db.events", f"dt={d1}", f"{loc}/dt={d1}", Status.FAILED, reason="boom")])}
     report = dag_tasks.refresh(settings, hms, planned, now=NOW + 60)
     merged, failed = (hms.parts["db.events"][f"dt={day}"].parameters for day in (KEY, d1))

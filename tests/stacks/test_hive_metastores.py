@@ -74,6 +74,23 @@ def hms(request, tmp_path_factory):
         stack.stop()
 
 
+@pytest.fixture(autouse=True)
+def jvm_clients_reach_this_metastore(hms, spark):
+    """In ``make test`` the module's Spark session is the suite's stack's, whose Hadoop
+    configuration names that stack's Metastore, which the job's JVM client prefers to the address
+    it is given (``jvm_hive_conf``): the setting is taken out while a test of this module runs,
+    once that session's own Hive client is made (it keeps the address it was made with)."""
+    spark.catalog.listDatabases()
+    conf = spark._jsc.hadoopConfiguration()
+    before = conf.get("hive.metastore.uris")
+    conf.unset("hive.metastore.uris")
+    try:
+        yield
+    finally:
+        if before is not None:
+            conf.set("hive.metastore.uris", before)
+
+
 def client(stack) -> hmsclient.HMSClient:
     return hmsclient.HMSClient(host="127.0.0.1", port=stack.port)
 
