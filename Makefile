@@ -44,7 +44,7 @@ JARS := $(patsubst scripts/maven/%/pom.xml,.state/jars/%/.fetched,$(POMS))
 .state/jars/%/.fetched: scripts/maven/%/pom.xml
 	@command -v mvn >/dev/null || { echo "error: mvn not found (Debian: apt-get install maven)"; exit 1; }
 	@rm -rf $(@D) && mkdir -p $(@D)
-	@mvn -q -B -Dstyle.color=never -f $< dependency:copy-dependencies -DoutputDirectory=$(abspath $(@D)) -Dmdep.includeScope=runtime \
+	@mvn -q -B -f $< dependency:copy-dependencies -DoutputDirectory=$(abspath $(@D)) -Dmdep.includeScope=runtime \
 	  || { echo "error: the jars of $< did not resolve (is Maven Central reachable?)"; exit 1; }
 	@touch $@
 jars: $(JARS)
