@@ -82,8 +82,9 @@ def render(results: list[dict], skipped: list[dict], deferred: list[dict]) -> st
                  f"{_size(s['bytes_before'])} -> {_size(s['bytes_after'])}, {s['rows_merged']} rows verified; "
                  f"{s['skipped']} skipped, {s['deferred']} deferred, {s['failed']} failed; "
                  f"{s['listed']} listed, {s['stale_statistics']} with statistics that disagreed with the disk")
-    if unlocked_note(s):
-        lines.append(unlocked_note(s))
+    unlocked = unlocked_note(s)
+    if unlocked:
+        lines.append(unlocked)
     return "\n".join(lines)
 
 
@@ -195,9 +196,10 @@ def note(results: list[dict], summary: dict, tables: dict[str, dict], dry_run: b
         would = [r for r in results if r["status"] == "would_merge"]
         summary = {**summary, **{k: sum(r[k] for r in would)
                                  for k in ("files_before", "files_after", "bytes_before", "bytes_after")}}
+    unlocked = unlocked_note(summary)
     return (f"{verb} {merged} of {summary['partitions_examined']} partition(s) "
             f"in {len(tables)} table(s): {summary['files_before']} -> {summary['files_after']} files, "
             f"{_size(summary['bytes_before'])} -> {_size(summary['bytes_after'])}; "
             f"{left} partition(s) with small files left; "
             f"{summary['skipped']} skipped, {summary['deferred']} deferred, {summary['failed']} failed"
-            + (f"; {unlocked_note(summary)}" if unlocked_note(summary) else ""))
+            + (f"; {unlocked}" if unlocked else ""))

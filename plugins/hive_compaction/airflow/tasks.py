@@ -297,10 +297,13 @@ def refresh(settings: config_mod.Settings, hms: Metastore, plan: dict, now: floa
         for name, rs in by_table.items():
             db, tbl = name.split(".", 1)
             table = hms.table(db, tbl)
-            current = {p.name: p for p in hms.partitions(table, names=[r.partition for r in rs])}
-            moved_on = [r for r in rs if r.partition in current and changed_since_planned(r, current[r.partition].parameters)]
-            updates = {r.partition: u for r in rs if r.partition in current and r not in moved_on
-                       and (u := statistics_update(r, current[r.partition].parameters, now))}
+            current = {p.name: p.parameters for p in hms.partitions(table, names=[r.partition for r in rs])}
+            moved_on, updates = [], {}
+            for r in (r for r in rs if r.partition in current):
+                if changed_since_planned(r, current[r.partition]):
+                    moved_on.append(r)
+                elif update := statistics_update(r, current[r.partition], now):
+                    updates[r.partition] = update
             written = hms.update_statistics(table, updates)
             stale = sum(1 for r in rs if r.stale_statistics)
             log.info("%s: statistics refreshed for %d partition(s) (%d had statistics that disagreed with the disk)",

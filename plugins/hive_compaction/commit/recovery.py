@@ -17,7 +17,7 @@ from hive_compaction.commit.work_area import WorkArea, journaled, purge_expired
 from hive_compaction.model.batch import PartitionTask
 from hive_compaction.model.results import FAILED_REASON_CHARS, PartitionResult, REASON_CHARS, Status
 from hive_compaction.storage.listing import data_files
-from hive_compaction.storage.metastore_client import CommitConflict, JobMetastore, LockLost, LocksUnavailable, LockTimeout
+from hive_compaction.storage.metastore_client import LOCK_FAILURES, CommitConflict, JobMetastore
 from hive_compaction.storage.paths import partition_id
 
 log = logging.getLogger(__name__)
@@ -87,11 +87,11 @@ def _recover_orphan(fs, area: WorkArea, pid: str, record: dict, owner: str, tabl
                 return result
             result.location = manifest["new_location"]
         files, _ = data_files(fs.list(result.location))
-    except (CommitHeld, InputsChanged, LockTimeout, LockLost, LocksUnavailable) as e:
+    except (CommitHeld, InputsChanged, *LOCK_FAILURES) as e:
         # Left mid-commit by a job this one may not replace, or a replay that stopped with files it
         # cannot account for: readers may miss rows, so never a success (the task fails, alerting).
         log.error("%s", e)
-        why = "a commit of it is unfinished: " if isinstance(e, (LockTimeout, LockLost, LocksUnavailable)) else ""
+        why = "a commit of it is unfinished: " if isinstance(e, LOCK_FAILURES) else ""
         result.status, result.reason, result.recovered = Status.FAILED, f"{why}{e}"[:FAILED_REASON_CHARS], False
         return result
     except CommitConflict as e:  # nothing of the commit had moved: the partition is as another writer left it

@@ -22,7 +22,7 @@ from hive_compaction.model.results import PartitionResult, Status
 from hive_compaction.storage import capabilities as storage, listing
 from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.listing import DataFile
-from hive_compaction.storage.metastore_client import CommitConflict, JobMetastore, LockLost, LocksUnavailable, LockTimeout
+from hive_compaction.storage.metastore_client import LOCK_FAILURES, CommitConflict, JobMetastore
 from hive_compaction.storage.paths import partition_id
 
 log = logging.getLogger(__name__)
@@ -76,11 +76,11 @@ class Preparer:
                     manifest = recover(self.fs, area, pid, self.owner, location=task.location, switch=lambda record:
                                        location_switch.recover_switch(self.fs, area, self.metastore, record,
                                                                       task.table_location))
-        except (CommitHeld, InputsChanged, LockTimeout, LockLost, LocksUnavailable) as e:
+        except (CommitHeld, InputsChanged, *LOCK_FAILURES) as e:
             # Left mid-commit (readers may miss rows), or a replay that stopped with files it cannot
             # account for: never a success; the task fails and says what is where.
             log.error("%s: %s", task.label, e)
-            why = "a commit of it is unfinished: " if isinstance(e, (LockTimeout, LockLost, LocksUnavailable)) else ""
+            why = "a commit of it is unfinished: " if isinstance(e, LOCK_FAILURES) else ""
             return PartitionResult(task.table_name, task.partition, task.location, Status.FAILED,
                                    reason=f"{why}{e}", listed=False, stats_files=task.num_files,
                                    stats_bytes=task.total_size)

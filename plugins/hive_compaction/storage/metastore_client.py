@@ -10,7 +10,7 @@ import threading
 
 # CommitConflict and LockTimeout: re-exported (the commit protocol takes them from here).
 from hive_compaction.storage.metastore_lock import (  # noqa: F401
-    CommitConflict, LockLost, LocksUnavailable, LockTimeout, MetastoreLocks)
+    LOCK_FAILURES, CommitConflict, LockLost, LocksUnavailable, LockTimeout, MetastoreLocks)
 
 
 def same_location(a: str | None, b: str | None) -> bool:

@@ -67,6 +67,10 @@ class LocksUnavailable(RuntimeError):
     nothing was moved."""
 
 
+# The lock's own failures, where a commit could not finish or undo: the partition is left mid-commit.
+LOCK_FAILURES = (LockTimeout, LockLost, LocksUnavailable)
+
+
 class HeldLock:
     """One granted lock, renewed by the heartbeat thread (``last_beat``); ``lost`` says why it is
     no longer held, once it is not."""
@@ -130,11 +134,12 @@ class MetastoreLocks:
         if self._locks_served is False and not required:
             yield None
             return
-        lock_id = self._acquire(table, partition, wait_seconds, required)
+        label = f"{table}/{partition}" if partition else table
+        lock_id = self._acquire(table, partition, label, wait_seconds, required)
         if lock_id is None:
             yield None
             return
-        held = HeldLock(lock_id, f"{table}/{partition}" if partition else table)
+        held = HeldLock(lock_id, label)
         self._hold(held)
         token = _held_here.set(held)
         try:
@@ -144,7 +149,7 @@ class MetastoreLocks:
             self._let_go(held)
             self._release(lock_id, table, partition)
 
-    def _acquire(self, table: str, partition: str, wait_seconds: float, required: bool) -> int | None:
+    def _acquire(self, table: str, partition: str, label: str, wait_seconds: float, required: bool) -> int | None:
         """The lock's id once acquired; None where the Metastore serves no locks and none is
         ``required``."""
         api = self._api
@@ -158,7 +163,6 @@ class MetastoreLocks:
         component.setIsAcid(False)
         request = api.LockRequest([component], getpass.getuser(), socket.gethostname())
         request.setAgentInfo(AGENT)
-        label = f"{table}/{partition}" if partition else table
         response = None if self._locks_served else self._first_request(request, label, required)
         if response is None and self._locks_served is False:
             return None
