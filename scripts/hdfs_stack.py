@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from local_stack import await_start, site_properties, stop_group
 from suite_budget import record
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,16 +67,11 @@ class Hdfs:
         with open(self.state / "hdfs.log", "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.state,
                                          start_new_session=True, env=self._own_env())
-        while not details.exists() or not details.read_text().strip():
-            if self.proc.poll() is not None:
-                raise HdfsError(f"the MiniDFSCluster exited with code {self.proc.returncode}; see {self.state / 'hdfs.log'}")
-            if time.monotonic() - t0 > timeout:
-                self.stop()
-                raise HdfsError(f"the MiniDFSCluster did not start within {timeout:.0f}s; see {self.state / 'hdfs.log'}")
-            time.sleep(0.3)
+        await_start(self.proc, lambda: details.exists() and details.read_text().strip(), t0, timeout,
+                    "MiniDFSCluster", self.state / "hdfs.log", HdfsError, self.stop)
         time.sleep(0.2)  # the configuration is written just before the details
         self.port = int(json.loads(details.read_text())["namenode_port"])
-        self.conf = {p.findtext("name"): p.findtext("value") for p in ET.parse(written).getroot().iter("property")}
+        self.conf = site_properties(written)
         self.started_seconds = time.monotonic() - t0
         record("HDFS MiniDFSCluster (Maven)", self.started_seconds)
 
@@ -87,14 +81,7 @@ class Hdfs:
         return {k: v for k, v in os.environ.items() if k != "HADOOP_USER_NAME"}
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
+        stop_group(self.proc)
 
     # --- WebHDFS ----------------------------------------------------------------------------
     def webhdfs(self, method: str, path: str, op: str, user: str, **params) -> dict:

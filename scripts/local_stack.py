@@ -74,6 +74,38 @@ CORE_SITE = """<?xml version="1.0"?>
 """
 
 
+def await_start(proc: subprocess.Popen, ready, since: float, timeout: float, what: str, log: Path, error,
+                stop) -> None:
+    """Poll ``ready()`` until it holds; ``error`` if the server ``proc`` exits first, or once
+    ``timeout`` seconds have passed ``since`` (the server is then ``stop()``-ped)."""
+    while not ready():
+        if proc.poll() is not None:
+            raise error(f"the {what} exited with code {proc.returncode}; see {log}")
+        if time.monotonic() - since > timeout:
+            stop()
+            raise error(f"the {what} did not start within {timeout:.0f}s; see {log}")
+        time.sleep(0.3)
+
+
+def stop_group(proc: subprocess.Popen | None) -> None:
+    """Stop a server started in a session of its own (``start_new_session``): SIGTERM to its
+    process group, SIGKILL if it is still there 20 s later."""
+    if proc is None or proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+
+def site_properties(path: Path) -> dict[str, str]:
+    """The properties of a Hadoop configuration file (``*-site.xml``)."""
+    import xml.etree.ElementTree as ET
+    return {p.findtext("name"): p.findtext("value") for p in ET.parse(path).getroot().iter("property")}
+
+
 class StackError(RuntimeError):
     pass
 

@@ -6,13 +6,11 @@ spark-submit: the cluster's own yarn-site.xml and a core-site.xml naming the HDF
 """
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import time
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from local_stack import await_start, site_properties, stop_group
 from suite_budget import record
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,14 +61,9 @@ class Yarn:
                "-cp", f"{classes}:{JARS}/*", "MiniYarn", str(site), *(f"{k}={v}" for k, v in settings.items())]
         with open(self.state / "yarn.log", "ab") as log:  # (its work folders go in the current folder)
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.state, start_new_session=True)
-        while not site.exists():
-            if self.proc.poll() is not None:
-                raise YarnError(f"the MiniYARNCluster exited with code {self.proc.returncode}; see {self.state / 'yarn.log'}")
-            if time.monotonic() - t0 > timeout:
-                self.stop()
-                raise YarnError(f"the MiniYARNCluster did not start within {timeout:.0f}s; see {self.state / 'yarn.log'}")
-            time.sleep(0.3)
-        self.conf = {p.findtext("name"): p.findtext("value") for p in ET.parse(site).getroot().iter("property")}
+        await_start(self.proc, site.exists, t0, timeout, "MiniYARNCluster", self.state / "yarn.log", YarnError,
+                    self.stop)
+        self.conf = site_properties(site)
         (self.conf_dir / "core-site.xml").write_text(
             f'<?xml version="1.0"?>\n<configuration><property><name>fs.defaultFS</name><value>{self.default_fs}'
             '</value></property></configuration>\n')
@@ -78,11 +71,4 @@ class Yarn:
         record("YARN MiniYARNCluster (Maven)", self.started_seconds)
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
+        stop_group(self.proc)
