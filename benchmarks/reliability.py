@@ -38,6 +38,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "scripts"),
 from harness import ROOT, Stack  # noqa: E402
 from hive_compaction.storage.paths import run_tag  # noqa: E402
 from fault_hooks import FAIL_AT_CALL_ENV, KILL_AT_CALL_ENV, KILL_POINTS, SWITCH_POINTS  # noqa: E402
+from metastore_proxy import MetastoreProxy  # noqa: E402
 
 
 def statistics_wrong(part: dict, rows: int) -> str | None:
@@ -156,7 +157,13 @@ JOB_ACTORS = ("rival", "retry", "rollback", "purge")
 WRITERS = ("add", "insert_reuse", "overwrite", "overwrite_new", "drop")
 # "steal": the paused job's Metastore lock released by someone else (as a job that took it for a
 # dead one's would), the job then paused past its next heartbeat.
-ADVERSARIES = WRITERS + ("steal",) + JOB_ACTORS
+# The Metastore's faults, as the paused job sees them through a proxy (scripts/metastore_proxy.py):
+# "hang", nothing gets through while the same run's retry runs (the retry finds the lock silent,
+# takes it for a dead job's and takes the partition over: an Airflow retry beside a live zombie
+# attempt); "restart", every connection cut and new ones refused for RESTART_SECONDS.
+METASTORE_FAULTS = ("hang", "restart")
+RESTART_SECONDS = 3
+ADVERSARIES = WRITERS + ("steal",) + METASTORE_FAULTS + JOB_ACTORS
 # With commit_mode location_switch, also a reader that lists at the step and reads after the run:
 # it must get exactly the rows before (or after; here they are the same rows).
 SWITCH_ADVERSARIES = ADVERSARIES + ("read",)
@@ -202,7 +209,7 @@ def call_sample(commit_mode: str, rng: random.Random, prefix: str = CALL) -> tup
 
 
 def covering_sample(points, actors, rng: random.Random, allowed=lambda point, actor: True,
-                    fillers=WRITERS + ("steal", "read")) -> list[tuple[str, str]]:
+                    fillers=WRITERS + ("steal", "restart", "read")) -> list[tuple[str, str]]:
     """A random list of (step, actor) cases, as short as can be, in which every step and every
     actor appears at least once, and every pair is ``allowed``: each actor (the most restricted
     first) at a step not yet covered where it may act, then each step left with an actor drawn
@@ -260,8 +267,12 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
     cases = {(point, adv): (f"{adv}_{_tag(point)}", formats[k % 2]) for k, (point, adv) in enumerate(cases)}
     # Merge jobs that pause their cases, each with at most JOB_ACTORS_PER_JOB job actors (each a
     # spark-submit run inside the paused job, one after another), each a run of its own.
+    # The cases of the Metastore's faults pause a job of their own, which alone talks to the proxy.
     run_of, job, in_job = {}, 0, 0
     for key in cases:
+        if key[1] in METASTORE_FAULTS:
+            run_of[key] = "adv-run-metastore"
+            continue
         if key[1] in JOB_ACTORS:
             if in_job == JOB_ACTORS_PER_JOB:
                 job, in_job = job + 1, 0
@@ -269,12 +280,27 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
         run_of[key] = f"adv-run-{job}"
     mode = {"commit_mode": commit_mode}
     readers: dict[str, Path] = {}
-    expected, actions, figures = {}, {}, {"cases": 0, "rows_checked": 0, "rows_lost": 0, "rows_duplicated": 0,
+    expected, figures = {}, {"cases": 0, "rows_checked": 0, "rows_lost": 0, "rows_duplicated": 0,
                                           "folders_recreated": 0, "msck_changed": 0, "journals_left": 0, "statistics_wrong": 0,
                                           "not_reached": 0, "failed_reported": 0, "false_successes": 0,
                                           "problems": [],
                                           "matrix": {point: {} for point in points}}  # rows in step order
     log_path = work / "adversaries.log"
+    proxy = MetastoreProxy(stack.port).start() if any(a in METASTORE_FAULTS for _, a in cases) else None
+    try:
+        status = _pause_and_act(stack, work, cases, run_of, mode, readers, expected, proxy, db, dt, rows, log_path)
+    finally:
+        if proxy:
+            proxy.stop()
+    return _check_cases(stack, work, cases, run_of, mode, readers, expected, status, figures, points, adversaries,
+                        skip, commit_mode, db, dt, log_path)
+
+
+def _pause_and_act(stack: Stack, work: Path, cases: dict, run_of: dict, mode: dict, readers: dict, expected: dict,
+                   proxy, db: str, dt: str, rows: int, log_path: Path) -> dict:
+    """Each case's table, and its actor's action at its step; then each run's job, paused at its
+    cases' steps while their actors act. What the jobs reported, by table."""
+    actions = {}
     for (point, adv), (table, fmt) in cases.items():
         run_id = run_of[(point, adv)]
         stack.make_table(db, table, fmt, [dt], files=4, rows=rows)
@@ -311,6 +337,15 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
             actions[str(folder)] = {"action": "read", "db": db, "table": table, "partition": f"dt={dt}",
                                     "out": str(readers[table])}
             expected[table] = before
+        elif adv == "restart":
+            actions[str(folder)] = {"action": "metastore", "fault": "restart", "seconds": RESTART_SECONDS,
+                                    "control": proxy.control_port}
+            expected[table] = before
+        elif adv == "hang":
+            retry = stack.plan_batches(cfg, run_id=run_id)
+            actions[str(folder)] = {"action": "metastore", "fault": "hang", "control": proxy.control_port,
+                                    "argv": stack.spark_submit_cmd(retry["spark_args"][0]["application_args"][1])}
+            expected[table] = before
         else:
             rival = stack.plan_batches(cfg, run_id=run_id if adv == "retry" else f"rival-{table}")
             argv = stack.spark_submit_cmd(rival["spark_args"][0]["application_args"][1])
@@ -330,8 +365,9 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
         cfg = stack.write_config(work / f"{run_id}.yaml", [{"name": f"{db}.{t}", "trash_retention_days": 1, **mode}
                                                            for _, t in mine])
         steps = ";".join(f"{point}:{db}.{table}/" for (point, _), table in mine)
+        through = {"spark.hadoop.hive.metastore.uris": proxy.uris} if proxy and run_id == "adv-run-metastore" else {}
         for spark_args in stack.plan_batches(cfg, run_id=run_id)["spark_args"]:
-            stack.spark_submit(spark_args["application_args"][1], config_path=cfg,
+            stack.spark_submit(spark_args["application_args"][1], config_path=cfg, conf=through,
                                HIVE_COMPACTION_TEST_HOOK_AT=steps,
                                HIVE_COMPACTION_TEST_HOOK_CMD=f"{shlex.quote(sys.executable)} {ROOT / 'scripts' / 'adversaries.py'}",
                                HIVE_COMPACTION_ADVERSARIES=json.dumps(actions),
@@ -339,6 +375,13 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
         # What the paused job said of each partition: a writer it cannot tell from an overwrite
         # fails the partition, saying what is where (issue 29), and is never a success.
         status.update({r["table"].split(".", 1)[1]: r for r in stack.results(cfg, run_id)})
+    return status
+
+
+def _check_cases(stack: Stack, work: Path, cases: dict, run_of: dict, mode: dict, readers: dict, expected: dict,
+                 status: dict, figures: dict, points, adversaries, skip, commit_mode: str, db: str, dt: str,
+                 log_path: Path) -> dict:
+    """One DAG run of the date, then every case's rows, statistics, folders and journals checked."""
     acted = Counter(json.loads(line)["folder"] for line in log_path.read_text().splitlines()) \
         if log_path.exists() else Counter()
     warehouse = Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db"

@@ -310,8 +310,8 @@ def _wrap_metastore(cls) -> dict:
         _begin_commit(self, table, partition)
         return originals["lock"](self, table, partition, wait_seconds, required)
 
-    def switch(self, table, values, old, new, parameters):
-        switched = originals["switch"](self, table, values, old, new, parameters)
+    def switch(self, table, values, old, new, parameters, *more):
+        switched = originals["switch"](self, table, values, old, new, parameters, *more)
         if switched:
             _step("switched", f"{_now.label} {table} {old} {new}", _path(old))
         return switched

@@ -104,6 +104,8 @@ class Finisher:
                   "new_location": location_switch.new_folder(task.table_location, task.partition, self.run,
                                                              self.attempt),
                   "files": [f.identity() for f in work.files],
+                  # compared with the partition's when it is switched (read under the lock)
+                  "descriptor": self.metastore.descriptor(task.table_name, list(task.values)),
                   "copies": [f.name for f in work.files if f.name not in merged],
                   "rows": partition_rows(self.spark, fmt, work.files, old_footers)}
         hold(self.fs, work.area, record)
