@@ -190,8 +190,9 @@ ADVERSARY_POINTS = KILL_POINTS[:4] + ("outputs_moving",) + KILL_POINTS[4:]
 
 # Storage operations one commit of the matrices' partitions makes (counted by the every-call
 # sweeps: in place 26 since the journal records the partition's listing, 2026-11-26; a location
-# switch 15). A sampled "call:<n>" past a commit's last is reported as such.
-COMMIT_CALLS = {"in_place": 26, "location_switch": 15}
+# switch 16 since it lists the old folder again after the switch for late files, 2026-11-26). A
+# sampled "call:<n>" past a commit's last is reported as such.
+COMMIT_CALLS = {"in_place": 26, "location_switch": 16}
 SEED_ENV = "SUITE_MATRIX_SEED"
 
 
@@ -491,6 +492,19 @@ def print_matrix(figures: dict) -> None:
                                         for c in cells))
 
 
+def _actors(ap, named: str, switch: bool, every_call: bool) -> tuple[str, ...]:
+    """The actors ``--actors`` names: a storage call's position may lie past a switch's commit
+    point, where writers by path are that mode's documented limit."""
+    everyone = SWITCH_ADVERSARIES if switch else ADVERSARIES
+    actors = {"writers": WRITERS,
+              "all": tuple(a for a in everyone if not (switch and every_call and a in WRITERS))}.get(named) \
+        or tuple(named.split(","))
+    unknown = set(actors) - set(everyone)
+    if unknown:
+        ap.error(f"--actors: unknown actor(s) {sorted(unknown)}; choose from {everyone}")
+    return actors
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--formats", nargs="+", default=["ORC", "PARQUET"])
@@ -505,10 +519,11 @@ def main() -> int:
                     help="with --every-call: that storage call fails instead of a kill")
     ap.add_argument("--adversaries", action="store_true",
                     help="instead of kills: other actors at every commit step (adversary_matrix)")
-    ap.add_argument("--actors", default="writers",
-                    help="with --adversaries --every-call: 'writers' (the writers and DROP PARTITION, fast), "
-                         "'all' (the jobs too: a spark-submit each, about 40 s per storage call) or names, "
-                         f"comma-separated, of {','.join(SWITCH_ADVERSARIES)}")
+    ap.add_argument("--actors", default=None,
+                    help="with --adversaries: 'writers' (the writers and DROP PARTITION, fast; the default with "
+                         "--every-call), 'all' (the jobs too: a spark-submit each, about 40 s per storage call; "
+                         "the default at the named steps) or names, comma-separated, of "
+                         f"{','.join(SWITCH_ADVERSARIES)}")
     ap.add_argument("--commit-mode", choices=["in_place", "location_switch"], default="in_place",
                     help="with --adversaries: the tables' commit_mode (location_switch adds a reader)")
     args = ap.parse_args()
@@ -516,22 +531,17 @@ def main() -> int:
         stack = Stack(Path(tmp))
         stack.start()
         try:
+            switch = args.commit_mode == "location_switch"
             if args.adversaries and args.every_call:
                 # Before each storage operation of the commit. A location switch's writers by path and
                 # DROP PARTITION after its commit point are that mode's documented limits: its sweep
                 # has the jobs and the reader.
-                named = {"writers": WRITERS,
-                         "all": ADVERSARIES if args.commit_mode == "in_place" else JOB_ACTORS + ("steal", "read")}
-                actors = named.get(args.actors) or tuple(args.actors.split(","))
-                unknown = set(actors) - set(SWITCH_ADVERSARIES)
-                if unknown:
-                    ap.error(f"--actors: unknown actor(s) {sorted(unknown)}; choose from {SWITCH_ADVERSARIES}")
+                actors = _actors(ap, args.actors or "writers", switch, every_call=True)
                 f = adversary_matrix(stack, Path(tmp), [f"{CALL}{n}" for n in range(1, args.every_call + 1)],
                                      actors, args.rows, commit_mode=args.commit_mode)
             elif args.adversaries:
-                switch = args.commit_mode == "location_switch"
                 f = adversary_matrix(stack, Path(tmp), SWITCH_POINTS if switch else ADVERSARY_POINTS,
-                                     SWITCH_ADVERSARIES if switch else ADVERSARIES, args.rows,
+                                     _actors(ap, args.actors or "all", switch, every_call=False), args.rows,
                                      commit_mode=args.commit_mode)
             elif args.every_call:
                 prefix = FAIL if args.storage_errors else CALL
