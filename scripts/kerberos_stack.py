@@ -131,13 +131,63 @@ class KerberosMetastore(Metastore):
         self.hive_conf.update({"hive.metastore.sasl.enabled": "true", "hive.metastore.kerberos.principal": SERVICE,
                                "hive.metastore.kerberos.keytab.file": str(keytab)})
         self.hadoop_conf["hadoop.security.authentication"] = "kerberos"
-        self.jvm_options.append(realm.java_options)
+        # Its log (and the audit lines naming each call's Kerberos user) in its own folder, not
+        # in the machine's shared /tmp/<user>/hive.log.
+        self.jvm_options += [realm.java_options, f"-Dhive.log.dir={self.state}"]
         self.describe = "Hive Metastore 2.3 with Kerberos (SASL)"
 
     @property
     def uri(self) -> str:
         return f"thrift://localhost:{self.port}"  # the host its service principal names
 
+    @property
+    def audit_log(self) -> Path:
+        """Its log: ``HiveMetaStore.audit: ugi=<user>@REALM ... cmd=<call>`` per call."""
+        return self.state / "hive.log"
+
     def ready(self) -> bool:
         # A Thrift call without SASL is refused by design: listening is the sign here.
         return port_in_use(self.port)
+
+
+class KerberosStack:
+    """A realm, a SASL Metastore, a user with a ticket (``user``: what an Airflow worker's
+    ``airflow kerberos`` or kinit gives it) and a job principal with a keytab (``job_principal``,
+    ``job_keytab``: what the merge tasks' spark-submit gets), all under ``state``."""
+
+    def __init__(self, state: Path):
+        self.state = Path(state).resolve()
+        self.realm = KerberosRealm(self.state / "realm")
+        self.metastore: KerberosMetastore | None = None
+        self.user = f"alice@{REALM}"
+        self.user_cache = f"FILE:{self.state}/alice.cc"
+        self.job_principal = f"compaction@{REALM}"
+        self.job_keytab = self.state / "compaction.keytab"
+        self.other_keytab = self.state / "other.keytab"  # another principal's: a wrong keytab for the job
+
+    @property
+    def port(self) -> int:
+        return self.metastore.port
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The realm's configuration and the user's ticket cache, for MIT's libraries."""
+        return {"KRB5_CONFIG": str(self.realm.krb5_conf), "KRB5CCNAME": self.user_cache}
+
+    def start(self) -> None:
+        self.realm.start()
+        try:
+            self.realm.add_principal(self.user, password="alice-password")
+            self.realm.kinit(self.user, Path(self.user_cache[len("FILE:"):]), password="alice-password")
+            self.realm.add_principal(self.job_principal, keytab=self.job_keytab)
+            self.realm.add_principal(f"other@{REALM}", keytab=self.other_keytab)
+            self.metastore = KerberosMetastore(self.realm, self.state / "hms")
+            self.metastore.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        if self.metastore is not None:
+            self.metastore.stop()
+        self.realm.stop()

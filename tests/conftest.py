@@ -68,6 +68,26 @@ def stack(tmp_path_factory):
         s.stop()
 
 
+@pytest.fixture(scope="session")
+def kerberos(tmp_path_factory):
+    """A real MIT KDC (realm EXAMPLE.COM), a Hive Metastore 2.3 that wants SASL (Kerberos), a user
+    with a ticket and a job principal with a keytab (``scripts/kerberos_stack.py``), started once
+    per test process for the Airflow side's client (test_metastore_client) and the Spark jobs
+    (tests/stacks/test_kerberos_job). A Metastore of its own: SASL is a setting of the whole
+    server. Skipped, saying why, without Debian's krb5-kdc, krb5-admin-server and krb5-user and
+    the ``kerberos`` module (pip; builds against libkrb5-dev)."""
+    from kerberos_stack import KerberosStack, missing
+    why = missing()
+    if why:
+        pytest.skip(f"no Kerberos test: {why}")
+    k = KerberosStack(tmp_path_factory.mktemp("kerberos"))
+    k.start()
+    try:
+        yield k
+    finally:
+        k.stop()
+
+
 @pytest.fixture
 def fault_injection():
     """The tests' fault injector (``scripts/fault_hooks.py``) around the storage and Metastore
