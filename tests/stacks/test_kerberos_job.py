@@ -1,0 +1,191 @@
+"""The Spark jobs against a Kerberos (SASL) Hive Metastore (issue 28: Kerberos on the Spark side).
+
+A real MIT KDC and the pyspark wheel's Hive Metastore 2.3 with ``hive.metastore.sasl.enabled``
+(conftest ``kerberos``, ``scripts/kerberos_stack.py``, shared with test_metastore_client). The
+Airflow side reaches it as a worker with a ticket does (``alice``, GSSAPI); the merge tasks get
+the job principal's keytab the way users give it (``spark_submit: principal, keytab``; the SASL
+settings in ``spark_conf``); the rollback job runs from a ticket cache. One DAG run with the
+wrong keytab (the merge task fails saying so, nothing changes), one with the right one (rows
+exact, statistics the disk's), then the rollback job. The Metastore's own audit log names the
+Kerberos user of every call: the jobs' calls are the job principal's.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from hmsclient import hmsclient
+from hmsclient.genthrift.hive_metastore import ttypes
+
+from hive_compaction.jobs import ROLLBACK_JOB
+
+pytestmark = pytest.mark.integration
+
+DB, TABLE = "kerberized", "events"
+DATES = ["2026-07-01", "2026-07-02"]
+FILES, ROWS = 4, 300
+ORC = ("org.apache.hadoop.hive.ql.io.orc.OrcInputFormat", "org.apache.hadoop.hive.ql.io.orc.OrcOutputFormat",
+       "org.apache.hadoop.hive.ql.io.orc.OrcSerde")
+COLUMNS = [("event_id", "bigint"), ("user_id", "string"), ("amount", "double")]
+
+
+@pytest.fixture
+def as_airflow_worker(kerberos, monkeypatch):
+    """This process as an Airflow worker with a ticket: the realm and alice's cache."""
+    for k, v in kerberos.env.items():
+        monkeypatch.setenv(k, v)
+
+
+def hook(kerberos):
+    from hive_compaction.airflow.metastore_hook import Metastore
+    return Metastore("localhost", kerberos.port, timeout_seconds=30, auth_mechanism="GSSAPI")
+
+
+def job_spark_conf(kerberos) -> dict[str, str]:
+    """What a user puts in spark_conf for a Kerberos Metastore when the cluster's core-site.xml
+    does not already say Kerberos (spark-submit then logs in from the keytab itself)."""
+    return {"spark.hadoop.hadoop.security.authentication": "kerberos",
+            "spark.hadoop.hive.metastore.sasl.enabled": "true",
+            "spark.hadoop.hive.metastore.kerberos.principal": "hive/_HOST@EXAMPLE.COM",
+            "spark.driver.extraJavaOptions": kerberos.realm.java_options}  # else /etc/krb5.conf
+
+
+def make_table(kerberos, spark) -> None:
+    """An external ORC table made through Thrift (GSSAPI), each partition's files written by Spark."""
+    location = f"{kerberos.metastore.warehouse}/{DB}.db/{TABLE}"
+
+    def sd(at: str) -> ttypes.StorageDescriptor:
+        return ttypes.StorageDescriptor(
+            cols=[ttypes.FieldSchema(n, t, "") for n, t in COLUMNS], location=at, inputFormat=ORC[0],
+            outputFormat=ORC[1], compressed=False, numBuckets=-1, bucketCols=[], sortCols=[], parameters={},
+            serdeInfo=ttypes.SerDeInfo(serializationLib=ORC[2], parameters={"serialization.format": "1"}))
+
+    for i, dt in enumerate(DATES):
+        (spark.range(ROWS).selectExpr(f"id + {i * 1_000_000} AS event_id", "concat('user-', id % 97) AS user_id",
+                                      "id * 1.5 AS amount")
+         .repartition(FILES).write.mode("overwrite").orc(f"{location}/dt={dt}"))
+    with hook(kerberos) as h:
+        c = h.get_conn()
+        c.create_database(ttypes.Database(name=DB, locationUri=f"{kerberos.metastore.warehouse}/{DB}.db",
+                                          parameters={}))
+        c.create_table(ttypes.Table(tableName=TABLE, dbName=DB, owner="tests", sd=sd(location),
+                                    parameters={"EXTERNAL": "TRUE"}, tableType="EXTERNAL_TABLE",
+                                    partitionKeys=[ttypes.FieldSchema("dt", "string", "")]))
+        c.add_partitions([ttypes.Partition(values=[dt], dbName=DB, tableName=TABLE, sd=sd(f"{location}/dt={dt}"),
+                                           parameters={}) for dt in DATES])
+
+
+def partitions(kerberos) -> dict[str, tuple[str, dict]]:
+    """Partition name -> (location, parameters), as the Metastore has them."""
+    with hook(kerberos) as h:
+        t = h.table(DB, TABLE)
+        return {p.name: (p.location, dict(p.parameters)) for p in h.partitions(t)}
+
+
+def files_of(location: str) -> dict[str, int]:
+    folder = Path(urlsplit(location).path)
+    return {f.name: f.stat().st_size for f in folder.iterdir() if f.is_file() and not f.name.startswith((".", "_"))}
+
+
+def state(kerberos, spark) -> dict[str, tuple]:
+    """Per partition: (rows, a digest of every row sorted, its data files), read from the
+    folder the Metastore names: a lost, changed or doubled row changes the digest."""
+    out = {}
+    for name, (location, _) in partitions(kerberos).items():
+        rows = sorted(repr(tuple(r)) for r in spark.read.orc(location).collect())
+        out[name] = (len(rows), hashlib.sha256("\n".join(rows).encode()).hexdigest(), files_of(location))
+    return out
+
+
+def audit(kerberos, since: int) -> list[str]:
+    """The Metastore's audit lines written after byte ``since`` of its log: ``ugi=<user> ... cmd=``."""
+    with open(kerberos.metastore.audit_log, "rb") as f:
+        f.seek(since)
+        return [line for line in f.read().decode(errors="replace").splitlines() if "HiveMetaStore.audit" in line]
+
+
+def test_the_metastore_wants_sasl(kerberos, as_airflow_worker):
+    """The real thing: a plain Thrift client is refused; a GSSAPI one (alice's ticket) answered,
+    and the Metastore's log names alice as the caller."""
+    with pytest.raises(Exception):  # the server closes a connection that does not start with SASL
+        with hmsclient.HMSClient(host="localhost", port=kerberos.port) as c:
+            c.get_all_databases()
+    mark = kerberos.metastore.audit_log.stat().st_size
+    with hook(kerberos) as h:
+        assert "default" in h.get_conn().get_all_databases()
+    assert any(f"ugi={kerberos.user}" in line and "get_all_databases" in line for line in audit(kerberos, mark))
+
+
+def test_kerberos_job(kerberos, as_airflow_worker, stack, spark, tmp_path):
+    """The merge job with a wrong keytab fails saying so and changes nothing; with the job
+    principal's keytab the DAG merges (rows exact, statistics refreshed) and every call of the
+    job reaches the Metastore as that principal; the rollback job, from a ticket cache, puts the
+    original files back."""
+    make_table(kerberos, spark)
+    before = state(kerberos, spark)
+    assert all(len(files) == FILES for _, _, files in before.values()) and len(before) == len(DATES)
+    conn = json.dumps({"conn_type": "generic", "host": "localhost", "port": kerberos.port,
+                       "extra": {"auth_mechanism": "GSSAPI"}})
+    env = {"AIRFLOW_CONN_HIVE_METASTORE": conn, **kerberos.env}
+
+    def config(keytab: Path, name: str) -> Path:
+        return stack.write_config(tmp_path / name, [{"name": f"{DB}.{TABLE}"}],
+                                  spark_submit={"principal": kerberos.job_principal, "keytab": str(keytab)},
+                                  spark_conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
+                                              **job_spark_conf(kerberos)})
+
+    t0 = time.monotonic()
+    wrong = stack.run_dag(config(kerberos.other_keytab, "wrong.yaml"), **env)
+    assert wrong.state == "failed", wrong.log[-6000:]
+    said = (f"Kerberos login failed for principal {kerberos.job_principal} with keytab {kerberos.other_keytab}")
+    assert said in wrong.log and "the keytab holds no key for this principal" in wrong.log, wrong.log[-6000:]
+    assert "TTransportException" not in wrong.log and "GSS initiate failed" not in wrong.log
+    assert "Reason: the Spark driver's Kerberos login failed" in wrong.log  # the failure alert
+    assert state(kerberos, spark) == before  # the job stopped before touching anything
+    print(f"\nwrong keytab: the DAG run failed in {time.monotonic() - t0:.1f}s")
+
+    mark = kerberos.metastore.audit_log.stat().st_size
+    t0 = time.monotonic()
+    cfg = config(kerberos.job_keytab, "c.yaml")
+    run = stack.run_dag(cfg, **env)
+    assert run.state == "success", run.log[-6000:]
+    print(f"keytab: the DAG run succeeded in {time.monotonic() - t0:.1f}s")
+    assert f"logged in to Kerberos as {kerberos.job_principal} for the SASL Metastore" in run.log
+    after = state(kerberos, spark)
+    for name, (rows, digest, files) in after.items():
+        assert (rows, digest) == before[name][:2], name
+        assert len(files) == 1, (name, files)
+        params = partitions(kerberos)[name][1]
+        assert (params.get("numFiles"), params.get("totalSize")) == ("1", str(sum(files.values()))), (name, params)
+    calls = audit(kerberos, mark)
+    by_job = [line for line in calls if f"ugi={kerberos.job_principal}" in line]
+    # The job's own calls (partition reads, the commit's lock, the results table) as the job
+    # principal; the plan and refresh as the worker's user.
+    assert any("cmd=get_partition" in line for line in by_job), calls[-40:]
+    assert any(f"ugi={kerberos.user}" in line for line in calls)
+
+    rollback_from_a_ticket_cache(kerberos, stack, spark, cfg, run.run_id, before, tmp_path)
+
+
+def rollback_from_a_ticket_cache(kerberos, stack, spark, cfg: Path, run_id: str, before: dict, tmp_path) -> None:
+    """The rollback job with no keytab, from the job principal's ticket cache (kinit -kt, what
+    ``airflow kerberos`` keeps fresh): the original files and rows are back."""
+    cache = kerberos.realm.kinit(kerberos.job_principal, tmp_path / "job.cc", keytab=kerberos.job_keytab)
+    cmd = ["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false",
+           *[a for k, v in job_spark_conf(kerberos).items() for a in ("--conf", f"{k}={v}")],
+           str(ROLLBACK_JOB), "--table", f"{DB}.{TABLE}", "--run", run_id, "--metastore", kerberos.metastore.uri]
+    mark = kerberos.metastore.audit_log.stat().st_size
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, env=stack.env(cfg, **{**kerberos.env, "KRB5CCNAME": cache}), capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    print(f"ticket cache: the rollback job ran in {time.monotonic() - t0:.1f}s")
+    assert f"logged in to Kerberos as {kerberos.job_principal}" in p.stdout + p.stderr
+    assert {n: (rows, digest, files) for n, (rows, digest, files) in state(kerberos, spark).items()} == before
+    assert any(f"ugi={kerberos.job_principal}" in line and "alter_partition" in line
+               for line in audit(kerberos, mark)), audit(kerberos, mark)[-40:]
