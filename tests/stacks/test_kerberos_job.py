@@ -4,7 +4,8 @@ A real MIT KDC and the pyspark wheel's Hive Metastore 2.3 with ``hive.metastore.
 (conftest ``kerberos``, ``scripts/kerberos_stack.py``, shared with test_metastore_client). The
 Airflow side reaches it as a worker with a ticket does (``alice``, GSSAPI); the merge tasks get
 the job principal's keytab the way users give it (``spark_submit: principal, keytab``; the SASL
-settings in ``spark_conf``); the rollback job runs from a ticket cache. One DAG run with the
+settings in ``spark_conf``); the rollback DAG's job runs from the worker's ticket cache
+(``use_krb5ccache``). One DAG run with the
 wrong keytab (the merge task fails saying so, nothing changes), one with the right one (rows
 exact, statistics the disk's), then the rollback job. The Metastore's own audit log names the
 Kerberos user of every call: the jobs' calls are the job principal's.
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -21,8 +21,6 @@ from urllib.parse import urlsplit
 import pytest
 from hmsclient import hmsclient
 from hmsclient.genthrift.hive_metastore import ttypes
-
-from hive_compaction.jobs import ROLLBACK_JOB
 
 pytestmark = pytest.mark.integration
 
@@ -169,23 +167,26 @@ def test_kerberos_job(kerberos, as_airflow_worker, stack, spark, tmp_path):
     assert any("cmd=get_partition" in line for line in by_job), calls[-40:]
     assert any(f"ugi={kerberos.user}" in line for line in calls)
 
-    rollback_from_a_ticket_cache(kerberos, stack, spark, cfg, run.run_id, before, tmp_path)
+    rollback_from_the_ticket_cache(kerberos, stack, spark, env, run.run_id, before, tmp_path)
 
 
-def rollback_from_a_ticket_cache(kerberos, stack, spark, cfg: Path, run_id: str, before: dict, tmp_path) -> None:
-    """The rollback job with no keytab, from the job principal's ticket cache (kinit -kt, what
-    ``airflow kerberos`` keeps fresh): the original files and rows are back."""
-    cache = kerberos.realm.kinit(kerberos.job_principal, tmp_path / "job.cc", keytab=kerberos.job_keytab)
-    cmd = ["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false",
-           *[a for k, v in job_spark_conf(kerberos).items() for a in ("--conf", f"{k}={v}")],
-           str(ROLLBACK_JOB), "--table", f"{DB}.{TABLE}", "--run", run_id, "--metastore", kerberos.metastore.uri]
+def rollback_from_the_ticket_cache(kerberos, stack, spark, env: dict, run_id: str, before: dict, tmp_path) -> None:
+    """The rollback DAG with ``use_krb5ccache`` and no keytab: its job logs in from the worker's
+    ticket cache (KRB5CCNAME, what ``airflow kerberos`` keeps fresh) and puts the original files
+    and statistics back."""
+    cfg = stack.write_config(tmp_path / "ccache.yaml", [{"name": f"{DB}.{TABLE}"}],
+                             spark_submit={"use_krb5ccache": True},
+                             spark_conf={"spark.ui.enabled": "false", **job_spark_conf(kerberos)})
     mark = kerberos.metastore.audit_log.stat().st_size
     t0 = time.monotonic()
-    p = subprocess.run(cmd, env=stack.env(cfg, **{**kerberos.env, "KRB5CCNAME": cache}), capture_output=True,
-                       text=True, timeout=600)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    print(f"ticket cache: the rollback job ran in {time.monotonic() - t0:.1f}s")
-    assert f"logged in to Kerberos as {kerberos.job_principal}" in p.stdout + p.stderr
-    assert {n: (rows, digest, files) for n, (rows, digest, files) in state(kerberos, spark).items()} == before
-    assert any(f"ugi={kerberos.job_principal}" in line and "alter_partition" in line
+    out = stack.run_dag(cfg, {"table": f"{DB}.{TABLE}", "run": run_id}, dag_id="hive_compaction_rollback", **env)
+    assert out.state == "success", out.log[-6000:]
+    print(f"ticket cache: the rollback DAG ran in {time.monotonic() - t0:.1f}s")
+    assert "spark.kerberos.renewal.credentials=ccache" in out.log
+    assert "--keytab" not in out.log and "--principal" not in out.log
+    assert f"logged in to Kerberos as {kerberos.user} for the SASL Metastore" in out.log, out.log[-6000:]
+    assert state(kerberos, spark) == before
+    for name, (_, params) in partitions(kerberos).items():
+        assert params.get("numFiles") == str(FILES), (name, params)
+    assert any(f"ugi={kerberos.user}" in line and "alter_partition" in line
                for line in audit(kerberos, mark)), audit(kerberos, mark)[-40:]
