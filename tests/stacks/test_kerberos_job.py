@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -21,6 +22,8 @@ from urllib.parse import urlsplit
 import pytest
 from hmsclient import hmsclient
 from hmsclient.genthrift.hive_metastore import ttypes
+
+from hive_compaction.jobs import ROLLBACK_JOB
 
 pytestmark = pytest.mark.integration
 
@@ -192,3 +195,40 @@ def rollback_from_the_ticket_cache(kerberos, stack, spark, env: dict, run_id: st
         assert params.get("numFiles") == str(FILES), (name, params)
     assert any(f"ugi={kerberos.user}" in line and "alter_partition" in line
                for line in audit(kerberos, mark)), audit(kerberos, mark)[-40:]
+
+
+@pytest.mark.stacks_only
+def test_with_kerberos_in_core_site_spark_submit_logs_in_itself(kerberos, stack, tmp_path):
+    """The cluster's way: ``hadoop.security.authentication=kerberos`` in ``core-site.xml``
+    (HADOOP_CONF_DIR), only the Metastore's SASL settings in Spark's. spark-submit logs in from
+    the keytab itself and the job goes on as that principal; a wrong keytab is refused by
+    spark-submit, naming principal and keytab, before the job runs. (The rollback job, asked for
+    a table that is not there: one Metastore call, the table's lookup.)"""
+    conf_dir = tmp_path / "hadoop-conf"
+    conf_dir.mkdir()
+    (conf_dir / "core-site.xml").write_text(
+        '<?xml version="1.0"?>\n<configuration><property><name>hadoop.security.authentication</name>'
+        "<value>kerberos</value></property></configuration>\n")
+    spark_conf = {k: v for k, v in job_spark_conf(kerberos).items() if "security.authentication" not in k}
+
+    def rollback(keytab: Path) -> subprocess.CompletedProcess:
+        cmd = ["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false",
+               "--principal", kerberos.job_principal, "--keytab", str(keytab),
+               *[a for k, v in spark_conf.items() for a in ("--conf", f"{k}={v}")],
+               str(ROLLBACK_JOB), "--table", "kerberized.not_there", "--run", "r", "--metastore",
+               kerberos.metastore.uri]
+        return subprocess.run(cmd, env=stack.env(HADOOP_CONF_DIR=str(conf_dir), **kerberos.env),
+                              capture_output=True, text=True, timeout=600)
+
+    mark = kerberos.metastore.audit_log.stat().st_size
+    p = rollback(kerberos.job_keytab)
+    out = p.stdout + p.stderr
+    assert p.returncode == 1 and "the Metastore has no table kerberized.not_there" in out, out[-3000:]
+    assert f"logged in to Kerberos as {kerberos.job_principal} for the SASL Metastore" in out
+    assert any(f"ugi={kerberos.job_principal}" in line and "get_table" in line for line in audit(kerberos, mark))
+
+    p = rollback(kerberos.other_keytab)
+    assert p.returncode == 1
+    assert (f"failure to login: for principal: {kerberos.job_principal} from keytab {kerberos.other_keytab}"
+            in p.stderr), p.stderr[-3000:]
+    assert "logged in to Kerberos" not in p.stdout + p.stderr
