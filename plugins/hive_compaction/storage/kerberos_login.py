@@ -45,8 +45,8 @@ def login(spark) -> str | None:
     if not conf.getBoolean("hive.metastore.sasl.enabled", False):
         return None
     ugi = jvm.org.apache.hadoop.security.UserGroupInformation
-    if ugi.getCurrentUser().hasKerberosCredentials():  # spark-submit logged in (or the cluster's AM)
-        return str(ugi.getCurrentUser().getUserName())
+    if ugi.getCurrentUser().hasKerberosCredentials() or _metastore_token(jvm, conf):
+        return str(ugi.getCurrentUser().getUserName())  # spark-submit logged in, or the cluster's AM
     principal = spark.conf.get("spark.kerberos.principal", None)
     keytab = spark.conf.get("spark.kerberos.keytab", None)
     source = (f"principal {principal} with keytab {keytab} (spark-submit --principal/--keytab: the "
@@ -72,6 +72,14 @@ def login(spark) -> str | None:
                                   "Airflow's `airflow kerberos`), or give the job a principal and keytab "
                                   "(spark_submit: principal, keytab)")
     return str(user.getUserName())
+
+
+def _metastore_token(jvm, conf) -> bool:
+    """Whether the driver holds a Metastore delegation token that Hive's client picks (as its
+    ``open`` does: by ``hive.metastore.token.signature``), e.g. one a YARN driver was given at
+    submission: the client then authenticates with it (SASL DIGEST) and needs no login."""
+    signature = conf.get("hive.metastore.token.signature") or ""
+    return jvm.org.apache.hadoop.hive.shims.Utils.getTokenStrForm(signature) is not None
 
 
 def logged_in(spark) -> bool:
