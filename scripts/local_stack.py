@@ -211,7 +211,8 @@ class Metastore:
         extra = _properties(self.hadoop_conf)
         (conf / "core-site.xml").write_text(CORE_SITE.format(state=self.state, mount=VIEWFS_MOUNT, extra=extra))
         (self.state / "viewfs-data").mkdir(exist_ok=True)
-        cmd = ["java", "-Xmx1g", *self.jvm_options, "-Dlog4j2.contextSelector=org.apache.logging.log4j.core.selector.BasicContextSelector",
+        cmd = ["java", "-Xmx1g", *self.jvm_options,
+               "-Dlog4j2.contextSelector=org.apache.logging.log4j.core.selector.BasicContextSelector",
                f"-Dderby.system.home={self.state}",
                "-cp", ":".join([str(conf), f"{spark_jars()}/*", *([str(self.jdbc_jar)] if self.jdbc_jar else []),
                                 *map(str, self.extra_classpath)]),
