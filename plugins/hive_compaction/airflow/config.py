@@ -40,6 +40,11 @@ class ConfigError(ValueError):
     """A configuration value is missing or wrong; the message names where."""
 
 
+# The first retry of a task waits this long, then each one twice as long (Airflow's exponential
+# backoff, which adds up to as much again): how long a partition whose merge job died mid-commit
+# waits for the retry that finishes its commit (report.reader_gap_note).
+MERGE_RETRY_DELAY_SECONDS = 60
+
 @dataclass(frozen=True)
 class TablePolicy:
     target_file_size: int = 128 * 1024**2
@@ -216,7 +221,7 @@ class Settings:
     pool: str = "default_pool"
     pool_slots: int | None = None  # the slots the pool should have (documentation and airflow-init)
     max_merges_per_run: int | None = None  # merge tasks of one run at once (max_active_tis_per_dagrun)
-    retries: int = 2
+    retries: int = 2  # each task's, the merges' with MERGE_RETRY_DELAY_SECONDS, doubling
     alerts: tuple[AlertSpec, ...] = ()
     fan_out: FanOut = field(default_factory=FanOut)
     spark_conf: dict[str, str] = field(default_factory=dict)

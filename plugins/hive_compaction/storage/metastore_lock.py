@@ -28,13 +28,15 @@ import socket
 import threading
 import time
 
+from hive_compaction.model.batch import LOCK_LEASE_SECONDS
+
 log = logging.getLogger(__name__)
 
 
 # Well inside any Metastore's hive.txn.timeout (300 s by default).
 HEARTBEAT_SECONDS = 2.0
 # A lock of this package whose heartbeat has not moved for this long belongs to a dead job.
-DEAD_AFTER_SECONDS = 5 * HEARTBEAT_SECONDS
+DEAD_AFTER_SECONDS = LOCK_LEASE_SECONDS  # five heartbeats
 # A holder that could not heartbeat for this long stops its commit: well before any other job
 # may take the lock for a dead one's.
 LOST_AFTER_SECONDS = DEAD_AFTER_SECONDS / 2
