@@ -24,8 +24,9 @@ from local_stack import free_port
 from thrift.protocol import TBinaryProtocol
 from thrift.transport import TSocket, TTransport
 
-from hive_compaction.airflow.metastore_hook import (NUM_FILES, Metastore, MetastoreUnavailable,
-                                                    TableNotFound, parse_hosts)
+from hive_compaction.airflow.metastore_connection import MetastoreUnavailable, parse_hosts
+from hive_compaction.airflow.metastore_hook import Metastore, TableNotFound
+from hive_compaction.model.results import NUM_FILES
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -222,7 +222,8 @@ def test_the_jobs_jvm_client(hms, spark):
 
 
 def test_locks_granted_waiting_and_timed_out(hms, spark):
-    from hive_compaction.storage.metastore_client import JobMetastore, LockTimeout
+    from hive_compaction.storage.metastore_client import JobMetastore
+    from hive_compaction.storage.metastore_lock import LockTimeout
 
     db, table, part = "locks", "events", "dt=2026-03-01"
     make_table(hms, spark, db, table, "ORC", ["2026-03-01"], files=1, rows=5)

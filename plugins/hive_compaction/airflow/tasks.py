@@ -7,7 +7,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import date
 
 from hive_compaction.airflow import backlog, config as config_mod, results_reader
-from hive_compaction.airflow.metastore_hook import Metastore, TableInfo, unescape_path_name
+from hive_compaction.airflow.metastore_hook import Metastore
+from hive_compaction.airflow.metastore_types import TableInfo, unescape_path_name
 from hive_compaction.airflow.planning import (Skipped, batch_label, one_task_per_folder, pack_batches,
                                               plan_table, priority, split_oversized, table_refusal,
                                               table_work_dir)

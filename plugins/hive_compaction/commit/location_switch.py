@@ -47,8 +47,8 @@ from hive_compaction.commit.in_place import InputsChanged, check_owner, recent, 
 from hive_compaction.commit.work_area import WorkArea, check_record
 from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.listing import data_files
-from hive_compaction.storage.metastore_client import CommitConflict, DescriptorChanged, JobMetastore, same_location
-from hive_compaction.storage.metastore_lock import check_lock_held, holding_lock
+from hive_compaction.storage.metastore_client import DescriptorChanged, JobMetastore, same_location
+from hive_compaction.storage.metastore_lock import CommitConflict, check_lock_held, holding_lock
 from hive_compaction.storage.paths import VERSIONS_FOLDER
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,8 @@ from hive_compaction.model import rollbacks
 from hive_compaction.model.results import NUM_FILES, NUM_ROWS, TOTAL_SIZE
 from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.kerberos_login import logged_in
-from hive_compaction.storage.metastore_client import CommitConflict, JobMetastore
+from hive_compaction.storage.metastore_client import JobMetastore
+from hive_compaction.storage.metastore_lock import CommitConflict
 from hive_compaction.storage.paths import default_work_dir, run_tag
 
 

@@ -16,7 +16,8 @@ from hive_compaction.merge.outcome import failed, histogram
 from hive_compaction.model.results import CommitRecord, PartitionResult, STATISTICS_KEYS, Status, statistics_update
 from hive_compaction.storage import listing
 from hive_compaction.storage.hadoop_fs import HadoopFS
-from hive_compaction.storage.metastore_client import JobMetastore, LockTimeout
+from hive_compaction.storage.metastore_client import JobMetastore
+from hive_compaction.storage.metastore_lock import LockTimeout
 
 log = logging.getLogger(__name__)
 

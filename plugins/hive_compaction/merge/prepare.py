@@ -23,7 +23,8 @@ from hive_compaction.model.results import PartitionResult, Status
 from hive_compaction.storage import capabilities as storage, listing
 from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.listing import DataFile
-from hive_compaction.storage.metastore_client import LOCK_FAILURES, CommitConflict, JobMetastore
+from hive_compaction.storage.metastore_client import JobMetastore
+from hive_compaction.storage.metastore_lock import LOCK_FAILURES, CommitConflict
 from hive_compaction.storage.paths import partition_id
 
 log = logging.getLogger(__name__)

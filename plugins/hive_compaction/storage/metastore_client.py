@@ -10,10 +10,8 @@ import logging
 import threading
 import time
 
-# CommitConflict and LockTimeout: re-exported (the commit protocol takes them from here).
-from hive_compaction.storage.metastore_lock import (  # noqa: F401
-    LOCK_FAILURES, REQUEST_ATTEMPTS, RETRY_SECONDS, CommitConflict, LockLost, LocksUnavailable, LockTimeout,
-    MetastoreLocks, connection_lost, summary)
+from hive_compaction.storage.metastore_lock import (REQUEST_ATTEMPTS, RETRY_SECONDS, CommitConflict, MetastoreLocks,
+                                                    connection_lost, summary)
 
 log = logging.getLogger(__name__)
 
