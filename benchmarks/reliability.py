@@ -38,6 +38,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "scripts"),
 from harness import ROOT, Stack  # noqa: E402
 from hive_compaction.storage.paths import run_tag  # noqa: E402
 from fault_hooks import FAIL_AT_CALL_ENV, KILL_AT_CALL_ENV, KILL_POINTS, SWITCH_POINTS  # noqa: E402
+from hive_metastores import HOUSEKEEPING, RELEASES, HiveMetastoreServer  # noqa: E402
 from metastore_proxy import MetastoreProxy  # noqa: E402
 
 
@@ -524,11 +525,17 @@ def main() -> int:
                          "--every-call), 'all' (the jobs too: a spark-submit each, about 40 s per storage call; "
                          "the default at the named steps) or names, comma-separated, of "
                          f"{','.join(SWITCH_ADVERSARIES)}")
+    ap.add_argument("--metastore", choices=["2.3", *RELEASES], default="2.3",
+                    help="the Hive Metastore the tables live in: the pyspark wheel's 2.3 (on Derby), or a real "
+                         "3.1 / 4.0 server on PostgreSQL whose housekeeping expires dead lock holders itself "
+                         "(make jars fetches them)")
     ap.add_argument("--commit-mode", choices=["in_place", "location_switch"], default="in_place",
                     help="with --adversaries: the tables' commit_mode (location_switch adds a reader)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="reliability-") as tmp:
-        stack = Stack(Path(tmp))
+        stack = Stack(Path(tmp)) if args.metastore == "2.3" else Stack(
+            Path(tmp), use_postgres=True, metastore=lambda pg: HiveMetastoreServer(
+                args.metastore, Path(tmp) / "hms", pg, settings=HOUSEKEEPING))
         stack.start()
         try:
             switch = args.commit_mode == "location_switch"

@@ -45,6 +45,19 @@ class Release:
         return self.jars / "dist"
 
 
+TXN_TIMEOUT_SECONDS = 10
+# The Metastore's own expiry of dead holders' locks, made short: hive.txn.timeout, and the
+# housekeeper (AcidHouseKeeperService) every 2 s. 3.1 runs it only with the compactor initiator
+# on (its Initiator comes from hive-exec, scripts/maven/hive3); 4.0 with housekeeping threads on.
+HOUSEKEEPING = {
+    "metastore.txn.timeout": f"{TXN_TIMEOUT_SECONDS}s",
+    "metastore.compactor.initiator.on": "true",
+    "metastore.timedout.txn.reaper.start": "1s",
+    "metastore.timedout.txn.reaper.interval": "2s",
+    "metastore.housekeeping.threads.on": "true",
+    "metastore.acid.housekeeper.interval": "2s",
+}
+
 RELEASES = {
     "3.1.3": Release("3.1.3", "hive3", "hive-standalone-metastore-3.1.3-bin.tar.gz", "hive-schema-3.1.0.postgres.sql", (
         # The defaults name classes of hive-exec, which the standalone server does not ship.

@@ -25,25 +25,13 @@ import thrift_tables
 from stack_sampling import require_jars, sampled
 from thrift_tables import COLUMNS, FORMATS
 from harness import Stack
-from hive_metastores import HiveMetastoreServer
+from hive_metastores import HOUSEKEEPING, TXN_TIMEOUT_SECONDS, HiveMetastoreServer
 
 pytestmark = pytest.mark.integration
 
 # release, its schema version (the server checks it at start), what its getVersion answers (3.1:
 # its Thrift API version; 4.0: the release)
 STACKS = {"hms3": ("3.1.3", "3.1.0", "3.0"), "hms4": ("4.0.1", "4.0.0", "4.0.1")}
-TXN_TIMEOUT_SECONDS = 10
-# The Metastore's own expiry of dead holders' locks, made short: hive.txn.timeout, and the
-# housekeeper (AcidHouseKeeperService) every 2 s. 3.1 runs it only with the compactor initiator
-# on (its Initiator comes from hive-exec, scripts/maven/hive3); 4.0 with housekeeping threads on.
-HOUSEKEEPING = {
-    "metastore.txn.timeout": f"{TXN_TIMEOUT_SECONDS}s",
-    "metastore.compactor.initiator.on": "true",
-    "metastore.timedout.txn.reaper.start": "1s",
-    "metastore.timedout.txn.reaper.interval": "2s",
-    "metastore.housekeeping.threads.on": "true",
-    "metastore.acid.housekeeper.interval": "2s",
-}
 # Hive 4's default metadata transformer refuses to create an ACID table for a client that sends no
 # processor capabilities ("Processor has no capabilities, cannot create an ACID table."): neither
 # hmsclient 0.1.1 (no create_table_req) nor Spark's 2.3 client can send them. Users' ACID tables

@@ -190,12 +190,7 @@ def _check_partition(fs: HadoopFS, area: WorkArea, record: dict, first: bool, mo
     in_trash = [f["name"] for f, st in zip(inputs, trashed) if st is not None and st.matches(f, mtime=False)]
     changed = [f["name"] for f in inputs
                if (f["name"] in here and not here[f["name"]].matches(f)) or (f["name"] not in here and f["name"] not in in_trash)]
-    strangers, vanished = [], []
-    if record.get("listing") is not None:
-        named = {f["name"] for f in inputs} | {o["name"] for o in outputs}
-        listed = {f["name"]: f for f in record["listing"]}
-        strangers = sorted(n for n, e in here.items() if n not in named and not e.matches(listed.get(n)))
-        vanished = sorted(n for n in listed if n not in named and n not in here)
+    strangers, vanished = _unlisted(record, here)
     if not (changed or strangers or vanished):
         return
     what = " and ".join(x for x in (f"input(s) {changed[:3]}" if changed else "",
@@ -222,6 +217,18 @@ def _check_partition(fs: HadoopFS, area: WorkArea, record: dict, first: bool, mo
         "retention ends")
 
 
+def _unlisted(record: dict, here: dict) -> tuple[list[str], list[str]]:
+    """The partition's files (``here``, by name) that are neither an input, an output nor listed
+    by the journal as they were, and the listed files that are not inputs and are gone: another
+    writer's work (none for a journal written before the listing was recorded)."""
+    if record.get("listing") is None:
+        return [], []
+    named = {f["name"] for f in record["inputs"]} | {o["name"] for o in record["outputs"]}
+    listed = {f["name"]: f for f in record["listing"]}
+    return (sorted(n for n, e in here.items() if n not in named and not e.matches(listed.get(n))),
+            sorted(n for n in listed if n not in named and n not in here))
+
+
 def _stop_if_dropped(fs: HadoopFS, area: WorkArea, record: dict, first: bool) -> None:
     """A partition dropped meanwhile stays dropped: its folder is never re-created (a later
     ``MSCK REPAIR`` would register it again), nothing is moved into it."""
@@ -238,26 +245,32 @@ def _dropped(fs: HadoopFS, area: WorkArea, record: dict, first: bool) -> None:
         "retention ends")
 
 
-def _stop_if_rewritten(fs: HadoopFS, area: WorkArea, record: dict) -> None:
-    """On the first pass, once the outputs are in: a file under an input's name in the partition
-    was written by someone else between the last check and the moves (Hive's INSERT OVERWRITE
-    reuses 000000_0 after deleting everything). Publishing the merged output could bring back
-    rows that writer replaced; putting the inputs back could clash with its files. Without a
-    Metastore lock the two cannot be told apart, so nothing more moves: the merged output goes
-    back to staging (this commit's own moves, not yet finished: its manifest is not written), the
-    inputs stay in the trash, the journal goes, and the error says what is where. A replay never
-    does this: past the commit point it only finishes (``_committed``)."""
+def _stop_if_rewritten(fs: HadoopFS, area: WorkArea, record: dict, all_moved: bool = True) -> None:
+    """On the first pass, once the outputs are in (or once an input turned out gone): another
+    writer's files in the partition, written between the last check and the moves. Hive's INSERT
+    OVERWRITE deletes everything and reuses 000000_0, Spark's writes ``part-<uuid>`` names, and an
+    append adds one. Publishing the merged output could bring back rows such a writer replaced;
+    putting the inputs back could too, or clash with its files. Without a Metastore lock the
+    writers cannot be told apart, so nothing more moves: the merged output goes back to staging
+    (this commit's own moves, not yet finished: its manifest is not written), the inputs stay in
+    the trash, the journal goes, and the error says what is where. ``all_moved``: every input is
+    in the trash, so a file under an input's name is the writer's whatever its identity. A replay
+    never does this: past the commit point it only finishes (``_committed``)."""
     location = record["location"].rstrip("/")
-    found = fs.statuses([f"{location}/{f['name']}" for f in record["inputs"]])
-    reused = [f["name"] for f, st in zip(record["inputs"], found) if st is not None]
-    if not reused:
+    here = {e.name: e for e in _visible(fs, location)}
+    reused = [f["name"] for f in record["inputs"] if f["name"] in here and (all_moved or not here[f["name"]].matches(f))]
+    strangers, vanished = _unlisted(record, here)
+    if not (reused or strangers or vanished):
         return
+    what = " and ".join(x for x in (f"wrote {reused[:3]} (an input's name)" if reused else "",
+                                    f"wrote {strangers[:3]}" if strangers else "",
+                                    f"removed {vanished[:3]}" if vanished else "") if x)
     unpublish(fs, record, location)
     fs.delete(area.journal(record["pid"]))
     raise InputsChanged(
-        f"{_label(record)}: a writer wrote {reused[:3]} into the partition while its commit ran (an INSERT "
-        f"OVERWRITE?); the merged output(s) {[o['name'] for o in record['outputs']][:3]} were taken out again "
-        f"into staging {record.get('staging') or ''} and the replaced files stay in the trash "
+        f"{_label(record)}: a writer {what} in the partition while its commit ran (an INSERT OVERWRITE or an "
+        f"append?); the merged output(s) {[o['name'] for o in record['outputs']][:3]} were taken out again into "
+        f"staging {record.get('staging') or ''} and the input(s) moved so far stay in the trash "
         f"{area.trash_of(record)} until its retention ends: check the partition's rows")
 
 
@@ -306,6 +319,8 @@ def _swap(fs: HadoopFS, area: WorkArea, record: dict, trash: str, first: bool) -
     window_start = time.monotonic()  # readers listing from here to the last output's arrival miss the groups' rows
     moved = fs.move_all(moves)
     if first and moved != len(moves):
+        # Gone, or changed: only if no writer's file arrived beside them do the moved ones go back.
+        _stop_if_rewritten(fs, area, record, all_moved=False)
         _abandon(fs, area, record, trash, location, f"{len(moves) - moved} input(s) vanished or changed before "
                                                     "they moved")
     moves = [(o["staged"], f"{location}/{o['name']}") for o in outputs]
@@ -324,7 +339,7 @@ def _swap(fs: HadoopFS, area: WorkArea, record: dict, trash: str, first: bool) -
     window_ms = round((time.monotonic() - window_start) * 1000, 1)
     if first:
         # Again once they are in: a writer that replaced the partition after the check above (an
-        # INSERT OVERWRITE reusing the inputs' names) must not get the merged rows back beside its own.
+        # INSERT OVERWRITE, whatever names it writes) must not get the merged rows back beside its own.
         _stop_if_rewritten(fs, area, record)
     return window_ms
 
