@@ -196,6 +196,44 @@ def test_a_partition_dropped_while_outputs_move_in_stays_dropped(spark, tmp_path
     assert not fs.exists(area.journal(pid))
 
 
+@pytest.mark.parametrize("step", ["input_moved", "outputs_moving"])
+def test_an_overwrite_under_new_names_mid_commit_keeps_only_the_writers_rows(spark, tmp_path, monkeypatch,
+                                                                              fault_injection, step):
+    """Issue 29, finding 2: an INSERT OVERWRITE that deletes every file and writes Spark's
+    ``part-<uuid>`` names while the first pass moves files (after the first input left, or after
+    the last check, before the outputs move in). Neither the merged output nor a moved input may
+    come back beside the writer's file: the commit stops naming it, the partition holds the
+    writer's file only, what moved stays in the trash, the outputs in staging."""
+    fs = HadoopFS(spark)
+    table, partition, run = "overwritten.events", "dt=2026-05-06", "run1"
+    pid = partition_id(table, partition)
+    folder = tmp_path / "events" / partition
+    folder.mkdir(parents=True)
+    area = WorkArea(f"file://{tmp_path}/.hive_compaction/events")
+    staged = Path(area.staging(run, pid)[len("file://"):]) / "attempt-1"
+    staged.mkdir(parents=True)
+    for name in ("000000_0", "000001_0"):
+        (folder / name).write_text(f"input {name}")
+    (staged / "part-compacted-0").write_text("merged")
+    record = {"run": run, "pid": pid, "owner": f"{run}/1", "table": table, "partition": partition,
+              "location": f"file://{folder}", "table_location": f"file://{folder.parent}",
+              "inputs": [e.identity() for e in fs.list(f"file://{folder}") if not e.name.startswith(".")],
+              "outputs": [{"staged": f"file://{staged / 'part-compacted-0'}", "name": "part-compacted-0",
+                           "size": (staged / "part-compacted-0").stat().st_size}],
+              "staging": area.staging(run, pid)}
+    writer = "part-00000-6f1c2a3e.c000.orc"
+    monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_AT", step)
+    monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD", f"rm -f '{folder}'/0000* && echo written > '{folder}/{writer}'")
+
+    with pytest.raises(commit.InputsChanged, match=rf"a writer wrote \['{writer}'\]"):
+        commit.commit(fs, area, record)
+    assert {f.name: f.read_text() for f in data_files(folder)} == {writer: "written\n"}
+    moved = {"input_moved": {"000000_0"}, "outputs_moving": {"000000_0", "000001_0"}}[step]
+    assert {f.name for f in data_files(Path(area.trash_of(record)[len("file://"):]))} == moved
+    assert {f.name for f in data_files(staged)} == {"part-compacted-0"}
+    assert not fs.exists(area.journal(pid))
+
+
 def test_a_journal_being_taken_over_never_stops_existing(spark, tmp_path):
     """A replay takes a journal over by rewriting it with its own name as owner. If the old one
     were deleted before the new one arrived, a rival committer's exclusive publish could win in
