@@ -1,4 +1,4 @@
-"""Tables at hdfs:// locations, made and read by a Spark of their own (a process apart from the
+"""Tables at hdfs:// (or s3a://) locations, made and read by a Spark of their own (a process apart from the
 tests', so that its Hadoop user is the one named and no other stack's Spark session is reused).
 
     python scripts/hdfs_tables.py METASTORE_URI create DB LOCATION TABLE:FORMAT... --dates D1,D2
@@ -9,6 +9,7 @@ tests', so that its Hadoop user is the one named and no other stack's Spark sess
 date (demo_tables.fill). ``content`` prints, as JSON, per table and partition: the rows and a
 digest of every row (all columns) sorted, as harness.Stack.content computes it; and the class of
 the file system the tables are on. ``sql`` runs each statement. The user is the caller's HADOOP_USER_NAME.
+``--conf KEY=VALUE`` (repeated): more Spark settings (the S3A connector's jars and settings).
 """
 from __future__ import annotations
 
@@ -49,9 +50,11 @@ def main() -> int:
     p.add_argument("action", choices=["create", "content", "sql"])
     p.add_argument("names", nargs="+")
     p.add_argument("--dates", default="")
+    p.add_argument("--conf", action="append", default=[])
     args = p.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    spark = spark_session(args.metastore, "file:///nonexistent-warehouse", app="hdfs-tables")
+    spark = spark_session(args.metastore, "file:///nonexistent-warehouse", app="hdfs-tables",
+                          conf=dict(c.split("=", 1) for c in args.conf))
     spark.sparkContext.setLogLevel("ERROR")
     if args.action == "create":
         db, location, *tables = args.names

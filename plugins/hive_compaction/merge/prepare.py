@@ -131,7 +131,7 @@ class Preparer:
             result.files_after = result.files_before - result.files_merged + len(groups)
             result.sizes_after = None  # not known before the merge
             return result
-        reason = storage.commit_refusal(self.fs.resolved_scheme(task.location))
+        reason = storage.commit_refusal(self.fs.resolved_scheme(task.location), task.commit_mode)
         if reason:
             return skip(reason)
         if task.commit_mode == location_switch.MODE and not task.partition:
@@ -146,6 +146,8 @@ class Preparer:
                 return
             self._private_areas.add(area.root)
         if not self.fs.make_private_folder(area.root):
+            if storage.is_object_store(self.fs.resolved_scheme(area.root)):
+                return  # S3A reports made-up modes: the bucket's policies decide who may write
             mode = self.fs.permission(area.root)
             if mode & 0o022:
                 log.warning("work area %s is writable by others (mode %o): its journals decide which files move; "
