@@ -122,7 +122,9 @@ class S3Server:
         return self._request("GET", f"{bucket}/{urllib.parse.quote(key)}")
 
     def put(self, bucket: str, key: str, body: bytes, headers: dict | None = None) -> None:
-        self._request("PUT", f"{bucket}/{urllib.parse.quote(key)}", body, headers)
+        # (urllib's default type for a body is a form's, which the server would parse away)
+        self._request("PUT", f"{bucket}/{urllib.parse.quote(key)}", body,
+                      {"Content-Type": "application/octet-stream", **(headers or {})})
 
     # --- what a Hadoop client needs -----------------------------------------------------------
     @property

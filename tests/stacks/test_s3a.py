@@ -85,12 +85,17 @@ def partitions(stack, s3, table: str) -> dict[str, dict]:
     out = {}
     with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
         for p in c.get_partitions(DB, table, -1):
-            prefix = key_of(p.sd.location)
-            files = {k[len(prefix):]: (o["size"], o["etag"]) for k, o in s3.list(BUCKET, prefix).items()
-                     if "/" not in k[len(prefix):] and not k[len(prefix):].startswith(("_", "."))}
-            out[f"dt={p.values[0]}"] = {"location": p.sd.location.rstrip("/"), "files": files,
+            out[f"dt={p.values[0]}"] = {"location": p.sd.location.rstrip("/"), "files": files_at(s3, p.sd.location),
                                         "parameters": dict(p.parameters)}
     return out
+
+
+def files_at(s3, location: str) -> dict[str, tuple[int, str]]:
+    """The data objects directly in a folder: name -> (size, etag). Not its marker (the key of the
+    folder itself, which S3A's mkdirs writes), nor hidden names or deeper keys."""
+    prefix = key_of(location)
+    return {k[len(prefix):]: (o["size"], o["etag"]) for k, o in s3.list(BUCKET, prefix).items()
+            if k != prefix and "/" not in k[len(prefix):] and not k[len(prefix):].startswith(("_", "."))}
 
 
 def area(table: str) -> str:
@@ -131,7 +136,7 @@ def test_the_whole_dag_on_s3a_switches_locations_and_refuses_in_place(s3, s3_sta
             assert (p["parameters"]["numFiles"], p["parameters"]["totalSize"]) == \
                 ("1", str(sum(size for size, _ in p["files"].values()))), (t, name, p)
             # The old folder stays whole until its run's retention is over (queries may still read it).
-            assert partitions_at(s3, old["location"]) == old["files"], (t, name)
+            assert files_at(s3, old["location"]) == old["files"], (t, name)
         objects = s3.list(BUCKET, area(t))
         assert not [k for k in objects if "/journal/" in k and k.endswith(".json")], objects  # every commit finished
         assert len([k for k in objects if "/manifests/" in k]) == len(DATES), objects
@@ -153,12 +158,6 @@ def test_the_whole_dag_on_s3a_switches_locations_and_refuses_in_place(s3, s3_sta
     assert spark_tables(stack, s3, "content", f"{DB}.parquet_switch")["tables"] == \
         {f"{DB}.parquet_switch": before["tables"][f"{DB}.parquet_switch"]}
     test_the_whole_dag_on_s3a_switches_locations_and_refuses_in_place.state = (cfg, run, before, layout)
-
-
-def partitions_at(s3, location: str) -> dict[str, tuple[int, str]]:
-    prefix = key_of(location)
-    return {k[len(prefix):]: (o["size"], o["etag"]) for k, o in s3.list(BUCKET, prefix).items()
-            if "/" not in k[len(prefix):] and not k[len(prefix):].startswith(("_", "."))}
 
 
 def test_an_old_folder_is_retired_by_the_age_of_its_commit_records(s3, s3_stack):
@@ -186,10 +185,10 @@ def test_an_old_folder_is_retired_by_the_age_of_its_commit_records(s3, s3_stack)
     later = stack.run_dag(cfg, conf={"tables": [f"{DB}.{table}"], "partition_date": DATES[0]})
     assert later.state == "success", later.log[-8000:]
     for name, p in switched.items():
-        assert partitions_at(s3, layout[table][name]["location"]) == {}, name  # retired
+        assert files_at(s3, layout[table][name]["location"]) == {}, name  # retired
         assert s3.list(BUCKET, key_of(layout[table][name]["location"])) == {}, name
         now = partitions(stack, s3, table)[name]
         assert (now["location"], now["files"]) == (p["location"], p["files"]), name
-    assert not [k for k in s3.list(BUCKET, area(table)) if "/manifests/" in k]
+    assert not [k for k in s3.list(BUCKET, area(table)) if "/manifests/" in k and not k.endswith("/")]  # (markers)
     assert spark_tables(stack, s3, "content", f"{DB}.{table}")["tables"] == \
         {f"{DB}.{table}": before["tables"][f"{DB}.{table}"]}
