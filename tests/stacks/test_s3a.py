@@ -30,6 +30,7 @@ TABLES = {"orc_switch": ("ORC", "location_switch"), "parquet_switch": ("PARQUET"
           "orc_in_place": ("ORC", "in_place")}
 SWITCHED = [t for t, (_, mode) in TABLES.items() if mode == "location_switch"]
 S3A_CLASS = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+MERGED: dict = {}  # the DAG run of the first test, for the later ones (stacks_only)
 
 
 @pytest.fixture(scope="module")
@@ -124,6 +125,7 @@ def test_the_whole_dag_on_s3a_switches_locations_and_refuses_in_place(s3, s3_sta
                              spark_conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
                                          **s3.spark_conf})
     run = stack.run_dag(cfg)
+    (tmp_path / "dag.log").write_text(run.log)
     assert run.state == "success", run.log[-8000:]
 
     after = spark_tables(stack, s3, "content", *names)
@@ -147,48 +149,51 @@ def test_the_whole_dag_on_s3a_switches_locations_and_refuses_in_place(s3, s3_sta
     for d in DATES:
         assert any(f"{DB}.orc_in_place" in line and f"dt={d}" in line and "storage scheme 's3a' is an object store"
                    in line for line in run.log.splitlines()), run.log[-5000:]
+    MERGED.update(cfg=cfg, run=run, before=before, layout=layout)
 
-    # The rollback job: the switched partitions back at their old folders, every row as before.
-    rollback = stack.rollback_cmd(f"{DB}.parquet_switch", run.run_id, cfg, conf=s3.spark_conf)
-    p = subprocess.run(rollback, env=stack.env(cfg), capture_output=True, text=True, timeout=600)
+
+@pytest.mark.stacks_only
+def test_rollback_and_an_old_folder_retired_by_the_age_of_its_commit_records(s3, s3_stack, tmp_path):
+    """After the first test's DAG run: the rollback job puts a switched table's partitions back
+    at their old folders. Then retirement: S3A reports a folder's time as the time of the call, and
+    rewriting an object gives it a new one, so only the commit records say how old a switch is.
+    The other table's manifests are made three days old (rewritten now: every object time is of
+    the last minute); its next merge job retires the old folders (retention 1 day), the
+    partitions read their new folders. Every row as before, by content."""
+    if not MERGED:
+        pytest.skip("needs the DAG run of test_the_whole_dag_on_s3a_switches_locations_and_refuses_in_place")
+    stack, run, before, layout = s3_stack, MERGED["run"], MERGED["before"], MERGED["layout"]
+    rollback = stack.rollback_cmd(f"{DB}.parquet_switch", run.run_id, MERGED["cfg"], conf=s3.spark_conf)
+    p = subprocess.run(rollback, env=stack.env(MERGED["cfg"]), capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
     rolled = partitions(stack, s3, "parquet_switch")
     assert {n: (p["location"], p["files"]) for n, p in rolled.items()} == \
         {n: (p["location"], p["files"]) for n, p in layout["parquet_switch"].items()}
-    assert spark_tables(stack, s3, "content", f"{DB}.parquet_switch")["tables"] == \
-        {f"{DB}.parquet_switch": before["tables"][f"{DB}.parquet_switch"]}
-    test_the_whole_dag_on_s3a_switches_locations_and_refuses_in_place.state = (cfg, run, before, layout)
+    for name, p in rolled.items():  # the statistics as they were before the merge
+        assert (p["parameters"]["numFiles"], p["parameters"]["totalSize"]) == \
+            (layout["parquet_switch"][name]["parameters"]["numFiles"],
+             layout["parquet_switch"][name]["parameters"]["totalSize"]), name
 
-
-def test_an_old_folder_is_retired_by_the_age_of_its_commit_records(s3, s3_stack):
-    """S3A reports a folder's time as the time of the call, and rewriting an object gives it a new
-    one: only the commit records say how old a switch is. The merged run's manifests are made
-    three days old (rewritten now, so every object time is of the last minute); the next merge
-    job of the table retires the old folders (retention 1 day), the partitions read their new
-    folders, every row as before."""
-    state = getattr(test_the_whole_dag_on_s3a_switches_locations_and_refuses_in_place, "state", None)
-    if state is None:
-        pytest.skip("needs the DAG run of test_the_whole_dag_on_s3a_switches_locations_and_refuses_in_place")
-    cfg, run, before, layout = state
-    stack, table = s3_stack, "orc_switch"
-    manifests = [k for k in s3.list(BUCKET, area(table)) if "/manifests/" in k]
+    table = "orc_switch"
+    manifests = [k for k in s3.list(BUCKET, area(table)) if "/manifests/" in k and k.endswith(".json")]
     assert len(manifests) == len(DATES)
     for key in manifests:
         record = json.loads(s3.get(BUCKET, key))
         record["committed_at"] -= 3 * 86400
         s3.put(BUCKET, key, json.dumps(record).encode())
     switched = partitions(stack, s3, table)
-    cfg = stack.write_config(cfg.parent / "retire.yaml",
+    cfg = stack.write_config(tmp_path / "retire.yaml",
                              [{"name": f"{DB}.{table}", "commit_mode": "location_switch", "trash_retention_days": 1}],
                              spark_conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
                                          **s3.spark_conf})
     later = stack.run_dag(cfg, conf={"tables": [f"{DB}.{table}"], "partition_date": DATES[0]})
+    (tmp_path / "dag.log").write_text(later.log)
     assert later.state == "success", later.log[-8000:]
     for name, p in switched.items():
-        assert files_at(s3, layout[table][name]["location"]) == {}, name  # retired
-        assert s3.list(BUCKET, key_of(layout[table][name]["location"])) == {}, name
+        old = layout[table][name]["location"]
+        assert s3.list(BUCKET, key_of(old)) == {}, name  # retired: its files, then the folder
         now = partitions(stack, s3, table)[name]
         assert (now["location"], now["files"]) == (p["location"], p["files"]), name
     assert not [k for k in s3.list(BUCKET, area(table)) if "/manifests/" in k and not k.endswith("/")]  # (markers)
-    assert spark_tables(stack, s3, "content", f"{DB}.{table}")["tables"] == \
-        {f"{DB}.{table}": before["tables"][f"{DB}.{table}"]}
+    assert spark_tables(stack, s3, "content", *[f"{DB}.{t}" for t in SWITCHED])["tables"] == \
+        {f"{DB}.{t}": before["tables"][f"{DB}.{t}"] for t in SWITCHED}
