@@ -25,7 +25,7 @@ import re
 import time
 from dataclasses import dataclass
 
-from hive_compaction.storage.capabilities import TEMP_SUFFIX, is_object_store
+from hive_compaction.storage.capabilities import TEMP_SUFFIX, is_object_store, scheme
 from hive_compaction.storage.paths import (VERSIONS_FOLDER, canonical, is_within, location_problem,
                                            partition_id)
 
@@ -184,7 +184,7 @@ def purge_expired(fs, area: WorkArea, retention_days: int, keep_runs: set[str], 
             changed = max([run_dir.modification_time] + [c.modification_time for c in fs.list(run_dir.path)]
                           if run_dir.is_dir else [run_dir.modification_time])
             newest[run_dir.name] = max(newest.get(run_dir.name, 0), changed)
-    if _on_object_store(fs, area):
+    if _on_object_store(area):
         newest = {run: _record_age(fs, area, run) for run in newest}
     deleted = []
     for e in fs.list(area.journals):
@@ -209,9 +209,10 @@ def purge_expired(fs, area: WorkArea, retention_days: int, keep_runs: set[str], 
     return deleted
 
 
-def _on_object_store(fs, area: WorkArea) -> bool:
-    resolve = getattr(fs, "resolved_scheme", None)  # (HadoopFS; the unit tests' stand-ins have none)
-    return bool(resolve) and fs.exists(area.root) and is_object_store(resolve(area.root))
+def _on_object_store(area: WorkArea) -> bool:
+    """Whether the work area is on an object store, by its URI's scheme (a viewfs mount over one is
+    refused before any journal is published: ``small_files``)."""
+    return is_object_store(scheme(area.root))
 
 
 def _record_age(fs, area: WorkArea, run: str) -> int:

@@ -131,7 +131,8 @@ class Preparer:
             result.files_after = result.files_before - result.files_merged + len(groups)
             result.sizes_after = None  # not known before the merge
             return result
-        reason = storage.commit_refusal(self.fs.resolved_scheme(task.location), task.commit_mode)
+        reason = storage.commit_refusal(self.fs.resolved_scheme(task.location), task.commit_mode,
+                                        mounted=storage.scheme(task.location) in storage.MOUNT_SCHEMES)
         if reason:
             return skip(reason)
         if task.commit_mode == location_switch.MODE and not task.partition:

@@ -48,8 +48,13 @@ def is_object_store(resolved_scheme: str) -> bool:
     return resolved_scheme in OBJECT_STORES
 
 
-def commit_refusal(resolved_scheme: str, commit_mode: str = IN_PLACE) -> str | None:
-    """Why files on ``resolved_scheme`` cannot be committed in ``commit_mode``, or None."""
+def commit_refusal(resolved_scheme: str, commit_mode: str = IN_PLACE, mounted: bool = False) -> str | None:
+    """Why files on ``resolved_scheme`` cannot be committed in ``commit_mode``, or None.
+    ``mounted``: the location is a viewfs path that resolves there."""
+    if resolved_scheme in OBJECT_STORES and mounted:
+        return (f"storage scheme '{resolved_scheme}' behind a viewfs mount: the conditional writes its journals "
+                "need are not asked through a mount, so a commit there could duplicate or lose rows; it is "
+                f"refused (point the Metastore's locations at {resolved_scheme}:// directly)")
     if resolved_scheme in OBJECT_STORES and commit_mode != LOCATION_SWITCH:
         return (f"storage scheme '{resolved_scheme}' is an object store: a rename there is a copy then a delete, "
                 "so the in-place commit, which moves files in and out of the partition, could duplicate or lose "
