@@ -8,11 +8,15 @@ job's storage traffic can be traced or wrapped step by step.
 """
 from __future__ import annotations
 
+import logging
 import uuid
 
 from py4j.protocol import Py4JJavaError
 
 from hive_compaction.storage import capabilities as storage
+from hive_compaction.storage.metastore_lock import holding_lock
+
+log = logging.getLogger(__name__)
 
 
 class SmallFiles:
@@ -29,7 +33,8 @@ class SmallFiles:
         fs = self.fs(uri)
         how = self._publish_primitive(fs, p.getParent())
         if how == storage.CONDITIONAL_PUT:  # one PUT, whole or nothing: no temporary name needed
-            return self._put_if_absent(fs, p, text)
+            missing = self._publish.get(f"checked:{fs.getUri()}")
+            return self._put_under_lock(fs, p, text, missing) if missing else self._put_if_absent(fs, p, text)
         # (The temporary file's write makes the folder when it is missing.)
         tmp = self.path(f"{p.getParent().toString()}/.{p.getName()}.{uuid.uuid4().hex[:12]}{storage.TEMP_SUFFIX}")
         self._write(fs, tmp, text, how)
@@ -71,8 +76,11 @@ class SmallFiles:
             resolved = str(fs.resolvePath(existing).toUri().getScheme() or "file").lower()
             bucket = f"checked:{fs.getUri()}"  # one probe per bucket and job
             if storage.EXCLUSIVE_PUBLISH.get(resolved) == storage.CONDITIONAL_PUT and bucket not in self._publish:
-                self._check_conditional_writes(fs, existing)
-                self._publish[bucket] = resolved
+                missing = self._conditional_writes_missing(fs, existing)
+                if missing:
+                    log.warning("%s: journals there are published under the partition's Metastore lock only "
+                                "(the purge of expired runs, which holds none, cannot run there)", missing)
+                self._publish[bucket] = missing or ""
             self._publish[key] = resolved
         resolved = self._publish[key]
         how = storage.EXCLUSIVE_PUBLISH.get(resolved)
@@ -96,26 +104,36 @@ class SmallFiles:
             raise
         return True
 
-    def _check_conditional_writes(self, fs, folder) -> None:
-        """Before the first exclusive publish on an S3 bucket: hadoop-aws must offer conditional
-        creates (3.4.2+, ``fs.s3a.create.conditional.enabled``) and the endpoint must honour them
-        (some S3-compatible stores ignore If-None-Match and would let two committers both win):
-        a probe object is put twice under ``folder``, the second must be refused; then deleted.
-        OSError with the reason otherwise: nothing is committed on that bucket."""
+    def _conditional_writes_missing(self, fs, folder) -> str | None:
+        """Before the first exclusive publish on an S3 bucket: why conditional writes cannot be
+        relied on there, or None. hadoop-aws must offer them (3.4.2+,
+        ``fs.s3a.create.conditional.enabled``) and the endpoint must honour them (some
+        S3-compatible stores ignore If-None-Match): a probe object is put twice under ``folder``,
+        the second must be refused; then it is deleted."""
         where = f"{fs.getUri()} (folder {folder.toString()})"
         if not fs.hasPathCapability(folder, storage.CONDITIONAL_CREATE_OPTION):
-            raise OSError(f"the S3A connector does not offer conditional writes on {where} (hadoop-aws 3.4.2 or "
-                          "newer, fs.s3a.create.conditional.enabled true): journals could not be published "
-                          "exclusively, so nothing is committed there")
+            return (f"the S3A connector does not offer conditional writes on {where} (hadoop-aws 3.4.2 or newer, "
+                    "fs.s3a.create.conditional.enabled true)")
         probe = self._path_class(folder, f".hive_compaction-conditional-write-probe-{uuid.uuid4().hex[:12]}")
         try:
             honoured = self._put_if_absent(fs, probe, "1") and not self._put_if_absent(fs, probe, "2")
         finally:
             fs.delete(probe, False)
-        if not honoured:
-            raise OSError(f"the S3 endpoint of {where} ignores conditional writes (a PutObject with If-None-Match: * "
-                          "replaced an existing object): journals could not be published exclusively, so nothing is "
-                          "committed there")
+        return None if honoured else (f"the S3 endpoint of {where} ignores conditional writes (a PutObject with "
+                                      "If-None-Match: * replaced an existing object)")
+
+    def _put_under_lock(self, fs, p, text: str, missing: str) -> bool:
+        """Without conditional writes the partition's Metastore lock is the lease: every other
+        publisher of a partition's journal or claim (a commit, a replay, a rollback) holds it
+        first, so a look then a PUT cannot race. Without the lock (``require_locks: false`` on a
+        Metastore that serves none, or the purge, which holds none): OSError with the reason."""
+        if not holding_lock():
+            raise OSError(f"{missing}, and this job holds no Metastore lock on the partition: {p.toString()} could "
+                          "not be published exclusively, so nothing is committed or purged there")
+        if fs.exists(p):
+            return False
+        self._write(fs, p, text, storage.CONDITIONAL_PUT)
+        return True
 
     def _write(self, fs, path, text: str, how: str | None = None) -> None:
         """Write a small file, durable before it returns (``how``: the storage's publishing
