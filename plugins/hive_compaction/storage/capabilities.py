@@ -11,7 +11,8 @@ both win. So a scheme is used only where we know how to publish a file exclusive
   refuses when the name exists (a rename would silently replace it);
 - ``s3a``: S3's conditional write, a PutObject with ``If-None-Match: *`` that the store refuses
   (412) when the key exists (hadoop-aws 3.4.2+: ``fs.option.create.conditional.overwrite``); the
-  job checks that hadoop-aws offers it and that the endpoint honours it before it relies on it.
+  job checks that hadoop-aws offers it and that the endpoint honours it before it relies on it, and
+  where it does not, publishes only while it holds the partition's Metastore lock (``small_files``).
   Renames there are copies, so only ``commit_mode: location_switch`` is allowed: it never
   renames inside a partition that readers read, and its commit point is one Metastore call;
 - ``viewfs``: whatever its mount resolves to (``HadoopFS.resolved_scheme``).
