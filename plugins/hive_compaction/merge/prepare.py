@@ -147,9 +147,8 @@ class Preparer:
                 return
             self._private_areas.add(area.root)
         if not self.fs.make_private_folder(area.root):
-            if storage.is_object_store(self.fs.resolved_scheme(area.root)):
-                return  # S3A reports made-up modes: the bucket's policies decide who may write
             mode = self.fs.permission(area.root)
-            if mode & 0o022:
+            # (S3A reports made-up modes: there the bucket's policies decide who may write)
+            if mode & 0o022 and not storage.is_object_store(self.fs.resolved_scheme(area.root)):
                 log.warning("work area %s is writable by others (mode %o): its journals decide which files move; "
                             "restrict it to the account that runs the merges (chmod 700)", area.root, mode)
