@@ -128,6 +128,9 @@ def test_the_whole_dag_on_s3a_switches_locations_and_refuses_in_place(s3, s3_sta
     run = stack.run_dag(cfg)
     (tmp_path / "dag.log").write_text(run.log)
     assert run.state == "success", run.log[-8000:]
+    # journals by conditional PUT (no fallback to the lock alone), every commit under the Metastore's lock
+    assert "journals there are published under the partition's Metastore lock only" not in run.log
+    assert "'unlocked': 0" in run.log, run.log[-5000:]
 
     after = spark_tables(stack, s3, "content", *names)
     assert after["tables"] == before["tables"]  # every row of every partition, by content
@@ -142,7 +145,7 @@ def test_the_whole_dag_on_s3a_switches_locations_and_refuses_in_place(s3, s3_sta
             assert files_at(s3, old["location"]) == old["files"], (t, name)
         objects = s3.list(BUCKET, area(t))
         assert not [k for k in objects if "/journal/" in k and k.endswith(".json")], objects  # every commit finished
-        assert len([k for k in objects if "/manifests/" in k]) == len(DATES), objects
+        assert len([k for k in objects if "/manifests/" in k and k.endswith(".json")]) == len(DATES), objects
     # in_place on an object store: refused with the reason, nothing written (not even a work area)
     assert {n: p["files"] for n, p in partitions(stack, s3, "orc_in_place").items()} == \
         {n: p["files"] for n, p in layout["orc_in_place"].items()}
