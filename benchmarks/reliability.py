@@ -38,6 +38,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "scripts"),
 from harness import ROOT, Stack  # noqa: E402
 from hive_compaction.storage.paths import run_tag  # noqa: E402
 from fault_hooks import FAIL_AT_CALL_ENV, KILL_AT_CALL_ENV, KILL_POINTS, SWITCH_POINTS  # noqa: E402
+from metastore_proxy import MetastoreProxy  # noqa: E402
 
 
 def statistics_wrong(part: dict, rows: int) -> str | None:
@@ -156,7 +157,13 @@ JOB_ACTORS = ("rival", "retry", "rollback", "purge")
 WRITERS = ("add", "insert_reuse", "overwrite", "overwrite_new", "drop")
 # "steal": the paused job's Metastore lock released by someone else (as a job that took it for a
 # dead one's would), the job then paused past its next heartbeat.
-ADVERSARIES = WRITERS + ("steal",) + JOB_ACTORS
+# The Metastore's faults, as the paused job sees them through a proxy (scripts/metastore_proxy.py):
+# "hang", nothing gets through while the same run's retry runs (the retry finds the lock silent,
+# takes it for a dead job's and takes the partition over: an Airflow retry beside a live zombie
+# attempt); "restart", every connection cut and new ones refused for RESTART_SECONDS.
+METASTORE_FAULTS = ("hang", "restart")
+RESTART_SECONDS = 3
+ADVERSARIES = WRITERS + ("steal",) + METASTORE_FAULTS + JOB_ACTORS
 # With commit_mode location_switch, also a reader that lists at the step and reads after the run:
 # it must get exactly the rows before (or after; here they are the same rows).
 SWITCH_ADVERSARIES = ADVERSARIES + ("read",)
@@ -183,8 +190,9 @@ ADVERSARY_POINTS = KILL_POINTS[:4] + ("outputs_moving",) + KILL_POINTS[4:]
 
 # Storage operations one commit of the matrices' partitions makes (counted by the every-call
 # sweeps: in place 26 since the journal records the partition's listing, 2026-11-26; a location
-# switch 15). A sampled "call:<n>" past a commit's last is reported as such.
-COMMIT_CALLS = {"in_place": 26, "location_switch": 15}
+# switch 16 since it lists the old folder again after the switch for late files, 2026-11-26). A
+# sampled "call:<n>" past a commit's last is reported as such.
+COMMIT_CALLS = {"in_place": 26, "location_switch": 16}
 SEED_ENV = "SUITE_MATRIX_SEED"
 
 
@@ -202,7 +210,7 @@ def call_sample(commit_mode: str, rng: random.Random, prefix: str = CALL) -> tup
 
 
 def covering_sample(points, actors, rng: random.Random, allowed=lambda point, actor: True,
-                    fillers=WRITERS + ("steal", "read")) -> list[tuple[str, str]]:
+                    fillers=WRITERS + ("steal", "restart", "read")) -> list[tuple[str, str]]:
     """A random list of (step, actor) cases, as short as can be, in which every step and every
     actor appears at least once, and every pair is ``allowed``: each actor (the most restricted
     first) at a step not yet covered where it may act, then each step left with an actor drawn
@@ -260,8 +268,12 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
     cases = {(point, adv): (f"{adv}_{_tag(point)}", formats[k % 2]) for k, (point, adv) in enumerate(cases)}
     # Merge jobs that pause their cases, each with at most JOB_ACTORS_PER_JOB job actors (each a
     # spark-submit run inside the paused job, one after another), each a run of its own.
+    # The cases of the Metastore's faults pause a job of their own, which alone talks to the proxy.
     run_of, job, in_job = {}, 0, 0
     for key in cases:
+        if key[1] in METASTORE_FAULTS:
+            run_of[key] = "adv-run-metastore"
+            continue
         if key[1] in JOB_ACTORS:
             if in_job == JOB_ACTORS_PER_JOB:
                 job, in_job = job + 1, 0
@@ -269,12 +281,27 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
         run_of[key] = f"adv-run-{job}"
     mode = {"commit_mode": commit_mode}
     readers: dict[str, Path] = {}
-    expected, actions, figures = {}, {}, {"cases": 0, "rows_checked": 0, "rows_lost": 0, "rows_duplicated": 0,
+    expected, figures = {}, {"cases": 0, "rows_checked": 0, "rows_lost": 0, "rows_duplicated": 0,
                                           "folders_recreated": 0, "msck_changed": 0, "journals_left": 0, "statistics_wrong": 0,
                                           "not_reached": 0, "failed_reported": 0, "false_successes": 0,
                                           "problems": [],
                                           "matrix": {point: {} for point in points}}  # rows in step order
     log_path = work / "adversaries.log"
+    proxy = MetastoreProxy(stack.port).start() if any(a in METASTORE_FAULTS for _, a in cases) else None
+    try:
+        status = _pause_and_act(stack, work, cases, run_of, mode, readers, expected, proxy, db, dt, rows, log_path)
+    finally:
+        if proxy:
+            proxy.stop()
+    return _check_cases(stack, work, cases, run_of, mode, readers, expected, status, figures, points, adversaries,
+                        skip, commit_mode, db, dt, log_path)
+
+
+def _pause_and_act(stack: Stack, work: Path, cases: dict, run_of: dict, mode: dict, readers: dict, expected: dict,
+                   proxy, db: str, dt: str, rows: int, log_path: Path) -> dict:
+    """Each case's table, and its actor's action at its step; then each run's job, paused at its
+    cases' steps while their actors act. What the jobs reported, by table."""
+    actions = {}
     for (point, adv), (table, fmt) in cases.items():
         run_id = run_of[(point, adv)]
         stack.make_table(db, table, fmt, [dt], files=4, rows=rows)
@@ -311,6 +338,15 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
             actions[str(folder)] = {"action": "read", "db": db, "table": table, "partition": f"dt={dt}",
                                     "out": str(readers[table])}
             expected[table] = before
+        elif adv == "restart":
+            actions[str(folder)] = {"action": "metastore", "fault": "restart", "seconds": RESTART_SECONDS,
+                                    "control": proxy.control_port}
+            expected[table] = before
+        elif adv == "hang":
+            retry = stack.plan_batches(cfg, run_id=run_id)
+            actions[str(folder)] = {"action": "metastore", "fault": "hang", "control": proxy.control_port,
+                                    "argv": stack.spark_submit_cmd(retry["spark_args"][0]["application_args"][1])}
+            expected[table] = before
         else:
             rival = stack.plan_batches(cfg, run_id=run_id if adv == "retry" else f"rival-{table}")
             argv = stack.spark_submit_cmd(rival["spark_args"][0]["application_args"][1])
@@ -330,8 +366,9 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
         cfg = stack.write_config(work / f"{run_id}.yaml", [{"name": f"{db}.{t}", "trash_retention_days": 1, **mode}
                                                            for _, t in mine])
         steps = ";".join(f"{point}:{db}.{table}/" for (point, _), table in mine)
+        through = {"spark.hadoop.hive.metastore.uris": proxy.uris} if proxy and run_id == "adv-run-metastore" else {}
         for spark_args in stack.plan_batches(cfg, run_id=run_id)["spark_args"]:
-            stack.spark_submit(spark_args["application_args"][1], config_path=cfg,
+            stack.spark_submit(spark_args["application_args"][1], config_path=cfg, conf=through,
                                HIVE_COMPACTION_TEST_HOOK_AT=steps,
                                HIVE_COMPACTION_TEST_HOOK_CMD=f"{shlex.quote(sys.executable)} {ROOT / 'scripts' / 'adversaries.py'}",
                                HIVE_COMPACTION_ADVERSARIES=json.dumps(actions),
@@ -339,6 +376,13 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
         # What the paused job said of each partition: a writer it cannot tell from an overwrite
         # fails the partition, saying what is where (issue 29), and is never a success.
         status.update({r["table"].split(".", 1)[1]: r for r in stack.results(cfg, run_id)})
+    return status
+
+
+def _check_cases(stack: Stack, work: Path, cases: dict, run_of: dict, mode: dict, readers: dict, expected: dict,
+                 status: dict, figures: dict, points, adversaries, skip, commit_mode: str, db: str, dt: str,
+                 log_path: Path) -> dict:
+    """One DAG run of the date, then every case's rows, statistics, folders and journals checked."""
     acted = Counter(json.loads(line)["folder"] for line in log_path.read_text().splitlines()) \
         if log_path.exists() else Counter()
     warehouse = Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db"
@@ -448,6 +492,19 @@ def print_matrix(figures: dict) -> None:
                                         for c in cells))
 
 
+def _actors(ap, named: str, switch: bool, every_call: bool) -> tuple[str, ...]:
+    """The actors ``--actors`` names: a storage call's position may lie past a switch's commit
+    point, where writers by path are that mode's documented limit."""
+    everyone = SWITCH_ADVERSARIES if switch else ADVERSARIES
+    actors = {"writers": WRITERS,
+              "all": tuple(a for a in everyone if not (switch and every_call and a in WRITERS))}.get(named) \
+        or tuple(named.split(","))
+    unknown = set(actors) - set(everyone)
+    if unknown:
+        ap.error(f"--actors: unknown actor(s) {sorted(unknown)}; choose from {everyone}")
+    return actors
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--formats", nargs="+", default=["ORC", "PARQUET"])
@@ -462,10 +519,11 @@ def main() -> int:
                     help="with --every-call: that storage call fails instead of a kill")
     ap.add_argument("--adversaries", action="store_true",
                     help="instead of kills: other actors at every commit step (adversary_matrix)")
-    ap.add_argument("--actors", default="writers",
-                    help="with --adversaries --every-call: 'writers' (the writers and DROP PARTITION, fast), "
-                         "'all' (the jobs too: a spark-submit each, about 40 s per storage call) or names, "
-                         f"comma-separated, of {','.join(SWITCH_ADVERSARIES)}")
+    ap.add_argument("--actors", default=None,
+                    help="with --adversaries: 'writers' (the writers and DROP PARTITION, fast; the default with "
+                         "--every-call), 'all' (the jobs too: a spark-submit each, about 40 s per storage call; "
+                         "the default at the named steps) or names, comma-separated, of "
+                         f"{','.join(SWITCH_ADVERSARIES)}")
     ap.add_argument("--commit-mode", choices=["in_place", "location_switch"], default="in_place",
                     help="with --adversaries: the tables' commit_mode (location_switch adds a reader)")
     args = ap.parse_args()
@@ -473,22 +531,17 @@ def main() -> int:
         stack = Stack(Path(tmp))
         stack.start()
         try:
+            switch = args.commit_mode == "location_switch"
             if args.adversaries and args.every_call:
                 # Before each storage operation of the commit. A location switch's writers by path and
                 # DROP PARTITION after its commit point are that mode's documented limits: its sweep
                 # has the jobs and the reader.
-                named = {"writers": WRITERS,
-                         "all": ADVERSARIES if args.commit_mode == "in_place" else JOB_ACTORS + ("steal", "read")}
-                actors = named.get(args.actors) or tuple(args.actors.split(","))
-                unknown = set(actors) - set(SWITCH_ADVERSARIES)
-                if unknown:
-                    ap.error(f"--actors: unknown actor(s) {sorted(unknown)}; choose from {SWITCH_ADVERSARIES}")
+                actors = _actors(ap, args.actors or "writers", switch, every_call=True)
                 f = adversary_matrix(stack, Path(tmp), [f"{CALL}{n}" for n in range(1, args.every_call + 1)],
                                      actors, args.rows, commit_mode=args.commit_mode)
             elif args.adversaries:
-                switch = args.commit_mode == "location_switch"
                 f = adversary_matrix(stack, Path(tmp), SWITCH_POINTS if switch else ADVERSARY_POINTS,
-                                     SWITCH_ADVERSARIES if switch else ADVERSARIES, args.rows,
+                                     _actors(ap, args.actors or "all", switch, every_call=False), args.rows,
                                      commit_mode=args.commit_mode)
             elif args.every_call:
                 prefix = FAIL if args.storage_errors else CALL

@@ -55,7 +55,7 @@ with DAG(
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
-    default_args={"retries": SETTINGS.retries, "retry_delay": timedelta(minutes=1),
+    default_args={"retries": SETTINGS.retries, "retry_delay": timedelta(seconds=config.MERGE_RETRY_DELAY_SECONDS),
                   "retry_exponential_backoff": True, "max_retry_delay": timedelta(minutes=30),
                   "on_failure_callback": ON_FAILURE,
                   **config.task_defaults(SETTINGS)},  # airflow_tasks: queue (the executor's)

@@ -18,6 +18,11 @@ folder in ``HIVE_COMPACTION_PARTITION_DIR``. Actions:
 - ``read``: a reader lists the partition's folder as the Metastore names it now (``db``,
   ``table``, ``partition``) and writes the files it found to ``out``; the test reads them after
   the job is done (a query that listed before and reads after);
+- ``metastore``: a fault of the Metastore as the paused job sees it, through the proxy it talks
+  to (``scripts/metastore_proxy.py``, ``control``: its control port): ``"fault": "hang"`` stops
+  every byte between them (its calls and lock heartbeats hang) while ``argv`` runs (the same run's
+  retry, which finds the lock silent and takes the partition over), then lets them through again;
+  ``"fault": "restart"`` cuts every connection and refuses new ones for ``seconds``;
 - ``command``: any other actor as an argument list (a second committer's spark-submit, a
   rollback, a purge by another run); its exit code is recorded, not enforced.
 
@@ -73,11 +78,26 @@ def act(folder: str, spec: dict) -> str:
         files = sorted(str(f) for f in listed.iterdir() if f.is_file() and not f.name.startswith((".", "_")))
         Path(spec["out"]).write_text(json.dumps(files))
         return f"listed {len(files)} file(s) in {listed}"
+    if action == "metastore":
+        from metastore_proxy import inject
+        if spec["fault"] == "restart":
+            inject(spec["control"], "restart", spec["seconds"])
+            return f"restarted the Metastore ({spec['seconds']} s down)"
+        inject(spec["control"], "hang")
+        try:
+            return f"hung the Metastore while the job's retry ran ({_run(spec)})"
+        finally:
+            inject(spec["control"], "resume")
     if action == "command":
-        env = {k: v for k, v in os.environ.items() if not k.startswith("HIVE_COMPACTION_TEST_")}
-        p = subprocess.run(spec["argv"], env=env, capture_output=True, text=True, timeout=600)
-        return f"ran {spec.get('label', spec['argv'][0])}: exit {p.returncode}"
+        return f"ran {spec.get('label', spec['argv'][0])}: {_run(spec)}"
     raise ValueError(f"unknown action {action!r}")
+
+
+def _run(spec: dict) -> str:
+    """Run ``spec["argv"]`` without the test's fault variables; its exit code (not enforced)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HIVE_COMPACTION_TEST_")}
+    p = subprocess.run(spec["argv"], env=env, capture_output=True, text=True, timeout=600)
+    return f"exit {p.returncode}"
 
 
 def main() -> int:

@@ -156,7 +156,12 @@ def _begin_commit(metastore, table: str, partition: str) -> None:
     """A partition's commit (or replay) asks for its lock: its steps and calls count from here."""
     values = [unquote(kv.partition("=")[2]) for kv in partition.split("/")] if partition else []
     _now.label = f"{table}/{partition}"
-    _now.folder = lambda: _path((metastore.location(table, values) if values else metastore.table_location(table)) or "")
+    def folder() -> str:
+        return _path((metastore.location(table, values) if values else metastore.table_location(table)) or "")
+    # The partition's folder as the commit begins: after a location switch's commit point the
+    # Metastore names the new one, but the test's actors are keyed by the folder it merged.
+    began = folder() if os.environ.get(HOOK_ENV) else None
+    _now.folder = (lambda: began) if began else folder
     _now.listed, _now.new_folder = False, None
     _now.calls = 0 if _counting_wanted() else None
     _step("staged", _now.label)
@@ -310,8 +315,8 @@ def _wrap_metastore(cls) -> dict:
         _begin_commit(self, table, partition)
         return originals["lock"](self, table, partition, wait_seconds, required)
 
-    def switch(self, table, values, old, new, parameters):
-        switched = originals["switch"](self, table, values, old, new, parameters)
+    def switch(self, table, values, old, new, parameters, *more):
+        switched = originals["switch"](self, table, values, old, new, parameters, *more)
         if switched:
             _step("switched", f"{_now.label} {table} {old} {new}", _path(old))
         return switched

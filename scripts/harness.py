@@ -336,9 +336,10 @@ class Stack:
         return [r.to_dict() for _, params in sorted(recorded.items()) for r in decode_results(params)]
 
     @staticmethod
-    def spark_submit_cmd(batch_arg: str) -> list[str]:
+    def spark_submit_cmd(batch_arg: str, conf: dict | None = None) -> list[str]:
+        """The merge job's command for one encoded batch (``conf``: more Spark settings)."""
         return ["spark-submit", "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-                "--conf", "spark.driver.host=127.0.0.1",
+                "--conf", "spark.driver.host=127.0.0.1", *[a for k, v in (conf or {}).items() for a in ("--conf", f"{k}={v}")],
                 str(ROOT / "plugins" / "hive_compaction" / "jobs" / "compact_partitions.py"), "--batch", batch_arg]
 
     def rollback_cmd(self, table: str, run_id: str, config_path: Path, conf: dict | None = None) -> list[str]:
@@ -351,8 +352,10 @@ class Stack:
                 str(ROOT / "plugins" / "hive_compaction" / "jobs" / "rollback.py"), "--table", table, "--run", run_id,
                 "--metastore", f"thrift://127.0.0.1:{self.port}", *(["--work-dir", work_dir] if work_dir else [])]
 
-    def spark_submit(self, batch_arg: str, config_path: Path | None = None, **env) -> subprocess.CompletedProcess:
-        """Run the merge job on one encoded batch, as the mapped task would."""
+    def spark_submit(self, batch_arg: str, config_path: Path | None = None, conf: dict | None = None,
+                     **env) -> subprocess.CompletedProcess:
+        """Run the merge job on one encoded batch, as the mapped task would (``conf``: more Spark
+        settings)."""
         with started("spark-submit of the merge job (alone)"):
-            return subprocess.run(self.spark_submit_cmd(batch_arg), env=self.env(config_path, **env),
+            return subprocess.run(self.spark_submit_cmd(batch_arg, conf), env=self.env(config_path, **env),
                                   capture_output=True, text=True, timeout=600)

@@ -100,6 +100,12 @@ def stop_group(proc: subprocess.Popen | None) -> None:
         proc.wait(10)
 
 
+def _properties(values: dict[str, str]) -> str:
+    """``values`` as the property lines of a Hadoop configuration file."""
+    return "".join(f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n"
+                   for k, v in values.items())
+
+
 def site_properties(path: Path) -> dict[str, str]:
     """The properties of a Hadoop configuration file (``*-site.xml``)."""
     import xml.etree.ElementTree as ET
@@ -150,6 +156,10 @@ class Metastore:
         # More jars and Hadoop settings for the service (the tests' s3like file system).
         self.extra_classpath: list[Path] = []
         self.hadoop_conf: dict[str, str] = {}
+        # More hive-site.xml settings and JVM options (the Kerberos Metastore's SASL, krb5.conf).
+        self.hive_conf: dict[str, str] = {}
+        self.jvm_options: list[str] = []
+        self.describe = "Hive Metastore 2.3 (pyspark wheel)"
         # More environment for the service (HADOOP_USER_NAME: who it is on HDFS).
         self.env: dict[str, str] = {}
         self.port = port
@@ -186,7 +196,7 @@ class Metastore:
             return None
 
     def start(self, timeout: float = 120) -> None:
-        if self.pid() and answers(self.port):
+        if self.pid() and self.ready():
             print(f"Hive Metastore already running at {self.uri} (pid {self.pid()})")
             return
         if shutil.which("java") is None:
@@ -196,12 +206,13 @@ class Metastore:
         conf = self.state / "metastore-conf"
         conf.mkdir(parents=True, exist_ok=True)
         (self.state / "warehouse").mkdir(exist_ok=True)
-        (conf / "hive-site.xml").write_text(hive_site(self.state, self.db_url, self.db_user))
-        extra = "".join(f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n"
-                        for k, v in self.hadoop_conf.items())
+        (conf / "hive-site.xml").write_text(hive_site(self.state, self.db_url, self.db_user).replace(
+            "</configuration>", _properties(self.hive_conf) + "</configuration>"))
+        extra = _properties(self.hadoop_conf)
         (conf / "core-site.xml").write_text(CORE_SITE.format(state=self.state, mount=VIEWFS_MOUNT, extra=extra))
         (self.state / "viewfs-data").mkdir(exist_ok=True)
-        cmd = ["java", "-Xmx1g", "-Dlog4j2.contextSelector=org.apache.logging.log4j.core.selector.BasicContextSelector",
+        cmd = ["java", "-Xmx1g", *self.jvm_options,
+               "-Dlog4j2.contextSelector=org.apache.logging.log4j.core.selector.BasicContextSelector",
                f"-Dderby.system.home={self.state}",
                "-cp", ":".join([str(conf), f"{spark_jars()}/*", *([str(self.jdbc_jar)] if self.jdbc_jar else []),
                                 *map(str, self.extra_classpath)]),
@@ -215,13 +226,17 @@ class Metastore:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise StackError(f"the Hive Metastore exited with code {proc.returncode}; see {self.log_file}")
-            if answers(self.port):
+            if self.ready():
                 print(f"Hive Metastore listening at {self.uri} (pid {proc.pid}, log {self.log_file})")
-                record("Hive Metastore 2.3 (pyspark wheel)", time.monotonic() - t0)
+                record(self.describe, time.monotonic() - t0)
                 return
             time.sleep(1)
         self.stop()
         raise StackError(f"the Hive Metastore did not answer within {timeout:.0f}s; see {self.log_file}")
+
+    def ready(self) -> bool:
+        """Whether the started service serves (a Thrift call answered)."""
+        return answers(self.port)
 
     def stop(self) -> None:
         pid = self.pid()

@@ -30,7 +30,7 @@ LONGEST_FIRST = ("test_safety_kills", "test_safety_actors", "test_yarn_cluster",
                  "test_safety", "test_end_to_end", "test_commit_false_success", "test_as_a_user", "test_memory",
                  "test_commit_protocol", "test_celery_queues", "test_merge_modes", "test_rollback_and_cleanup", "test_standalone_cluster",
                  "test_viewfs", "test_layouts", "test_install", "test_rollback_dag", "test_metastore_lock", "test_operations",
-                 "test_stale_statistics", "test_benchmark_smoke", "test_metastore_client", "test_object_store")
+                 "test_stale_statistics", "test_kerberos_job", "test_benchmark_smoke", "test_metastore_client", "test_object_store")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -66,6 +66,26 @@ def stack(tmp_path_factory):
         yield s
     finally:
         s.stop()
+
+
+@pytest.fixture(scope="session")
+def kerberos(tmp_path_factory):
+    """A real MIT KDC (realm EXAMPLE.COM), a Hive Metastore 2.3 that wants SASL (Kerberos), a user
+    with a ticket and a job principal with a keytab (``scripts/kerberos_stack.py``), started once
+    per test process for the Airflow side's client (test_metastore_client) and the Spark jobs
+    (tests/stacks/test_kerberos_job). A Metastore of its own: SASL is a setting of the whole
+    server. Skipped, saying why, without Debian's krb5-kdc, krb5-admin-server and krb5-user and
+    the ``kerberos`` module (pip; builds against libkrb5-dev)."""
+    from kerberos_stack import KerberosStack, missing
+    why = missing()
+    if why:
+        pytest.skip(f"no Kerberos test: {why}")
+    k = KerberosStack(tmp_path_factory.mktemp("kerberos"))
+    k.start()
+    try:
+        yield k
+    finally:
+        k.stop()
 
 
 @pytest.fixture

@@ -32,6 +32,18 @@ def test_a_merge_failure_names_its_batch_only_and_the_exception():
     assert "dt=2026-01-01" not in f["message"]
 
 
+def test_a_jobs_kerberos_login_failure_is_named_first():
+    """Exit code 3 of the merge and rollback jobs: their Kerberos login failed (said before the
+    command line, which the length limit may cut); another code is left as it is."""
+    f = alerts.failure("merge", "manual__x", map_index=0, plan=PLAN, exception=RuntimeError(
+        "Cannot execute: spark-submit --keytab /k --principal p " + "x" * 2000 + " Error code is: 3."))
+    assert f["reason"].startswith("the Spark driver's Kerberos login failed (the task log's `error: Kerberos login "
+                                  "failed` line names the principal and keytab")
+    assert f["reason"].endswith(" ...") and "RuntimeError: Cannot execute: spark-submit --keytab /k" in f["reason"]
+    other = alerts.failure("merge", "manual__x", exception=RuntimeError("Cannot execute: x. Error code is: 13."))
+    assert other["reason"] == "RuntimeError: Cannot execute: x. Error code is: 13."
+
+
 def test_the_jobs_recorded_failures_give_the_reason_and_come_first():
     results = [{"table": "db.t", "partition": "dt=2026-01-02", "status": "merged"},
                {"table": "db.u", "partition": "", "status": "failed", "reason": "checksum mismatch"}]

@@ -8,9 +8,9 @@ from datetime import date, timedelta
 import pytest
 
 from hive_compaction.airflow import backlog, config, tasks as dag_tasks
-from hive_compaction.airflow.metastore_types import NUM_FILES, TOTAL_SIZE, PartitionInfo, PartitionRecord, TableInfo
+from hive_compaction.airflow.metastore_types import PartitionInfo, PartitionRecord, TableInfo
 from hive_compaction.airflow.planning import DDL_TIME
-from hive_compaction.model.results import (LISTED_AT, PLANNED_AT, SMALL_FILES, PartitionResult, Status,
+from hive_compaction.model.results import (LISTED_AT, NUM_FILES, PLANNED_AT, SMALL_FILES, TOTAL_SIZE, PartitionResult, Status,
                                            encode_results)
 from hive_compaction.airflow.run_params import select
 

@@ -14,7 +14,8 @@ from unittest import mock
 import pytest
 
 from hive_compaction.storage import metastore_lock
-from hive_compaction.storage.metastore_client import JobMetastore, LockLost, LocksUnavailable
+from hive_compaction.storage.metastore_client import JobMetastore
+from hive_compaction.storage.metastore_lock import LockLost, LocksUnavailable
 from hive_compaction.storage.metastore_lock import check_lock_held
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -148,10 +149,23 @@ def test_a_killed_switch_is_finished_or_undone_by_the_next_run(stack, tmp_path):
     assert "did not happen; removing its new folder" in run.log
 
 
-@pytest.mark.parametrize("actor", ["add", "drop"])
+# An ALTER TABLE ... PARTITION (...) SET SERDEPROPERTIES through the Metastore, taking no lock.
+ALTER_SERDE = """
+import sys
+from hmsclient import hmsclient
+port, db, table, partition = sys.argv[1:]
+with hmsclient.HMSClient(host="127.0.0.1", port=int(port)) as c:
+    p = c.get_partition_by_name(db, table, partition)
+    p.sd.serdeInfo.parameters["serialization.null.format"] = "NULL"
+    c.alter_partition(db, table, p)
+"""
+
+
+@pytest.mark.parametrize("actor", ["add", "drop", "alter"])
 def test_a_writer_or_a_drop_during_the_switch_stops_it(stack, tmp_path, actor):
-    """A file added to the old folder, or the partition dropped, while the new folder is built:
-    the switch does not happen, the new folder is deleted, no row is lost or resurrected."""
+    """A file added to the old folder, the partition dropped, or its storage descriptor altered
+    while the new folder is built: the switch does not happen, the new folder is deleted, no row
+    is lost or resurrected, and the alter is not overwritten."""
     db, table, storage = f"switch_{actor}", "events", "ORC"
     folder, cfg = make(stack, db, table, storage, tmp_path)
     stack.make_table(db, "late", storage, [DT], files=1, rows=11)
@@ -159,6 +173,10 @@ def test_a_writer_or_a_drop_during_the_switch_stops_it(stack, tmp_path, actor):
     expected = sorted(stack.rows(db, table)[f"dt={DT}"] + stack.rows(db, "late")[f"dt={DT}"])
     if actor == "add":
         cmd = f"cp {late} {folder}/part-late.orc"
+    elif actor == "alter":
+        (tmp_path / "alter.py").write_text(ALTER_SERDE)
+        cmd = f"{sys.executable} {tmp_path / 'alter.py'} {stack.port} {db} {table} dt={DT}"
+        expected = stack.rows(db, table)[f"dt={DT}"]
     else:
         cmd = (f"python -c \"from hmsclient import hmsclient; c = hmsclient.HMSClient(host='127.0.0.1', "
                f"port={stack.port}); c.open(); c.drop_partition_by_name('{db}', '{table}', 'dt={DT}', True)\"")
@@ -175,10 +193,18 @@ def test_a_writer_or_a_drop_during_the_switch_stops_it(stack, tmp_path, actor):
         return
     assert stack.partition_location(db, table, f"dt={DT}") == folder
     assert stack.rows(db, table)[f"dt={DT}"] == expected
+    if actor == "alter":
+        assert "storage descriptor changed since the commit read it" in p.stdout, p.stdout[-3000:]
+        assert f"FAILED {db}.{table} dt={DT}" in p.stdout, p.stdout[-3000:]
     run = stack.run_dag(cfg, conf={"partition_date": DT})  # the next run merges the late file too
     assert run.state == "success", run.log[-4000:]
     assert stack.rows(db, table)[f"dt={DT}"] == expected
     assert stack.partition_location(db, table, f"dt={DT}") != folder
+    if actor == "alter":  # the next run switched with the altered descriptor, keeping the change
+        from hmsclient import hmsclient
+        with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
+            serde = c.get_partition_by_name(db, table, f"dt={DT}").sd.serdeInfo.parameters
+        assert serde.get("serialization.null.format") == "NULL", serde
 
 
 def test_rollback_switches_back_to_the_old_folder_with_its_statistics(stack, tmp_path):

@@ -6,7 +6,6 @@ Unit tests use loopback servers made here; the rest run against the real local M
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import os
@@ -22,12 +21,12 @@ import pytest
 from hmsclient import hmsclient
 from hmsclient.genthrift.hive_metastore import ThriftHiveMetastore, ttypes
 from local_stack import free_port
-from suite_budget import record
 from thrift.protocol import TBinaryProtocol
 from thrift.transport import TSocket, TTransport
 
-from hive_compaction.airflow.metastore_hook import (NUM_FILES, Metastore, MetastoreUnavailable,
-                                                    TableNotFound, parse_hosts)
+from hive_compaction.airflow.metastore_connection import MetastoreUnavailable, parse_hosts
+from hive_compaction.airflow.metastore_hook import Metastore, TableNotFound
+from hive_compaction.model.results import NUM_FILES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -385,126 +384,20 @@ def test_sasl_client_against_a_metastore_without_sasl_says_so(stack):
 
 
 # --- a real Kerberos realm and a SASL (Kerberos) Hive Metastore 2.3 -----------------------------
-KDC_TOOLS = ("kdb5_util", "kadmin.local", "krb5kdc", "kinit")
-
-
-def _start(cmd: list[str], log: Path, env: dict, cwd: Path) -> subprocess.Popen:
-    with open(log, "ab") as out:
-        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True)
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, 15)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait(5)
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
 @pytest.fixture(scope="module")
-def kerberos_metastore(tmp_path_factory):
-    """An MIT KDC (realm EXAMPLE.COM), a user ``alice`` with a ticket, and a Hive Metastore 2.3 with
-    ``hive.metastore.sasl.enabled=true`` as ``hive/localhost``. Skipped without Debian's krb5-kdc,
-    krb5-admin-server and krb5-user, and the ``kerberos`` module (pip; builds against libkrb5-dev).
-    Its own Metastore, not the session's: SASL is a setting of the whole server."""
-    import shutil
-    missing = [t for t in KDC_TOOLS + ("java",) if shutil.which(t) is None]
-    if importlib.util.find_spec("kerberos") is None:
-        missing.append("the kerberos Python module")
-    if missing:
-        pytest.skip(f"no Kerberos test: missing {', '.join(missing)} (apt-get install krb5-kdc krb5-admin-server "
-                    "krb5-user libkrb5-dev; pip install kerberos)")
-    from local_stack import hive_site, spark_jars
-    d = tmp_path_factory.mktemp("kerberos")
-    kdc_port, hms_port = free_port(), free_port()
-    (d / "krb5.conf").write_text(f"""[libdefaults]
-  default_realm = EXAMPLE.COM
-  dns_lookup_kdc = false
-  dns_lookup_realm = false
-  dns_canonicalize_hostname = false
-  rdns = false
-  udp_preference_limit = 1
-[realms]
-  EXAMPLE.COM = {{
-    kdc = 127.0.0.1:{kdc_port}
-  }}
-""")
-    (d / "kdc.conf").write_text(f"""[kdcdefaults]
-  kdc_ports = {kdc_port}
-  kdc_tcp_ports = {kdc_port}
-[realms]
-  EXAMPLE.COM = {{
-    database_name = {d}/principal
-    key_stash_file = {d}/stash
-    acl_file = {d}/kadm5.acl
-    supported_enctypes = aes256-cts-hmac-sha1-96:normal aes128-cts-hmac-sha1-96:normal
-  }}
-""")
-    env = {**os.environ, "KRB5_CONFIG": str(d / "krb5.conf"), "KRB5_KDC_PROFILE": str(d / "kdc.conf"),
-           "KRB5CCNAME": f"FILE:{d}/alice.cc"}
-
-    def run(*cmd, **kw):
-        return subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=60, **kw)
-
-    run("kdb5_util", "create", "-s", "-r", "EXAMPLE.COM", "-P", "master-password")
-    run("kadmin.local", "-q", "addprinc -randkey hive/localhost@EXAMPLE.COM")
-    run("kadmin.local", "-q", f"ktadd -k {d}/hive.keytab hive/localhost@EXAMPLE.COM")
-    run("kadmin.local", "-q", "addprinc -pw alice-password alice@EXAMPLE.COM")
-    t0 = time.monotonic()
-    procs = [_start(["krb5kdc", "-n", "-P", str(d / "kdc.pid")], d / "kdc.log", env, d)]
+def kerberos_metastore(kerberos):
+    """The session's Kerberos stack (conftest ``kerberos``), its realm and the user's ticket cache
+    in this process's environment (the Python client's GSSAPI reads them) while the module runs."""
+    saved = {k: os.environ.get(k) for k in kerberos.env}
+    os.environ.update(kerberos.env)
     try:
-        for _ in range(50):
-            if _listening(kdc_port):
-                break
-            time.sleep(0.2)
-        record("MIT KDC (krb5kdc)", time.monotonic() - t0)
-        run("kinit", "alice@EXAMPLE.COM", input=b"alice-password\n")
-
-        conf = d / "hms-conf"
-        conf.mkdir()
-        sasl = (f"  <property><name>hive.metastore.sasl.enabled</name><value>true</value></property>\n"
-                "  <property><name>hive.metastore.kerberos.keytab.file</name>"
-                f"<value>{d}/hive.keytab</value></property>\n"
-                "  <property><name>hive.metastore.kerberos.principal</name><value>hive/localhost@EXAMPLE.COM</value>"
-                "</property>\n</configuration>")
-        (conf / "hive-site.xml").write_text(hive_site(d).replace("</configuration>", sasl))
-        (conf / "core-site.xml").write_text(
-            '<?xml version="1.0"?>\n<configuration>\n  <property><name>hadoop.security.authentication</name>'
-            "<value>kerberos</value></property>\n</configuration>\n")
-        (d / "warehouse").mkdir()
-        procs.append(_start(
-            ["java", "-Xmx512m", "-Dlog4j2.contextSelector=org.apache.logging.log4j.core.selector.BasicContextSelector",
-             f"-Djava.security.krb5.conf={d}/krb5.conf", f"-Dderby.system.home={d}",
-             "-cp", f"{conf}:{spark_jars()}/*", "org.apache.hadoop.hive.metastore.HiveMetaStore", "-p", str(hms_port)],
-            d / "metastore.log", env, d))
-        t0 = time.monotonic()
-        deadline = t0 + 120
-        while not _listening(hms_port):
-            assert procs[-1].poll() is None, (d / "metastore.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "the Kerberos Metastore did not start"
-            time.sleep(0.5)
-        record("Hive Metastore 2.3 with Kerberos (SASL)", time.monotonic() - t0)
-        saved = {k: os.environ.get(k) for k in ("KRB5_CONFIG", "KRB5CCNAME")}
-        os.environ.update(KRB5_CONFIG=env["KRB5_CONFIG"], KRB5CCNAME=env["KRB5CCNAME"])
-        try:
-            yield hms_port, d
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+        yield kerberos.port, kerberos.state
     finally:
-        for p in reversed(procs):
-            _stop(p)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 @pytest.mark.integration

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hive_compaction.airflow.config import FanOut, TablePolicy
-from hive_compaction.airflow.metastore_types import (NUM_FILES, TOTAL_SIZE, PartitionInfo, TableInfo,
-                                                     storage_format)
+from hive_compaction.airflow.metastore_types import PartitionInfo, TableInfo, storage_format
+from hive_compaction.model.results import NUM_FILES, TOTAL_SIZE
 from hive_compaction.model.batch import (MAX_ENCODED_BATCH, PartitionTask, batch_payload, batch_tasks,
                                          decode_batch, encode_batch, task_from_dict, task_to_dict)
 from hive_compaction.airflow.planning import (DDL_TIME, LISTED_AT, Skipped, batch_label, candidate,

@@ -302,3 +302,13 @@ def test_the_refresh_leaves_statistics_written_since_the_plan_for_the_next_run()
     assert changed_since_planned(r, {})  # dropped and re-created since
     r.stats_files = r.stats_bytes = None  # the plan saw no statistics
     assert not changed_since_planned(r, {}) and changed_since_planned(r, {NUM_FILES: "1", TOTAL_SIZE: "9"})
+
+
+def test_the_reader_gap_after_a_dead_commit_is_printed_as_retry_delay_plus_lease():
+    """Issue 29: the longest time readers of a partition miss rows after its merge job dies
+    mid-commit: the first retry's longest wait (twice the delay, exponential backoff) plus the
+    lock's lease, both named; without retries, the next run."""
+    from hive_compaction.airflow.report import reader_gap_note
+    note = reader_gap_note(2, 60, 10)
+    assert "at most 130 s and the retry's start" in note and "retry_delay 60 s" in note and "silent 10 s" in note
+    assert "the next run" in reader_gap_note(0, 60, 10)

@@ -165,11 +165,24 @@ def test_section_must_be_a_mapping():
      ["yarn_track_via_rm_api", "waitAppCompletion"]),
     ({"track_driver_via_k8s_api": True}, {"spark.kubernetes.submission.waitAppCompletion": True},
      ["track_driver_via_k8s_api", "waitAppCompletion"]),
+    ({"use_krb5ccache": True, "principal": "p@R"}, {}, ["use_krb5ccache", "principal and keytab"]),
+    ({"use_krb5ccache": True, "keytab": "/k"}, {}, ["use_krb5ccache", "ticket cache"]),
 ])
 def test_combinations_the_provider_would_refuse(spark_submit, spark_conf, keys):
     msg = errors_of(spark_submit, spark_conf=spark_conf)
     assert msg.startswith("cfg.yaml: spark_submit: ")
     assert all(k in msg for k in keys), msg
+
+
+def test_the_ticket_cache_is_spark_conf_not_the_operators_argument():
+    """use_krb5ccache becomes spark.kerberos.renewal.credentials=ccache: the operator's own adds a
+    --principal (Airflow's [kerberos] principal when none is set), which Spark 3+ refuses
+    without a keytab."""
+    kwargs = merge_operator_kwargs(parse({"spark_submit": {"use_krb5ccache": True}}))
+    assert "use_krb5ccache" not in kwargs and "principal" not in kwargs
+    assert kwargs["conf"]["spark.kerberos.renewal.credentials"] == "ccache"
+    kwargs = merge_operator_kwargs(parse({"spark_submit": {"use_krb5ccache": False}}))
+    assert "use_krb5ccache" not in kwargs and "spark.kerberos.renewal.credentials" not in kwargs["conf"]
 
 
 def test_tracking_with_wait_app_completion_false_is_fine():

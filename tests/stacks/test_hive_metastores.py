@@ -21,7 +21,9 @@ from hmsclient import hmsclient
 from hmsclient.genthrift.hive_metastore import ttypes
 from thrift.Thrift import TApplicationException
 
+import thrift_tables
 from stack_sampling import require_jars, sampled
+from thrift_tables import COLUMNS, FORMATS
 from harness import Stack
 from hive_metastores import HiveMetastoreServer
 
@@ -47,14 +49,6 @@ HOUSEKEEPING = {
 # hmsclient 0.1.1 (no create_table_req) nor Spark's 2.3 client can send them. Users' ACID tables
 # are made by HiveServer2, which does; here the transformer is off so that the test can make one.
 NO_TRANSFORMER = {"metastore.metadata.transformer.class": " "}  # blank: an empty value reads as unset
-FORMATS = {
-    "ORC": ("org.apache.hadoop.hive.ql.io.orc.OrcInputFormat", "org.apache.hadoop.hive.ql.io.orc.OrcOutputFormat",
-            "org.apache.hadoop.hive.ql.io.orc.OrcSerde"),
-    "PARQUET": ("org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
-                "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",
-                "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"),
-}
-COLUMNS = [("event_id", "bigint"), ("user_id", "string"), ("amount", "double")]
 
 
 @pytest.fixture(scope="module", params=sampled("Hive Metastore releases", list(STACKS)))
@@ -99,37 +93,8 @@ def make_table(stack, spark, db: str, table: str, storage: str, dates: list[str]
                rows: int = 200) -> None:
     """An external table made through Thrift, each partition's ``files`` files written by Spark
     (``dates`` None: a table without partitions)."""
-    root = f"{stack.metastore.warehouse}/{db}.db"
-    location = f"{root}/{table}"
-    input_format, output_format, serde = FORMATS[storage]
-
-    def sd(at: str) -> ttypes.StorageDescriptor:
-        return ttypes.StorageDescriptor(
-            cols=[ttypes.FieldSchema(n, t, "") for n, t in COLUMNS], location=at, inputFormat=input_format,
-            outputFormat=output_format, compressed=False, numBuckets=-1, bucketCols=[], sortCols=[], parameters={},
-            serdeInfo=ttypes.SerDeInfo(serializationLib=serde, parameters={"serialization.format": "1"}))
-
-    def write(at: str, seed: int) -> None:
-        (spark.range(rows).selectExpr(f"id + {seed * 1_000_000} AS event_id", "concat('user-', id % 97) AS user_id",
-                                      "id * 1.5 AS amount")
-         .repartition(files).write.mode("overwrite").format(storage.lower()).save(at))
-
-    with client(stack) as c:
-        try:
-            c.create_database(ttypes.Database(name=db, locationUri=root, parameters={}))
-        except ttypes.AlreadyExistsException:
-            pass
-        if dates is None:
-            write(location, 0)
-        c.create_table(ttypes.Table(
-            tableName=table, dbName=db, owner="tests", sd=sd(location), parameters={"EXTERNAL": "TRUE"},
-            partitionKeys=[] if dates is None else [ttypes.FieldSchema("dt", "string", "")],
-            tableType="EXTERNAL_TABLE"))
-        for i, dt in enumerate(dates or []):
-            write(f"{location}/dt={dt}", i)
-        if dates:
-            c.add_partitions([ttypes.Partition(values=[dt], dbName=db, tableName=table, sd=sd(f"{location}/dt={dt}"),
-                                               parameters={}) for dt in dates])
+    thrift_tables.make_table(lambda: client(stack), stack.metastore.warehouse, spark, db, table, storage, dates,
+                             files, rows)
 
 
 def table_of(c, db: str, table: str):
@@ -257,7 +222,8 @@ def test_the_jobs_jvm_client(hms, spark):
 
 
 def test_locks_granted_waiting_and_timed_out(hms, spark):
-    from hive_compaction.storage.metastore_client import JobMetastore, LockTimeout
+    from hive_compaction.storage.metastore_client import JobMetastore
+    from hive_compaction.storage.metastore_lock import LockTimeout
 
     db, table, part = "locks", "events", "dt=2026-03-01"
     make_table(hms, spark, db, table, "ORC", ["2026-03-01"], files=1, rows=5)

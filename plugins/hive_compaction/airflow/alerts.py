@@ -9,6 +9,7 @@ arguments can say ``{{ failure.message }}``.
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 import yaml
 
@@ -18,6 +19,11 @@ log = logging.getLogger("hive_compaction")
 
 MAX_LISTED = 20  # partitions named in a message; the rest are counted
 REASON_CHARS = 1000
+# What the Spark provider's "Cannot execute: <command>. Error code is: N." means when N is one the
+# merge and rollback jobs give for a cause of their own (their docstrings: jobs/compact_partitions.py,
+# jobs/rollback.py); said before the command line, which the length limit may cut.
+JOB_EXIT_CODES = {3: "the Spark driver's Kerberos login failed (the task log's `error: Kerberos login failed` line "
+                     "names the principal and keytab, or the ticket cache, and why); nothing was touched"}
 
 
 # The DAG's per-table asset event tasks: "compacted.<db>.<table>" (this TaskGroup, the table).
@@ -76,6 +82,9 @@ def _reason(exception: BaseException | str | None) -> str:
         return "unknown (the task failed without an exception: killed, timed out or marked failed)"
     text = exception if isinstance(exception, str) else f"{type(exception).__name__}: {exception}"
     text = " ".join(str(text).split())
+    code = re.search(r"Cannot execute: .*Error code is: (\d+)\.", text)
+    if code and int(code.group(1)) in JOB_EXIT_CODES:
+        text = f"{JOB_EXIT_CODES[int(code.group(1))]}. {text}"
     return text if len(text) <= REASON_CHARS else text[:REASON_CHARS] + " ..."
 
 

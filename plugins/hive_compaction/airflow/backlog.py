@@ -13,9 +13,9 @@ from __future__ import annotations
 from datetime import date, timedelta
 
 from hive_compaction.airflow.config import TablePolicy
-from hive_compaction.airflow.metastore_types import NUM_FILES, PartitionInfo
+from hive_compaction.airflow.metastore_types import PartitionInfo
 from hive_compaction.airflow.planning import DDL_TIME
-from hive_compaction.model.results import LISTED_AT, PLANNED_AT, SMALL_FILES
+from hive_compaction.model.results import LISTED_AT, NUM_FILES, PLANNED_AT, SMALL_FILES
 
 
 def min_small(policy: TablePolicy) -> int:

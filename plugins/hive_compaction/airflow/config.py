@@ -40,6 +40,11 @@ class ConfigError(ValueError):
     """A configuration value is missing or wrong; the message names where."""
 
 
+# The first retry of a task waits this long, then each one twice as long (Airflow's exponential
+# backoff, which adds up to as much again): how long a partition whose merge job died mid-commit
+# waits for the retry that finishes its commit (report.reader_gap_note).
+MERGE_RETRY_DELAY_SECONDS = 60
+
 @dataclass(frozen=True)
 class TablePolicy:
     target_file_size: int = 128 * 1024**2
@@ -120,6 +125,9 @@ class SparkSubmitOptions:
     principal: str | None = None
     keytab: str | None = None  # a path on the worker (the connection's extra takes base64 instead)
     proxy_user: str | None = None
+    # The ticket cache (KRB5CCNAME) instead of a keytab: becomes spark.kerberos.renewal.credentials=ccache
+    # in ``conf``, not the operator's argument, which adds a --principal that Spark 3+ refuses
+    # without a keytab ("Both principal and keytab must be defined, or neither").
     use_krb5ccache: bool | None = None
     archives: str | None = None  # comma-separated (a YAML list is joined)
     jars: str | None = None
@@ -213,7 +221,7 @@ class Settings:
     pool: str = "default_pool"
     pool_slots: int | None = None  # the slots the pool should have (documentation and airflow-init)
     max_merges_per_run: int | None = None  # merge tasks of one run at once (max_active_tis_per_dagrun)
-    retries: int = 2
+    retries: int = 2  # each task's, the merges' with MERGE_RETRY_DELAY_SECONDS, doubling
     alerts: tuple[AlertSpec, ...] = ()
     fan_out: FanOut = field(default_factory=FanOut)
     spark_conf: dict[str, str] = field(default_factory=dict)
@@ -390,14 +398,21 @@ def _spark_submit(raw: Any, spark_conf: dict[str, str], where: str) -> SparkSubm
             raise ConfigError(f"{at}: expected a non-empty string, got {value!r}")
         values[key] = value
     opts = SparkSubmitOptions(**values)
+    _refuse_combinations(opts, spark_conf, where)
+    return opts
 
-    # Combinations the provider would refuse at run time, whatever the connection says.
+
+def _refuse_combinations(opts: SparkSubmitOptions, spark_conf: dict[str, str], where: str) -> None:
+    """Combinations the provider (or Spark) would refuse at run time, whatever the connection says."""
     if opts.cores_max is not None and opts.total_executor_cores is not None:
         raise ConfigError(f"{where}: keys 'cores_max' and 'total_executor_cores' set the same "
                           "Spark property (spark.cores.max): set one")
     for key, prop in _SUBMIT_CONF.items():
         if getattr(opts, key) is not None and prop in spark_conf:
             raise ConfigError(f"{where}: key {key!r} sets {prop}, which spark_conf sets too: set one")
+    if opts.use_krb5ccache and (opts.principal or opts.keytab):
+        raise ConfigError(f"{where}: key 'use_krb5ccache' logs the job in from the ticket cache (KRB5CCNAME): "
+                          "set principal and keytab for a keytab login, or use_krb5ccache alone")
     if opts.track_driver_via_k8s_api and opts.deploy_mode == "client":
         raise ConfigError(f"{where}: key 'track_driver_via_k8s_api' needs deploy_mode cluster")
     # With RM / Kubernetes API tracking spark-submit must return as soon as the job is submitted.
@@ -406,7 +421,6 @@ def _spark_submit(raw: Any, spark_conf: dict[str, str], where: str) -> SparkSubm
             ("track_driver_via_k8s_api", "spark.kubernetes.submission.waitAppCompletion", lambda v: v == "true")):
         if getattr(opts, key) and prop in spark_conf and refused(spark_conf[prop].strip().lower()):
             raise ConfigError(f"{where}: key {key!r} cannot work with spark_conf {prop}={spark_conf[prop]}")
-    return opts
 
 
 def _airflow_tasks(raw: Any, where: str) -> AirflowTasks:
@@ -471,6 +485,10 @@ def merge_operator_kwargs(settings: Settings) -> dict[str, Any]:
             continue
         if f.name in _SUBMIT_CONF:
             conf[_SUBMIT_CONF[f.name]] = str(value)
+            continue
+        if f.name == "use_krb5ccache":  # see SparkSubmitOptions
+            if value:
+                conf["spark.kerberos.renewal.credentials"] = "ccache"
             continue
         if isinstance(value, tuple):  # the operator takes a list
             value = list(value)

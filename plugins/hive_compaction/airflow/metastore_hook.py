@@ -21,11 +21,8 @@ from typing import Iterable, Iterator
 from airflow.sdk import BaseHook
 from hmsclient.genthrift.hive_metastore import ttypes
 
-from hive_compaction.airflow.metastore_connection import (AUTH_MECHANISMS, DEFAULT_PORT,  # noqa: F401 - re-exported
-                                                          MetastoreConnection, MetastoreUnavailable, parse_hosts)
-from hive_compaction.airflow.metastore_types import (  # noqa: F401 - re-exported
-    NUM_FILES, NUM_ROWS, SPARK_NUM_ROWS, SPARK_TOTAL_SIZE, TOTAL_SIZE, PartitionInfo, PartitionRecord, TableInfo,
-    escape_path_name, partition_name, storage_format, unescape_path_name)
+from hive_compaction.airflow.metastore_connection import DEFAULT_PORT, MetastoreConnection, MetastoreUnavailable
+from hive_compaction.airflow.metastore_types import PartitionInfo, PartitionRecord, TableInfo, partition_name
 
 log = logging.getLogger(__name__)
 

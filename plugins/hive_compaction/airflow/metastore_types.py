@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from hive_compaction.model.results import NUM_FILES, NUM_ROWS, SPARK_NUM_ROWS, SPARK_TOTAL_SIZE, TOTAL_SIZE  # noqa: F401 - re-exported
 
 
 @dataclass(frozen=True)

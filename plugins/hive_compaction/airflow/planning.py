@@ -10,9 +10,9 @@ import time
 from dataclasses import dataclass
 
 from hive_compaction.airflow.config import FanOut, TablePolicy
-from hive_compaction.airflow.metastore_types import NUM_FILES, NUM_ROWS, PartitionInfo, TOTAL_SIZE, TableInfo
+from hive_compaction.airflow.metastore_types import PartitionInfo, TableInfo
 from hive_compaction.model.batch import MAX_ENCODED_BATCH, PartitionTask
-from hive_compaction.model.results import LISTED_AT, PLANNED_AT, STATISTICS_KEYS
+from hive_compaction.model.results import LISTED_AT, NUM_FILES, NUM_ROWS, PLANNED_AT, STATISTICS_KEYS, TOTAL_SIZE
 from hive_compaction.storage.capabilities import plan_refusal
 from hive_compaction.storage.paths import canonical, default_work_dir, location_problem
 

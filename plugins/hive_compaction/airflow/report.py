@@ -14,6 +14,21 @@ def _size(n: int | None) -> str:
     return str(n)
 
 
+def reader_gap_note(retries: int, retry_delay_seconds: float, lease_seconds: float) -> str:
+    """How long readers of a partition miss rows, at most, when its merge job dies in the middle
+    of an in-place commit (between the first input's move and the last output's): until the
+    task's retry takes the dead job's lock, once silent for ``lease_seconds``, and finishes the
+    commit. Airflow's exponential backoff waits up to twice the retry delay for the first retry."""
+    if retries < 1:
+        return ("if a merge job dies in the middle of an in-place commit, readers of that partition miss rows until "
+                "the next run finishes the commit (retries: 0)")
+    wait = 2 * retry_delay_seconds
+    return (f"if a merge job dies in the middle of an in-place commit, readers of that partition miss rows until its "
+            f"retry finishes the commit: at most {wait + lease_seconds:.0f} s and the retry's start (the retry waits "
+            f"up to {wait:.0f} s, retry_delay {retry_delay_seconds:.0f} s with exponential backoff, and takes the "
+            f"dead job's lock once it has been silent {lease_seconds:.0f} s, its lease)")
+
+
 def stale_note(r: dict) -> str:
     """"statistics said 1 file(s), the disk had 31" where the Metastore was wrong, else ""."""
     if not statistics_were_stale(r):

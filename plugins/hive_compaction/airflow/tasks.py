@@ -7,14 +7,16 @@ from dataclasses import asdict, dataclass, field
 from datetime import date
 
 from hive_compaction.airflow import backlog, config as config_mod, results_reader
-from hive_compaction.airflow.metastore_hook import Metastore, TableInfo, unescape_path_name
+from hive_compaction.airflow.metastore_hook import Metastore
+from hive_compaction.airflow.metastore_types import TableInfo, unescape_path_name
 from hive_compaction.airflow.planning import (Skipped, batch_label, one_task_per_folder, pack_batches,
                                               plan_table, priority, split_oversized, table_refusal,
                                               table_work_dir)
-from hive_compaction.airflow.report import distribution, note, render, render_distribution, summarize
+from hive_compaction.airflow.report import (distribution, note, reader_gap_note, render, render_distribution,
+                                            summarize)
 from hive_compaction.airflow.run_params import RunSelection, partition_date
 from hive_compaction.model import result_table
-from hive_compaction.model.batch import PartitionTask, batch_payload, encode_batch
+from hive_compaction.model.batch import LOCK_LEASE_SECONDS, PartitionTask, batch_payload, encode_batch
 from hive_compaction.model.results import (NUM_FILES, PLANNED_AT, TOTAL_SIZE, PartitionResult, Status,
                                            decode_results, statistics_update)
 from hive_compaction.storage.paths import run_tag
@@ -91,6 +93,8 @@ def plan(settings: config_mod.Settings, hms: Metastore, run_id: str, selection: 
     spark_args, described = job_arguments(settings, hms, found, batches, run, dry_run)
     log.info("planned %d partition(s) in %d Spark job(s); %d skipped, %d deferred; %d Metastore calls",
              len(found.tasks) - len(deferred), len(batches), len(found.skipped), len(deferred), hms.calls)
+    if any(t.commit_mode == "in_place" for batch in batches for t in batch):
+        log.info("%s", reader_gap_note(settings.retries, config_mod.MERGE_RETRY_DELAY_SECONDS, LOCK_LEASE_SECONDS))
     return {"spark_args": spark_args, "plan": describe(settings, selection, found, described, deferred, run)}
 
 

@@ -37,8 +37,7 @@ import time
 from hive_compaction.commit.work_area import WorkArea, check_record, read_journal, read_journal_if_exists
 from hive_compaction.storage.hadoop_fs import FolderGone, HadoopFS
 from hive_compaction.storage.listing import is_hidden
-from hive_compaction.storage.metastore_client import CommitConflict
-from hive_compaction.storage.metastore_lock import check_lock_held, holding_lock
+from hive_compaction.storage.metastore_lock import CommitConflict, check_lock_held, holding_lock
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,10 @@ one. Per partition, after its outputs are staged and verified as in place:
    equal to the old folder's.
 4. The old folder is listed again: exactly the journal's files (a writer that added, replaced or
    removed one, or left a staging folder, aborts the switch: the new folder is deleted).
-5. The Metastore's partition must still be at the old folder; then ``alter_partition`` sets the
-   new location and statistics, with ``hive_compaction.previousLocation`` naming the old folder.
+5. The Metastore's partition must still be at the old folder, with the storage descriptor
+   (columns, formats, SerDe) read under the lock when the commit began; then ``alter_partition``
+   sets the new location and statistics, with ``hive_compaction.previousLocation`` naming the old
+   folder.
 6. Files a writer added to the old folder since step 4 (one that looked the location up before
    the switch, and wrote by path) are moved into the new folder, where they are read (named in
    the log and the manifest's ``adopted``); the manifest is written, the journal removed. The
@@ -45,14 +47,17 @@ from hive_compaction.commit.in_place import InputsChanged, check_owner, recent, 
 from hive_compaction.commit.work_area import WorkArea, check_record
 from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.listing import data_files
-from hive_compaction.storage.metastore_client import CommitConflict, JobMetastore, same_location
-from hive_compaction.storage.metastore_lock import holding_lock
+from hive_compaction.storage.metastore_client import DescriptorChanged, JobMetastore, same_location
+from hive_compaction.storage.metastore_lock import CommitConflict, check_lock_held, holding_lock
 from hive_compaction.storage.paths import VERSIONS_FOLDER
 
 log = logging.getLogger(__name__)
 
 MODE = "location_switch"
 PREVIOUS_LOCATION = "hive_compaction.previousLocation"
+# While files are copied into the new folder, its journal's time is renewed this often, so that no
+# job that commits without the lock (require_locks: false) takes a long copy for a dead job's.
+RENEW_SECONDS = 60
 def new_folder(table_location: str, partition: str, run: str, attempt: str) -> str:
     return f"{table_location.rstrip('/')}/{VERSIONS_FOLDER}/{partition}/{run}-{attempt}"
 
@@ -69,7 +74,9 @@ def build_and_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: di
             "numFiles": str(len(record["outputs"]) + len(record["copies"])),
             "totalSize": str(sum(o["size"] for o in record["outputs"])
                              + sum(f["size"] for f in record["files"] if f["name"] in set(record["copies"]))),
-            "numRows": str(record["rows"]), PREVIOUS_LOCATION: record["location"]})
+            "numRows": str(record["rows"]), PREVIOUS_LOCATION: record["location"]}, record.get("descriptor"))
+    except DescriptorChanged as e:
+        _abort(fs, area, record, str(e).split(": ", 1)[-1], conflict=True)
     except (SwitchAborted, CommitConflict):
         raise
     except Exception as e:  # the Metastore or the file system failed before the switch: undo the new folder
@@ -91,7 +98,12 @@ def _build(fs: HadoopFS, area: WorkArea, record: dict, rows_of: Callable[[list],
     moved = fs.move_all([(o["staged"], f"{new}/{o['name']}") for o in record["outputs"]])
     if moved != len(record["outputs"]):
         _abort(fs, area, record, f"{len(record['outputs']) - moved} staged output(s) vanished")
+    renewed = time.monotonic()
     for name in record["copies"]:
+        check_lock_held()  # a copy that outlives the lease stops here, before another file
+        if time.monotonic() - renewed > RENEW_SECONDS:  # a long copy's journal stays young
+            fs.touch(area.journal(record["pid"]))
+            renewed = time.monotonic()
         fs.copy(f"{old}/{name}", f"{new}/{name}")
     expected = {f["name"]: f["size"] for f in new_folder_files(record)}
     built, folders = data_files(fs.list(new))
@@ -129,7 +141,9 @@ class SwitchAborted(RuntimeError):
 
 
 def _abort(fs: HadoopFS, area: WorkArea, record: dict, why: str, conflict: bool = False) -> None:
-    """Undo a switch that did not happen: staged outputs back, the new folder deleted."""
+    """Undo a switch that did not happen: staged outputs back, the new folder deleted. Not by a
+    job that lost its lock or journal meanwhile: the job that took them over decides."""
+    check_owner(fs, area, record)
     _undo(fs, area, record)
     raise (CommitConflict if conflict else SwitchAborted)(
         f"{record['table']}/{record['partition']}: {why}; the location was not switched, the partition is as it was")

@@ -17,7 +17,8 @@ from hive_compaction.commit.work_area import WorkArea, journaled, purge_expired
 from hive_compaction.model.batch import PartitionTask
 from hive_compaction.model.results import FAILED_REASON_CHARS, PartitionResult, REASON_CHARS, Status
 from hive_compaction.storage.listing import data_files
-from hive_compaction.storage.metastore_client import LOCK_FAILURES, CommitConflict, JobMetastore
+from hive_compaction.storage.metastore_client import JobMetastore
+from hive_compaction.storage.metastore_lock import LOCK_FAILURES, CommitConflict
 from hive_compaction.storage.paths import partition_id
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,9 @@ Lists every partition of the batch, merges its small files, and records what it 
 in the Metastore's results table for the DAG's refresh task. Exit code 0 when every partition
 was merged, skipped with a reason or had nothing to do; 1 when any partition failed (the others
 are still done, and every failure left its partition's files as they were); 2 when the batch was
-planned by another version of this package (refused before anything is touched).
+planned by another version of this package (refused before anything is touched); 3 when the
+driver could not log in to Kerberos for a SASL Metastore (``storage.kerberos_login``; nothing
+touched either).
 
 The driver needs the ``hive_compaction`` package (standard library and pyspark only): installed
 where the driver runs, or shipped with ``--py-files dist/hive_compaction.zip`` (``make dist``).
@@ -23,6 +25,7 @@ from hive_compaction.merge import results_writer
 from hive_compaction.merge.runner import BatchRunner
 from hive_compaction.model.batch import VersionMismatch, batch_tasks, check_version, decode_batch
 from hive_compaction.model.results import Status, encode_results
+from hive_compaction.storage.kerberos_login import logged_in
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     spark.sparkContext.setLogLevel("WARN")  # our own progress lines stay readable in the task log
     runner = None
     try:
+        if not logged_in(spark):
+            return 3
         runner = BatchRunner(spark, payload["run"], str(payload["batch"]),
                              dry_run=args.dry_run or payload.get("dry_run", False),
                              metastore_uris=payload.get("metastore_uris"))

@@ -10,7 +10,8 @@ RUN_ID is the Airflow run id (or its path form shown in the run report). ``--dry
 would move back and moves nothing. Like the merge job it reads no config file: what it needs
 comes from its arguments and Spark's Metastore client. The rollback DAG also passes
 ``--results-table`` and ``--record-as``: the job records what it did there (``model.rollbacks``)
-for the DAG's report, also when it stops on an error.
+for the DAG's report, also when it stops on an error. Exit code 3: the driver could not log in
+to Kerberos for a SASL Metastore (``storage.kerberos_login``; nothing read or moved, nothing recorded).
 """
 from __future__ import annotations
 
@@ -27,7 +28,9 @@ from hive_compaction.merge import results_writer
 from hive_compaction.model import rollbacks
 from hive_compaction.model.results import NUM_FILES, NUM_ROWS, TOTAL_SIZE
 from hive_compaction.storage.hadoop_fs import HadoopFS
-from hive_compaction.storage.metastore_client import CommitConflict, JobMetastore
+from hive_compaction.storage.kerberos_login import logged_in
+from hive_compaction.storage.metastore_client import JobMetastore
+from hive_compaction.storage.metastore_lock import CommitConflict
 from hive_compaction.storage.paths import default_work_dir, run_tag
 
 
@@ -57,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     uris = args.metastore if not args.metastore or "://" in args.metastore else f"thrift://{args.metastore}"
     spark = SparkSession.builder.appName(f"hive-compaction rollback {args.table} {args.run}").getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    if not logged_in(spark):  # a SASL Metastore's Kerberos login, before anything is read or moved
+        spark.stop()
+        return 3
     metastore = JobMetastore(spark, uris)
     handled: list[dict] = []  # what the record and the report say, partition by partition
     error = None

@@ -16,7 +16,8 @@ from hive_compaction.merge.outcome import failed, histogram
 from hive_compaction.model.results import CommitRecord, PartitionResult, STATISTICS_KEYS, Status, statistics_update
 from hive_compaction.storage import listing
 from hive_compaction.storage.hadoop_fs import HadoopFS
-from hive_compaction.storage.metastore_client import JobMetastore, LockTimeout
+from hive_compaction.storage.metastore_client import JobMetastore
+from hive_compaction.storage.metastore_lock import LockTimeout
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,8 @@ class Finisher:
                   "new_location": location_switch.new_folder(task.table_location, task.partition, self.run,
                                                              self.attempt),
                   "files": [f.identity() for f in work.files],
+                  # compared with the partition's when it is switched (read under the lock)
+                  "descriptor": self.metastore.descriptor(task.table_name, list(task.values)),
                   "copies": [f.name for f in work.files if f.name not in merged],
                   "rows": partition_rows(self.spark, fmt, work.files, old_footers)}
         hold(self.fs, work.area, record)

@@ -124,7 +124,7 @@ def skip_reason(task: PartitionTask, files: list[DataFile], folders: list[str], 
 
 
 def copy_refused(task: PartitionTask) -> str | None:
-    """A mode the table's layout cannot have (checked once footers are read)."""
+    """A mode the table's layout cannot have (checked before footers are read)."""
     if task.merge_mode == "copy" and task.sort_columns:
         return "merge_mode copy cannot keep the table's SORTED BY order; use auto or rewrite"
     return None

@@ -1,6 +1,7 @@
 """Phase 1 of the merge job, for one partition: finish an interrupted commit of it, list its
-files, read their footers (a corrupt or foreign file skips the partition), and decide what to
-merge (``grouping``: skip rules, copy and rewrite groups; storage and commit-mode refusals)."""
+files, refuse what its storage or modes cannot merge, read their footers (a corrupt or foreign
+file skips the partition), and decide what to merge (``grouping``: skip rules, copy and rewrite
+groups)."""
 from __future__ import annotations
 
 import logging
@@ -22,7 +23,8 @@ from hive_compaction.model.results import PartitionResult, Status
 from hive_compaction.storage import capabilities as storage, listing
 from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.listing import DataFile
-from hive_compaction.storage.metastore_client import LOCK_FAILURES, CommitConflict, JobMetastore
+from hive_compaction.storage.metastore_client import JobMetastore
+from hive_compaction.storage.metastore_lock import LOCK_FAILURES, CommitConflict
 from hive_compaction.storage.paths import partition_id
 
 log = logging.getLogger(__name__)
@@ -102,7 +104,7 @@ class Preparer:
             result.status, result.reason = Status.SKIPPED, reason
             return result
 
-        reason = grouping.skip_reason(task, files, folders, time.time() * 1000)
+        reason = grouping.skip_reason(task, files, folders, time.time() * 1000) or (self._refusal(task) if files else None)
         if reason:
             return skip(reason)
         small = small_files(files, task.small_file_limit)
@@ -114,9 +116,6 @@ class Preparer:
         footers, bad = readable_footers(self.spark, task.storage_format, files, small)
         if bad:
             return skip("unreadable or foreign file(s): " + "; ".join(bad[:3]))
-        reason = grouping.copy_refused(task)
-        if reason:
-            return skip(reason)
         groups = grouping.group(task, files, small, footers)
         # Small files kept out of copy groups by their footers (e.g. another calendar), or why auto rewrote.
         result.reason = grouping.copy_notes(task, small, footers, files)
@@ -131,13 +130,16 @@ class Preparer:
             result.files_after = result.files_before - result.files_merged + len(groups)
             result.sizes_after = None  # not known before the merge
             return result
-        reason = storage.commit_refusal(self.fs.resolved_scheme(task.location), task.commit_mode,
-                                        mounted=storage.scheme(task.location) in storage.MOUNT_SCHEMES)
-        if reason:
-            return skip(reason)
-        if task.commit_mode == location_switch.MODE and not task.partition:
-            return skip("commit_mode location_switch switches a partition's location: the table is not partitioned")
         return groups, footers
+
+    def _refusal(self, task: PartitionTask) -> str | None:
+        """Why the partition's storage or configured modes cannot merge it, known before a footer
+        is read (a dry run says so too)."""
+        if task.commit_mode == location_switch.MODE and not task.partition:
+            return "commit_mode location_switch switches a partition's location: the table is not partitioned"
+        return storage.commit_refusal(self.fs.resolved_scheme(task.location), task.commit_mode,
+                                      mounted=storage.scheme(task.location) in storage.MOUNT_SCHEMES) \
+            or grouping.copy_refused(task)
 
     def _private_area(self, area: WorkArea) -> None:
         """The work area is created readable by its owner only; one that exists wider is

@@ -12,6 +12,11 @@ from dataclasses import asdict, dataclass, field
 
 from hive_compaction import __version__
 
+# The commit's lease: a merge job's Metastore lock whose heartbeats stopped this long ago belongs
+# to a dead job, and the next job takes it (storage.metastore_lock); the plan task prints it in
+# the longest time readers can miss rows after a job dies mid-commit (report.reader_gap_note).
+LOCK_LEASE_SECONDS = 10.0
+
 class VersionMismatch(RuntimeError):
     """The batch was planned by another version of this package than the merge job's."""
 

@@ -5,6 +5,7 @@ the local file system: whatever scheme the partition location has.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -139,6 +140,10 @@ class HadoopFS(SmallFiles):
         file_util = JavaClass("org.apache.hadoop.fs.FileUtil", self._jvm._gateway_client)
         if not file_util.copy(self.fs(src), self.path(src), self.fs(dst), self.path(dst), False, False, self._conf):
             raise OSError(f"copy {src} -> {dst} failed")
+
+    def touch(self, uri: str) -> None:
+        """Set a file's modification time to now (a lease's renewal; a no-op on object stores)."""
+        self.fs(uri).setTimes(self.path(uri), int(time.time() * 1000), -1)
 
     def delete(self, uri: str, recursive: bool = False) -> bool:
         return bool(self.fs(uri).delete(self.path(uri), recursive))

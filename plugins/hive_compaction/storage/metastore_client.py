@@ -6,11 +6,19 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
+import time
 
-# CommitConflict and LockTimeout: re-exported (the commit protocol takes them from here).
-from hive_compaction.storage.metastore_lock import (  # noqa: F401
-    LOCK_FAILURES, CommitConflict, LockLost, LocksUnavailable, LockTimeout, MetastoreLocks)
+from hive_compaction.storage.metastore_lock import (REQUEST_ATTEMPTS, RETRY_SECONDS, CommitConflict, MetastoreLocks,
+                                                    connection_lost, summary)
+
+log = logging.getLogger(__name__)
+
+
+class DescriptorChanged(CommitConflict):
+    """The partition's storage descriptor (columns, formats, SerDe) is not the one the commit read
+    under its lock: someone altered the partition meanwhile; nothing was switched."""
 
 
 def same_location(a: str | None, b: str | None) -> bool:
@@ -46,6 +54,20 @@ def get_table(client, api, db: str, table: str):
     field = client.getClass().getDeclaredField("client")
     field.setAccessible(True)
     return field.get(client).get_table_req(api.GetTableRequest(db, table)).getTable()
+
+
+def descriptor_text(sd) -> str:
+    """A storage descriptor but its location, as the Thrift object prints itself: compared with
+    another, never parsed."""
+    copy = sd.deepCopy()
+    copy.setLocation("")
+    return str(copy.toString())
+
+
+def _first_difference(a: str, b: str) -> str:
+    at = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    start = max(0, at - 40)
+    return f"...{a[start:at + 60]}... is now ...{b[start:at + 60]}..."
 
 
 def _unless_missing(call, *args):
@@ -100,6 +122,20 @@ class JobMetastore:
             self._close(client)
             raise
 
+    def _reconnecting(self, call):
+        """``call(client)`` with this thread's client, made again on a new client when the
+        connection broke (a Metastore restarting, a dropped connection; REQUEST_ATTEMPTS in all):
+        for calls that may run twice (reads, and writes whose second run finds the first's work)."""
+        for attempt in range(REQUEST_ATTEMPTS):
+            try:
+                with self._client() as client:
+                    return call(client)
+            except Exception as e:  # noqa: BLE001 - py4j wraps the Metastore's exceptions
+                if not connection_lost(e) or attempt + 1 == REQUEST_ATTEMPTS:
+                    raise
+                log.warning("the Hive Metastore's connection broke (%s): asking again on a new one", summary(e))
+                time.sleep(RETRY_SECONDS * (attempt + 1))
+
     def _close(self, client) -> None:
         with self._conf_lock:
             if client in self._clients:
@@ -132,47 +168,68 @@ class JobMetastore:
 
     def location(self, table: str, values: list[str]) -> str | None:
         """The partition's location now; None when it does not exist."""
-        with self._client() as client:
-            p = self._get(client, table, values)
-            return None if p is None else str(p.getSd().getLocation())
+        p = self._reconnecting(lambda client: self._get(client, table, values))
+        return None if p is None else str(p.getSd().getLocation())
+
+    def descriptor(self, table: str, values: list[str]) -> str | None:
+        """The partition's storage descriptor but its location (``descriptor_text``); None when
+        it does not exist."""
+        p = self._reconnecting(lambda client: self._get(client, table, values))
+        return None if p is None else descriptor_text(p.getSd())
 
     def parameters(self, table: str, values: list[str]) -> dict[str, str] | None:
         """The partition's parameters now (the table's, for a table without partitions); None
         when the partition does not exist."""
-        with self._client() as client:
+        def read(client):
             if values:
                 p = self._get(client, table, values)
-                params = None if p is None else p.getParameters()
-            else:
-                params = get_table(client, self._api, *table.split(".", 1)).getParameters()
-            return None if params is None else self._as_dict(params)
+                return None if p is None else p.getParameters()
+            return get_table(client, self._api, *table.split(".", 1)).getParameters()
+        params = self._reconnecting(read)
+        return None if params is None else self._as_dict(params)
 
-    def switch(self, table: str, values: list[str], old: str, new: str, parameters: dict[str, str | None]) -> bool:
+    def switch(self, table: str, values: list[str], old: str, new: str, parameters: dict[str, str | None],
+               descriptor: str | None = None) -> bool:
         """Point the partition at ``new`` with ``parameters`` merged in (None removes a key),
-        only if it is at ``old`` now; True if it was switched. The Metastore is told not to
-        compute statistics itself (the given ones are the new folder's)."""
-        with self._client() as client:
+        only if it is at ``old`` now, and (``descriptor``) its storage descriptor is still the
+        one read before (DescriptorChanged if not); True if it was switched. The Metastore is told
+        not to compute statistics itself (the given ones are the new folder's). Asked again on
+        a new connection if the connection broke: the partition at ``new`` then means the first
+        request went through."""
+        tried = []
+
+        def attempt(client) -> bool:
             p = self._get(client, table, values)
-            if p is None or not same_location(str(p.getSd().getLocation()), old):
+            location = None if p is None else str(p.getSd().getLocation())
+            if tried and same_location(location, new):
+                return True  # switched by the first request, whose answer the broken connection lost
+            tried.append(True)
+            if not same_location(location, old):
                 return False
+            if descriptor is not None and descriptor_text(p.getSd()) != descriptor:
+                raise DescriptorChanged(
+                    f"{table}/{'/'.join(values)}: the partition's storage descriptor changed since the commit read it "
+                    f"under its lock ({_first_difference(descriptor, descriptor_text(p.getSd()))}): an ALTER of its "
+                    "columns, format or SerDe meanwhile; the merged files were written for the old one")
             p.getSd().setLocation(new)
             self._merge_parameters(p, parameters)
             db, tbl = table.split(".", 1)
             client.alter_partition(db, tbl, p, self._keep_statistics())
             return True
+        return self._reconnecting(attempt)
 
     def table_location(self, table: str) -> str | None:
         """The table's location; None when the table does not exist."""
-        with self._client() as client:
-            t = _unless_missing(get_table, client, self._api, *table.split(".", 1))
-            return None if t is None else str(t.getSd().getLocation())
+        t = self._reconnecting(lambda client: _unless_missing(get_table, client, self._api, *table.split(".", 1)))
+        return None if t is None else str(t.getSd().getLocation())
 
     def update_parameters(self, table: str, partition: str, parameters: dict[str, str | None]) -> bool:
         """Merge ``parameters`` (statistics; None removes a key) into the partition named
         ``partition`` (``k=v/...``, as the Metastore names it; "" for a table without partitions),
         the Metastore told not to compute statistics itself. False when it does not exist."""
         db, tbl = table.split(".", 1)
-        with self._client() as client:
+
+        def update(client) -> bool:
             target = (_unless_missing(client.getPartition, db, tbl, partition) if partition
                       else _unless_missing(get_table, client, self._api, db, tbl))
             if target is None:
@@ -183,6 +240,7 @@ class JobMetastore:
             else:
                 client.alter_table_with_environmentContext(db, tbl, target, self._keep_statistics())
             return True
+        return self._reconnecting(update)
 
     def _merge_parameters(self, target, parameters: dict[str, str | None]) -> None:
         """Merge ``parameters`` into a Java Partition's or Table's (None removes a key)."""

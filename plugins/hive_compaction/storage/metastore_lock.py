@@ -28,13 +28,15 @@ import socket
 import threading
 import time
 
+from hive_compaction.model.batch import LOCK_LEASE_SECONDS
+
 log = logging.getLogger(__name__)
 
 
 # Well inside any Metastore's hive.txn.timeout (300 s by default).
 HEARTBEAT_SECONDS = 2.0
 # A lock of this package whose heartbeat has not moved for this long belongs to a dead job.
-DEAD_AFTER_SECONDS = 5 * HEARTBEAT_SECONDS
+DEAD_AFTER_SECONDS = LOCK_LEASE_SECONDS  # five heartbeats
 # A holder that could not heartbeat for this long stops its commit: well before any other job
 # may take the lock for a dead one's.
 LOST_AFTER_SECONDS = DEAD_AFTER_SECONDS / 2
@@ -174,7 +176,7 @@ class MetastoreLocks:
             seen: dict[int, tuple[int, float]] = {}
             while str(response.getState()) == "WAITING" and time.monotonic() < deadline:
                 time.sleep(1.0)
-                self._release_dead(client, api, db, tbl, partition, lock_id, seen)
+                _release_dead(client, api, db, tbl, partition, lock_id, seen)
                 response = client.checkLock(lock_id)  # also heartbeats the waiting request
             if str(response.getState()) != "ACQUIRED":
                 try:
@@ -202,7 +204,7 @@ class MetastoreLocks:
                 if self._locks_served is None:
                     log.warning("the Hive Metastore does not serve locks (%s): require_locks is false, so commits "
                                 "run WITHOUT the Metastore's lock and rely on their journal and identity checks "
-                                "only", _summary(e.__cause__ or e))
+                                "only", summary(e.__cause__ or e))
                 self._locks_served = False
                 return None
             self._locks_served = True
@@ -221,45 +223,10 @@ class MetastoreLocks:
                     time.sleep(RETRY_SECONDS * (attempt + 1))
         raise LocksUnavailable(
             f"{label}: the Hive Metastore did not grant the commit its lock after {REQUEST_ATTEMPTS} tries "
-            f"({_summary(error)}); nothing was moved. "
+            f"({summary(error)}); nothing was moved. "
             "Commits take the Metastore's lock (require_locks: true). Only if this Metastore serves no locks "
             "(no transaction tables), set require_locks: false for the table: its commits then run unlocked, "
             "and every report says so") from error
-
-    @staticmethod
-    def _release_dead(client, api, db: str, tbl: str, partition: str, ours: int,
-                      seen: dict[int, tuple[int, float]]) -> None:
-        """Release locks on the partition held by merge jobs of this package that stopped
-        heartbeating (killed mid-commit): their last heartbeat DEAD_AFTER_SECONDS older than our
-        own waiting request's, which ``checkLock`` stamps with the Metastore's clock (so a lock
-        dead for long is released at the first look, and no two clocks are compared); where the
-        Metastore reports no heartbeat time for our request, once their heartbeat time has not
-        changed for DEAD_AFTER_SECONDS of watching. A cluster's Metastore drops such locks only if
-        it runs its housekeeper (the compactor initiator), and only after hive.txn.timeout. Other
-        writers' locks are never touched."""
-        request = api.ShowLocksRequest()
-        request.setDbname(db)
-        request.setTablename(tbl)
-        if partition:
-            request.setPartname(partition)
-        locks = list(client.showLocks(request).getLocks())
-        now_ms = max((lock.getLastheartbeat() for lock in locks if lock.getLockid() == ours), default=0)
-        for lock in locks:
-            lock_id = lock.getLockid()
-            if lock_id == ours or not str(lock.getAgentInfo() or "").startswith(AGENT):
-                continue
-            beat = lock.getLastheartbeat()
-            first = seen.setdefault(lock_id, (beat, time.monotonic()))
-            if first[0] != beat:
-                seen[lock_id] = first = (beat, time.monotonic())
-            silent = (now_ms - beat) / 1000 if now_ms > 0 and beat > 0 else time.monotonic() - first[1]
-            if silent >= DEAD_AFTER_SECONDS:
-                log.warning("%s.%s/%s: releasing Metastore lock %s of a merge job that stopped heartbeating it "
-                            "%.0fs ago (killed?)", db, tbl, partition, lock_id, silent)
-                try:
-                    client.unlock(lock_id)
-                except Exception:  # noqa: BLE001 - released meanwhile
-                    pass
 
     def _hold(self, held: HeldLock) -> None:
         with self._held_changed:
@@ -296,7 +263,7 @@ class MetastoreLocks:
                         client.heartbeat(0, h.lock_id)
                     h.last_beat = time.monotonic()
                 except Exception as e:  # noqa: BLE001
-                    error = _summary(e)
+                    error = summary(e)
                     if h.lock_id not in self._held:
                         continue  # released meanwhile
                     if "NoSuchLock" in error or "TxnAborted" in error:
@@ -304,14 +271,66 @@ class MetastoreLocks:
                     log.warning("could not heartbeat Metastore lock %s (%s): %s", h.lock_id, h.label, error)
 
     def _release(self, lock_id: int, table: str, partition: str) -> None:
-        try:
-            with self._client() as client:
+        """Unlock, asked again on a new connection if the one it used broke (else the lock would
+        wait for the Metastore's timeout, holding other writers back)."""
+        for attempt in range(2):
+            try:
+                with self._client() as client:
+                    client.unlock(lock_id)
+                return
+            except Exception as e:  # noqa: BLE001 - gone already (timed out): nothing held
+                if attempt == 0 and connection_lost(e):
+                    continue
+                log.warning("%s/%s: could not release Metastore lock %s: %s", table, partition, lock_id, summary(e))
+                return
+
+
+def _release_dead(client, api, db: str, tbl: str, partition: str, ours: int,
+                  seen: dict[int, tuple[int, float]]) -> None:
+    """Release locks on the partition held by merge jobs of this package that stopped
+    heartbeating (killed mid-commit): their last heartbeat DEAD_AFTER_SECONDS older than our
+    own waiting request's, which ``checkLock`` stamps with the Metastore's clock (so a lock
+    dead for long is released at the first look, and no two clocks are compared); where the
+    Metastore reports no heartbeat time for our request, once their heartbeat time has not
+    changed for DEAD_AFTER_SECONDS of watching. A cluster's Metastore drops such locks only if
+    it runs its housekeeper (the compactor initiator), and only after hive.txn.timeout. Other
+    writers' locks are never touched."""
+    request = api.ShowLocksRequest()
+    request.setDbname(db)
+    request.setTablename(tbl)
+    if partition:
+        request.setPartname(partition)
+    locks = list(client.showLocks(request).getLocks())
+    now_ms = max((lock.getLastheartbeat() for lock in locks if lock.getLockid() == ours), default=0)
+    for lock in locks:
+        lock_id = lock.getLockid()
+        if lock_id == ours or not str(lock.getAgentInfo() or "").startswith(AGENT):
+            continue
+        beat = lock.getLastheartbeat()
+        first = seen.setdefault(lock_id, (beat, time.monotonic()))
+        if first[0] != beat:
+            seen[lock_id] = first = (beat, time.monotonic())
+        silent = (now_ms - beat) / 1000 if now_ms > 0 and beat > 0 else time.monotonic() - first[1]
+        if silent >= DEAD_AFTER_SECONDS:
+            log.warning("%s.%s/%s: releasing Metastore lock %s of a merge job that stopped heartbeating it "
+                        "%.0fs ago (killed?)", db, tbl, partition, lock_id, silent)
+            try:
                 client.unlock(lock_id)
-        except Exception:  # noqa: BLE001 - gone already (timed out): nothing held
-            log.warning("%s/%s: could not release Metastore lock %s", table, partition, lock_id)
+            except Exception:  # noqa: BLE001 - released meanwhile
+                pass
 
 
-def _summary(e: BaseException) -> str:
+# What a broken connection to the Metastore says through py4j (a Metastore restarting, a
+# connection dropped): the request may not have reached it, or its answer was lost.
+_CONNECTION_LOST = ("TTransportException", "SocketException", "Broken pipe", "Connection reset",
+                    "Connection refused", "SocketTimeoutException")
+
+
+def connection_lost(e: BaseException) -> bool:
+    return any(sign in str(e) for sign in _CONNECTION_LOST)
+
+
+def summary(e: BaseException) -> str:
     """The line of an error that says what happened: for a Java exception through py4j, the
     exception's own line (py4j's first line only names the call)."""
     lines = [line.strip() for line in str(e).splitlines() if line.strip()]
