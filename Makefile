@@ -36,7 +36,7 @@ test: venv
 	@$(MAKE) -s -k jars || echo "note: the real stacks' jars were not fetched from Maven Central: tests/stacks will skip"
 	@source scripts/env.sh && python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not stacks_only" tests
 
-# The JVM pieces of the real stacks (HDFS, YARN, Hive Metastores 3 and 4), from Maven Central: each
+# The JVM pieces of the real stacks (HDFS, YARN, Hive Metastores 3 and 4, S3A), from Maven Central: each
 # scripts/maven/<stack>/pom.xml pins its artifacts, copied with their dependencies into
 # .state/jars/<stack>/ (cached in ~/.m2; fetched again only when the pom changes).
 POMS := $(wildcard scripts/maven/*/pom.xml)
@@ -47,7 +47,15 @@ JARS := $(patsubst scripts/maven/%/pom.xml,.state/jars/%/.fetched,$(POMS))
 	@mvn -q -B -f $< dependency:copy-dependencies -DoutputDirectory=$(abspath $(@D)) -Dmdep.includeScope=runtime \
 	  || { echo "error: the jars of $< did not resolve (is Maven Central reachable?)"; exit 1; }
 	@touch $@
-jars: $(JARS)
+# The tests' local S3 endpoint (moto's server, PyPI) in a virtualenv of its own: its pins clash with
+# the suite's (requirements-s3.txt). Made with the jars, outside the budget.
+S3_SERVER := .state/s3-server
+$(S3_SERVER)/.installed: requirements-s3.txt
+	@rm -rf $(S3_SERVER) && $(PYTHON) -m venv $(S3_SERVER)
+	@$(S3_SERVER)/bin/pip install -q --disable-pip-version-check -r requirements-s3.txt \
+	  || { echo "error: the S3 server of requirements-s3.txt did not install (is PyPI reachable?)"; exit 1; }
+	@touch $@
+jars: $(JARS) $(S3_SERVER)/.installed
 
 # The tests on the real stacks (tests/stacks/), every variant (make test draws one of each).
 test-stacks: venv jars

@@ -24,10 +24,15 @@ SINGLE_FILE_DATE = "2026-11-17"
 APPENDED_DATE = "2026-11-21"
 
 
-def spark_session(metastore_uri: str, warehouse: str, app: str = "hive-compaction-demo"):
+def spark_session(metastore_uri: str, warehouse: str, app: str = "hive-compaction-demo",
+                  conf: dict[str, str] | None = None):
+    """``conf``: more Spark settings (e.g. a connector's jars and its ``spark.hadoop.*`` settings)."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
-    return (SparkSession.builder.master("local[2]").appName(app)
+    builder = SparkSession.builder
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    return (builder.master("local[2]").appName(app)
             .config("spark.hadoop.hive.metastore.uris", metastore_uri)
             .config("spark.sql.warehouse.dir", warehouse)
             .config("spark.driver.host", "127.0.0.1")

@@ -1,4 +1,4 @@
-"""Tables at hdfs:// locations, made and read by a Spark of their own (a process apart from the
+"""Tables at hdfs:// (or s3a://) locations, made and read by a Spark of their own (a process apart from the
 tests', so that its Hadoop user is the one named and no other stack's Spark session is reused).
 
     python scripts/hdfs_tables.py METASTORE_URI create DB LOCATION TABLE:FORMAT... --dates D1,D2
@@ -9,6 +9,8 @@ tests', so that its Hadoop user is the one named and no other stack's Spark sess
 date (demo_tables.fill). ``content`` prints, as JSON, per table and partition: the rows and a
 digest of every row (all columns) sorted, as harness.Stack.content computes it; and the class of
 the file system the tables are on. ``sql`` runs each statement. The user is the caller's HADOOP_USER_NAME.
+``--conf KEY=VALUE`` (repeated): more Spark settings (the S3A connector's jars and settings);
+``create --content``: print the new tables' content as ``content`` does (one Spark start less).
 """
 from __future__ import annotations
 
@@ -49,21 +51,25 @@ def main() -> int:
     p.add_argument("action", choices=["create", "content", "sql"])
     p.add_argument("names", nargs="+")
     p.add_argument("--dates", default="")
+    p.add_argument("--conf", action="append", default=[])
+    p.add_argument("--content", action="store_true", help="create: print the new tables' content too")
     args = p.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    spark = spark_session(args.metastore, "file:///nonexistent-warehouse", app="hdfs-tables")
+    spark = spark_session(args.metastore, "file:///nonexistent-warehouse", app="hdfs-tables",
+                          conf=dict(c.split("=", 1) for c in args.conf))
     spark.sparkContext.setLogLevel("ERROR")
+    names, out = args.names, {}
     if args.action == "create":
         db, location, *tables = args.names
         create(spark, db, location, tables, args.dates.split(","))
-        out = {}
+        names = [f"{db}.{spec.split(':')[0]}" for spec in tables] if args.content else []
     elif args.action == "sql":
         for statement in args.names:
             spark.sql(statement)
-        out = {}
-    else:
-        out = {"tables": {n: content(spark, n) for n in args.names}}
-        location = spark.sql(f"DESCRIBE FORMATTED {args.names[0]}").where("col_name = 'Location'").first()[1]
+        names = []
+    if names:
+        out = {"tables": {n: content(spark, n) for n in names}}
+        location = spark.sql(f"DESCRIBE FORMATTED {names[0]}").where("col_name = 'Location'").first()[1]
         jpath = spark._jvm.org.apache.hadoop.fs.Path(location)
         out["file_system"] = jpath.getFileSystem(spark._jsc.hadoopConfiguration()).getClass().getName()
     spark.stop()

@@ -25,7 +25,7 @@ from suite_budget import SuiteBudget, started  # noqa: E402
 # pytest-xdist hands out whole modules (--dist loadfile: module fixtures are made once) in
 # collection order (--no-loadscope-reorder): the longest first, so that no long one starts last.
 LONGEST_FIRST = ("test_safety_kills", "test_safety_actors", "test_yarn_cluster", "test_hive_metastores", "test_hdfs",
-                 "test_location_switch",
+                 "test_s3a", "test_location_switch",
                  "test_benchmark_merge_smoke",
                  "test_safety", "test_end_to_end", "test_commit_false_success", "test_as_a_user", "test_memory",
                  "test_commit_protocol", "test_celery_queues", "test_merge_modes", "test_rollback_and_cleanup", "test_standalone_cluster",

@@ -241,6 +241,26 @@ def test_tables_on_storage_without_atomic_renames_are_refused_with_the_reason(lo
         assert f"storage scheme '{location.split(':')[0]}'" in reason and "duplicate or lose rows" in reason
 
 
+@pytest.mark.parametrize("location, mode, refused", [
+    ("s3a://bucket/wh/events", "location_switch", None),
+    ("s3a://bucket/wh/events", "in_place", "is an object store: a rename there is a copy then a delete"),
+    ("gs://bucket/wh/events", "location_switch", "is not known to rename atomically"),
+    ("abfss://c@acct.dfs.core.windows.net/e", "location_switch", "is not known to rename atomically"),
+    ("hdfs://nn/wh/db.db/events", "location_switch", None)])
+def test_s3a_tables_are_merged_by_location_switch_only(location, mode, refused):
+    """On S3A a rename is a copy: the in-place commit is refused, naming the fix; the location switch
+    (journals by conditional PUT, one Metastore call) is planned. Other object stores stay refused."""
+    reason = table_refusal(make_table(location=location), mode)
+    assert (reason is None) == (refused is None), reason
+    if refused:
+        assert refused in reason and "duplicate or lose rows" in reason, reason
+    if mode == "in_place" and refused:
+        assert "set commit_mode: location_switch for this table" in reason
+    tasks, skipped = plan_table(make_table(location=location), TablePolicy(commit_mode=mode),
+                                [make_partition("dt=1", numFiles=9, location=f"{location}/dt=1")])
+    assert ([t.partition for t in tasks], [s.reason for s in skipped]) == (([], [reason]) if refused else (["dt=1"], []))
+
+
 def test_two_partitions_sharing_one_folder_are_not_both_planned():
     table = make_table()
     shared = "hdfs://nn/wh/db.db/events/dt=1"

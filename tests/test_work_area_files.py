@@ -77,3 +77,23 @@ def test_a_record_whose_attempt_is_not_a_plain_name_is_refused():
     check_record({**record, "attempt": "a1b2c3"}, area, pid, location="file:///w/events/dt=1")
     with pytest.raises(UnsafeRecord, match=r"attempt '\.\./\.\.' is not a plain name"):
         check_record({**record, "attempt": "../.."}, area, pid, location="file:///w/events/dt=1")
+
+
+def test_on_an_object_store_a_runs_age_is_its_commit_records_not_its_objects_times(spark, tmp_path):
+    """S3A gives a folder the time of the call and a rewritten object a new time: there a run's age
+    is its manifests' newest committed_at or rolled_back_at; a run without one (an attempt's
+    staged outputs) is aged by its files, three folders deep, never by its folders' times."""
+    from hive_compaction.commit.work_area import _record_age
+    area = WorkArea(f"file://{tmp_path}")
+    committed = time.time() - 3 * 86400
+    for pid, record in (("p1", {"committed_at": committed}),
+                        ("p2", {"committed_at": committed - 86400, "rolled_back_at": committed - 3600})):
+        (tmp_path / "manifests" / "switched" / pid).mkdir(parents=True)
+        (tmp_path / "manifests" / "switched" / pid / "a1.json").write_text(json.dumps(record))
+    fs = HadoopFS(spark)
+    assert _record_age(fs, area, "switched") == int(committed * 1000)  # the files were written just now
+    staged = tmp_path / "staging" / "failed" / "p1" / "a1"
+    staged.mkdir(parents=True)
+    (staged / "part-0.orc").write_text("x")
+    _age(staged / "part-0.orc", 5)
+    assert abs(_record_age(fs, area, "failed") / 1000 - (time.time() - 5 * 86400)) < 60

@@ -24,8 +24,8 @@ class Skipped:
     reason: str
 
 
-def table_refusal(table: TableInfo) -> str | None:
-    """Why a whole table is not compacted, or None."""
+def table_refusal(table: TableInfo, commit_mode: str = "in_place") -> str | None:
+    """Why a whole table is not compacted in ``commit_mode``, or None."""
     if table.table_type.upper() == "VIRTUAL_VIEW":
         return "is a view"
     if table.transactional:
@@ -34,7 +34,7 @@ def table_refusal(table: TableInfo) -> str | None:
         return f"is bucketed ({table.num_buckets} buckets): merging files would break the bucket layout"
     if table.storage_format is None:
         return f"has an unsupported storage format ({table.input_format or 'unknown'}); only ORC and Parquet are merged"
-    return plan_refusal(table.location)
+    return plan_refusal(table.location, commit_mode)
 
 
 DDL_TIME = "transient_lastDdlTime"
@@ -85,7 +85,7 @@ def plan_table(table: TableInfo, policy: TablePolicy, partitions, work_root: str
     planned with reason "backlog"."""
     tasks: list[PartitionTask] = []
     skipped: list[Skipped] = []
-    refusal = table_refusal(table)
+    refusal = table_refusal(table, policy.commit_mode)
     if refusal:
         return tasks, [Skipped(table.name, "", refusal)]
     work_dir = table_work_dir(table, policy, work_root)

@@ -123,7 +123,7 @@ def candidates(hms: Metastore, selection: RunSelection, now: float) -> Candidate
         found.own_date.update(id(x) for x in t)
         found.tasks += t + b
         found.skipped += s + s2
-        if not table_refusal(table):
+        if not table_refusal(table, tc.policy.commit_mode):
             found.areas[tc.name] = {"table": tc.name, "table_location": table.location,
                                     "work_dir": table_work_dir(table, tc.policy),
                                     "trash_retention_days": tc.policy.trash_retention_days}

@@ -25,7 +25,7 @@ import re
 import time
 from dataclasses import dataclass
 
-from hive_compaction.storage.capabilities import TEMP_SUFFIX
+from hive_compaction.storage.capabilities import TEMP_SUFFIX, is_object_store, scheme
 from hive_compaction.storage.paths import (VERSIONS_FOLDER, canonical, is_within, location_problem,
                                            partition_id)
 
@@ -169,7 +169,8 @@ def purge_expired(fs, area: WorkArea, retention_days: int, keep_runs: set[str], 
                   retire=None) -> list[str]:
     """Delete the per-run folders (trash, manifests, staging) of runs older than the retention.
 
-    A run's age is the newest change in any of its folders; runs in ``keep_runs`` (the current
+    A run's age is the newest change in any of its folders (on an object store, the time in its
+    commit records: ``_record_age``); runs in ``keep_runs`` (the current
     one, any with an interrupted commit) are never purged. An expired run is deleted partition
     by partition, each while holding that partition's journal (``_purge_partition``), so never
     beside a commit, replay or rollback of it. A run whose manifests include location switches
@@ -183,6 +184,8 @@ def purge_expired(fs, area: WorkArea, retention_days: int, keep_runs: set[str], 
             changed = max([run_dir.modification_time] + [c.modification_time for c in fs.list(run_dir.path)]
                           if run_dir.is_dir else [run_dir.modification_time])
             newest[run_dir.name] = max(newest.get(run_dir.name, 0), changed)
+    if _on_object_store(area):
+        newest = {run: _record_age(fs, area, run) for run in newest}
     deleted = []
     for e in fs.list(area.journals):
         # A journal's hidden temporary name, left by a job killed while publishing it.
@@ -204,6 +207,29 @@ def purge_expired(fs, area: WorkArea, retention_days: int, keep_runs: set[str], 
         log.info("%s: purged %d expired folder(s) of %d run(s) older than %d day(s)", area.root, len(deleted),
                  len({d.rsplit('/', 1)[-1] for d in deleted}), retention_days)
     return deleted
+
+
+def _on_object_store(area: WorkArea) -> bool:
+    """Whether the work area is on an object store, by its URI's scheme (a viewfs mount over one is
+    refused before any journal is published: ``small_files``)."""
+    return is_object_store(scheme(area.root))
+
+
+def _record_age(fs, area: WorkArea, run: str) -> int:
+    """When a run last changed (ms) on an object store, where folders have no time of their own
+    (S3A reports the time of the call: a run would never expire) and a copied object takes a new
+    one: its commit records' newest time (a manifest's committed_at or rolled_back_at); for a run
+    without one (an attempt's staged outputs), its files' own times, three folders deep."""
+    times = [max(float(m.get("committed_at") or 0), float(m.get("rolled_back_at") or 0))
+             for m in map(lambda p: read_journal_if_exists(fs, p), area.manifests_of(fs, run)) if m]
+    if times:
+        return int(max(times) * 1000)
+    files, folders = [], [f"{area.root}/{folder}/{run}" for folder in RUN_FOLDERS]
+    for _ in range(3):
+        entries = [e for f in folders for e in fs.list(f)]
+        files += [e.modification_time for e in entries if not e.is_dir]
+        folders = [e.path for e in entries if e.is_dir]
+    return max(files, default=0)
 
 
 def _partitions_of(fs, area: WorkArea, run: str) -> set[str]:

@@ -137,7 +137,9 @@ class Preparer:
         is read (a dry run says so too)."""
         if task.commit_mode == location_switch.MODE and not task.partition:
             return "commit_mode location_switch switches a partition's location: the table is not partitioned"
-        return storage.commit_refusal(self.fs.resolved_scheme(task.location)) or grouping.copy_refused(task)
+        return storage.commit_refusal(self.fs.resolved_scheme(task.location), task.commit_mode,
+                                      mounted=storage.scheme(task.location) in storage.MOUNT_SCHEMES) \
+            or grouping.copy_refused(task)
 
     def _private_area(self, area: WorkArea) -> None:
         """The work area is created readable by its owner only; one that exists wider is
@@ -148,6 +150,7 @@ class Preparer:
             self._private_areas.add(area.root)
         if not self.fs.make_private_folder(area.root):
             mode = self.fs.permission(area.root)
-            if mode & 0o022:
+            # (S3A reports made-up modes: there the bucket's policies decide who may write)
+            if mode & 0o022 and not storage.is_object_store(self.fs.resolved_scheme(area.root)):
                 log.warning("work area %s is writable by others (mode %o): its journals decide which files move; "
                             "restrict it to the account that runs the merges (chmod 700)", area.root, mode)

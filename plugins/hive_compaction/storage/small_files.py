@@ -8,9 +8,15 @@ job's storage traffic can be traced or wrapped step by step.
 """
 from __future__ import annotations
 
+import logging
 import uuid
 
+from py4j.protocol import Py4JJavaError
+
 from hive_compaction.storage import capabilities as storage
+from hive_compaction.storage.metastore_lock import holding_lock
+
+log = logging.getLogger(__name__)
 
 
 class SmallFiles:
@@ -26,6 +32,9 @@ class SmallFiles:
         p = self.path(uri)
         fs = self.fs(uri)
         how = self._publish_primitive(fs, p.getParent())
+        if how == storage.CONDITIONAL_PUT:  # one PUT, whole or nothing: no temporary name needed
+            missing = self._publish.get(f"checked:{fs.getUri()}")
+            return self._put_under_lock(fs, p, text, missing) if missing else self._put_if_absent(fs, p, text)
         # (The temporary file's write makes the folder when it is missing.)
         tmp = self.path(f"{p.getParent().toString()}/.{p.getName()}.{uuid.uuid4().hex[:12]}{storage.TEMP_SUFFIX}")
         self._write(fs, tmp, text, how)
@@ -64,12 +73,67 @@ class SmallFiles:
             existing = folder
             while existing.getParent() is not None and not fs.exists(existing):
                 existing = existing.getParent()
-            self._publish[key] = str(fs.resolvePath(existing).toUri().getScheme() or "file").lower()
+            resolved = str(fs.resolvePath(existing).toUri().getScheme() or "file").lower()
+            bucket = f"checked:{fs.getUri()}"  # one probe per bucket and job
+            if storage.EXCLUSIVE_PUBLISH.get(resolved) == storage.CONDITIONAL_PUT and bucket not in self._publish:
+                missing = self._conditional_writes_missing(fs, existing)
+                if missing:
+                    log.warning("%s: journals there are published under the partition's Metastore lock only "
+                                "(the purge of expired runs, which holds none, cannot run there)", missing)
+                self._publish[bucket] = missing or ""
+            self._publish[key] = resolved
         resolved = self._publish[key]
         how = storage.EXCLUSIVE_PUBLISH.get(resolved)
         if how is None:
             raise OSError(storage.commit_refusal(resolved))
         return how
+
+    def _put_if_absent(self, fs, p, text: str) -> bool:
+        """S3: PutObject with If-None-Match: * (hadoop-aws's conditional create); False when the
+        store refused it because the key exists (412, RemoteFileChangedException) or hadoop-aws
+        saw it first (FileAlreadyExistsException). The object appears whole when the PUT ends."""
+        try:
+            out = fs.createFile(p).must(storage.CONDITIONAL_CREATE_OPTION, True).create().build()
+            try:
+                out.write(bytearray(text.encode("utf-8")))
+            finally:
+                out.close()  # the PUT happens here
+        except Py4JJavaError as e:
+            if _caused_by(e, ("RemoteFileChangedException", "FileAlreadyExistsException")):
+                return False
+            raise
+        return True
+
+    def _conditional_writes_missing(self, fs, folder) -> str | None:
+        """Before the first exclusive publish on an S3 bucket: why conditional writes cannot be
+        relied on there, or None. hadoop-aws must offer them (3.4.2+,
+        ``fs.s3a.create.conditional.enabled``) and the endpoint must honour them (some
+        S3-compatible stores ignore If-None-Match): a probe object is put twice under ``folder``,
+        the second must be refused; then it is deleted."""
+        where = f"{fs.getUri()} (folder {folder.toString()})"
+        if not fs.hasPathCapability(folder, storage.CONDITIONAL_CREATE_OPTION):
+            return (f"the S3A connector does not offer conditional writes on {where} (hadoop-aws 3.4.2 or newer, "
+                    "fs.s3a.create.conditional.enabled true)")
+        probe = self._path_class(folder, f".hive_compaction-conditional-write-probe-{uuid.uuid4().hex[:12]}")
+        try:
+            honoured = self._put_if_absent(fs, probe, "1") and not self._put_if_absent(fs, probe, "2")
+        finally:
+            fs.delete(probe, False)
+        return None if honoured else (f"the S3 endpoint of {where} ignores conditional writes (a PutObject with "
+                                      "If-None-Match: * replaced an existing object)")
+
+    def _put_under_lock(self, fs, p, text: str, missing: str) -> bool:
+        """Without conditional writes the partition's Metastore lock is the lease: every other
+        publisher of a partition's journal or claim (a commit, a replay, a rollback) holds it
+        first, so a look then a PUT cannot race. Without the lock (``require_locks: false`` on a
+        Metastore that serves none, or the purge, which holds none): OSError with the reason."""
+        if not holding_lock():
+            raise OSError(f"{missing}, and this job holds no Metastore lock on the partition: {p.toString()} could "
+                          "not be published exclusively, so nothing is committed or purged there")
+        if fs.exists(p):
+            return False
+        self._write(fs, p, text, storage.CONDITIONAL_PUT)
+        return True
 
     def _write(self, fs, path, text: str, how: str | None = None) -> None:
         """Write a small file, durable before it returns (``how``: the storage's publishing
@@ -80,7 +144,8 @@ class SmallFiles:
         out = fs.create(path, True)
         try:
             out.write(bytearray(text.encode("utf-8")))
-            out.hsync()
+            if how != storage.CONDITIONAL_PUT:  # an S3 object is durable once close() has put it
+                out.hsync()
         finally:
             out.close()
 
@@ -94,6 +159,11 @@ class SmallFiles:
         p = self.path(uri)
         fs = self.fs(uri)
         how = self._publish_primitive(fs, p.getParent())
+        if how == storage.CONDITIONAL_PUT:
+            # A PutObject replaces the object whole, in one step: readers see the old text or the
+            # new, and the name never stops existing (a rename there would be a copy and a delete).
+            self._write(fs, p, text, how)
+            return
         self._make_folder(fs, p.getParent())
         parent = fs.resolvePath(p.getParent())  # through a viewfs mount
         target = parent.getFileSystem(self._conf)
@@ -126,3 +196,15 @@ class SmallFiles:
             options[0] = rename.OVERWRITE
             self._jvm.org.apache.hadoop.fs.FileContext.getFileContext(target.getUri(), self._conf) \
                 .rename(tmp, dst, options)
+
+
+def _caused_by(e: Py4JJavaError, names: tuple[str, ...]) -> bool:
+    """Whether the Java exception or one of its causes has one of these simple class names."""
+    java = e.java_exception
+    for _ in range(8):
+        if java is None:
+            return False
+        if str(java.getClass().getSimpleName()) in names:
+            return True
+        java = java.getCause()
+    return False
