@@ -313,3 +313,22 @@ def test_a_file_rewritten_with_the_same_name_size_and_time_is_told_apart(stack, 
     assert fs.move_all([(f"file://{folder}/000000_0", f"file://{tmp_path}/moved", listed[0].size,
                          listed[0].modification_time, listed[0].version)]) == 0
     assert (folder / "000000_0").read_text() == "other 000000_0"
+
+
+def test_a_late_file_whose_move_stopped_after_its_copy_is_adopted_once(spark, tmp_path):
+    """On an object store a move is a copy then a delete. A late file of a retired folder (a
+    writer by path after a location switch) whose move into the new folder stopped in between is
+    in both: the next look deletes the original instead of adding the copy again as _copy_1."""
+    from hive_compaction.commit import location_switch
+    fs = HadoopFS(spark)
+    old, new = tmp_path / "old", tmp_path / "new"
+    for folder in (old, new):
+        folder.mkdir()
+        (folder / "part-late-0").write_text("late rows")
+    (old / "part-late-1").write_text("later rows")
+    (new / "part-compacted-0").write_text("merged")
+    adopted = location_switch.adopt_late_files(fs, f"file://{old}", f"file://{new}", [], "t/dt=1")
+    assert sorted(adopted) == ["part-late-0", "part-late-1"]
+    assert data_files(old) == []
+    assert {f.name: f.read_text() for f in data_files(new)} == {
+        "part-compacted-0": "merged", "part-late-0": "late rows", "part-late-1": "later rows"}

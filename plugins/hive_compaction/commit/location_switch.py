@@ -231,15 +231,21 @@ def adopt_late_files(fs: HadoopFS, old: str, new: str, known: list[dict], label:
     late = [f for f in files if f.name not in then]
     if not late:
         return []
-    taken = {f.name for f in fs.list(new.rstrip("/"))}
+    taken = {f.name: f.size for f in fs.list(new.rstrip("/"))}
     adopted = []
     for f in late:
+        if taken.get(f.name) == f.size:
+            # Moved before, by a move that was a copy then a delete (an object store) and stopped
+            # in between: the copy is in, the original goes.
+            fs.delete(f.path)
+            adopted.append(f.name)
+            continue
         name, n = f.name, 0
         while name in taken:
             n += 1
             name = f"{f.name}_copy_{n}"
         fs.rename(f.path, f"{new.rstrip('/')}/{name}", create_folders=False)
-        taken.add(name)
+        taken[name] = f.size
         adopted.append(name)
     log.warning("%s: %d file(s) %s were written to the old folder %s after its location switch (a writer that "
                 "looked the location up before it): moved into %s, where they are read", label, len(adopted),
