@@ -36,7 +36,7 @@ import time
 
 from hive_compaction.commit.work_area import WorkArea, check_record, read_journal, read_journal_if_exists
 from hive_compaction.storage.hadoop_fs import FolderGone, HadoopFS
-from hive_compaction.storage.listing import is_hidden
+from hive_compaction.storage.listing import MERGED_PREFIX, is_hidden
 from hive_compaction.storage.metastore_lock import CommitConflict, check_lock_held, holding_lock
 
 log = logging.getLogger(__name__)
@@ -254,12 +254,16 @@ def _stop_if_rewritten(fs: HadoopFS, area: WorkArea, record: dict, all_moved: bo
     writers cannot be told apart, so nothing more moves: the merged output goes back to staging
     (this commit's own moves, not yet finished: its manifest is not written), the inputs stay in
     the trash, the journal goes, and the error says what is where. ``all_moved``: every input is
-    in the trash, so a file under an input's name is the writer's whatever its identity. A replay
+    in the trash, so a file under an input's name is the writer's whatever its identity; else
+    another merge's output (``MERGED_PREFIX``: another table's run over the same folder, which
+    merged the inputs this one had not moved yet) is no writer's, and what moved goes back. A replay
     never does this: past the commit point it only finishes (``_committed``)."""
     location = record["location"].rstrip("/")
     here = {e.name: e for e in _visible(fs, location)}
     reused = [f["name"] for f in record["inputs"] if f["name"] in here and (all_moved or not here[f["name"]].matches(f))]
     strangers, vanished = _unlisted(record, here)
+    if not all_moved:  # another table's merge over the same folder took the inputs still here: rows kept
+        strangers = [n for n in strangers if not n.startswith(MERGED_PREFIX)]
     if not (reused or strangers or vanished):
         return
     what = " and ".join(x for x in (f"wrote {reused[:3]} (an input's name)" if reused else "",

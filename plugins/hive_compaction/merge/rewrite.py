@@ -25,6 +25,7 @@ from hive_compaction.merge.checksum import content, content_metrics
 from hive_compaction.merge.copy import error_text
 from hive_compaction.merge.grouping import Engine, Group, Work, staged_suffix
 from hive_compaction.storage.hadoop_fs import HadoopFS
+from hive_compaction.storage.listing import MERGED_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +175,7 @@ class RewriteEngine:
             for k, o in enumerate(g.staged):
                 target = f"{w.staging}/rewrite-{tag}-{k}{staged_suffix(o['name'])}"
                 moves.append((o["staged"], target))
-                staged.append({"staged": target, "name": f"part-compacted-{tag}-{k:05d}{staged_suffix(o['name'])}",
+                staged.append({"staged": target, "name": f"{MERGED_PREFIX}{tag}-{k:05d}{staged_suffix(o['name'])}",
                                "size": o["size"]})
             g.staged = staged
         self.fs.move_all(moves)

@@ -37,6 +37,7 @@ from hive_compaction.merge.prepare import Preparer
 from hive_compaction.merge.rewrite import RewriteEngine
 from hive_compaction.model.batch import PartitionTask
 from hive_compaction.model.results import PartitionResult
+from hive_compaction.storage import listing
 from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.metastore_client import JobMetastore
 
@@ -127,7 +128,7 @@ class BatchRunner:
         for n, g in enumerate(work.groups):
             if work.error or g.engine is not Engine.COPY:
                 continue
-            name = f"part-compacted-{uuid.uuid4().hex[:12]}-c{n:04d}{staged_suffix(g.files[0].name)}"
+            name = f"{listing.MERGED_PREFIX}{uuid.uuid4().hex[:12]}-c{n:04d}{staged_suffix(g.files[0].name)}"
             try:
                 verified += copy_merge.stage(self.spark, work.task.storage_format, g, work.staging, name)
                 copied.append(g)

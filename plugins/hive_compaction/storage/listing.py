@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The names of this package's merged files (a merge job's outputs): ``part-compacted-<tag>-...``.
+MERGED_PREFIX = "part-compacted-"
 # Folders writers keep in a partition while they write (Hive, MapReduce, Spark).
 WRITER_STAGING = (".hive-staging", "_temporary", ".spark-staging")
 
