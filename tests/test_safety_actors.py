@@ -1,7 +1,7 @@
-"""The adversary matrices on the real stack, sampled: other actors (writers, a DROP PARTITION, other
-runs' and the same run's jobs, a rollback, a purge, a reader) at the steps of an in-place commit
-and of a location switch, every row checked (``benchmarks/reliability.py --adversaries`` runs
-every case)."""
+"""The adversary matrices on the real stack, sampled: other actors (writers, a DROP PARTITION, a
+stolen lock, a hung or restarting Metastore, other runs' and the same run's jobs, a rollback, a
+purge, a reader) at the steps of an in-place commit and of a location switch, every row checked
+(``benchmarks/reliability.py --adversaries`` runs every case)."""
 from __future__ import annotations
 
 import pytest
@@ -36,10 +36,13 @@ def test_other_actors_during_a_location_switch_never_lose_or_duplicate_a_row(sta
     documented limits (``switch_case_allowed``), never sampled."""
     seed, rng = matrix_rng
     points = SWITCH_POINTS + call_sample("location_switch", rng)
-    cases = covering_sample(points, SWITCH_ADVERSARIES, rng, allowed=switch_case_allowed)
+    # The hung Metastore (a retry's spark-submit inside the pause) is sampled in place only, for
+    # the budget; the full sweep runs it at every step of both modes.
+    actors = tuple(a for a in SWITCH_ADVERSARIES if a != "hang")
+    cases = covering_sample(points, actors, rng, allowed=switch_case_allowed)
     sample = note_sample("adversary matrix (location_switch)", seed, cases)
     figures = adversary_matrix(stack, tmp_path, cases=cases, db="adversaries_switch", commit_mode="location_switch")
-    assert_nothing_lost(figures, points, SWITCH_ADVERSARIES, sample)
+    assert_nothing_lost(figures, points, actors, sample)
 
 
 def assert_nothing_lost(figures: dict, points, actors, sample: str) -> None:
