@@ -31,7 +31,18 @@ def sampled(name: str, variants: list[str]) -> list[str]:
     return pick
 
 
+# Set by CI (.ci/run): a real stack that cannot be fetched fails the run instead of skipping.
+REQUIRE_ENV = "SUITE_REQUIRE_STACKS"
+
+
+def missing(why: str) -> None:
+    """Skip, saying why; a failure where the stacks are required (CI)."""
+    if os.environ.get(REQUIRE_ENV):
+        pytest.fail(f"{why} ({REQUIRE_ENV} is set: the real stacks may not skip)", pytrace=False)
+    pytest.skip(why)
+
+
 def require_jars(stack: str) -> None:
-    """Skip unless ``make jars`` fetched scripts/maven/<stack>/pom.xml."""
+    """Skip unless ``make jars`` fetched scripts/maven/<stack>/pom.xml (fail where required)."""
     if not (JARS / stack / ".fetched").exists():
-        pytest.skip(f"the jars of scripts/maven/{stack} are not fetched (make jars; is Maven Central reachable?)")
+        missing(f"the jars of scripts/maven/{stack} are not fetched (make jars; is Maven Central reachable?)")

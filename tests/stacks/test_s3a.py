@@ -20,7 +20,7 @@ import pytest
 
 from harness import ROOT, Stack
 from s3a_stack import SERVER, S3Error, S3Server, connector_jars
-from stack_sampling import require_jars
+from stack_sampling import missing, require_jars
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +37,7 @@ MERGED: dict = {}  # the DAG run of the first test, for the later ones (stacks_o
 def s3(tmp_path_factory):
     require_jars("s3a")
     if not (SERVER / ".installed").exists():
-        pytest.skip(f"the S3 server is not installed in {SERVER} (make jars; is PyPI reachable?)")
+        missing(f"the S3 server is not installed in {SERVER} (make jars; is PyPI reachable?)")
     server = S3Server(tmp_path_factory.mktemp("s3"))
     try:
         server.start()
