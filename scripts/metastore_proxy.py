@@ -67,10 +67,7 @@ class MetastoreProxy:
         with self._guard:
             sockets, self._sockets = self._sockets, set()
         for s in sockets:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            _shut(s)
             s.close()
 
     def _accept(self) -> None:
@@ -103,10 +100,7 @@ class MetastoreProxy:
         except OSError:
             pass
         for s in (source, sink):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            _shut(s)
 
     def _serve_control(self) -> None:
         while not self._stopped:
@@ -126,6 +120,14 @@ def inject(control_port: int, fault: str, seconds: float = 0) -> None:
         conn.sendall(f"{fault} {seconds}\n".encode())
         if conn.makefile().readline().strip() != "ok":
             raise RuntimeError(f"the Metastore proxy did not inject {fault} {seconds}")
+
+
+def _shut(s: socket.socket) -> None:
+    """End both directions of a connection (its other side sees it closed)."""
+    try:
+        s.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
 
 
 def _listen(host: str) -> socket.socket:

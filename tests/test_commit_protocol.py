@@ -159,29 +159,36 @@ def test_a_journal_is_published_whole_and_to_one_publisher_only(spark, tmp_path)
         fs.delete(target)
 
 
-def test_a_partition_dropped_while_outputs_move_in_stays_dropped(spark, tmp_path, monkeypatch, fault_injection):
-    """A DROP PARTITION after the commit's last check, between two outputs' moves: the second
-    output must not re-create the folder (MSCK REPAIR would register it again, with a part of
-    the merged rows). The commit stops as for a dropped partition: the inputs stay in the trash."""
-    fs = HadoopFS(spark)
-    table, partition, run = "dropped.events", "dt=2026-05-05", "run1"
-    pid = partition_id(table, partition)
+def decided(fs, tmp_path: Path, table: str, partition: str, run: str, outputs: tuple[str, ...]):
+    """A partition of two inputs (000000_0, 000001_0) and staged ``outputs``, and the record of
+    the commit that merges them: (folder, area, staging folder, record)."""
     folder = tmp_path / "events" / partition
     folder.mkdir(parents=True)
+    pid = partition_id(table, partition)
     area = WorkArea(f"file://{tmp_path}/.hive_compaction/events")
     staged = Path(area.staging(run, pid)[len("file://"):]) / "attempt-1"
     staged.mkdir(parents=True)
     for name in ("000000_0", "000001_0"):
         (folder / name).write_text(f"input {name}")
-    for name in ("part-0", "part-1"):
+    for name in outputs:
         (staged / name).write_text(f"output {name}")
-    inputs = [e.identity() for e in fs.list(f"file://{folder}")
-              if not e.name.startswith(".")]
     record = {"run": run, "pid": pid, "owner": f"{run}/1", "table": table, "partition": partition,
-              "location": f"file://{folder}", "table_location": f"file://{folder.parent}", "inputs": inputs,
+              "location": f"file://{folder}", "table_location": f"file://{folder.parent}",
+              "inputs": [e.identity() for e in fs.list(f"file://{folder}") if not e.name.startswith(".")],
               "outputs": [{"staged": f"file://{staged / n}", "name": n, "size": (staged / n).stat().st_size}
-                          for n in ("part-0", "part-1")],
+                          for n in outputs],
               "staging": area.staging(run, pid)}
+    return folder, area, staged, record
+
+
+def test_a_partition_dropped_while_outputs_move_in_stays_dropped(spark, tmp_path, monkeypatch, fault_injection):
+    """A DROP PARTITION after the commit's last check, between two outputs' moves: the second
+    output must not re-create the folder (MSCK REPAIR would register it again, with a part of
+    the merged rows). The commit stops as for a dropped partition: the inputs stay in the trash."""
+    fs = HadoopFS(spark)
+    run = "run1"
+    folder, area, staged, record = decided(fs, tmp_path, "dropped.events", "dt=2026-05-05", run, ("part-0", "part-1"))
+    pid = record["pid"]
     # The writer drops the partition once the first output is in.
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_AT", "output_moved")
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD", f"rm -r '{folder}'")
@@ -205,22 +212,8 @@ def test_an_overwrite_under_new_names_mid_commit_keeps_only_the_writers_rows(spa
     come back beside the writer's file: the commit stops naming it, the partition holds the
     writer's file only, what moved stays in the trash, the outputs in staging."""
     fs = HadoopFS(spark)
-    table, partition, run = "overwritten.events", "dt=2026-05-06", "run1"
-    pid = partition_id(table, partition)
-    folder = tmp_path / "events" / partition
-    folder.mkdir(parents=True)
-    area = WorkArea(f"file://{tmp_path}/.hive_compaction/events")
-    staged = Path(area.staging(run, pid)[len("file://"):]) / "attempt-1"
-    staged.mkdir(parents=True)
-    for name in ("000000_0", "000001_0"):
-        (folder / name).write_text(f"input {name}")
-    (staged / "part-compacted-0").write_text("merged")
-    record = {"run": run, "pid": pid, "owner": f"{run}/1", "table": table, "partition": partition,
-              "location": f"file://{folder}", "table_location": f"file://{folder.parent}",
-              "inputs": [e.identity() for e in fs.list(f"file://{folder}") if not e.name.startswith(".")],
-              "outputs": [{"staged": f"file://{staged / 'part-compacted-0'}", "name": "part-compacted-0",
-                           "size": (staged / "part-compacted-0").stat().st_size}],
-              "staging": area.staging(run, pid)}
+    folder, area, staged, record = decided(fs, tmp_path, "overwritten.events", "dt=2026-05-06", "run1",
+                                           ("part-compacted-0",))
     writer = "part-00000-6f1c2a3e.c000.orc"
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_AT", step)
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD", f"rm -f '{folder}'/0000* && echo written > '{folder}/{writer}'")
@@ -231,7 +224,7 @@ def test_an_overwrite_under_new_names_mid_commit_keeps_only_the_writers_rows(spa
     moved = {"input_moved": {"000000_0"}, "outputs_moving": {"000000_0", "000001_0"}}[step]
     assert {f.name for f in data_files(Path(area.trash_of(record)[len("file://"):]))} == moved
     assert {f.name for f in data_files(staged)} == {"part-compacted-0"}
-    assert not fs.exists(area.journal(pid))
+    assert not fs.exists(area.journal(record["pid"]))
 
 
 def test_a_journal_being_taken_over_never_stops_existing(spark, tmp_path):
