@@ -45,6 +45,7 @@ from typing import Callable
 
 from hive_compaction.commit.in_place import InputsChanged, check_owner, recent, unpublish
 from hive_compaction.commit.work_area import WorkArea, check_record
+from hive_compaction.storage.capabilities import is_object_store
 from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.listing import data_files
 from hive_compaction.storage.metastore_client import DescriptorChanged, JobMetastore, same_location
@@ -232,11 +233,12 @@ def adopt_late_files(fs: HadoopFS, old: str, new: str, known: list[dict], label:
     if not late:
         return []
     taken = {f.name: f.size for f in fs.list(new.rstrip("/"))}
+    # On an object store a move is a copy then a delete: one that stopped in between left the file
+    # in both folders (elsewhere a rename is whole, and a same-named file is another writer's).
+    copied = is_object_store(fs.resolved_scheme(new.rstrip("/")))
     adopted = []
     for f in late:
-        if taken.get(f.name) == f.size:
-            # Moved before, by a move that was a copy then a delete (an object store) and stopped
-            # in between: the copy is in, the original goes.
+        if copied and taken.get(f.name) == f.size:  # the copy is in: the original goes
             fs.delete(f.path)
             adopted.append(f.name)
             continue
