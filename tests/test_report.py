@@ -55,6 +55,7 @@ def test_summarize_counts_only_merged_partitions_for_files_and_bytes():
         "stale_statistics": 0,
         "reader_window_ms_max": 0,
         "unlocked": 0,
+        "recovered": 0,
     }
 
 
@@ -312,3 +313,16 @@ def test_the_reader_gap_after_a_dead_commit_is_printed_as_retry_delay_plus_lease
     note = reader_gap_note(2, 60, 10)
     assert "at most 130 s and the retry's start" in note and "retry_delay 60 s" in note and "silent 10 s" in note
     assert "the next run" in reader_gap_note(0, 60, 10)
+
+
+def test_a_run_that_finished_an_earlier_runs_commit_says_so():
+    """After a replay the run merged nothing itself ("0 of 1"): the report says that it finished
+    an interrupted commit, which the partition's row names."""
+    replayed = [result(status="skipped", files_before=1, files_after=1, recovered=True,
+                       reason="finished the location switch run r1 left behind (the partition reads x)")]
+    text = render(replayed, [], [])
+    assert "finished the location switch run r1 left behind" in text
+    assert text.split("\n")[-1] == ("1 interrupted commit(s) left by earlier runs or attempts finished (their "
+                                    "partitions read every row again; see the rows above)")
+    assert summarize(replayed, [], [])["recovered"] == 1
+    assert "interrupted" not in render(RESULTS, SKIPPED, DEFERRED)

@@ -62,6 +62,8 @@ def summarize(results: list[dict], skipped: list[dict], deferred: list[dict]) ->
         "reader_window_ms_max": max((r.get("reader_window_ms") or 0 for r in merged), default=0),
         # committed without the Metastore's lock (require_locks: false)
         "unlocked": sum(1 for r in merged if r.get("unlocked")),
+        # interrupted commits of earlier runs or attempts that this run's jobs finished
+        "recovered": sum(1 for r in results if r.get("recovered")),
     }
 
 
@@ -97,6 +99,9 @@ def render(results: list[dict], skipped: list[dict], deferred: list[dict]) -> st
                  f"{_size(s['bytes_before'])} -> {_size(s['bytes_after'])}, {s['rows_merged']} rows verified; "
                  f"{s['skipped']} skipped, {s['deferred']} deferred, {s['failed']} failed; "
                  f"{s['listed']} listed, {s['stale_statistics']} with statistics that disagreed with the disk")
+    if s["recovered"]:
+        lines.append(f"{s['recovered']} interrupted commit(s) left by earlier runs or attempts finished (their "
+                     "partitions read every row again; see the rows above)")
     unlocked = unlocked_note(s)
     if unlocked:
         lines.append(unlocked)
