@@ -226,8 +226,18 @@ def test_plan_table_work_dir_from_policy_or_root():
     parts = [make_partition("dt=1")]
     tasks, _ = plan_table(table, TablePolicy(), parts, work_root="hdfs://nn/tmp/hc/")
     assert tasks[0].work_dir == "hdfs://nn/tmp/hc/db.events"
-    tasks, _ = plan_table(table, TablePolicy(work_dir="s3a://b/work"), parts, work_root="hdfs://nn/tmp/hc")
-    assert tasks[0].work_dir == "s3a://b/work/db.events"
+    tasks, _ = plan_table(table, TablePolicy(work_dir="hdfs://nn/work"), parts, work_root="hdfs://nn/tmp/hc")
+    assert tasks[0].work_dir == "hdfs://nn/work/db.events"
+
+
+@pytest.mark.parametrize("work_dir", ["s3a://b/work", "hdfs://other-nn/work", "file:///tmp/work"])
+def test_a_work_dir_on_another_file_system_than_its_table_is_refused_at_planning(work_dir):
+    """A commit renames files between the work area and the partition: across file systems that
+    fails at commit time; the plan refuses the table first, naming the setting."""
+    tasks, skipped = plan_table(make_table(), TablePolicy(work_dir=work_dir), [make_partition("dt=1")])
+    assert tasks == [] and len(skipped) == 1
+    assert skipped[0].partition == "" and "its work_dir" in skipped[0].reason and work_dir in skipped[0].reason
+    assert "on another file system than the table (hdfs://nn)" in skipped[0].reason
 
 
 @pytest.mark.parametrize("location, refused", [

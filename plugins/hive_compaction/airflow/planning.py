@@ -14,7 +14,7 @@ from hive_compaction.airflow.metastore_types import PartitionInfo, TableInfo
 from hive_compaction.model.batch import MAX_ENCODED_BATCH, PartitionTask
 from hive_compaction.model.results import LISTED_AT, NUM_FILES, NUM_ROWS, PLANNED_AT, STATISTICS_KEYS, TOTAL_SIZE
 from hive_compaction.storage.capabilities import plan_refusal
-from hive_compaction.storage.paths import canonical, default_work_dir, location_problem
+from hive_compaction.storage.paths import canonical, default_work_dir, file_system, location_problem
 
 
 @dataclass(frozen=True)
@@ -86,9 +86,13 @@ def plan_table(table: TableInfo, policy: TablePolicy, partitions, work_root: str
     tasks: list[PartitionTask] = []
     skipped: list[Skipped] = []
     refusal = table_refusal(table, policy.commit_mode)
+    work_dir = table_work_dir(table, policy, work_root)
+    if not refusal and file_system(work_dir) != file_system(table.location):
+        refusal = (f"its work_dir {work_dir} is on another file system than the table ({file_system(table.location)}): "
+                   "a commit moves files between them by renames, which cannot cross file systems; set work_dir on "
+                   "the table's file system, or leave it unset (a folder beside the table)")
     if refusal:
         return tasks, [Skipped(table.name, "", refusal)]
-    work_dir = table_work_dir(table, policy, work_root)
     now = time.time() if now is None else now
     folders: dict[str, str] = {}
     for p in partitions:
