@@ -48,10 +48,11 @@ class Finisher:
                 record.unlocked = result.unlocked = held is None
                 # What a rollback restores: the statistics just before the commit, read under the
                 # lock (the plan's may have changed since: another run's refresh, a Hive writer).
-                current = self.metastore.parameters(task.table_name, list(task.values)) or task.statistics
+                current, descriptor = self.metastore.state(task.table_name, list(task.values))
+                current = current or task.statistics
                 record.stats_before = {k: current.get(k) for k in STATISTICS_KEYS}
                 if task.commit_mode == location_switch.MODE:
-                    result.location = self._switch(work, record.to_dict())
+                    result.location = self._switch(work, record.to_dict(), descriptor)
                     result.reader_window_ms = 0.0
                 else:
                     result.reader_window_ms = commit(self.fs, work.area, record.to_dict())["reader_window_ms"]
@@ -94,8 +95,9 @@ class Finisher:
             log.warning("%s: the statistics were not written with the commit (the refresh task writes them): %s",
                         task.label, str(e).splitlines()[0][:300] if str(e) else type(e).__name__)
 
-    def _switch(self, work: Work, record: dict) -> str:
-        """Commit by a location switch (``location_switch``); returns the partition's new folder."""
+    def _switch(self, work: Work, record: dict, descriptor: str | None) -> str:
+        """Commit by a location switch (``location_switch``); returns the partition's new folder.
+        ``descriptor``: the partition's storage descriptor as read under the lock."""
         task = work.task
         merged = {f.name for g in work.groups for f in g.files}
         fmt = task.storage_format
@@ -105,8 +107,7 @@ class Finisher:
                   "new_location": location_switch.new_folder(task.table_location, task.partition, self.run,
                                                              self.attempt),
                   "files": [f.identity() for f in work.files],
-                  # compared with the partition's when it is switched (read under the lock)
-                  "descriptor": self.metastore.descriptor(task.table_name, list(task.values)),
+                  "descriptor": descriptor,  # compared with the partition's when it is switched
                   "copies": [f.name for f in work.files if f.name not in merged],
                   "rows": partition_rows(self.spark, fmt, work.files, old_footers)}
         hold(self.fs, work.area, record)

@@ -171,22 +171,25 @@ class JobMetastore:
         p = self._reconnecting(lambda client: self._get(client, table, values))
         return None if p is None else str(p.getSd().getLocation())
 
-    def descriptor(self, table: str, values: list[str]) -> str | None:
-        """The partition's storage descriptor but its location (``descriptor_text``); None when
-        it does not exist."""
-        p = self._reconnecting(lambda client: self._get(client, table, values))
-        return None if p is None else descriptor_text(p.getSd())
-
     def parameters(self, table: str, values: list[str]) -> dict[str, str] | None:
         """The partition's parameters now (the table's, for a table without partitions); None
         when the partition does not exist."""
+        return self.state(table, values)[0]
+
+    def state(self, table: str, values: list[str]) -> tuple[dict[str, str] | None, str | None]:
+        """The partition's parameters and its storage descriptor but its location
+        (``descriptor_text``), in one read; (None, None) when it does not exist. A table without
+        partitions: its parameters, and None."""
         def read(client):
             if values:
-                p = self._get(client, table, values)
-                return None if p is None else p.getParameters()
-            return get_table(client, self._api, *table.split(".", 1)).getParameters()
-        params = self._reconnecting(read)
-        return None if params is None else self._as_dict(params)
+                return self._get(client, table, values)
+            return get_table(client, self._api, *table.split(".", 1))
+        target = self._reconnecting(read)
+        if target is None:
+            return None, None
+        params = target.getParameters()
+        return (None if params is None else self._as_dict(params),
+                descriptor_text(target.getSd()) if values else None)
 
     def switch(self, table: str, values: list[str], old: str, new: str, parameters: dict[str, str | None],
                descriptor: str | None = None) -> bool:
