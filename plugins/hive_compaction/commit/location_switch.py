@@ -77,7 +77,7 @@ def build_and_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: di
                              + sum(f["size"] for f in record["files"] if f["name"] in set(record["copies"]))),
             "numRows": str(record["rows"]), PREVIOUS_LOCATION: record["location"]}, record.get("descriptor"))
     except DescriptorChanged as e:
-        _abort(fs, area, record, str(e).split(": ", 1)[-1], conflict=True)
+        _abort(fs, area, record, str(e), conflict=True)
     except (SwitchAborted, CommitConflict):
         raise
     except Exception as e:  # the Metastore or the file system failed before the switch: undo the new folder

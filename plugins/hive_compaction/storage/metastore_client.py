@@ -210,8 +210,8 @@ class JobMetastore:
             if not same_location(location, old):
                 return False
             if descriptor is not None and descriptor_text(p.getSd()) != descriptor:
-                raise DescriptorChanged(
-                    f"{table}/{'/'.join(values)}: the partition's storage descriptor changed since the commit read it "
+                raise DescriptorChanged(  # the caller names the partition
+                    "the partition's storage descriptor changed since the commit read it "
                     f"under its lock ({_first_difference(descriptor, descriptor_text(p.getSd()))}): an ALTER of its "
                     "columns, format or SerDe meanwhile; the merged files were written for the old one")
             p.getSd().setLocation(new)
