@@ -3,12 +3,14 @@ alter_partition is the commit point. Real stack: the Metastore, spark-submit of 
 `airflow dags test`, real ORC and Parquet files; every row checked by content checksum."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -147,6 +149,40 @@ def test_a_killed_switch_is_finished_or_undone_by_the_next_run(stack, tmp_path):
         assert (snap["hms_num_files"], snap["hms_total_size"]) == (str(snap["num_files"]), str(snap["bytes"])), snap
     assert "finished the location switch run killed left behind" in run.log
     assert "did not happen; removing its new folder" in run.log
+
+
+@pytest.mark.xfail(strict=True, reason="issue 29: a zombie's late journal fails the next run (neither folder)")
+def test_a_zombie_journal_published_after_a_later_switch_is_undone_not_failed(stack, tmp_path):
+    """A merge job hung between writing its journal and publishing it (the Metastore hung, its lock
+    taken over); the retry merged and switched the partition; then the zombie's journal landed.
+    Its switch can no longer happen (the partition is at another folder of ours, not at the one it
+    merged): the next run removes it and its new folder, and the run succeeds with every row once."""
+    db, table = "switch_zombie", "events"
+    folder, cfg = make(stack, db, table, "ORC", tmp_path)
+    content = stack.content(db, table)
+    batch = stack.plan_batches(cfg, run_id="zombie")["spark_args"][0]["application_args"][1]
+    p = stack.spark_submit(batch, HIVE_COMPACTION_TEST_KILL_AT="journaled")
+    assert p.returncode != 0, p.stdout[-3000:]
+    [journal] = (work_area(stack, db, table) / "journal").glob("*.json")
+    zombie = journal.read_text()
+    old = time.time() - 3600
+    os.utime(journal, (old, old))
+    batch = stack.plan_batches(cfg, run_id="retry")["spark_args"][0]["application_args"][1]
+    p = stack.spark_submit(batch)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    switched = stack.partition_location(db, table, f"dt={DT}")
+    assert switched != folder and not journal.exists()
+    journal.write_text(zombie)  # the zombie's publish, late: a journal naming the old folder and its own new one
+    zombie_folder = Path(urlsplit(json.loads(zombie)["new_location"]).path)
+    zombie_folder.mkdir(parents=True)  # and it had begun building its new folder
+    shutil.copy(data_files(switched)[0], zombie_folder / "part-zombie.orc")
+
+    run = stack.run_dag(cfg, conf={"partition_date": DT})
+    assert run.state == "success", run.log[-4000:]
+    assert stack.content(db, table) == content
+    assert stack.partition_location(db, table, f"dt={DT}") == switched
+    assert not journal.exists() and not zombie_folder.exists()
+    assert "a later location switch" in run.log
 
 
 # An ALTER TABLE ... PARTITION (...) SET SERDEPROPERTIES through the Metastore, taking no lock.
