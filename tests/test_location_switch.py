@@ -151,7 +151,6 @@ def test_a_killed_switch_is_finished_or_undone_by_the_next_run(stack, tmp_path):
     assert "did not happen; removing its new folder" in run.log
 
 
-@pytest.mark.xfail(strict=True, reason="issue 29: a zombie's late journal fails the next run (neither folder)")
 def test_a_zombie_journal_published_after_a_later_switch_is_undone_not_failed(stack, tmp_path):
     """A merge job hung between writing its journal and publishing it (the Metastore hung, its lock
     taken over); the retry merged and switched the partition; then the zombie's journal landed.

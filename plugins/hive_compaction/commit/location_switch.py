@@ -32,8 +32,10 @@ one. Per partition, after its outputs are staged and verified as in place:
 
 Recovery of a journal asks the Metastore which location is current: the new folder, the switch
 happened (finish step 6); the old one, it did not (the new folder is deleted, once the journal is
-older than a live commit can be); neither (the partition was dropped or moved by someone else),
-the journal is removed and both folders are left.
+older than a live commit can be); a later switch's folder (the journal was published late by a
+job that hung while its retry merged and switched), the journal and its never-named new folder are
+removed; neither (the partition was dropped or moved by someone else), the journal is removed and
+both folders are left.
 Rollback (``rollback_switch``) is one ``alter_partition`` back to the old folder while it is whole.
 """
 from __future__ import annotations
@@ -50,7 +52,7 @@ from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.listing import data_files
 from hive_compaction.storage.metastore_client import DescriptorChanged, JobMetastore, same_location
 from hive_compaction.storage.metastore_lock import CommitConflict, check_lock_held, holding_lock
-from hive_compaction.storage.paths import VERSIONS_FOLDER
+from hive_compaction.storage.paths import VERSIONS_FOLDER, is_within
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +62,12 @@ PREVIOUS_LOCATION = "hive_compaction.previousLocation"
 # job that commits without the lock (require_locks: false) takes a long copy for a dead job's.
 RENEW_SECONDS = 60
 def new_folder(table_location: str, partition: str, run: str, attempt: str) -> str:
-    return f"{table_location.rstrip('/')}/{VERSIONS_FOLDER}/{partition}/{run}-{attempt}"
+    return f"{versions_of(table_location, partition)}/{run}-{attempt}"
+
+
+def versions_of(table_location: str, partition: str) -> str:
+    """The folder holding the partition's new folders, one per switch."""
+    return f"{table_location.rstrip('/')}/{VERSIONS_FOLDER}/{partition}"
 
 
 def build_and_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: dict,
@@ -188,9 +195,25 @@ def recover_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: dict
         log.warning("%s: the location switch of run %s did not happen; removing its new folder", label, record["run"])
         _undo(fs, area, record)
         return None
+    if _switched_since(current, record, table_location):
+        # A job that hung before publishing its journal, whose lock a retry took over: the retry
+        # merged and switched. This switch can no longer happen (it needs the old folder current).
+        log.warning("%s: the journal of run %s names the folder %s, but a later location switch moved the "
+                    "partition to %s; removing that journal and its never-used new folder", label, record["run"],
+                    record["location"], current)
+        _undo(fs, area, record)
+        return None
     fs.delete(area.journal(record["pid"]))
     raise InputsChanged(f"{label}: the Metastore's partition is at {current or 'nothing (dropped)'}, neither the folder "
                         f"run {record['run']} merged nor the one it built; both were left as they are")
+
+
+def _switched_since(current: str | None, record: dict, table_location: str) -> bool:
+    """The partition is at another new folder of this package for the same partition (a later
+    switch), not at the record's."""
+    if not current:
+        return False
+    return is_within(current, versions_of(table_location, record["partition"])) and not same_location(current, record["new_location"])
 
 
 def retire(fs: HadoopFS, hms: JobMetastore, manifest: dict) -> bool:

@@ -81,7 +81,7 @@ class Preparer:
         except (CommitHeld, InputsChanged, *LOCK_FAILURES) as e:
             # Left mid-commit (readers may miss rows), or a replay that stopped with files it cannot
             # account for: never a success; the task fails and says what is where.
-            log.error("%s: %s", task.label, e)
+            log.error("%s", e)
             why = "a commit of it is unfinished: " if isinstance(e, LOCK_FAILURES) else ""
             return PartitionResult(task.table_name, task.partition, task.location, Status.FAILED,
                                    reason=f"{why}{e}", listed=False, stats_files=task.num_files,
