@@ -17,9 +17,18 @@ from hive_compaction.commit import in_place as commit
 from hive_compaction.storage import metastore_client
 from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.paths import partition_id
-from hive_compaction.commit.work_area import WorkArea, read_journal
+from hive_compaction.commit.record import CommitRecord
+from hive_compaction.commit.work_area import WorkArea
 
 pytestmark = pytest.mark.integration
+
+
+def _owner(text: str):
+    """The owner a journal's text names; None for a torn one (a reader that met half a file)."""
+    try:
+        return json.loads(text)["owner"]
+    except ValueError:
+        return None
 
 
 def data_files(folder: Path) -> list[Path]:
@@ -154,7 +163,7 @@ def test_a_journal_is_published_whole_and_to_one_publisher_only(spark, tmp_path)
         for t in threads:
             t.join()
         assert len(wins) == 1, (round_, wins)
-        assert read_journal(fs, target)["owner"] == wins[0]
+        assert json.loads(fs.read_text(target))["owner"] == wins[0]
         assert sorted(p.name for p in (tmp_path / "journal").iterdir() if not p.name.endswith(".crc")) == ["p.json"]
         fs.delete(target)
 
@@ -172,12 +181,12 @@ def decided(fs, tmp_path: Path, table: str, partition: str, run: str, outputs: t
         (folder / name).write_text(f"input {name}")
     for name in outputs:
         (staged / name).write_text(f"output {name}")
-    record = {"run": run, "pid": pid, "owner": f"{run}/1", "table": table, "partition": partition,
-              "location": f"file://{folder}", "table_location": f"file://{folder.parent}",
-              "inputs": [e.identity() for e in fs.list(f"file://{folder}") if not e.name.startswith(".")],
-              "outputs": [{"staged": f"file://{staged / n}", "name": n, "size": (staged / n).stat().st_size}
-                          for n in outputs],
-              "staging": area.staging(run, pid)}
+    record = CommitRecord(
+        run=run, pid=pid, owner=f"{run}/1", table=table, partition=partition, location=f"file://{folder}",
+        table_location=f"file://{folder.parent}",
+        inputs=[e.identity() for e in fs.list(f"file://{folder}") if not e.name.startswith(".")],
+        outputs=[{"staged": f"file://{staged / n}", "name": n, "size": (staged / n).stat().st_size} for n in outputs],
+        staging=area.staging(run, pid))
     return folder, area, staged, record
 
 
@@ -188,7 +197,7 @@ def test_a_partition_dropped_while_outputs_move_in_stays_dropped(spark, tmp_path
     fs = HadoopFS(spark)
     run = "run1"
     folder, area, staged, record = decided(fs, tmp_path, "dropped.events", "dt=2026-05-05", run, ("part-0", "part-1"))
-    pid = record["pid"]
+    pid = record.pid
     # The writer drops the partition once the first output is in.
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_AT", "output_moved")
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD", f"rm -r '{folder}'")
@@ -224,7 +233,7 @@ def test_an_overwrite_under_new_names_mid_commit_keeps_only_the_writers_rows(spa
     moved = {"input_moved": {"000000_0"}, "outputs_moving": {"000000_0", "000001_0"}}[step]
     assert {f.name for f in data_files(Path(area.trash_of(record)[len("file://"):]))} == moved
     assert {f.name for f in data_files(staged)} == {"part-compacted-0"}
-    assert not fs.exists(area.journal(record["pid"]))
+    assert not fs.exists(area.journal(record.pid))
 
 
 def test_a_journal_being_taken_over_never_stops_existing(spark, tmp_path):
@@ -245,7 +254,7 @@ def test_a_journal_being_taken_over_never_stops_existing(spark, tmp_path):
 
     def reader() -> None:
         while not done.is_set():
-            seen.add((read_journal(fs, journal) or {}).get("owner") if fs.exists(journal) else None)
+            seen.add(_owner(fs.read_text(journal)) if fs.exists(journal) else None)
 
     threads = [threading.Thread(target=rival), threading.Thread(target=reader)]
     for t in threads:
@@ -259,7 +268,7 @@ def test_a_journal_being_taken_over_never_stops_existing(spark, tmp_path):
             t.join()
     assert not rival_won
     assert seen and None not in seen and seen <= {"first"} | {f"replay-{i}" for i in range(150)}
-    assert read_journal(fs, journal)["owner"] == "replay-149"
+    assert _owner(fs.read_text(journal)) == "replay-149"
     assert sorted(p.name for p in (tmp_path / "journal").iterdir() if not p.name.endswith(".crc")) == ["p.json"]
 
 

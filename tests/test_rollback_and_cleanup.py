@@ -14,6 +14,7 @@ from hmsclient import hmsclient
 from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.paths import partition_id
 from hive_compaction.model.results import LISTED_AT, STATISTICS_KEYS
+from hive_compaction.commit.record import CommitRecord
 from hive_compaction.commit.rollback import RollbackError, rollback_partition
 from hive_compaction.commit.work_area import WorkArea, read_journal
 
@@ -179,20 +180,21 @@ def test_a_rollback_never_acts_beside_a_live_one(spark, tmp_path):
     for name in ("000000_0", "000001_0"):
         (trash / name).write_text(f"original {name}")
     (folder / "part-0").write_text("merged")
-    manifest = {"run": run, "pid": pid, "table": table, "partition": partition, "location": f"file://{folder}",
-                "inputs": [{"name": n, "size": len(f"original {n}")} for n in ("000000_0", "000001_0")],
-                "outputs": [{"staged": f"{area.staging(run, pid)}/1/part-0", "name": "part-0", "size": 6}],
-                "trash": area.trash(run, pid), "stats_before": {}}
+    manifest = CommitRecord(
+        run=run, pid=pid, owner=f"{run}/1", table=table, partition=partition, location=f"file://{folder}",
+        inputs=[{"name": n, "size": len(f"original {n}")} for n in ("000000_0", "000001_0")],
+        outputs=[{"staged": f"{area.staging(run, pid)}/1/part-0", "name": "part-0", "size": 6}],
+        trash=area.trash(run, pid))
     journal = area.journal(pid)
-    assert fs.create_exclusive(journal, json.dumps({**manifest, "owner": "rollback/live", "rollback": True}))
+    assert fs.create_exclusive(journal, manifest.but(owner="rollback/live", rollback=True).to_json())
 
     with pytest.raises(RollbackError, match="another rollback .*rollback/live.* holds it"):
         rollback_partition(fs, area, manifest, f"file://{tmp_path}/events", owner="rollback/second")
-    assert read_journal(fs, journal)["owner"] == "rollback/live"  # still the live one's
+    assert read_journal(fs, journal).owner == "rollback/live"  # still the live one's
     assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == ["part-0"]
 
     done = rollback_partition(fs, area, manifest, f"file://{tmp_path}/events", owner="rollback/next", locked=True)
-    assert done["rolled_back_at"] and not fs.exists(journal)
+    assert done.rolled_back_at and not fs.exists(journal)
     assert {p.name: p.read_text() for p in folder.iterdir() if not p.name.startswith(".")} == {
         "000000_0": "original 000000_0", "000001_0": "original 000001_0"}
 
@@ -241,10 +243,11 @@ def test_a_rollback_says_so_when_an_original_left_the_trash_while_it_ran(spark, 
     for name in ("000000_0", "000001_0"):
         (trash / name).write_text(f"original {name}")
     (folder / "part-0").write_text("merged")
-    manifest = {"run": run, "pid": pid, "table": table, "partition": partition, "location": f"file://{folder}",
-                "inputs": [{"name": n, "size": len(f"original {n}")} for n in ("000000_0", "000001_0")],
-                "outputs": [{"staged": f"{area.staging(run, pid)}/1/part-0", "name": "part-0", "size": 6}],
-                "trash": area.trash(run, pid), "stats_before": {}}
+    manifest = CommitRecord(
+        run=run, pid=pid, owner=f"{run}/1", table=table, partition=partition, location=f"file://{folder}",
+        inputs=[{"name": n, "size": len(f"original {n}")} for n in ("000000_0", "000001_0")],
+        outputs=[{"staged": f"{area.staging(run, pid)}/1/part-0", "name": "part-0", "size": 6}],
+        trash=area.trash(run, pid))
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_AT", "rollback_outputs_moved")
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD", f"rm '{trash / '000001_0'}'")
 

@@ -3,10 +3,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 
+import pytest
+
+from hive_compaction.commit.record import CommitRecord, PurgeHold, UnsafeRecord, parse
+from hive_compaction.commit.work_area import WorkArea, check_record, journal_files, purge_expired, read_journal
 from hive_compaction.storage.hadoop_fs import HadoopFS
-from hive_compaction.commit.work_area import WorkArea, journaled, purge_expired
+from hive_compaction.storage.paths import partition_id
 
 
 def _age(path, days: float) -> None:
@@ -15,16 +20,51 @@ def _age(path, days: float) -> None:
         os.utime(p, (t, t))
 
 
+def record(**changes) -> CommitRecord:
+    area = WorkArea("file:///w/.hive_compaction/events")
+    return CommitRecord(run="r1", pid=partition_id("db.events", "dt=1"), owner="r1/a1", table="db.events",
+                        partition="dt=1", location="file:///w/events/dt=1", inputs=[{"name": "000000_0"}],
+                        outputs=[{"name": "part-0", "staged": f"{area.root}/staging/r1/x"}]).but(**changes)
+
+
 def test_torn_journals_read_as_none_whole_ones_as_records(spark, tmp_path):
     area = WorkArea(f"file://{tmp_path}")
     journal = tmp_path / "journal"
     journal.mkdir()
-    (journal / "a.json").write_text(json.dumps({"partition": "dt=2026-01-01", "run": "r1"}))
+    (journal / "a.json").write_text(record(mode="location_switch", rows=7).to_json())
     (journal / "b.json").write_text("")
     (journal / "c.json").write_text('{"partition": "dt=')
-    found = {e.name: r for e, r in journaled(HadoopFS(spark), area)}
-    assert found == {"a.json": {"partition": "dt=2026-01-01", "run": "r1"}, "b.json": None, "c.json": None}
-    assert journaled(HadoopFS(spark), WorkArea(f"file://{tmp_path}/missing")) == []
+    (journal / "d.json").write_text(PurgeHold("r0", "p", 1.5).to_json())
+    fs = HadoopFS(spark)
+    found = {e.name: read_journal(fs, e.path) for e in journal_files(fs, area)}
+    assert found == {"a.json": record(mode="location_switch", rows=7), "b.json": None, "c.json": None,
+                     "d.json": PurgeHold("r0", "p", 1.5)}
+    assert journal_files(fs, WorkArea(f"file://{tmp_path}/missing")) == []
+
+
+def test_a_record_of_an_older_version_reads_with_the_defaults_and_a_newer_ones_extra_fields_are_ignored():
+    old = json.loads(record().to_json())
+    for key in ("mode", "listing", "attempt", "descriptor"):
+        del old[key]
+    assert parse(json.dumps({**old, "a_later_field": 1})) == record(attempt="")
+
+
+@pytest.mark.parametrize("change, problem", [
+    ({"inputs": "000000_0"}, "inputs is str, not list[dict]"),
+    ({"outputs": ["part-0"]}, "outputs holds items that are not objects"),
+    ({"location": None}, "location is NoneType, not str"),
+    ({"rows": True}, "rows is bool, not int"),
+    ({"run": None, "owner": 3}, "run is NoneType, not str; owner is int, not str"),
+])
+def test_a_journal_whose_fields_have_other_types_is_refused_before_anything_moves(change, problem):
+    """Anyone who may write the work area could write any JSON there: a field of another type
+    is refused by name, not met later as a crash half-way through a commit."""
+    with pytest.raises(UnsafeRecord, match=re.escape(f"db.events/dt=1 is refused, nothing was moved: {problem}") + "$"):
+        parse(json.dumps({**json.loads(record().to_json()), **change}))
+    missing = json.loads(record().to_json())
+    del missing["location"]
+    with pytest.raises(UnsafeRecord, match="location is missing"):
+        parse(json.dumps(missing))
 
 
 def test_purge_deletes_the_temporary_journal_names_killed_jobs_left(spark, tmp_path):
@@ -67,16 +107,11 @@ def test_purge_deletes_only_runs_older_than_the_retention_and_never_kept_ones(sp
 def test_a_record_whose_attempt_is_not_a_plain_name_is_refused():
     """The attempt names the trash and manifest folders a commit moves files into: a journal
     naming ``../..`` there would move them out of the work area."""
-    import pytest
-    from hive_compaction.commit.work_area import UnsafeRecord, check_record
-    from hive_compaction.storage.paths import partition_id
     area = WorkArea("file:///w/.hive_compaction/events")
     pid = partition_id("db.events", "dt=1")
-    record = {"run": "r1", "pid": pid, "table": "db.events", "partition": "dt=1", "location": "file:///w/events/dt=1",
-              "inputs": [{"name": "000000_0"}], "outputs": [{"name": "part-0", "staged": f"{area.root}/staging/r1/x"}]}
-    check_record({**record, "attempt": "a1b2c3"}, area, pid, location="file:///w/events/dt=1")
+    check_record(record(attempt="a1b2c3"), area, pid, location="file:///w/events/dt=1")
     with pytest.raises(UnsafeRecord, match=r"attempt '\.\./\.\.' is not a plain name"):
-        check_record({**record, "attempt": "../.."}, area, pid, location="file:///w/events/dt=1")
+        check_record(record(attempt="../.."), area, pid, location="file:///w/events/dt=1")
 
 
 def test_on_an_object_store_a_runs_age_is_its_commit_records_not_its_objects_times(spark, tmp_path):
@@ -86,10 +121,10 @@ def test_on_an_object_store_a_runs_age_is_its_commit_records_not_its_objects_tim
     from hive_compaction.commit.work_area import _record_age
     area = WorkArea(f"file://{tmp_path}")
     committed = time.time() - 3 * 86400
-    for pid, record in (("p1", {"committed_at": committed}),
-                        ("p2", {"committed_at": committed - 86400, "rolled_back_at": committed - 3600})):
+    for pid, manifest in (("p1", record(committed_at=committed)),
+                          ("p2", record(committed_at=committed - 86400, rolled_back_at=committed - 3600))):
         (tmp_path / "manifests" / "switched" / pid).mkdir(parents=True)
-        (tmp_path / "manifests" / "switched" / pid / "a1.json").write_text(json.dumps(record))
+        (tmp_path / "manifests" / "switched" / pid / "a1.json").write_text(manifest.to_json())
     fs = HadoopFS(spark)
     assert _record_age(fs, area, "switched") == int(committed * 1000)  # the files were written just now
     staged = tmp_path / "staging" / "failed" / "p1" / "a1"

@@ -13,7 +13,7 @@ from hive_compaction.airflow.config import FanOut, TablePolicy
 from hive_compaction.airflow.metastore_types import PartitionInfo, TableInfo
 from hive_compaction.model.batch import MAX_ENCODED_BATCH, PartitionTask
 from hive_compaction.model.results import LISTED_AT, NUM_FILES, NUM_ROWS, PLANNED_AT, STATISTICS_KEYS, TOTAL_SIZE
-from hive_compaction.storage.capabilities import plan_refusal
+from hive_compaction.storage.capabilities import IN_PLACE, plan_refusal
 from hive_compaction.storage.paths import canonical, default_work_dir, file_system, location_problem
 
 
@@ -24,7 +24,7 @@ class Skipped:
     reason: str
 
 
-def table_refusal(table: TableInfo, commit_mode: str = "in_place") -> str | None:
+def table_refusal(table: TableInfo, commit_mode: str = IN_PLACE) -> str | None:
     """Why a whole table is not compacted in ``commit_mode``, or None."""
     if table.table_type.upper() == "VIRTUAL_VIEW":
         return "is a view"

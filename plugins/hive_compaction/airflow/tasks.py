@@ -19,6 +19,7 @@ from hive_compaction.model import result_table
 from hive_compaction.model.batch import LOCK_LEASE_SECONDS, PartitionTask, batch_payload, encode_batch
 from hive_compaction.model.results import (NUM_FILES, PLANNED_AT, TOTAL_SIZE, PartitionResult, Status,
                                            decode_results, statistics_update)
+from hive_compaction.storage.capabilities import IN_PLACE
 from hive_compaction.storage.paths import run_tag
 
 log = logging.getLogger(__name__)
@@ -93,7 +94,7 @@ def plan(settings: config_mod.Settings, hms: Metastore, run_id: str, selection: 
     spark_args, described = job_arguments(settings, hms, found, batches, run, dry_run)
     log.info("planned %d partition(s) in %d Spark job(s); %d skipped, %d deferred; %d Metastore calls",
              len(found.tasks) - len(deferred), len(batches), len(found.skipped), len(deferred), hms.calls)
-    if any(t.commit_mode == "in_place" for batch in batches for t in batch):
+    if any(t.commit_mode == IN_PLACE for batch in batches for t in batch):
         log.info("%s", reader_gap_note(settings.retries, config_mod.MERGE_RETRY_DELAY_SECONDS, LOCK_LEASE_SECONDS))
     return {"spark_args": spark_args, "plan": describe(settings, selection, found, described, deferred, run)}
 

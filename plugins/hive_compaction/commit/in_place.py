@@ -34,7 +34,9 @@ import json
 import logging
 import time
 
-from hive_compaction.commit.work_area import WorkArea, check_record, read_journal, read_journal_if_exists
+from hive_compaction.commit.record import CommitRecord, PurgeHold
+from hive_compaction.commit.work_area import (WorkArea, check_record, journal_holder, publish_journal, read_journal,
+                                              replace_journal)
 from hive_compaction.storage.hadoop_fs import FolderGone, HadoopFS
 from hive_compaction.storage.listing import MERGED_PREFIX, is_hidden
 from hive_compaction.storage.metastore_lock import CommitConflict, check_lock_held, holding_lock
@@ -69,10 +71,8 @@ class InputsChanged(RuntimeError):
     cannot tell an append from an overwrite, so a person decides."""
 
 
-def commit(fs: HadoopFS, area: WorkArea, record: dict) -> dict:
-    """Publish staged outputs and retire the inputs of one partition. ``record`` keys:
-    run, pid, owner, table, partition, location, inputs [Entry.identity()], outputs
-    [{staged,name,size}].
+def commit(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> CommitRecord:
+    """Publish staged outputs and retire the inputs of one partition; returns its manifest.
 
     The journal is published exclusively, so two jobs can never commit one partition at once;
     the inputs' identity is checked again once it is held, just before the first move (a writer
@@ -82,23 +82,22 @@ def commit(fs: HadoopFS, area: WorkArea, record: dict) -> dict:
     visible file's ``identity()``): before any output is published, on the first pass and on a
     replay, a file in the partition that is neither an input, nor an output, nor that listing's
     (a new name, or a known name with another identity) stops the commit (``_check_partition``)."""
-    if "listing" not in record:
-        record = {**record, "listing": [e.identity() for e in _visible(fs, record["location"])]}
+    if record.listing is None:
+        record = record.but(listing=[e.identity() for e in _visible(fs, record.location)])
     hold(fs, area, record)
     return _apply(fs, area, record, first=True)
 
 
-def hold(fs: HadoopFS, area: WorkArea, record: dict) -> None:
+def hold(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> None:
     """Publish the partition's journal exclusively (CommitConflict if another job holds it)."""
-    check_record(record, area, record["pid"], location=record["location"], table_location=record.get("table_location"))
-    journal = area.journal(record["pid"])
-    if not fs.create_exclusive(journal, json.dumps(record, indent=1)):
-        raise CommitConflict(f"another run is committing {_label(record)} (journal {journal}); "
+    check_record(record, area, record.pid, location=record.location, table_location=record.table_location)
+    if not publish_journal(fs, area, record):
+        raise CommitConflict(f"another run is committing {record.label} (journal {area.journal(record.pid)}); "
                              "nothing was moved, the next run will look at it again")
 
 
 def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | None = None,
-            table_location: str | None = None, switch=None) -> dict | None:
+            table_location: str | None = None, switch=None) -> CommitRecord | None:
     """Finish a commit a crashed attempt left behind for this partition; None if there was none.
     ``location``: the partition's folder as planned (the record must name the same); else the
     record's folder must lie inside ``table_location``. ``switch(record)`` finishes a location
@@ -112,20 +111,20 @@ def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | 
         log.warning("removing the incomplete journal %s (its commit never started)", journal)
         fs.delete(journal)
         return None
-    if record.get("purge"):  # work_area.purge_expired holds it for a moment while it deletes an expired run
+    if isinstance(record, PurgeHold):  # work_area.purge_expired holds it for a moment while it deletes a run
         st = fs.status(journal)
         if st is None or recent(st):
-            raise CommitConflict(f"the purge of run {record.get('run')} holds {journal}; nothing was moved")
+            raise CommitConflict(f"the purge of run {record.run} holds {journal}; nothing was moved")
         log.warning("removing the journal %s of a purge that is gone (its deletes are idempotent)", journal)
         fs.delete(journal)
         return None
-    if record.get("rollback"):
-        raise CommitHeld(f"a rollback of {_label(record)} holds it ({journal}): run that rollback again to "
-                             "finish it; nothing was moved")
-    if record.get("mode") == "location_switch":
+    if record.rollback:
+        raise CommitHeld(f"a rollback of {record.label} holds it ({journal}): run that rollback again to "
+                         "finish it; nothing was moved")
+    if record.switched:
         if switch is None:
-            raise CommitHeld(f"the location switch of {_label(record)} by run {record['run']} is unfinished "
-                                 f"({journal}); a merge job of the table finishes it")
+            raise CommitHeld(f"the location switch of {record.label} by run {record.run} is unfinished "
+                             f"({journal}); a merge job of the table finishes it")
         return switch(record)
     check_record(record, area, pid, location=location, table_location=table_location)
     claim = area.replay_claim(pid)
@@ -133,7 +132,7 @@ def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | 
         st = fs.status(claim)
         if (st is None or recent(st)) and not holding_lock():
             since = "" if st is None else f", claimed {time.time() - st.modification_time / 1000:.0f} s ago"
-            raise CommitHeld(f"{_label(record)} is left mid-commit by run {record['run']} and another job is "
+            raise CommitHeld(f"{record.label} is left mid-commit by run {record.run} and another job is "
                              f"finishing that interrupted commit ({claim}{since}); nothing was moved by this one. "
                              "Until that job finishes it, or a replay takes over once the claim is "
                              f"{ORPHAN_AGE_SECONDS} s old, readers may miss the merged files' rows")
@@ -144,11 +143,11 @@ def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | 
         return recover(fs, area, pid, owner, location, table_location, switch)
     try:
         log.warning("recovering the interrupted commit of %s (run %s) from %s",
-                    record["partition"] or record["table"], record["run"], journal)
+                    record.partition or record.table, record.run, journal)
         # The journal names this job from now on: its first committer, if only paused, sees
         # that before its next step and stops.
-        record = {**record, "owner": owner}
-        fs.write_text_atomic(journal, json.dumps(record, indent=1))
+        record = record.but(owner=owner)
+        replace_journal(fs, area, record)
         return _apply(fs, area, record)
     finally:
         fs.delete(claim)
@@ -159,17 +158,17 @@ def _visible(fs: HadoopFS, location: str) -> list:
     return [e for e in fs.list(location.rstrip("/")) if not e.is_dir and not is_hidden(e.name)]
 
 
-def _committed(fs: HadoopFS, record: dict, trash: str) -> bool:
+def _committed(fs: HadoopFS, record: CommitRecord, trash: str) -> bool:
     """Whether the commit point is passed: every input in the trash (its size and version) and
     every output published. From there a replay only finishes (manifest, journal removed): a
     file a writer added since, under whatever name, is that writer's, and stays."""
-    location, inputs, outputs = record["location"].rstrip("/"), record["inputs"], record["outputs"]
+    location, inputs, outputs = record.location.rstrip("/"), record.inputs, record.outputs
     found = fs.statuses([f"{trash}/{f['name']}" for f in inputs] + [f"{location}/{o['name']}" for o in outputs])
     return (all(st is not None and st.matches(f, mtime=False) for f, st in zip(inputs, found))
             and all(st is not None and st.size == o.get("size", st.size) for o, st in zip(outputs, found[len(inputs):])))
 
 
-def _check_partition(fs: HadoopFS, area: WorkArea, record: dict, first: bool, moved: bool) -> None:
+def _check_partition(fs: HadoopFS, area: WorkArea, record: CommitRecord, first: bool, moved: bool) -> None:
     """Before any output is published: every file in the partition is accounted for. An input
     must be there unchanged (size, time, version) or, once moves may have happened (``moved``),
     in this commit's trash (size, version); any other visible file must be an output or a file of
@@ -183,8 +182,8 @@ def _check_partition(fs: HadoopFS, area: WorkArea, record: dict, first: bool, mo
     ``CommitConflict``. Else ``InputsChanged`` says what is where: without a lock an append
     cannot be told from an overwrite, so the merged output is not published beside the writer's
     files, and the old inputs are not moved back over them."""
-    location, trash, label = record["location"].rstrip("/"), area.trash_of(record), _label(record)
-    inputs, outputs = record["inputs"], record["outputs"]
+    location, trash, label = record.location.rstrip("/"), area.trash_of(record), record.label
+    inputs, outputs = record.inputs, record.outputs
     here = {e.name: e for e in _visible(fs, location)}
     trashed = fs.statuses([f"{trash}/{f['name']}" for f in inputs]) if moved else [None] * len(inputs)
     in_trash = [f["name"] for f, st in zip(inputs, trashed) if st is not None and st.matches(f, mtime=False)]
@@ -197,55 +196,55 @@ def _check_partition(fs: HadoopFS, area: WorkArea, record: dict, first: bool, mo
                                     f"file(s) {strangers[:3]} it did not list" if strangers else "",
                                     f"listed file(s) {vanished[:3]} now gone" if vanished else "") if x)
     published = [o["name"] for o in outputs if o["name"] in here]
-    fs.delete(area.journal(record["pid"]))
+    fs.delete(area.journal(record.pid))
     if not in_trash and not published:
         if first:
             raise CommitConflict(f"{what} of {label} changed while it was being merged; nothing was committed, the "
                                  "next run will plan it again")
         raise CommitConflict(
-            f"{label}: the interrupted commit of run {record['run']} was not finished: {what} changed or vanished "
+            f"{label}: the interrupted commit of run {record.run} was not finished: {what} changed or vanished "
             "since it was decided (another writer rewrote the partition); none of its moves had happened, so the "
             "partition is exactly as that writer left it")
     staged = [o["name"] for o in outputs if o["name"] not in here]
     raise InputsChanged(
-        f"{label}: {what} changed since the commit of run {record['run']} was decided (another writer, after "
+        f"{label}: {what} changed since the commit of run {record.run} was decided (another writer, after "
         f"{len(in_trash)} of {len(inputs)} input(s) had moved): stopped before publishing anything more, since "
         f"without a lock an append cannot be told from an overwrite. What is where: {len(in_trash)} input(s) in the "
-        f"trash {trash}; {len(staged)} output(s) {staged[:3]} in staging {record.get('staging') or ''}; "
+        f"trash {trash}; {len(staged)} output(s) {staged[:3]} in staging {record.staging}; "
         f"{len(published)} output(s) published {published[:3]}; the partition holds {len(here)} file(s). Check the "
         "partition's rows: if the writer appended, move the staged outputs in; the trash is purged when its "
         "retention ends")
 
 
-def _unlisted(record: dict, here: dict) -> tuple[list[str], list[str]]:
+def _unlisted(record: CommitRecord, here: dict) -> tuple[list[str], list[str]]:
     """The partition's files (``here``, by name) that are neither an input, an output nor listed
     by the journal as they were, and the listed files that are not inputs and are gone: another
     writer's work (none for a journal written before the listing was recorded)."""
-    if record.get("listing") is None:
+    if record.listing is None:
         return [], []
-    named = {f["name"] for f in record["inputs"]} | {o["name"] for o in record["outputs"]}
-    listed = {f["name"]: f for f in record["listing"]}
+    named = {f["name"] for f in record.inputs} | {o["name"] for o in record.outputs}
+    listed = {f["name"]: f for f in record.listing}
     return (sorted(n for n, e in here.items() if n not in named and not e.matches(listed.get(n))),
             sorted(n for n in listed if n not in named and n not in here))
 
 
-def _stop_if_dropped(fs: HadoopFS, area: WorkArea, record: dict, first: bool) -> None:
+def _stop_if_dropped(fs: HadoopFS, area: WorkArea, record: CommitRecord, first: bool) -> None:
     """A partition dropped meanwhile stays dropped: its folder is never re-created (a later
     ``MSCK REPAIR`` would register it again), nothing is moved into it."""
-    if fs.status(record["location"].rstrip("/")) is None:
+    if fs.status(record.location.rstrip("/")) is None:
         _dropped(fs, area, record, first)
 
 
-def _dropped(fs: HadoopFS, area: WorkArea, record: dict, first: bool) -> None:
-    location = record["location"].rstrip("/")
-    fs.delete(area.journal(record["pid"]))
+def _dropped(fs: HadoopFS, area: WorkArea, record: CommitRecord, first: bool) -> None:
+    location = record.location.rstrip("/")
+    fs.delete(area.journal(record.pid))
     raise (CommitStopped if first else InputsChanged)(
-        f"the folder of {_label(record)} is gone ({location}): dropped while it was being merged? nothing was "
+        f"the folder of {record.label} is gone ({location}): dropped while it was being merged? nothing was "
         f"moved into it; replaced file(s) stay in {area.trash_of(record)} until the trash "
         "retention ends")
 
 
-def _stop_if_rewritten(fs: HadoopFS, area: WorkArea, record: dict, all_moved: bool = True) -> None:
+def _stop_if_rewritten(fs: HadoopFS, area: WorkArea, record: CommitRecord, all_moved: bool = True) -> None:
     """On the first pass, once the outputs are in (or once an input turned out gone): another
     writer's files in the partition, written between the last check and the moves. Hive's INSERT
     OVERWRITE deletes everything and reuses 000000_0, Spark's writes ``part-<uuid>`` names, and an
@@ -258,9 +257,9 @@ def _stop_if_rewritten(fs: HadoopFS, area: WorkArea, record: dict, all_moved: bo
     another merge's output (``MERGED_PREFIX``: another table's run over the same folder, which
     merged the inputs this one had not moved yet) is no writer's, and what moved goes back. A replay
     never does this: past the commit point it only finishes (``_committed``)."""
-    location = record["location"].rstrip("/")
+    location = record.location.rstrip("/")
     here = {e.name: e for e in _visible(fs, location)}
-    reused = [f["name"] for f in record["inputs"] if f["name"] in here and (all_moved or not here[f["name"]].matches(f))]
+    reused = [f["name"] for f in record.inputs if f["name"] in here and (all_moved or not here[f["name"]].matches(f))]
     strangers, vanished = _unlisted(record, here)
     if not all_moved:  # another table's merge over the same folder took the inputs still here: rows kept
         strangers = [n for n in strangers if not n.startswith(MERGED_PREFIX)]
@@ -270,23 +269,23 @@ def _stop_if_rewritten(fs: HadoopFS, area: WorkArea, record: dict, all_moved: bo
                                     f"wrote {strangers[:3]}" if strangers else "",
                                     f"removed {vanished[:3]}" if vanished else "") if x)
     unpublish(fs, record, location)
-    fs.delete(area.journal(record["pid"]))
+    fs.delete(area.journal(record.pid))
     raise InputsChanged(
-        f"{_label(record)}: a writer {what} in the partition while its commit ran (an INSERT OVERWRITE or an "
-        f"append?); the merged output(s) {[o['name'] for o in record['outputs']][:3]} were taken out again into "
-        f"staging {record.get('staging') or ''} and the input(s) moved so far stay in the trash "
+        f"{record.label}: a writer {what} in the partition while its commit ran (an INSERT OVERWRITE or an "
+        f"append?); the merged output(s) {[o['name'] for o in record.outputs][:3]} were taken out again into "
+        f"staging {record.staging} and the input(s) moved so far stay in the trash "
         f"{area.trash_of(record)} until its retention ends: check the partition's rows")
 
 
-def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> dict:
+def _apply(fs: HadoopFS, area: WorkArea, record: CommitRecord, first: bool = False) -> dict:
     """Move inputs to the trash and outputs in. On the ``first`` pass every move must happen:
     a file gone meanwhile (another attempt, a purge) puts everything back and fails, never
     leaving the inputs in the trash with an output missing. Replays skip what already moved,
     and one that finds the commit point passed only finishes."""
-    run, pid, location = record["run"], record["pid"], record["location"].rstrip("/")
+    run, location = record.run, record.location.rstrip("/")
     trash = area.trash_of(record)
     # Roll forward only if every output still exists, staged or already published.
-    outputs = record["outputs"]
+    outputs = record.outputs
     found = fs.statuses([o["staged"] for o in outputs] + [f"{location}/{o['name']}" for o in outputs])
     missing = [o["name"] for o, staged, published in zip(outputs, found, found[len(outputs):])
                if staged is None and published is None]
@@ -297,7 +296,7 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> d
     check_owner(fs, area, record)
     if not first and _committed(fs, record, trash):
         log.warning("%s: the interrupted commit of run %s had passed its commit point (every input in the trash, "
-                    "every output published): finishing it", _label(record), run)
+                    "every output published): finishing it", record.label, run)
         return _finish(fs, area, record, trash, None)
     _check_partition(fs, area, record, first, moved=not first)
     try:
@@ -315,11 +314,11 @@ def _apply(fs: HadoopFS, area: WorkArea, record: dict, first: bool = False) -> d
     return _finish(fs, area, record, trash, window_ms if first else None)
 
 
-def _swap(fs: HadoopFS, area: WorkArea, record: dict, trash: str, first: bool) -> float:
+def _swap(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, first: bool) -> float:
     """Inputs to the trash, the last checks, outputs in; returns how long readers missed rows (ms)."""
-    location, outputs = record["location"].rstrip("/"), record["outputs"]
+    location, outputs = record.location.rstrip("/"), record.outputs
     moves = [(f"{location}/{f['name']}", f"{trash}/{f['name']}") +
-             ((f["size"], f["mtime"], f.get("version")) if "mtime" in f else ()) for f in record["inputs"]]
+             ((f["size"], f["mtime"], f.get("version")) if "mtime" in f else ()) for f in record.inputs]
     window_start = time.monotonic()  # readers listing from here to the last output's arrival miss the groups' rows
     moved = fs.move_all(moves)
     if first and moved != len(moves):
@@ -348,54 +347,50 @@ def _swap(fs: HadoopFS, area: WorkArea, record: dict, trash: str, first: bool) -
     return window_ms
 
 
-def _finish(fs: HadoopFS, area: WorkArea, record: dict, trash: str, window_ms: float | None) -> dict:
+def _finish(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, window_ms: float | None) -> CommitRecord:
     """After the commit point: the manifest (what rollback and purge read), then the journal and
     the staging folder go."""
-    run, pid, location = record["run"], record["pid"], record["location"].rstrip("/")
-    manifest = {**record, "committed_at": time.time(), "trash": trash, "reader_window_ms": window_ms}
-    fs.write_text_atomic(area.manifest_of(record), json.dumps(manifest, indent=1))
+    run, pid = record.run, record.pid
+    manifest = record.but(committed_at=time.time(), trash=trash, reader_window_ms=window_ms)
+    fs.write_text_atomic(area.manifest_of(record), manifest.to_json())
     fs.delete(area.journal(pid))
-    fs.delete(record.get("staging") or area.staging(run, pid), recursive=True)
+    fs.delete(record.staging or area.staging(run, pid), recursive=True)
     return manifest
 
 
-def check_owner(fs: HadoopFS, area: WorkArea, record: dict) -> None:
+def check_owner(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> None:
     """Before each step: the Metastore lock the commit runs under is still held (LockLost), and
     the journal still exists and still names this job (a job that paused longer than
     ``ORPHAN_AGE_SECONDS`` may have been taken over by a replay)."""
     check_lock_held()
-    current = read_journal_if_exists(fs, area.journal(record["pid"]))
-    if current is None or current.get("owner") != record.get("owner"):
-        raise CommitConflict(f"{_label(record)}: this job no longer holds the partition's journal (taken over by "
-                             f"{(current or {}).get('owner', 'nobody')}); it stopped before moving more")
+    holder = journal_holder(fs, area, record.pid)
+    if holder != record.owner:
+        raise CommitConflict(f"{record.label}: this job no longer holds the partition's journal (taken over by "
+                             f"{holder or 'nobody'}); it stopped before moving more")
 
 
-def _label(record: dict) -> str:
-    return f"{record['table']}/{record['partition']}"
-
-
-def _abandon(fs: HadoopFS, area: WorkArea, record: dict, trash: str, location: str, why: str) -> None:
+def _abandon(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, location: str, why: str) -> None:
     # A job that lost the journal to a replay (it paused too long) must not undo that replay's moves.
     check_owner(fs, area, record)
     _roll_back(fs, record, trash, location)
-    fs.delete(area.journal(record["pid"]))
-    raise CommitStopped(f"{_label(record)}: {why}; every file was put back, nothing was committed")
+    fs.delete(area.journal(record.pid))
+    raise CommitStopped(f"{record.label}: {why}; every file was put back, nothing was committed")
 
 
-def unpublish(fs: HadoopFS, record: dict, folder: str) -> None:
+def unpublish(fs: HadoopFS, record: CommitRecord, folder: str) -> None:
     """The one way a commit puts its outputs back: each output published in ``folder`` returns to
     its staging name (one already back, or never moved, stays where it is)."""
-    for o in record["outputs"]:
+    for o in record.outputs:
         published = f"{folder.rstrip('/')}/{o['name']}"
         if fs.exists(published) and not fs.exists(o["staged"]):
             fs.rename(published, o["staged"])
 
 
-def _roll_back(fs: HadoopFS, record: dict, trash: str, location: str) -> None:
+def _roll_back(fs: HadoopFS, record: CommitRecord, trash: str, location: str) -> None:
     if fs.status(location) is None:  # dropped meanwhile: nothing goes back into a re-created folder
         return
     unpublish(fs, record, location)
-    for f in record["inputs"]:
+    for f in record.inputs:
         moved = f"{trash}/{f['name']}"
         if fs.exists(moved) and not fs.exists(f"{location}/{f['name']}"):
             try:

@@ -13,7 +13,8 @@ import time
 
 from hive_compaction.commit import location_switch
 from hive_compaction.commit.in_place import CommitHeld, InputsChanged, ORPHAN_AGE_SECONDS, recover
-from hive_compaction.commit.work_area import WorkArea, journaled, purge_expired
+from hive_compaction.commit.record import CommitRecord, PurgeHold, UnsafeRecord
+from hive_compaction.commit.work_area import WorkArea, journal_files, purge_expired, read_journal
 from hive_compaction.model.batch import PartitionTask
 from hive_compaction.model.results import FAILED_REASON_CHARS, PartitionResult, REASON_CHARS, Status
 from hive_compaction.storage.listing import data_files
@@ -47,46 +48,55 @@ def maintain(fs, run: str, owner: str, areas: list[dict], tasks: list[PartitionT
 def _maintain_area(fs, run: str, owner: str, a: dict, planned: set[str], old: float,
                    partitions: JobMetastore | None) -> list[PartitionResult]:
     results = []
-    area, keep = WorkArea(a["work_dir"]), {run}
-    for entry, record in journaled(fs, area):
+    area, keep, unsafe = WorkArea(a["work_dir"]), {run}, False
+    for entry in journal_files(fs, area):
         pid = entry.name[:-len(".json")]
+        try:
+            record = read_journal(fs, entry.path)
+        except UnsafeRecord as e:  # never acted on: a person looks (and no run of the area is purged)
+            log.error("%s: %s", entry.path, e)
+            results.append(PartitionResult(e.table, e.partition, "", Status.FAILED,
+                                           reason=f"{entry.path}: {e}"[:FAILED_REASON_CHARS]))
+            unsafe = True
+            continue
         if record is None and entry.modification_time < old:
             log.warning("removing the incomplete journal %s (its commit never started)", entry.path)
             fs.delete(entry.path)
-        elif record is not None and record.get("purge"):  # a purge holds it for a moment (work_area)
+        elif isinstance(record, PurgeHold):  # a purge holds it for a moment (work_area)
             if entry.modification_time < old:
                 log.warning("removing the journal %s of a purge that is gone (its deletes are idempotent)", entry.path)
                 fs.delete(entry.path)
-        elif record is not None and record["run"] != run and pid not in planned and entry.modification_time < old:
+        elif record is not None and record.run != run and pid not in planned and entry.modification_time < old:
             results.append(_recover_orphan(fs, area, pid, record, owner, a.get("table_location"), partitions))
             if results[-1].status is not Status.MERGED and fs.exists(entry.path):
-                keep.add(record["run"])  # its trash and staging are still needed
+                keep.add(record.run)  # its trash and staging are still needed
         elif record is not None:
-            keep.add(record["run"])
-    purge_expired(fs, area, a["trash_retention_days"], keep,
-                  retire=(lambda m: location_switch.retire(fs, partitions, m)) if partitions else None)
+            keep.add(record.run)
+    if not unsafe:
+        purge_expired(fs, area, a["trash_retention_days"], keep,
+                      retire=(lambda m: location_switch.retire(fs, partitions, m)) if partitions else None)
     return results
 
 
-def _recover_orphan(fs, area: WorkArea, pid: str, record: dict, owner: str, table_location: str | None,
+def _recover_orphan(fs, area: WorkArea, pid: str, record: CommitRecord, owner: str, table_location: str | None,
                     partitions: JobMetastore | None) -> PartitionResult:
-    result = PartitionResult(record["table"], record["partition"], record["location"], Status.MERGED,
-                             reason=f"finished the commit run {record['run']} left behind", recovered=True)
+    result = PartitionResult(record.table, record.partition, record.location, Status.MERGED,
+                             reason=f"finished the commit run {record.run} left behind", recovered=True)
     switch = (lambda r: location_switch.recover_switch(fs, area, partitions, r, table_location or "")) \
         if partitions else None
     try:
         # Held like a merge's own replay: a Hive writer waits, and so does a rollback.
         # Replayed under a lock unless it was committed without one (require_locks: false).
-        with partitions.lock(record["table"], record["partition"], ORPHAN_LOCK_WAIT_SECONDS,
-                             not record.get("unlocked")) if partitions \
+        with partitions.lock(record.table, record.partition, ORPHAN_LOCK_WAIT_SECONDS,
+                             not record.unlocked) if partitions \
                 else contextlib.nullcontext():
             manifest = recover(fs, area, pid, owner, table_location=table_location, switch=switch)
-        if record.get("mode") == location_switch.MODE:
+        if record.switched:
             if manifest is None:
                 result.status, result.recovered = Status.SKIPPED, False
-                result.reason = f"undid the location switch run {record['run']} left unfinished"
+                result.reason = f"undid the location switch run {record.run} left unfinished"
                 return result
-            result.location = manifest["new_location"]
+            result.location = manifest.new_location
         files, _ = data_files(fs.list(result.location))
     except (CommitHeld, InputsChanged, *LOCK_FAILURES) as e:
         # Left mid-commit by a job this one may not replace, or a replay that stopped with files it
@@ -100,14 +110,14 @@ def _recover_orphan(fs, area: WorkArea, pid: str, record: dict, owner: str, tabl
         result.status, result.reason, result.recovered = Status.SKIPPED, str(e)[:REASON_CHARS], False
         return result
     except Exception as e:
-        log.exception("%s/%s: could not finish an interrupted commit", record["table"], record["partition"])
+        log.exception("%s/%s: could not finish an interrupted commit", record.table, record.partition)
         result.status, result.reason = Status.FAILED, f"finishing an interrupted commit: {type(e).__name__}: {e}"
         return result
     result.listed = True
     result.files_after, result.bytes_after = len(files), sum(f.size for f in files)
-    result.files_before = result.files_after - len(record["outputs"]) + len(record["inputs"])
-    result.bytes_before = (result.bytes_after - sum(o["size"] for o in record["outputs"])
-                           + sum(f["size"] for f in record["inputs"]))
+    result.files_before = result.files_after - len(record.outputs) + len(record.inputs)
+    result.bytes_before = (result.bytes_after - sum(o["size"] for o in record.outputs)
+                           + sum(f["size"] for f in record.inputs))
     log.info("%s %s: %s (%d -> %d files)", result.table, result.partition or "(table)", result.reason,
              result.files_before, result.files_after)
     return result

@@ -8,15 +8,15 @@ every step is idempotent, so an interrupted rollback is finished by running it a
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
 import uuid
 
 from hive_compaction.commit import location_switch
 from hive_compaction.commit.in_place import recent
-from hive_compaction.commit.work_area import (UnsafeRecord, WorkArea, check_record, read_journal,
-                                              read_journal_if_exists)
+from hive_compaction.commit.record import CommitRecord, UnsafeRecord
+from hive_compaction.commit.work_area import (WorkArea, check_record, journal_holder, publish_journal, read_journal,
+                                              read_manifest, replace_journal)
 from hive_compaction.model.results import NUM_FILES, SPARK_TOTAL_SIZE, TOTAL_SIZE
 from hive_compaction.storage.hadoop_fs import FolderGone, HadoopFS
 from hive_compaction.storage.listing import data_files
@@ -32,39 +32,47 @@ class RollbackError(RuntimeError):
     pass
 
 
-def manifests(fs: HadoopFS, area: WorkArea, run: str) -> list[dict]:
+def manifests(fs: HadoopFS, area: WorkArea, run: str) -> list[CommitRecord]:
     """The run's manifests, partition by partition (in the order of their ids), a partition's
     latest commit first: one merged twice by the run's attempts is rolled back the second time
     first, then the first (which restores the originals and the statistics from before both)."""
-    found = [json.loads(fs.read_text(path)) for path in area.manifests_of(fs, run)]
-    return sorted(found, key=lambda m: (str(m.get("pid")), -float(m.get("committed_at") or 0)))
+    found = []
+    for path in area.manifests_of(fs, run):
+        try:
+            manifest = read_manifest(fs, path)
+        except UnsafeRecord as e:
+            raise RollbackError(f"{path}: {e}") from None
+        if manifest is None:
+            raise RollbackError(f"the manifest {path} is gone or torn; nothing was changed")
+        found.append(manifest)
+    return sorted(found, key=lambda m: (m.pid, -(m.committed_at or 0)))
 
 
-def rollback_partition(fs: HadoopFS, area: WorkArea, manifest: dict, table_location: str,
-                       owner: str = "rollback", partitions=None, locked: bool = False) -> dict:
+def rollback_partition(fs: HadoopFS, area: WorkArea, manifest: CommitRecord, table_location: str,
+                       owner: str = "rollback", partitions=None, locked: bool = False) -> CommitRecord:
     """Undo one committed merge. Everything is checked before anything moves: the manifest's
     names and folders, that no commit, replay, purge or other rollback holds the partition (its
     journal is taken), that every file to move is where the manifest says and that no name it
     moves to is taken; else nothing changes. ``locked``: this job holds the partition's
     Metastore lock, which every rollback holds, so a rollback journal found is a dead job's."""
-    if manifest.get("rolled_back_at"):
+    if manifest.rolled_back_at:
         return manifest
-    label = f"{manifest['table']} {manifest['partition']}"
-    pid = manifest["pid"]
+    label = f"{manifest.table} {manifest.partition}"
+    pid = manifest.pid
     try:
         check_record(manifest, area, pid, table_location=table_location)
     except UnsafeRecord as e:
         raise RollbackError(str(e)) from None
-    switched = manifest.get("mode") == location_switch.MODE
+    switched = manifest.switched
     if switched and partitions is None:
         raise RollbackError(f"{label}: a location switch is rolled back through the Metastore; nothing was changed")
-    location = manifest["location"].rstrip("/")
-    trash = manifest.get("trash", "")
+    location = manifest.location.rstrip("/")
+    trash = manifest.trash
     if not switched and trash.rstrip("/") != area.trash_of(manifest):
         raise RollbackError(f"{label}: the manifest's trash {trash} is not this work area's; nothing was changed")
     # Hold the partition as a commit would: no merge or replay can start while files move back.
     journal = area.journal(pid)
-    _hold(fs, journal, {**manifest, "owner": owner, "rollback": True}, label, locked)
+    _hold(fs, area, manifest.but(owner=owner, rollback=True), label, locked)
     try:
         if switched:  # one alter_partition back to the old folder, while it is whole
             try:
@@ -72,53 +80,48 @@ def rollback_partition(fs: HadoopFS, area: WorkArea, manifest: dict, table_locat
             except RuntimeError as e:
                 raise RollbackError(f"{e}; nothing was changed") from None
         else:
-            _check_and_move(fs, manifest, label, location, trash, lambda: _check_owner(fs, journal, owner, label))
-        done = {**manifest, "rolled_back_at": time.time()}
+            _check_and_move(fs, manifest, label, location, trash, lambda: _check_owner(fs, area, pid, owner, label))
+        done = manifest.but(rolled_back_at=time.time())
         # Before the journal goes: a purge (which holds it too) never deletes a manifest being written.
-        fs.write_text_atomic(area.manifest_of(manifest), json.dumps(done, indent=1))
+        fs.write_text_atomic(area.manifest_of(manifest), done.to_json())
     finally:
-        if _owner(fs, journal) == owner:
+        if journal_holder(fs, area, pid) == owner:
             fs.delete(journal)
     if switched:
         log.info("rolled back %s: the partition reads %s again", label, location)
     else:
         log.info("rolled back %s: %d file(s) restored, %d merged file(s) moved to %s/rolled-back",
-                 label, len(manifest["inputs"]), len(manifest["outputs"]), trash)
+                 label, len(manifest.inputs), len(manifest.outputs), trash)
     return done
 
 
-def _hold(fs: HadoopFS, journal: str, record: dict, label: str, locked: bool) -> None:
+def _hold(fs: HadoopFS, area: WorkArea, record: CommitRecord, label: str, locked: bool) -> None:
     """Take the partition's journal, or refuse. A rollback journal left by a rollback that is
     gone is taken over (the rollback is finished: each step is idempotent), one of a live
     rollback never: two would move the same files and the first to finish would delete the
     other's journal. Gone means: this job holds the Metastore lock every rollback holds, or
     (a Metastore that serves no locks) the journal is older than a rollback runs."""
-    if fs.create_exclusive(journal, json.dumps(record)):
+    if publish_journal(fs, area, record):
         return
-    current, st = read_journal(fs, journal) or {}, fs.status(journal)
-    if not current.get("rollback"):
+    journal = area.journal(record.pid)
+    current, st = read_journal(fs, journal), fs.status(journal)
+    if not getattr(current, "rollback", False):
         raise RollbackError(f"{label}: a commit, replay or purge of this partition is under way or unfinished "
                             f"({journal}); let it finish (run the DAG) and roll back then; nothing was changed")
     if not locked and recent(st):
-        raise RollbackError(f"{label}: another rollback ({current.get('owner')}) holds it ({journal}); nothing was "
-                            "changed")
-    log.warning("%s: finishing the interrupted rollback of %s (%s)", label, current.get("owner"), journal)
-    fs.write_text_atomic(journal, json.dumps(record))  # replaced in one step: no gap for a rival
+        raise RollbackError(f"{label}: another rollback ({current.owner}) holds it ({journal}); nothing was changed")
+    log.warning("%s: finishing the interrupted rollback of %s (%s)", label, current.owner, journal)
+    replace_journal(fs, area, record)  # replaced in one step: no gap for a rival
 
 
-def _owner(fs: HadoopFS, journal: str) -> str | None:
-    """Who holds the journal now (None: nobody, or a torn one)."""
-    return (read_journal_if_exists(fs, journal) or {}).get("owner")
-
-
-def _check_owner(fs: HadoopFS, journal: str, owner: str, label: str) -> None:
+def _check_owner(fs: HadoopFS, area: WorkArea, pid: str, owner: str, label: str) -> None:
     check_lock_held()
-    if _owner(fs, journal) != owner:
-        raise RollbackError(f"{label}: this rollback no longer holds {journal}; it stopped")
+    if journal_holder(fs, area, pid) != owner:
+        raise RollbackError(f"{label}: this rollback no longer holds {area.journal(pid)}; it stopped")
 
 
-def _check_and_move(fs: HadoopFS, manifest: dict, label: str, location: str, trash: str, check_owner) -> None:
-    inputs, outputs = manifest["inputs"], manifest["outputs"]
+def _check_and_move(fs: HadoopFS, manifest: CommitRecord, label: str, location: str, trash: str, check_owner) -> None:
+    inputs, outputs = manifest.inputs, manifest.outputs
     paths = ([f"{trash}/{f['name']}" for f in inputs] + [f"{location}/{f['name']}" for f in inputs]
              + [f"{location}/{o['name']}" for o in outputs] + [f"{trash}/rolled-back/{o['name']}" for o in outputs])
     found = fs.statuses(paths)
@@ -154,13 +157,13 @@ def _check_and_move(fs: HadoopFS, manifest: dict, label: str, location: str, tra
                             f"ran (a purge?); {restored + back_before} of {n} are back in the partition")
 
 
-def statistics_after(fs: HadoopFS, manifest: dict) -> dict[str, str | None]:
+def statistics_after(fs: HadoopFS, manifest: CommitRecord) -> dict[str, str | None]:
     """What a rolled-back partition's statistics become: every key the refresh may change back
     to its value just before the commit (None: the key is removed), except the file counts and
     sizes, which are taken from the partition's folder as it is now (they equal the values
     before unless those were stale or a writer added files since: statistics = disk)."""
-    stats = {k: None if v is None else str(v) for k, v in manifest["stats_before"].items()}
-    files, _ = data_files(fs.list(manifest["location"]))
+    stats = {k: None if v is None else str(v) for k, v in manifest.stats_before.items()}
+    files, _ = data_files(fs.list(manifest.location))
     stats[NUM_FILES], stats[TOTAL_SIZE] = str(len(files)), str(sum(f.size for f in files))
     if stats.get(SPARK_TOTAL_SIZE) is not None:
         stats[SPARK_TOTAL_SIZE] = stats[TOTAL_SIZE]
@@ -168,17 +171,17 @@ def statistics_after(fs: HadoopFS, manifest: dict) -> dict[str, str | None]:
 
 
 def rollback_run(fs: HadoopFS, area: WorkArea, run: str, table_location: str,
-                 partitions: list[str] | None = None, metastore=None, restored=None, dry_run: bool = False) -> list[dict]:
+                 partitions: list[str] | None = None, metastore=None, restored=None, dry_run: bool = False) -> list[CommitRecord]:
     """``metastore``: a ``JobMetastore``, for tables committed by location switch.
     ``restored(manifest)`` is called as soon as each partition is rolled back (its statistics:
     a later partition that fails must not leave this one's files with the merge's statistics).
     ``dry_run``: return the manifests that would be rolled back; nothing is locked or moved."""
     found = manifests(fs, area, run)
     if partitions:
-        missing = set(partitions) - {m["partition"] for m in found}
+        missing = set(partitions) - {m.partition for m in found}
         if missing:
             raise RollbackError(f"run {run} committed no compaction of {sorted(missing)} in {area.root}")
-        found = [m for m in found if m["partition"] in partitions]
+        found = [m for m in found if m.partition in partitions]
     if not found:
         raise RollbackError(f"run {run} has no committed compaction in {area.root}")
     if dry_run:
@@ -187,7 +190,7 @@ def rollback_run(fs: HadoopFS, area: WorkArea, run: str, table_location: str,
     for m in found:
         # Held like a commit's: a Hive writer waits while files move back (unlocked only where the
         # commit was: require_locks false).
-        lock = metastore.lock(m["table"], m["partition"], LOCK_WAIT_SECONDS, not m.get("unlocked")) if metastore \
+        lock = metastore.lock(m.table, m.partition, LOCK_WAIT_SECONDS, not m.unlocked) if metastore \
             else contextlib.nullcontext()
         with lock as held:
             done.append(rollback_partition(fs, area, m, table_location, owner=f"rollback/{uuid.uuid4().hex[:12]}",

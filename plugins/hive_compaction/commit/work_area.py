@@ -19,12 +19,12 @@ or anything with its ``list``, ``read_text``, ``read_text_if_exists``, ``exists`
 """
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
 from dataclasses import dataclass
 
+from hive_compaction.commit.record import CommitRecord, PurgeHold, UnsafeRecord, parse
 from hive_compaction.storage.capabilities import TEMP_SUFFIX, is_object_store, scheme
 from hive_compaction.storage.paths import (VERSIONS_FOLDER, canonical, is_within, location_problem,
                                            partition_id)
@@ -65,11 +65,11 @@ class WorkArea:
         """The folder of a partition's manifests, one per attempt that committed it."""
         return f"{self.manifests(run)}/{pid}"
 
-    def trash_of(self, record: dict) -> str:
-        return self.trash(record["run"], record["pid"], record.get("attempt", ""))
+    def trash_of(self, record: CommitRecord) -> str:
+        return self.trash(record.run, record.pid, record.attempt)
 
-    def manifest_of(self, record: dict) -> str:
-        return self.manifest(record["run"], record["pid"], record.get("attempt", ""))
+    def manifest_of(self, record: CommitRecord) -> str:
+        return self.manifest(record.run, record.pid, record.attempt)
 
     def manifests_of(self, fs, run: str, pid: str | None = None) -> list[str]:
         """The manifests a run wrote (of one partition), old layout and per attempt."""
@@ -84,85 +84,102 @@ class WorkArea:
         return found
 
 
-class UnsafeRecord(RuntimeError):
-    """A journal or manifest that would move files outside its partition or work area."""
-
-
 # A file or run name: one path segment (no separator, not "." or "..").
 _SEGMENT = re.compile(r"^(?!\.{1,2}$)[^/\\\x00]+$")
 
 
-def check_record(record: dict, area: WorkArea, pid: str, location: str | None = None,
+def check_record(record: CommitRecord, area: WorkArea, pid: str, location: str | None = None,
                  table_location: str | None = None) -> None:
     """Before a journal or manifest decides any move: its names are plain file names, its
     partition id is the one its file is named by and its table and partition hash to, its
     staged files lie in this work area's staging folder, and its folder is the partition's
     (``location``) or lies inside the table (``table_location``). Anyone who can write the work
     area could otherwise make the service account move table files out or foreign files in."""
-    label = f"{record.get('table')}/{record.get('partition')}"
     problems = []
-    if record.get("pid") != pid or partition_id(str(record.get("table")), str(record.get("partition"))) != pid:
-        problems.append(f"partition id {record.get('pid')!r} does not match its file {pid!r} or its partition")
-    if not _SEGMENT.match(str(record.get("run", ""))):
-        problems.append(f"run {record.get('run')!r} is not a plain name")
-    if "attempt" in record and not _SEGMENT.match(str(record["attempt"])):  # it names trash and manifest folders
-        problems.append(f"attempt {record.get('attempt')!r} is not a plain name")
-    names = [f.get("name", "") for f in record.get("inputs", [])] + [o.get("name", "") for o in record.get("outputs", [])]
+    if record.pid != pid or partition_id(record.table, record.partition) != pid:
+        problems.append(f"partition id {record.pid!r} does not match its file {pid!r} or its partition")
+    if not _SEGMENT.match(record.run):
+        problems.append(f"run {record.run!r} is not a plain name")
+    if record.attempt and not _SEGMENT.match(record.attempt):  # it names trash and manifest folders
+        problems.append(f"attempt {record.attempt!r} is not a plain name")
+    names = [f.get("name", "") for f in record.inputs] + [o.get("name", "") for o in record.outputs]
     bad = [n for n in names if not _SEGMENT.match(str(n))]
     if bad:
         problems.append(f"file names {bad[:3]} are not plain names")
     staging = f"{area.root}/staging"
-    outside = [o.get("staged") for o in record.get("outputs", []) if not is_within(str(o.get("staged")), staging)]
+    outside = [o.get("staged") for o in record.outputs if not is_within(str(o.get("staged")), staging)]
     if outside:
         problems.append(f"staged files {outside[:3]} lie outside {staging}")
-    where = str(record.get("location", ""))
+    where = record.location
     if location is not None and canonical(where) != canonical(location):
         problems.append(f"folder {where} is not the partition's ({location})")
     elif location is None:
-        why = location_problem(where, table_location or "", bool(record.get("partition"))) if table_location \
+        why = location_problem(where, table_location or "", bool(record.partition)) if table_location \
             else "no table location to check it against"
         if why:
             problems.append(f"folder: {why}")
-    if record.get("mode") == "location_switch":  # its new folder lies in the table's VERSIONS_FOLDER
-        names = [f.get("name", "") for f in record.get("files", [])] + list(record.get("copies", []))
+    if record.switched:  # its new folder lies in the table's VERSIONS_FOLDER
+        names = [f.get("name", "") for f in record.files] + list(record.copies)
         bad = [n for n in names if not _SEGMENT.match(str(n))]
         if bad:
             problems.append(f"file names {bad[:3]} are not plain names")
-        new = str(record.get("new_location", ""))
         versions = f"{(table_location or '').rstrip('/')}/{VERSIONS_FOLDER}"
-        if not table_location or not is_within(new, versions):
-            problems.append(f"new folder {new} does not lie in {versions}")
+        if not table_location or not is_within(record.new_location, versions):
+            problems.append(f"new folder {record.new_location} does not lie in {versions}")
     if is_within(where, area.root) or canonical(where) == canonical(area.root):
         problems.append(f"folder {where} lies in the work area")
     if problems:
-        raise UnsafeRecord(f"{label}: the commit record in {area.root} is refused, nothing was moved: "
-                           + "; ".join(problems))
+        raise UnsafeRecord(f"{record.label}: the commit record in {area.root} is refused, nothing was moved: "
+                           + "; ".join(problems), record.table, record.partition)
 
 
-def read_journal(fs, uri: str) -> dict | None:
+def read_journal(fs, uri: str) -> CommitRecord | PurgeHold | None:
     """A journal's record, or None for a torn one: a journal is closed before its commit moves
     a file, so an empty or cut-short one (a job killed while writing it) means nothing moved."""
-    return _parse(fs.read_text(uri))
+    return parse(fs.read_text(uri))
 
 
-def read_journal_if_exists(fs, uri: str) -> dict | None:
+def read_journal_if_exists(fs, uri: str) -> CommitRecord | PurgeHold | None:
     """A journal's (or manifest's) record; None when it does not exist or is torn (one round trip)."""
     text = fs.read_text_if_exists(uri)
-    return None if text is None else _parse(text)
+    return None if text is None else parse(text)
 
 
-def _parse(text: str) -> dict | None:
+def read_manifest(fs, uri: str) -> CommitRecord | None:
+    """A manifest's record (None when it does not exist or is torn)."""
+    record = read_journal_if_exists(fs, uri)
+    if isinstance(record, PurgeHold):
+        raise UnsafeRecord(f"the manifest {uri} is a purge's hold")
+    return record
+
+
+def journal_files(fs, area: WorkArea) -> list:
+    """The file entries of every journal in the work area; the partition id is the entry's name
+    without ``.json``."""
+    return [e for e in fs.list(area.journals) if e.name.endswith(".json") and not e.name.startswith(".")]
+
+
+# The partition's journal is its lease: whoever holds it has the partition's work-area files and
+# may move its files (a commit, a replay, a location switch, a rollback, a purge). It is taken by
+# publishing it exclusively, taken over by replacing it in one step, and checked before each step
+# by reading who it names.
+def publish_journal(fs, area: WorkArea, record: CommitRecord | PurgeHold) -> bool:
+    """Take the partition's journal: False when another holds it."""
+    return fs.create_exclusive(area.journal(record.pid), record.to_json())
+
+
+def replace_journal(fs, area: WorkArea, record: CommitRecord) -> None:
+    """Take over a journal whose holder is gone, in one step (no gap for a rival)."""
+    fs.write_text_atomic(area.journal(record.pid), record.to_json())
+
+
+def journal_holder(fs, area: WorkArea, pid: str) -> str | None:
+    """Who holds the partition's journal now: the owner its record names (None: nobody, a torn
+    journal, a purge's hold; a journal that is no record is nobody's this job knows)."""
     try:
-        return json.loads(text)
-    except ValueError:
+        return getattr(read_journal_if_exists(fs, area.journal(pid)), "owner", None)
+    except UnsafeRecord:
         return None
-
-
-def journaled(fs, area: WorkArea) -> list[tuple[object, dict | None]]:
-    """(file entry, record or None if torn) of every journal in the work area; the partition id
-    is the entry's name without ``.json``."""
-    return [(e, read_journal(fs, e.path)) for e in fs.list(area.journals)
-            if e.name.endswith(".json") and not e.name.startswith(".")]
 
 
 def purge_expired(fs, area: WorkArea, retention_days: int, keep_runs: set[str], now: float | None = None,
@@ -220,8 +237,8 @@ def _record_age(fs, area: WorkArea, run: str) -> int:
     (S3A reports the time of the call: a run would never expire) and a copied object takes a new
     one: its commit records' newest time (a manifest's committed_at or rolled_back_at); for a run
     without one (an attempt's staged outputs), its files' own times, three folders deep."""
-    times = [max(float(m.get("committed_at") or 0), float(m.get("rolled_back_at") or 0))
-             for m in map(lambda p: read_journal_if_exists(fs, p), area.manifests_of(fs, run)) if m]
+    times = [max(m.committed_at or 0, m.rolled_back_at or 0)
+             for m in map(lambda p: read_manifest(fs, p), area.manifests_of(fs, run)) if m]
     if times:
         return int(max(times) * 1000)
     files, folders = [], [f"{area.root}/{folder}/{run}" for folder in RUN_FOLDERS]
@@ -246,13 +263,13 @@ def _purge_partition(fs, area: WorkArea, run: str, pid: str, retire) -> bool:
     work-area files; a held journal (or an old folder not retired yet) keeps them, False. The
     hold costs a commit that starts in those milliseconds its partition for this run."""
     journal = area.journal(pid)
-    if not fs.create_exclusive(journal, json.dumps({"purge": True, "run": run, "pid": pid, "at": time.time()})):
+    if not publish_journal(fs, area, PurgeHold(run, pid, time.time())):
         log.info("%s: run %s is kept for now: its partition %s is held (%s)", area.root, run, pid, journal)
         return False
     try:
         for path in area.manifests_of(fs, run, pid):
-            manifest = read_journal_if_exists(fs, path)
-            if manifest and manifest.get("mode") == "location_switch" and (retire is None or not retire(manifest)):
+            manifest = read_manifest(fs, path)
+            if manifest and manifest.switched and (retire is None or not retire(manifest)):
                 return False
         for path in (area.trash(run, pid), area.manifest(run, pid), area.partition_manifests(run, pid),
                      area.staging(run, pid)):

@@ -22,6 +22,7 @@ import time
 
 from pyspark.sql import SparkSession
 
+from hive_compaction.commit.record import CommitRecord
 from hive_compaction.commit.rollback import RollbackError, rollback_run, statistics_after
 from hive_compaction.commit.work_area import WorkArea
 from hive_compaction.merge import results_writer
@@ -73,15 +74,15 @@ def main(argv: list[str] | None = None) -> int:
             raise RollbackError(f"the Metastore has no table {name}")
         area = WorkArea(default_work_dir(location, db, tbl, args.work_dir))
 
-        def restored(m: dict) -> None:
+        def restored(m: CommitRecord) -> None:
             # The statistics the partition had before the commit (a key it did not have is
             # removed again), its file count and size as its folder holds them now.
             stats = statistics_after(fs, m)
-            metastore.update_parameters(name, m["partition"], stats)
-            already = m["rolled_back_at"] < started  # an earlier rollback did it: only the statistics again
+            metastore.update_parameters(name, m.partition, stats)
+            already = m.rolled_back_at < started  # an earlier rollback did it: only the statistics again
             handled.append(_described(m, "already rolled back" if already else "restored", stats))
-            print(f"rolled back {args.table} {m['partition'] or '(table)'}: "
-                  + (f"reads {m['location']} again" if m.get("mode") else f"{len(m['inputs'])} original file(s) restored")
+            print(f"rolled back {args.table} {m.partition or '(table)'}: "
+                  + (f"reads {m.location} again" if m.switched else f"{len(m.inputs)} original file(s) restored")
                   + (" (by an earlier rollback)" if already else "")
                   + f"; statistics { {k: stats.get(k) for k in (NUM_FILES, TOTAL_SIZE, NUM_ROWS)} }", flush=True)
 
@@ -108,15 +109,15 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if error else 0
 
 
-def _described(m: dict, state: str, stats: dict | None = None) -> dict:
+def _described(m: CommitRecord, state: str, stats: dict | None = None) -> dict:
     """A partition's line in the record: what moves (moved) back and its statistics."""
-    inputs = m.get("inputs") or []
+    inputs = m.inputs
     if stats is None:  # a dry run: what the rollback would write (the disk's counts, as the manifest knows them)
-        stats = {**m.get("stats_before", {}), NUM_FILES: str(len(inputs)),
+        stats = {**m.stats_before, NUM_FILES: str(len(inputs)),
                  TOTAL_SIZE: str(sum(f.get("size", 0) for f in inputs))}
-    return {"partition": m["partition"], "location": m["location"], "mode": m.get("mode") or "in_place",
+    return {"partition": m.partition, "location": m.location, "mode": m.mode,
             "state": state, "files_back": len(inputs), "bytes_back": sum(f.get("size", 0) for f in inputs),
-            "outputs_out": len(m.get("outputs") or []), "names_back": sorted(f["name"] for f in inputs)[:20],
+            "outputs_out": len(m.outputs), "names_back": sorted(f["name"] for f in inputs)[:20],
             "statistics": {k: stats.get(k) for k in (NUM_FILES, TOTAL_SIZE, NUM_ROWS)}}
 
 
@@ -125,12 +126,12 @@ def _dry_run(fs: HadoopFS, name: str, found: list[dict]) -> list[dict]:
     (after listing them all) when the originals of some are gone: the rollback would refuse those."""
     described, refused = [], []
     for m in found:
-        gone = [] if m.get("rolled_back_at") or m.get("mode") else _gone(fs, m)
-        described.append(_described(m, "already rolled back" if m.get("rolled_back_at") else
+        gone = [] if m.rolled_back_at or m.switched else _gone(fs, m)
+        described.append(_described(m, "already rolled back" if m.rolled_back_at else
                                      f"cannot: {len(gone)} original file(s) gone" if gone else "would restore"))
         _print_would(name, m)
         if gone:
-            refused.append(f"{m['partition']}: original file(s) {gone[:3]} are no longer in the trash")
+            refused.append(f"{m.partition}: original file(s) {gone[:3]} are no longer in the trash")
     if refused:
         # raised after the listing: the record keeps every partition's line
         raise _Refused(described, f"{name}: {'; '.join(refused)} (purged after the retention?); a rollback of "
@@ -146,26 +147,26 @@ class _Refused(RollbackError):
         self.described = described
 
 
-def _gone(fs: HadoopFS, m: dict) -> list[str]:
+def _gone(fs: HadoopFS, m: CommitRecord) -> list[str]:
     """Original files of an in-place commit neither in the trash nor back in the partition."""
-    names = [f["name"] for f in m["inputs"]]
-    found = fs.statuses([f"{m['trash']}/{n}" for n in names] + [f"{m['location']}/{n}" for n in names])
+    names = [f["name"] for f in m.inputs]
+    found = fs.statuses([f"{m.trash}/{n}" for n in names] + [f"{m.location}/{n}" for n in names])
     return [n for n, t, p in zip(names, found[:len(names)], found[len(names):]) if t is None and p is None]
 
 
-def _print_would(table: str, m: dict) -> None:
-    label = f"{table} {m['partition'] or '(table)'}"
-    if m.get("rolled_back_at"):
+def _print_would(table: str, m: CommitRecord) -> None:
+    label = f"{table} {m.partition or '(table)'}"
+    if m.rolled_back_at:
         print(f"dry run: {label} was rolled back already; nothing would move", flush=True)
-    elif m.get("mode"):
-        print(f"dry run: {label} would read {m['location']} again (one Metastore call)", flush=True)
+    elif m.switched:
+        print(f"dry run: {label} would read {m.location} again (one Metastore call)", flush=True)
     else:
-        print(f"dry run: {label} would get {len(m['inputs'])} original file(s) back from {m['trash']} and "
-              f"{len(m['outputs'])} merged file(s) out:", flush=True)
-        for f in m["inputs"]:
-            print(f"  back: {m['location']}/{f['name']} ({f.get('size')} bytes)", flush=True)
-        for o in m["outputs"]:
-            print(f"  out:  {m['location']}/{o['name']}", flush=True)
+        print(f"dry run: {label} would get {len(m.inputs)} original file(s) back from {m.trash} and "
+              f"{len(m.outputs)} merged file(s) out:", flush=True)
+        for f in m.inputs:
+            print(f"  back: {m.location}/{f['name']} ({f.get('size')} bytes)", flush=True)
+        for o in m.outputs:
+            print(f"  out:  {m.location}/{o['name']}", flush=True)
 
 
 if __name__ == "__main__":

@@ -10,10 +10,11 @@ from pyspark.sql import SparkSession
 
 from hive_compaction.commit import location_switch
 from hive_compaction.commit.in_place import commit, hold
+from hive_compaction.commit.record import CommitRecord
 from hive_compaction.merge.copy import partition_rows
 from hive_compaction.merge.grouping import Work
 from hive_compaction.merge.outcome import failed, histogram
-from hive_compaction.model.results import CommitRecord, PartitionResult, STATISTICS_KEYS, Status, statistics_update
+from hive_compaction.model.results import PartitionResult, STATISTICS_KEYS, Status, statistics_update
 from hive_compaction.storage import listing
 from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.metastore_client import JobMetastore
@@ -52,10 +53,10 @@ class Finisher:
                 current = current or task.statistics
                 record.stats_before = {k: current.get(k) for k in STATISTICS_KEYS}
                 if task.commit_mode == location_switch.MODE:
-                    result.location = self._switch(work, record.to_dict(), descriptor)
+                    result.location = self._switch(work, record, descriptor)
                     result.reader_window_ms = 0.0
                 else:
-                    result.reader_window_ms = commit(self.fs, work.area, record.to_dict())["reader_window_ms"]
+                    result.reader_window_ms = commit(self.fs, work.area, record).reader_window_ms
                 self._describe_merged(work, result, outputs)
                 self._write_statistics(task, result, current)
         except LockTimeout as e:  # a writer is at work: nothing moved, the backlog looks again
@@ -95,26 +96,25 @@ class Finisher:
             log.warning("%s: the statistics were not written with the commit (the refresh task writes them): %s",
                         task.label, str(e).splitlines()[0][:300] if str(e) else type(e).__name__)
 
-    def _switch(self, work: Work, record: dict, descriptor: str | None) -> str:
+    def _switch(self, work: Work, record: CommitRecord, descriptor: str | None) -> str:
         """Commit by a location switch (``location_switch``); returns the partition's new folder.
         ``descriptor``: the partition's storage descriptor as read under the lock."""
         task = work.task
         merged = {f.name for g in work.groups for f in g.files}
         fmt = task.storage_format
         old_footers, new_footers = _footers_by_name(work)
-        record = {**record, "mode": location_switch.MODE, "values": list(task.values),
-                  "table_location": task.table_location,
-                  "new_location": location_switch.new_folder(task.table_location, task.partition, self.run,
-                                                             self.attempt),
-                  "files": [f.identity() for f in work.files],
-                  "descriptor": descriptor,  # compared with the partition's when it is switched
-                  "copies": [f.name for f in work.files if f.name not in merged],
-                  "rows": partition_rows(self.spark, fmt, work.files, old_footers)}
+        record = record.but(
+            mode=location_switch.MODE, values=list(task.values), table_location=task.table_location,
+            new_location=location_switch.new_folder(task.table_location, task.partition, self.run, self.attempt),
+            files=[f.identity() for f in work.files],
+            descriptor=descriptor,  # compared with the partition's when it is switched
+            copies=[f.name for f in work.files if f.name not in merged],
+            rows=partition_rows(self.spark, fmt, work.files, old_footers))
         hold(self.fs, work.area, record)
         manifest = location_switch.build_and_switch(
             self.fs, work.area, self.metastore, record,
             lambda files: partition_rows(self.spark, fmt, files, new_footers))
-        return manifest["new_location"]
+        return manifest.new_location
 
 
 def _footers_by_name(work: Work) -> tuple[dict, dict]:

@@ -89,10 +89,10 @@ class Preparer:
         except CommitConflict as e:  # nothing of the commit had moved: the partition is as another writer left it
             return PartitionResult(task.table_name, task.partition, task.location, Status.SKIPPED, reason=str(e),
                                    listed=False, stats_files=task.num_files, stats_bytes=task.total_size)
-        if manifest is not None and manifest.get("mode") == location_switch.MODE:
-            return PartitionResult(task.table_name, task.partition, manifest["new_location"], Status.SKIPPED,
-                                   reason=f"finished the location switch run {manifest['run']} left behind "
-                                          f"(the partition reads {manifest['new_location']})",
+        if manifest is not None and manifest.switched:
+            return PartitionResult(task.table_name, task.partition, manifest.new_location, Status.SKIPPED,
+                                   reason=f"finished the location switch run {manifest.run} left behind "
+                                          f"(the partition reads {manifest.new_location})",
                                    listed=False, recovered=True)
         return manifest
 

@@ -46,31 +46,6 @@ REASON_CHARS = 400
 FAILED_REASON_CHARS = 1500
 
 
-@dataclass
-class CommitRecord:
-    """A decided merge of one partition, as its journal and manifest hold it: which inputs the
-    outputs replace, where the outputs are staged, the statistics just before the commit
-    (every key of ``STATISTICS_KEYS``, None where the partition had none; read under the
-    Metastore lock)."""
-    run: str
-    pid: str
-    owner: str  # the job that holds the journal (a replay takes it over)
-    attempt: str  # the merge job's attempt: its trash and manifest are its own
-    staging: str
-    table: str
-    partition: str
-    location: str
-    inputs: list[dict]  # Entry.identity(): what a replay checks
-    outputs: list[dict]  # {"staged", "name", "size"}
-    stats_before: dict[str, str | None] = field(default_factory=dict)
-    # Committed without the Metastore's lock (require_locks: false, a Metastore serving none):
-    # its replay and rollback need none either.
-    unlocked: bool = False
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
 class Status(str, Enum):
     MERGED = "merged"
     NOTHING_TO_DO = "nothing_to_do"

@@ -1,0 +1,126 @@
+"""The commit record: one partition's decided merge, as its journal holds it while the commit runs
+and as its manifest keeps it afterwards (what replay, rollback and purge read). Journals and
+manifests are written and read only as ``CommitRecord`` (a purge's short hold of a journal as
+``PurgeHold``): a field a step needs is named here, with its type, not picked out of a dict.
+
+A record comes from the work area, which anyone who may write it could change: ``parse`` takes
+only a record whose every field has its type (``UnsafeRecord`` otherwise), and
+``work_area.check_record`` checks its names and folders before any file moves."""
+from __future__ import annotations
+
+import json
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+
+from hive_compaction.storage.capabilities import IN_PLACE, LOCATION_SWITCH
+
+
+class UnsafeRecord(RuntimeError):
+    """A journal or manifest that could move files it must not: refused before anything moves."""
+
+    def __init__(self, message: str, table: str = "", partition: str = ""):
+        super().__init__(message)
+        self.table, self.partition = table, partition
+
+
+@dataclass
+class CommitRecord:
+    """A decided merge of one partition: which inputs the outputs replace, where the outputs are
+    staged, the statistics just before the commit (every key of ``STATISTICS_KEYS``, None where the
+    partition had none; read under the Metastore lock)."""
+    run: str
+    pid: str
+    owner: str  # the job that holds the journal (a replay or rollback takes it over)
+    table: str
+    partition: str
+    location: str  # the partition's folder that was merged
+    inputs: list[dict]  # Entry.identity(): what a replay checks
+    outputs: list[dict]  # {"staged", "name", "size"}
+    attempt: str = ""  # the merge job's attempt: its trash and manifest are its own
+    staging: str = ""
+    table_location: str | None = None
+    stats_before: dict = field(default_factory=dict)
+    # Committed without the Metastore's lock (require_locks: false, a Metastore serving none):
+    # its replay and rollback need none either.
+    unlocked: bool = False
+    mode: str = IN_PLACE
+    # The partition's every visible file when the journal was written (in place; Entry.identity()):
+    # any other file found before publishing stops the commit. None: an older journal.
+    listing: list[dict] | None = None
+    # A location switch: the partition's values, its old folder's files, the new folder, the files
+    # copied into it unmerged, the rows in the old folder, its storage descriptor under the lock.
+    values: list[str] = field(default_factory=list)
+    files: list[dict] = field(default_factory=list)
+    new_location: str = ""
+    copies: list[str] = field(default_factory=list)
+    rows: int = 0
+    descriptor: str | None = None
+    # A manifest: when the commit passed its commit point, where its inputs went, how long readers
+    # could miss rows, the late files a switch moved into its new folder, when it was rolled back.
+    committed_at: float | None = None
+    trash: str = ""
+    reader_window_ms: float | None = None
+    adopted: list[str] = field(default_factory=list)
+    rolled_back_at: float | None = None
+    rollback: bool = False  # the journal is a rollback's hold of the partition
+
+    @property
+    def label(self) -> str:
+        return f"{self.table}/{self.partition}"
+
+    @property
+    def switched(self) -> bool:
+        """Committed (or to be committed) by a location switch."""
+        return self.mode == LOCATION_SWITCH
+
+    def but(self, **changes) -> "CommitRecord":
+        """A copy with these fields changed."""
+        return replace(self, **changes)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1)
+
+
+@dataclass
+class PurgeHold:
+    """A purge holds the partition's journal for a moment while it deletes an expired run's files."""
+    run: str
+    pid: str
+    at: float
+    purge: bool = True
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+
+_TYPES = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "list[dict]": (list,),
+          "list[str]": (list,), "dict": (dict,), "str | None": (str, type(None)),
+          "float | None": (int, float, type(None)), "list[dict] | None": (list, type(None))}
+
+
+def parse(text: str) -> CommitRecord | PurgeHold | None:
+    """The record in a journal's or manifest's text; None for a torn one (empty or cut short: a
+    job killed while writing it, so nothing it names moved). Raises UnsafeRecord for JSON that is
+    not a record: a field missing or of another type, an item of a file list that is not an object."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        raise UnsafeRecord(f"not a commit record: a JSON {type(data).__name__}")
+    cls = PurgeHold if data.get("purge") else CommitRecord
+    known = {f.name: f for f in fields(cls)}
+    problems = [f"{f.name} is missing" for f in known.values()
+                if f.name not in data and f.default is MISSING and f.default_factory is MISSING]
+    for name, value in data.items():
+        f = known.get(name)
+        if f is None:
+            continue  # a field of a newer version: not needed here
+        if not isinstance(value, _TYPES[f.type]) or (isinstance(value, bool) and bool not in _TYPES[f.type]):
+            problems.append(f"{name} is {type(value).__name__}, not {f.type}")
+        elif f.type.startswith("list[dict]") and value and not all(isinstance(v, dict) for v in value):
+            problems.append(f"{name} holds items that are not objects")
+    if problems:
+        table, partition = str(data.get("table", "")), str(data.get("partition", ""))
+        raise UnsafeRecord(f"the commit record of {table}/{partition} is refused, nothing was moved: "
+                           f"{'; '.join(problems)}", table, partition)
+    return cls(**{k: v for k, v in data.items() if k in known})
