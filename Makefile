@@ -62,16 +62,20 @@ test-stacks: venv jars
 	@source scripts/env.sh && SUITE_STACKS=all python -m pytest -q -p no:xdist tests/stacks
 
 # The reliability sweeps in full (hours): every kill point and storage call (killed, then failing),
-# every actor at every step, both commit modes. Their last figures: docs/safety.md.
+# every actor at every step, both commit modes. Their last figures: docs/safety.md. They run the
+# built wheel, installed unmodified into .state/sweep-wheel/site (scripts/wheel_sweeps.py: its
+# environment makes the script, its DAG runs and every spark-submit import that copy, not plugins/;
+# --installed checks they did).
 test-exhaustive: venv
 	@source scripts/env.sh && set -e && \
-	python benchmarks/reliability.py && \
-	python benchmarks/reliability.py --every-call 28 && \
-	python benchmarks/reliability.py --every-call 28 --storage-errors && \
-	python benchmarks/reliability.py --adversaries && \
-	python benchmarks/reliability.py --adversaries --every-call 28 --actors all && \
-	python benchmarks/reliability.py --adversaries --commit-mode location_switch && \
-	python benchmarks/reliability.py --adversaries --every-call 17 --actors all --commit-mode location_switch
+	exports=$$(python scripts/wheel_sweeps.py) && eval "$$exports" && \
+	python benchmarks/reliability.py --installed && \
+	python benchmarks/reliability.py --installed --every-call 28 && \
+	python benchmarks/reliability.py --installed --every-call 28 --storage-errors && \
+	python benchmarks/reliability.py --installed --adversaries && \
+	python benchmarks/reliability.py --installed --adversaries --every-call 28 --actors all && \
+	python benchmarks/reliability.py --installed --adversaries --commit-mode location_switch && \
+	python benchmarks/reliability.py --installed --adversaries --every-call 17 --actors all --commit-mode location_switch
 
 # The zip merge jobs ship with --py-files in cluster deploy mode (set py_files to it in the config).
 dist: venv

@@ -11,6 +11,8 @@ let the next DAG run repair it, and check every row.
                                                        # before each of the commit's storage operations
     python benchmarks/reliability.py --adversaries --every-call 23 --actors all   # every actor there
     python benchmarks/reliability.py --adversaries --commit-mode location_switch
+    exports=$(python scripts/wheel_sweeps.py) && eval "$exports" && python benchmarks/reliability.py --installed ...
+                                                       # against the built wheel, installed (make test-exhaustive)
 
 For each format and kill point, a table is made, its merge job is killed at that point (through
 the test-only kill hook, not by timing), then one real DAG run over all the tables must finish
@@ -32,9 +34,12 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "scripts"),
-                str(Path(__file__).resolve().parents[1] / "plugins")]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import wheel_sweeps  # noqa: E402
+if wheel_sweeps.installed() is None:  # else the built wheel, installed (make test-exhaustive; --installed)
+    sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "plugins"))
 
+import hive_compaction  # noqa: E402
 from harness import ROOT, Stack  # noqa: E402
 from hive_compaction.storage.paths import run_tag  # noqa: E402
 from fault_hooks import FAIL_AT_CALL_ENV, KILL_AT_CALL_ENV, KILL_POINTS, SWITCH_POINTS  # noqa: E402
@@ -506,8 +511,43 @@ def _actors(ap, named: str, switch: bool, every_call: bool) -> tuple[str, ...]:
     return actors
 
 
+def check_imports(stack: Stack, seen: dict) -> None:
+    """Against the installed wheel: each merge job this script submits must say it ran the
+    installed copy (the fault hooks' line, scripts/fault_injection/sitecustomize.py, printed by
+    its driver and its Python workers), each DAG run must submit the installed copy's merge job
+    (its plan and tasks import the package in the Airflow process) and name nothing of plugins/.
+    What does not is counted in ``seen["problems"]``."""
+    submit, run_dag = stack.spark_submit, stack.run_dag
+    job = str(wheel_sweeps.package_dir() / "jobs" / "compact_partitions.py")
+    checkout = str(ROOT / "plugins" / "hive_compaction")
+
+    def spark_submit(*args, **kwargs):
+        p = submit(*args, **kwargs)
+        wrapped = wheel_sweeps.WRAPPED.findall(p.stdout + p.stderr)
+        stray = sorted({f for f in wrapped if wheel_sweeps.outside(f)})
+        seen["jobs"] += 1
+        if not wrapped or stray:
+            seen["problems"].append(f"a merge job ran hive_compaction from {stray or 'an unknown place'}, not "
+                                    f"{wheel_sweeps.installed()}")
+        return p
+
+    def dag(*args, **kwargs):
+        run = run_dag(*args, **kwargs)
+        seen["dag_runs"] += 1
+        if job not in run.log or checkout in run.log:
+            seen["problems"].append(f"DAG run {run.run_id or '?'}: did not submit {job}" if job not in run.log else
+                                    f"DAG run {run.run_id}: its log names {checkout}")
+        return run
+
+    stack.spark_submit, stack.run_dag = spark_submit, dag
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--installed", action="store_true",
+                    help="run against the built wheel installed unmodified (make test-exhaustive): needs the "
+                         "environment `python scripts/wheel_sweeps.py` prints; checks that this script and every "
+                         "job and DAG run import hive_compaction from it")
     ap.add_argument("--formats", nargs="+", default=["ORC", "PARQUET"])
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--files", type=int, default=4)
@@ -532,11 +572,22 @@ def main() -> int:
     ap.add_argument("--commit-mode", choices=["in_place", "location_switch"], default="in_place",
                     help="with --adversaries: the tables' commit_mode (location_switch adds a reader)")
     args = ap.parse_args()
+    site = wheel_sweeps.installed()
+    print(f"hive_compaction {hive_compaction.__version__} from {hive_compaction.__file__} "
+          f"({f'the wheel installed in {site}' if site else 'the checkout'})", flush=True)
+    if args.installed and site is None:
+        ap.error(f"--installed: {wheel_sweeps.INSTALLED_ENV} is not set "
+                 "(exports=$(python scripts/wheel_sweeps.py) && eval \"$exports\")")
+    if wheel_sweeps.outside(hive_compaction.__file__):
+        ap.error(f"hive_compaction is imported from {hive_compaction.__file__}, not from {site}")
+    imports = {"jobs": 0, "dag_runs": 0, "problems": []}
     with tempfile.TemporaryDirectory(prefix="reliability-") as tmp:
         stack = Stack(Path(tmp)) if args.metastore == "2.3" else Stack(
             Path(tmp), use_postgres=True, metastore=lambda pg: HiveMetastoreServer(
                 args.metastore, Path(tmp) / "hms", pg, settings=HOUSEKEEPING))
         stack.start()
+        if site:
+            check_imports(stack, imports)
         try:
             switch = args.commit_mode == "location_switch"
             if args.adversaries and args.every_call:
@@ -558,6 +609,10 @@ def main() -> int:
                 f = kill_matrix(stack, Path(tmp), args.formats, KILL_POINTS, args.partitions, args.files, args.rows)
         finally:
             stack.stop()
+    if site:
+        print(f"imports checked: {imports['jobs']} merge job(s) and {imports['dag_runs']} DAG run(s) against "
+              f"the wheel in {site}; {len(imports['problems'])} ran something else")
+        f["problems"] += imports["problems"]
     if args.adversaries:
         print_matrix(f)
         for problem in f["problems"]:

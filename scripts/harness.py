@@ -22,9 +22,13 @@ from urllib.parse import urlsplit
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-for _p in (ROOT / "plugins", ROOT / "scripts"):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
+if str(ROOT / "scripts") not in sys.path:
+    sys.path.insert(0, str(ROOT / "scripts"))
+import wheel_sweeps  # noqa: E402
+# The package under test: the checkout's plugins/, or the built wheel installed unmodified when
+# HIVE_COMPACTION_INSTALLED names it (make test-exhaustive: scripts/wheel_sweeps.py).
+if wheel_sweeps.installed() is None and str(ROOT / "plugins") not in sys.path:
+    sys.path.insert(0, str(ROOT / "plugins"))
 
 import postgres  # noqa: E402
 from airflow_services import migrate  # noqa: E402
@@ -116,7 +120,7 @@ class Stack:
             "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '')}",
             "AIRFLOW_HOME": str(self.airflow_home),
             "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-            "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(wheel_sweeps.plugins_folder()),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
             "AIRFLOW_CONN_HIVE_METASTORE": json.dumps({"conn_type": "generic", "host": "127.0.0.1", "port": self.port}),
@@ -340,7 +344,7 @@ class Stack:
         """The merge job's command for one encoded batch (``conf``: more Spark settings)."""
         return ["spark-submit", "--master", "local[2]", "--conf", "spark.ui.enabled=false",
                 "--conf", "spark.driver.host=127.0.0.1", *[a for k, v in (conf or {}).items() for a in ("--conf", f"{k}={v}")],
-                str(ROOT / "plugins" / "hive_compaction" / "jobs" / "compact_partitions.py"), "--batch", batch_arg]
+                str(wheel_sweeps.package_dir() / "jobs" / "compact_partitions.py"), "--batch", batch_arg]
 
     def rollback_cmd(self, table: str, run_id: str, config_path: Path, conf: dict | None = None) -> list[str]:
         """The rollback job's command for a table's run (``conf``: more Spark settings); the
@@ -349,7 +353,7 @@ class Stack:
         work_dir = config.load(config_path).table(table.lower()).policy.work_dir
         return ["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false",
                 *[a for k, v in (conf or {}).items() for a in ("--conf", f"{k}={v}")],
-                str(ROOT / "plugins" / "hive_compaction" / "jobs" / "rollback.py"), "--table", table, "--run", run_id,
+                str(wheel_sweeps.package_dir() / "jobs" / "rollback.py"), "--table", table, "--run", run_id,
                 "--metastore", f"thrift://127.0.0.1:{self.port}", *(["--work-dir", work_dir] if work_dir else [])]
 
     def spark_submit(self, batch_arg: str, config_path: Path | None = None, conf: dict | None = None,
