@@ -168,6 +168,7 @@ WRITERS = ("add", "insert_reuse", "overwrite", "overwrite_new", "drop")
 # takes it for a dead job's and takes the partition over: an Airflow retry beside a live zombie
 # attempt); "restart", every connection cut and new ones refused for RESTART_SECONDS.
 METASTORE_FAULTS = ("hang", "restart")
+METASTORE_RUN = "adv-run-metastore"  # the runs of their cases' jobs: <this>-<case number>
 RESTART_SECONDS = 3
 ADVERSARIES = WRITERS + ("steal",) + METASTORE_FAULTS + JOB_ACTORS
 # With commit_mode location_switch, also a reader that lists at the step and reads after the run:
@@ -274,11 +275,13 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
     cases = {(point, adv): (f"{adv}_{_tag(point)}", formats[k % 2]) for k, (point, adv) in enumerate(cases)}
     # Merge jobs that pause their cases, each with at most JOB_ACTORS_PER_JOB job actors (each a
     # spark-submit run inside the paused job, one after another), each a run of its own.
-    # The cases of the Metastore's faults pause a job of their own, which alone talks to the proxy.
+    # Each case of the Metastore's faults pauses a job of its own, which alone talks to the proxy: a
+    # hang or restart fails every lock of the job that meets it, so two such cases in one job would
+    # stop each other's commits before their steps.
     run_of, job, in_job = {}, 0, 0
-    for key in cases:
+    for k, key in enumerate(cases):
         if key[1] in METASTORE_FAULTS:
-            run_of[key] = "adv-run-metastore"
+            run_of[key] = f"{METASTORE_RUN}-{k}"
             continue
         if key[1] in JOB_ACTORS:
             if in_job == JOB_ACTORS_PER_JOB:
@@ -372,7 +375,7 @@ def _pause_and_act(stack: Stack, work: Path, cases: dict, run_of: dict, mode: di
         cfg = stack.write_config(work / f"{run_id}.yaml", [{"name": f"{db}.{t}", "trash_retention_days": 1, **mode}
                                                            for _, t in mine])
         steps = ";".join(f"{point}:{db}.{table}/" for (point, _), table in mine)
-        through = {"spark.hadoop.hive.metastore.uris": proxy.uris} if proxy and run_id == "adv-run-metastore" else {}
+        through = {"spark.hadoop.hive.metastore.uris": proxy.uris} if proxy and run_id.startswith(METASTORE_RUN) else {}
         for spark_args in stack.plan_batches(cfg, run_id=run_id)["spark_args"]:
             stack.spark_submit(spark_args["application_args"][1], config_path=cfg, conf=through,
                                HIVE_COMPACTION_TEST_HOOK_AT=steps,
