@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/merge_speed.py [--partitions 20] [--files 40] [--rows 550000]
                                                [--formats orc parquet] [--quick] [--json PATH]
+                                               [--shape 256k|20k] [--only auto dag lakekeeper ...]
 
 One invocation, one local stack (Hive Metastore on a free loopback port, Airflow home, Spark
 local[2]), all state in a temporary folder. For each format a source table of ``--partitions``
@@ -21,7 +22,12 @@ identical bytes and statistics. The contestants:
   loop       ONE Spark application looping over the partitions: read the partition folder,
              coalesce(1), write to a temporary folder, swap the output in for the inputs;
   per-part   the same coalesce(1) rewrite with one spark-submit per partition (what a naive
-             Airflow DAG with a task per partition does).
+             Airflow DAG with a task per partition does);
+  lakekeeper the closest public peer, Lakekeeper 0.0.6 (PyPI ``lakekeeper``: Hive tables compacted
+             with Spark), ``lakekeeper compact --table ...`` in one spark-submit (only with --only;
+             not a project dependency: ``pip install --no-deps lakekeeper==0.0.6``, see
+             requirements-bench.txt). Lakekeeper compacts EXTERNAL tables only, so in a run with it
+             every contestant's copy is an EXTERNAL table (our job treats both kinds alike).
 
 For each: wall seconds (the whole command), in-application seconds (after the SparkSession is up
 and before it stops: for our job the span of ``run_batch`` from its per-partition log lines and
@@ -68,6 +74,9 @@ QUICK = {"partitions": 2, "files": 4, "rows": 200, "formats": ["orc"]}
 # spark-submit per partition is measured on ``sample`` partitions and extrapolated linearly.
 SCALE = {"partitions": 200, "files": 10, "rows": 20_000, "formats": ["orc"], "sample": 10}
 SCALE_PLANNING_PARTITIONS = 2000  # the planning + listing-only pass of --scale
+# The issue's two table shapes against the peer (the demo table's columns, Spark-written ORC, 40
+# files a partition): ~13 bytes a row in files of 20,000 rows, more per row in tiny files.
+SHAPES = {"256k": {"files": 40, "rows": 800_000}, "20k": {"files": 40, "rows": 60_000}}
 CONTESTANTS = {
     "floor": "floor: byte copy (shutil)",
     "dag": "our DAG end to end (auto)",
@@ -76,8 +85,9 @@ CONTESTANTS = {
     "auto": "our merge job, auto mode",
     "loop": "naive: 1 app, loop of coalesce(1)",
     "per_partition": "naive: 1 spark-submit/partition",
+    "lakekeeper": "peer: Lakekeeper 0.0.6 compact",
 }
-OPT_IN = {"auto"}  # run only when --only names them
+OPT_IN = {"auto", "lakekeeper"}  # run only when --only names them
 # The targets of this machine (2 vCPUs: two Spark tasks do ~1.35x the work of one), as ratios of
 # one run: name -> (bound, "min" or "max", what it compares). Full verification stays on.
 TARGETS = {
@@ -88,6 +98,10 @@ TARGETS = {
     "copy_ms_per_file": (1.0, "max", "copy: in-app ms per input file beyond its bytes at 0.25x the floor's rate"),
     "copy_vs_floor_throughput": (0.25, "min", "copy-mode in-app throughput / floor throughput"),
 }
+# Against the peer (issue 30): our default mode at least 2x Lakekeeper's wall on the same table,
+# both checksums equal, no more files left than Lakekeeper leaves. Ours: "auto" (the merge job:
+# in-process plan + spark-submit) and "dag" (end to end), whichever ran.
+PEER_SPEEDUP = 2.0
 # "2026-11-21 09:41:34,123 INFO hive_compaction: prepared 20 partition(s) in 1.2s: ..."
 PREPARED = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO hive_compaction: prepared \d+ partition")
 REWRITE_VERIFIED = re.compile(r"rewrote \d+ group\(s\) \(\d+ files\) in ([0-9.]+)s, read back and verified in ([0-9.]+)s")
@@ -123,6 +137,29 @@ NAIVE_JOB = textwrap.dedent('''\
     print("NAIVE elapsed %.3f" % elapsed, flush=True)
 ''')
 
+# Lakekeeper run in a spark-submit (its README's "Scenario 3"; the wheel ships no run_lakekeeper.py):
+# argv = Lakekeeper's own arguments. The session is made first, as Lakekeeper makes it (its
+# getOrCreate then returns this one), so the application's own span can be timed like the others'.
+LAKEKEEPER_JOB = textwrap.dedent('''\
+    import sys, time
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.appName("lakekeeper").enableHiveSupport().getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")  # as our job and the naive script run: no INFO log volume
+    started = time.monotonic()
+    from lakekeeper.cli import main
+    code = 0
+    try:
+        main(args=sys.argv[1:], prog_name="lakekeeper", standalone_mode=True)
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    print("LAKEKEEPER elapsed %.3f exit %d" % (time.monotonic() - started, code), flush=True)
+    spark.stop()
+    sys.exit(code)
+''')
+LAKEKEEPER_ARGS = ["--block-size", "128", "--ratio-threshold", "2"]  # as tried by hand on 2026-11-26
+LAKEKEEPER_INSTALL = "pip install --no-deps lakekeeper==0.0.6"
+
 # "2026-11-21 09:41:34,123 INFO hive_compaction: [3/20] db.t dt=2026-01-03: merged ..."
 PROGRESS = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO hive_compaction: \[\d+/\d+\] (\S+) (\S+): (\w+) ")
 
@@ -155,11 +192,18 @@ def table_dir(stack: Stack, table: str) -> Path:
         return local(c.get_table(DB, table).sd.location)
 
 
-def clone_table(stack: Stack, src: str, dst: str) -> None:
-    """``dst``: same DDL as ``src``, the same data files byte for byte, partitions registered."""
+def clone_table(stack: Stack, src: str, dst: str, external: bool = False) -> None:
+    """``dst``: same DDL as ``src``, the same data files byte for byte, partitions registered.
+    ``external``: an EXTERNAL table (``LIKE ... LOCATION``) in the folder a managed one would have."""
     spark = stack.spark
     spark.sql(f"DROP TABLE IF EXISTS {DB}.{dst}")
-    spark.sql(f"CREATE TABLE {DB}.{dst} LIKE {DB}.{src}")
+    if external:
+        folder = table_dir(stack, src).parent / dst
+        if folder.exists():
+            shutil.rmtree(folder)
+        spark.sql(f"CREATE TABLE {DB}.{dst} LIKE {DB}.{src} LOCATION 'file://{folder}'")
+    else:
+        spark.sql(f"CREATE TABLE {DB}.{dst} LIKE {DB}.{src}")
     root = table_dir(stack, dst)
     source = stack.snapshot(DB, src)
     for name in source:
@@ -169,6 +213,11 @@ def clone_table(stack: Stack, src: str, dst: str) -> None:
             shutil.copyfile(f, target / f.name)
     spark.sql(f"MSCK REPAIR TABLE {DB}.{dst}")
     spark.sql(f"ANALYZE TABLE {DB}.{dst} PARTITION(dt) COMPUTE STATISTICS NOSCAN")
+    if external:
+        from hmsclient import hmsclient
+        with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
+            kind = c.get_table(DB, dst).tableType
+        assert kind == "EXTERNAL_TABLE", f"{dst}: {kind}, not an external table"
     copy = stack.snapshot(DB, dst)
     assert {k: v["files"] for k, v in copy.items()} == {k: v["files"] for k, v in source.items()}, \
         f"{dst} is not a byte-for-byte copy of {src}"
@@ -288,7 +337,9 @@ def run_job(stack: Stack, work: Path, table: str, mode: str) -> dict:
     cfg = stack.write_config(work / f"{table}.yaml",
                              [{"name": f"{DB}.{table}", "merge_mode": mode, **floor, **ONE_OUTPUT}],
                              spark_conf=SPARK_CONF)
+    t_plan = time.monotonic()
     planned = stack.plan_batches(cfg, run_id=f"bench-{table}")
+    plan_seconds = round(time.monotonic() - t_plan, 3)  # in-process: not in wall (the DAG's plan task is)
     wall, in_app, first, results, errors, logs = 0.0, 0.0, None, [], [], []
     started_at = time.time()
     for args in planned["spark_args"]:
@@ -309,7 +360,8 @@ def run_job(stack: Stack, work: Path, table: str, mode: str) -> dict:
     keep_log(table, "\n".join(logs))
     ok = bool(results) and not errors and all(r["status"] == "merged" for r in results)
     return {"wall_seconds": round(wall, 3), "in_app_seconds": in_app, "first_partition_done_seconds": first,
-            "batches": len(planned["spark_args"]), **phases("\n".join(logs), started_at),
+            "batches": len(planned["spark_args"]), "plan_seconds": plan_seconds,
+            **phases("\n".join(logs), started_at),
             "ran_ok": ok, "error": None if ok else ("; ".join(errors) or "no partition was planned"),
             **summarise_results(results)}
 
@@ -371,6 +423,124 @@ def run_naive(stack: Stack, work: Path, table: str, fmt: str, script: Path, per_
     return out
 
 
+# --- the peer: Lakekeeper --------------------------------------------------------------------
+
+def lakekeeper_version() -> str | None:
+    """The installed Lakekeeper's version (in this interpreter, the one spark-submit runs), or None."""
+    from importlib import metadata
+    try:
+        return metadata.version("lakekeeper")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def parse_lakekeeper(text: str) -> dict:
+    """What Lakekeeper's own compaction report (logged, ``core/reporter.py``) and our launcher say:
+    status, its compaction's seconds, files before and after, partitions compacted and skipped,
+    the error it reported, the table skipped (and why), and the launcher's in-application span."""
+    out: dict = {"status": None, "duration_seconds": None, "files_before": None, "files_after": None,
+                 "partitions_compacted": None, "partitions_skipped": None, "error": None, "skipped": None,
+                 "in_app_seconds": None, "exit": None}
+    m = re.search(r"Compaction Report: \S+\s*\n=+\n(.*?)(?:\n\n\S|\Z)", text, re.S)
+    report = m.group(1) if m else ""
+    if m:
+        if (s := re.search(r"^\s*Status:\s*(\w+)", report, re.M)):
+            out["status"] = s.group(1)
+        if (d := re.search(r"^\s*Duration:\s*([0-9.]+)s", report, re.M)):
+            out["duration_seconds"] = float(d.group(1))
+        files = re.findall(r"^\s*Files:\s*([0-9,]+)", report, re.M)
+        if len(files) >= 2:
+            out["files_before"], out["files_after"] = (int(f.replace(",", "")) for f in files[:2])
+        if (c := re.search(r"^\s*Partitions compacted:\s*(\d+)", report, re.M)):
+            out["partitions_compacted"] = int(c.group(1))
+        if (k := re.search(r"^\s*Partitions skipped:\s*(\d+)", report, re.M)):
+            out["partitions_skipped"] = int(k.group(1))
+        if (e := re.search(r"^\s*ERROR:\s*(.+)$", report, re.M)):
+            out["error"] = e.group(1).strip()
+    if (k := re.search(r"^\s*(Skipping \S+(?: -|:) .+)$", text, re.M)):
+        out["skipped"] = k.group(1).strip()
+    if (a := re.search(r"^LAKEKEEPER elapsed ([0-9.]+) exit (-?\d+)$", text, re.M)):
+        out["in_app_seconds"], out["exit"] = float(a.group(1)), int(a.group(2))
+    return out
+
+
+def run_lakekeeper(stack: Stack, work: Path, table: str) -> dict:
+    """``lakekeeper compact --table`` on the table, in one spark-submit with the same master and
+    Spark settings as ours, its session pointed at our Metastore (as its README says a cluster
+    does it: the Hive settings of the session). Lakekeeper refreshes no statistics by default
+    (``--analyze-stats``: a full-scan ANALYZE); it is run as tried by hand (LAKEKEEPER_ARGS)."""
+    version = lakekeeper_version()
+    if version is None:
+        raise RuntimeError("Lakekeeper is not installed in this interpreter (" + sys.executable + "), and it is "
+                           "not a project dependency: install it with `" + LAKEKEEPER_INSTALL + "` "
+                           "(its dependencies, click and PyYAML, are already there; see requirements-bench.txt)")
+    script = work / "run_lakekeeper.py"
+    script.write_text(LAKEKEEPER_JOB)
+    cmd = ["spark-submit", "--master", "local[2]", "--conf", "spark.driver.host=127.0.0.1",
+           "--conf", f"spark.hadoop.hive.metastore.uris=thrift://127.0.0.1:{stack.port}",
+           "--conf", f"spark.sql.warehouse.dir={stack.metastore.warehouse}",
+           str(script), "compact", "--table", f"{DB}.{table}", *LAKEKEEPER_ARGS]
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, env=stack.env(SPARK_CONF_DIR=spark_conf_dir(work)), capture_output=True,
+                       text=True, timeout=3600)
+    wall = time.monotonic() - t0
+    text = p.stdout + "\n" + p.stderr
+    keep_log(table, text)
+    got = parse_lakekeeper(text)
+    ok = p.returncode == 0 and got["status"] == "completed" and got["exit"] == 0
+    error = None
+    if not ok:
+        why = got["error"] or got["skipped"] or " | ".join(
+            line.strip()[:500] for line in text.splitlines()
+            if re.search(r"Error|Exception|ERROR", line) and "WARN" not in line[:40])[:2000]
+        error = f"lakekeeper {version}: spark-submit exit {p.returncode}, status {got['status']}: " \
+                + (why or text[-2000:])
+    return {"wall_seconds": round(wall, 3), "in_app_seconds": got["in_app_seconds"], "ran_ok": ok, "error": error,
+            "lakekeeper_version": version, "lakekeeper_args": LAKEKEEPER_ARGS,
+            "lakekeeper_compaction_seconds": got["duration_seconds"],
+            "lakekeeper_reported_files_after": got["files_after"],
+            "partitions_compacted": got["partitions_compacted"], "partitions_skipped": got["partitions_skipped"]}
+
+
+def peer_figures(c: dict) -> dict:
+    """Ours against Lakekeeper on the same table: for "auto" (the merge job; its in-process plan
+    added to its spark-submits' wall) and "dag" (end to end), whichever ran: the wall ratio
+    (Lakekeeper's / ours), files after, both checksums, and HIT / MISS against PEER_SPEEDUP."""
+    lk = c.get("lakekeeper")
+    if not lk:
+        return {}
+    out = {}
+    for key in ("auto", "dag"):
+        ours = c.get(key)
+        if not ours:
+            continue
+        wall = ours.get("wall_seconds")
+        if wall is not None and ours.get("plan_seconds") is not None:
+            wall = round(wall + ours["plan_seconds"], 3)
+        ratio = _div(lk.get("wall_seconds"), wall) if lk.get("ran_ok") and ours.get("ran_ok") else None
+        files_ok = (ours.get("files_after") is not None and lk.get("files_after") is not None
+                    and ours["files_after"] <= lk["files_after"])
+        checks = bool(ours.get("checksum_ok")) and bool(lk.get("checksum_ok"))
+        hit = ratio is not None and ratio >= PEER_SPEEDUP and files_ok and checks
+        out[key] = {"wall_seconds": wall, "lakekeeper_wall_seconds": lk.get("wall_seconds"), "ratio": ratio,
+                    "in_app_ratio": _div(lk.get("in_app_seconds"), ours.get("in_app_seconds")),
+                    "files_after": ours.get("files_after"), "lakekeeper_files_after": lk.get("files_after"),
+                    "files_ok": files_ok, "checksums_equal": checks, "target": PEER_SPEEDUP,
+                    "result": "-" if ratio is None else "HIT" if hit else "MISS"}
+    return out
+
+
+def peer_line(key: str, p: dict) -> str:
+    """One line of the peer comparison, e.g. ``auto vs Lakekeeper: 2.41x wall (20.1 s vs 48.4 s),
+    ...``."""
+    ratio = "-" if p["ratio"] is None else f"{p['ratio']}x"
+    return (f"{p['result']:>4}  {key} vs Lakekeeper: {ratio} wall ({_num(p['wall_seconds'])} s vs "
+            f"{_num(p['lakekeeper_wall_seconds'])} s; in-app {p['in_app_ratio']}x), files after "
+            f"{p['files_after']} vs {p['lakekeeper_files_after']} ({'<=' if p['files_ok'] else 'MORE'}), "
+            f"checksums {'both equal the source' if p['checksums_equal'] else 'NOT both equal'} "
+            f"(target >= {p['target']}x, no more files, checksums equal)")
+
+
 # --- one format --------------------------------------------------------------------------------
 
 def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int, rows: int, script: Path,
@@ -393,9 +563,11 @@ def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int
 
     out = {"partitions": partitions, "files_before": files_before, "bytes_before": bytes_before,
            "rows": sum(n for n, _ in expected.values()), "contestants": {}}
+    external = bool(only) and "lakekeeper" in only  # Lakekeeper compacts EXTERNAL tables only
+    out["external_tables"] = external
     for key in [k for k in CONTESTANTS if (k in only if only else k not in OPT_IN)]:
         table = f"c_{key}_{tag}"
-        clone_table(stack, src, table)
+        clone_table(stack, src, table, external=external)
         log(f"-- {CONTESTANTS[key]} ({DB}.{table})")
         try:
             if key == "floor":
@@ -404,6 +576,8 @@ def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int
                 rec = run_dag(stack, work, table)
             elif key in ("copy", "rewrite", "auto"):
                 rec = run_job(stack, work, table, key)
+            elif key == "lakekeeper":
+                rec = run_lakekeeper(stack, work, table)
             else:
                 rec = run_naive(stack, work, table, fmt, script, per_partition=(key == "per_partition"),
                                 sample=sample)
@@ -424,6 +598,7 @@ def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int
                if rec.get("first_partition_done_seconds") is not None else "")
             + (f"\n   ERROR {rec['error'][-2000:]}" if rec.get("error") else ""))
     out["ratios"] = ratios(out["contestants"], bytes_before, files_before)
+    out["peer"] = peer_figures(out["contestants"])
     out["per_partition_seconds"] = per_partition_seconds(out["contestants"], partitions)
     return out
 
@@ -508,6 +683,8 @@ def report(figures: dict) -> None:
         for name, t in r["targets"].items():
             log(f"{t['result']:>4}  {t['what']}: {t['value']} (target {'>=' if t['kind'] == 'min' else '<='} "
                 f"{t['target']})")
+        for key, p in (f.get("peer") or {}).items():
+            log(peer_line(key, p))
 
 
 def planning_pass(work: Path, partitions: int) -> dict:
@@ -546,6 +723,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--scale", action="store_true",
                     help=f"the scale run: {SCALE}, and a planning + listing-only pass over "
                          f"{SCALE_PLANNING_PARTITIONS} partitions (explicit arguments still win)")
+    ap.add_argument("--shape", choices=list(SHAPES),
+                    help="the issue's table shapes against the peer: files of ~256 KB or ~20 KB (ORC): "
+                         + ", ".join(f"{k}: {v}" for k, v in SHAPES.items()) + " (explicit arguments still win)")
     ap.add_argument("--planning-partitions", type=int, default=SCALE_PLANNING_PARTITIONS,
                     help="with --scale: partitions of the planning + listing-only pass (0: none)")
     ap.add_argument("--sample", type=int,
@@ -558,7 +738,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--logs", type=Path, help="keep our contestants' job logs in this folder")
     args = ap.parse_args(argv)
     given = {a.split("=")[0].lstrip("-") for a in argv if a.startswith("--")}
-    for preset, values in ((args.quick, QUICK), (args.scale, SCALE)):
+    for preset, values in ((args.quick, QUICK), (args.scale, SCALE), (args.shape, SHAPES.get(args.shape))):
         for key, value in values.items() if preset else ():
             if key not in given:
                 setattr(args, key, value)
@@ -573,7 +753,8 @@ def measure(stack: Stack, work: Path, args: argparse.Namespace) -> dict:
     AUTO_FLOOR = args.auto_floor
     figures = {"config": {"partitions": args.partitions, "files": args.files, "rows": args.rows,
                           "formats": args.formats, "quick": args.quick, "scale": args.scale, "sample": args.sample,
-                          "only": args.only, "auto_floor": args.auto_floor, "master": "local[2]",
+                          "only": args.only, "auto_floor": args.auto_floor, "shape": args.shape,
+                          "master": "local[2]",
                           "spark_conf": SPARK_CONF},
                "formats": {}}
     started = time.monotonic()

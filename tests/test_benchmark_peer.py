@@ -1,0 +1,94 @@
+"""The pure logic of merge_speed.py's Lakekeeper contestant (no stack, no Lakekeeper needed):
+reading Lakekeeper's compaction report and our launcher's line, and the peer ratio and verdict.
+The contestant itself runs only with ``--only ... lakekeeper`` and Lakekeeper installed by hand
+(not a project dependency), so no test runs it."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import merge_speed  # noqa: E402
+
+# As lakekeeper 0.0.6's core/reporter.py logs it (config.setup_logging's format), then our launcher.
+REPORT = """\
+2026-11-27 02:40:01 [INFO] lakekeeper.core.reporter - 
+============================================================
+Compaction Report: merge_speed.c_lakekeeper_orc
+============================================================
+  Status:          completed
+  Duration:        41.7s
+
+  Before:
+    Files:         1,200
+    Size:          98.2 MB
+    Avg file size: 83.8 KB
+    Row count:     2,400,000
+
+  After:
+    Files:         30
+    Size:          95.0 MB
+    Avg file size: 3.2 MB
+
+  Partitions compacted: 30
+  Partitions skipped:   0
+
+  Gain:
+    File reduction:    1,200 -> 30 (-97.5%)
+
+LAKEKEEPER elapsed 44.012 exit 0
+"""
+
+
+def test_parse_lakekeeper_report():
+    got = merge_speed.parse_lakekeeper("spark noise\n" + REPORT)
+    assert got == {"status": "completed", "duration_seconds": 41.7, "files_before": 1200, "files_after": 30,
+                   "partitions_compacted": 30, "partitions_skipped": 0, "error": None, "skipped": None,
+                   "in_app_seconds": 44.012, "exit": 0}
+
+
+def test_parse_lakekeeper_failure_and_skip():
+    failed = REPORT.replace("completed", "failed").replace("  Gain:", "  ERROR: Row count mismatch for x\n\n  Gain:") \
+        .replace("exit 0", "exit 1")
+    got = merge_speed.parse_lakekeeper(failed)
+    assert got["status"] == "failed" and got["error"] == "Row count mismatch for x" and got["exit"] == 1
+    skipped = merge_speed.parse_lakekeeper("  Skipping merge_speed.t - no compaction needed.\n"
+                                           "LAKEKEEPER elapsed 3.000 exit 0\n")
+    assert skipped["status"] is None and skipped["skipped"] == "Skipping merge_speed.t - no compaction needed."
+    assert merge_speed.parse_lakekeeper("Traceback ...")["exit"] is None
+
+
+def _rec(wall, files, ok=True, plan=None, in_app=None):
+    return {"wall_seconds": wall, "plan_seconds": plan, "in_app_seconds": in_app, "files_after": files,
+            "ran_ok": ok, "checksum_ok": ok}
+
+
+def test_peer_figures_ratio_and_verdict():
+    c = {"auto": _rec(19.0, 30, plan=1.0, in_app=10.0), "dag": _rec(30.0, 30),
+         "lakekeeper": _rec(45.0, 30, in_app=40.0)}
+    peer = merge_speed.peer_figures(c)
+    assert peer["auto"]["wall_seconds"] == 20.0 and peer["auto"]["ratio"] == 2.25 and peer["auto"]["result"] == "HIT"
+    assert peer["auto"]["in_app_ratio"] == 4.0
+    assert peer["dag"]["ratio"] == 1.5 and peer["dag"]["result"] == "MISS"
+    assert "HIT  auto vs Lakekeeper: 2.25x wall (20.00 s vs 45.00 s" in merge_speed.peer_line("auto", peer["auto"])
+    c["auto"]["files_after"] = 31  # fast but more files than Lakekeeper leaves: a miss
+    assert merge_speed.peer_figures(c)["auto"]["result"] == "MISS"
+    c["lakekeeper"]["ran_ok"] = False  # a failed peer has no ratio
+    assert merge_speed.peer_figures(c)["auto"]["result"] == "-"
+    assert merge_speed.peer_figures({"auto": _rec(1.0, 1)}) == {}
+
+
+def test_shape_presets_and_opt_in():
+    args = merge_speed.parse_args(["--shape", "20k", "--partitions", "6", "--only", "auto", "lakekeeper"])
+    assert (args.files, args.rows, args.partitions) == (40, 60_000, 6)
+    assert merge_speed.parse_args(["--shape", "256k", "--rows", "1000"]).rows == 1000  # explicit wins
+    assert "lakekeeper" in merge_speed.OPT_IN  # never in a default run: not a project dependency
+
+
+def test_lakekeeper_missing_says_how_to_install(monkeypatch, tmp_path):
+    import pytest
+    monkeypatch.setattr(merge_speed, "lakekeeper_version", lambda: None)
+    with pytest.raises(RuntimeError, match=r"pip install --no-deps lakekeeper==0\.0\.6"):
+        merge_speed.run_lakekeeper(None, tmp_path, "t")  # fails before touching the stack
