@@ -9,13 +9,12 @@ and the figures before and after in its extra. This DAG listens to one table wit
 table, and put your own work in the task (refresh a cache, recompute a table's statistics in
 another engine, ...).
 
-The table: ``HIVE_COMPACTION_EXAMPLE_TABLE`` (db.table), else the config's first table. For a
+The table: ``TABLE`` below (db.table), else the config's first table. For a
 table partitioned by more columns than its date, give the mapper the whole name's format
 (``dt=%Y-%m-%d/hr=%H``) or use ``IdentityMapper`` for one run per partition.
 """
 from __future__ import annotations
 
-import os
 from datetime import datetime
 
 from airflow.sdk import DAG, PartitionedAssetTimetable, StartOfDayMapper, task
@@ -24,7 +23,8 @@ from hive_compaction.airflow import config
 from hive_compaction.airflow.assets import table_asset
 
 SETTINGS, _ = config.load_lenient(config.dag_config_path(__file__))  # the YAML beside this file
-TABLE = os.environ.get("HIVE_COMPACTION_EXAMPLE_TABLE") or (SETTINGS.tables[0].name if SETTINGS.tables else None)
+TABLE: str | None = None  # your table ("db.table"); None: the config's first table
+TABLE = TABLE or (SETTINGS.tables[0].name if SETTINGS.tables else None)
 POLICY = next((t.policy for t in SETTINGS.tables if t.name == TABLE), config.TablePolicy())
 
 if TABLE:

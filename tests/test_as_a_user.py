@@ -42,7 +42,8 @@ FORM_TABLE, FORM_DATES = "events", ["2026-09-01", "2026-09-02"]
 BACKFILL_TABLE, BACKFILL_DATES, LATER_DATE = "backfill_events", ["2026-09-10", "2026-09-11", "2026-09-12"], "2026-09-13"
 DAILY_TABLE = "daily_events"  # holds the dates around today, for the scheduled run unpausing starts
 BROWSER_TABLE = "clicks"  # picked in the trigger form in a real browser
-TABLES = (FORM_TABLE, BACKFILL_TABLE, DAILY_TABLE, BROWSER_TABLE)
+# The backfill's table first: the downstream example DAG listens to the config's first table.
+TABLES = (BACKFILL_TABLE, FORM_TABLE, DAILY_TABLE, BROWSER_TABLE)
 TERMINAL = {"success", "failed"}
 
 
@@ -158,9 +159,7 @@ def airflow(stack, tmp_path_factory):
 
     home = tmp / "airflow_home"
     home.mkdir()
-    # the downstream example listens to the backfill's table
-    env = service_env(stack.env(cfg), home, free_port(), HIVE_COMPACTION_EXAMPLE_TABLE=f"{DB}.{BACKFILL_TABLE}",
-                      **stack.airflow_database("airflow_as_a_user"))
+    env = service_env(stack.env(cfg), home, free_port(), **stack.airflow_database("airflow_as_a_user"))
     svc = Services(home, env, before=before)
     try:
         svc.migrate()

@@ -29,12 +29,12 @@ class CommitRecord:
     partition had none; read under the Metastore lock)."""
     run: str
     pid: str
-    owner: str  # the job that holds the journal (a replay or rollback takes it over)
     table: str
     partition: str
     location: str  # the partition's folder that was merged
     inputs: list[dict]  # Entry.identity(): what a replay checks
     outputs: list[dict]  # {"staged", "name", "size"}
+    owner: str = ""  # the job that holds the journal (a replay or rollback takes it over)
     attempt: str = ""  # the merge job's attempt: its trash and manifest are its own
     staging: str = ""
     table_location: str | None = None
