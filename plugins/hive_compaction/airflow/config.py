@@ -56,7 +56,7 @@ class TablePolicy:
     work_dir: str | None = None
     quiet_period_minutes: int = 10  # a partition written to more recently than this is left for later
     trash_retention_days: int = 7  # replaced inputs are kept this long for rollback
-    copy_min_block_size: int = 256 * 1024  # auto copies a partition only where its stripes / row groups average this (docs/performance.md, "The copy floor")
+    copy_min_block_size: int = 192 * 1024  # auto copies a partition only where its stripes / row groups average this (docs/performance.md, "The copy floor")
     date_column: str = "dt"  # the partition column that holds the partition's date
     date_format: str = "%Y-%m-%d"  # how dates are written in it (strftime)
     # Undated runs also list partitions not listed for this many days (statistics go stale);
