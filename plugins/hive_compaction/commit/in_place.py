@@ -277,7 +277,7 @@ def _stop_if_rewritten(fs: HadoopFS, area: WorkArea, record: CommitRecord, all_m
         f"{area.trash_of(record)} until its retention ends: check the partition's rows")
 
 
-def _apply(fs: HadoopFS, area: WorkArea, record: CommitRecord, first: bool = False) -> dict:
+def _apply(fs: HadoopFS, area: WorkArea, record: CommitRecord, first: bool = False) -> CommitRecord:
     """Move inputs to the trash and outputs in. On the ``first`` pass every move must happen:
     a file gone meanwhile (another attempt, a purge) puts everything back and fails, never
     leaving the inputs in the trash with an output missing. Replays skip what already moved,
