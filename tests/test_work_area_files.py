@@ -132,3 +132,25 @@ def test_on_an_object_store_a_runs_age_is_its_commit_records_not_its_objects_tim
     (staged / "part-0.orc").write_text("x")
     _age(staged / "part-0.orc", 5)
     assert abs(_record_age(fs, area, "failed") / 1000 - (time.time() - 5 * 86400)) < 60
+
+
+def test_a_journal_that_is_no_record_is_reported_and_holds_back_the_purge(spark, tmp_path):
+    """Maintenance meets a journal whose inputs are not a list: the partition it names is FAILED
+    with the reason, nothing it names moves, and no run of that work area is purged meanwhile (a
+    run it may belong to could be deleted with the files it would need)."""
+    from hive_compaction.commit.recovery import maintain
+    from hive_compaction.model.results import Status
+    area = WorkArea(f"file://{tmp_path}")
+    (tmp_path / "journal").mkdir()
+    bad = json.loads(record().to_json())
+    bad["inputs"] = "000000_0"
+    (tmp_path / "journal" / f"{bad['pid']}.json").write_text(json.dumps(bad))
+    (tmp_path / "trash" / "old" / "p1").mkdir(parents=True)
+    (tmp_path / "trash" / "old" / "p1" / "f").write_text("kept")
+    _age(tmp_path / "trash" / "old", 30)
+    [result] = maintain(HadoopFS(spark), "now", "now/1", [{"table": "db.events", "table_location": "file:///w/events",
+                                                           "work_dir": area.root, "trash_retention_days": 7}], [])
+    assert (result.table, result.partition, result.status) == ("db.events", "dt=1", Status.FAILED)
+    assert "inputs is str, not list[dict]" in result.reason
+    assert (tmp_path / "trash" / "old" / "p1" / "f").read_text() == "kept"
+    assert (tmp_path / "journal" / f"{bad['pid']}.json").exists()
