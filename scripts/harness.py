@@ -243,6 +243,9 @@ class Stack:
         create_table(self.spark, db, table, storage)
         fill(self.spark, db, table, dates, files, rows, single_file_dates)
 
+    def msck_repair(self, db: str, table: str) -> None:
+        self.spark.sql(f"MSCK REPAIR TABLE {db}.{table}")
+
     def partition_location(self, db: str, table: str, partition: str) -> Path:
         from hmsclient import hmsclient
         with hmsclient.HMSClient(host="127.0.0.1", port=self.port) as c:

@@ -1,6 +1,7 @@
-"""Hive tables described through Thrift, for the stack tests that make their tables without
-Spark's Hive catalog (test_hive_metastores: Hive 4 no longer serves the calls it sends;
-test_kerberos_job: the test process's Spark has no Kerberos login)."""
+"""Hive tables described through Thrift, for the tests and sweeps that make their tables without
+Spark's Hive catalog (test_hive_metastores and reliability.py on Hive 4, which no longer serves
+the calls Spark's built-in Hive 2.3 client sends; test_kerberos_job: the test process's Spark has
+no Kerberos login)."""
 from __future__ import annotations
 
 from typing import Callable, ContextManager
@@ -34,10 +35,10 @@ def write_rows(spark, at: str, storage: str, seed: int, rows: int, files: int) -
 
 
 def make_table(connect: Callable[[], ContextManager], warehouse: str, spark, db: str, table: str, storage: str,
-               dates: list[str] | None, files: int = 4, rows: int = 200) -> None:
+               dates: list[str] | None, files: int = 4, rows: int = 200, seed: int = 0) -> None:
     """An external table at ``<warehouse>/<db>.db/<table>`` made through Thrift (``connect()``:
     a Metastore client's context), each partition's ``files`` files written by Spark (``dates``
-    None: a table without partitions)."""
+    None: a table without partitions; ``seed``: tables of other seeds hold other event ids)."""
     root = f"{warehouse}/{db}.db"
     location = f"{root}/{table}"
     with connect() as c:
@@ -46,13 +47,13 @@ def make_table(connect: Callable[[], ContextManager], warehouse: str, spark, db:
         except ttypes.AlreadyExistsException:
             pass
         if dates is None:
-            write_rows(spark, location, storage, 0, rows, files)
+            write_rows(spark, location, storage, seed * 1000, rows, files)
         c.create_table(ttypes.Table(
             tableName=table, dbName=db, owner="tests", sd=storage_descriptor(location, storage),
             parameters={"EXTERNAL": "TRUE"}, tableType="EXTERNAL_TABLE",
             partitionKeys=[] if dates is None else [ttypes.FieldSchema("dt", "string", "")]))
         for i, dt in enumerate(dates or []):
-            write_rows(spark, f"{location}/dt={dt}", storage, i, rows, files)
+            write_rows(spark, f"{location}/dt={dt}", storage, seed * 1000 + i, rows, files)
         if dates:
             c.add_partitions([ttypes.Partition(values=[dt], dbName=db, tableName=table, parameters={},
                                                sd=storage_descriptor(f"{location}/dt={dt}", storage))
