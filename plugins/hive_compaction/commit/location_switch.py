@@ -178,7 +178,8 @@ def _finish(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> CommitRecord:
     return manifest
 
 
-def recover_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: CommitRecord, table_location: str) -> CommitRecord | None:
+def recover_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: CommitRecord,
+                   table_location: str) -> CommitRecord | None:
     """A switch a crashed job left: the Metastore says whether it happened. The record is
     checked first (``work_area.check_record``) against the table's location as planned."""
     check_record(record, area, record.pid, table_location=table_location)
@@ -213,7 +214,8 @@ def _switched_since(current: str | None, record: CommitRecord, table_location: s
     switch), not at the record's."""
     if not current:
         return False
-    return is_within(current, versions_of(table_location, record.partition)) and not same_location(current, record.new_location)
+    return (is_within(current, versions_of(table_location, record.partition))
+            and not same_location(current, record.new_location))
 
 
 def retire(fs: HadoopFS, hms: JobMetastore, manifest: CommitRecord) -> bool:
