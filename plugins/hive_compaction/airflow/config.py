@@ -95,6 +95,14 @@ class FanOut:
     max_bytes_per_job: int = 20 * 1024**3
 
 
+def _submit_key(check: str = "text", *, operator_arg: str | None = None, spark_property: str | None = None):
+    """A ``spark_submit`` key, unset by default: how its value is checked (a key of
+    ``_SUBMIT_CHECKS``), and what it becomes: the operator's argument of the same name, another
+    argument (``operator_arg``), or a Spark property in ``conf`` (``spark_property``)."""
+    return field(default=None, metadata={"check": check, "operator_arg": operator_arg,
+                                         "spark_property": spark_property})
+
+
 @dataclass(frozen=True)
 class SparkSubmitOptions:
     """The ``spark_submit:`` section: SparkSubmitOperator arguments of the merge tasks.
@@ -106,52 +114,46 @@ class SparkSubmitOptions:
     ``driver_cores``, which have no operator argument and become ``spark.cores.max`` /
     ``spark.driver.cores`` in ``conf``.
     """
-    deploy_mode: str | None = None  # client | cluster (overrides the connection's deploy-mode)
+    deploy_mode: str | None = _submit_key("deploy_mode")  # overrides the connection's deploy-mode
     # Provider default under Airflow 3.3: durable. YARN cluster mode then needs
     # yarn_track_via_rm_api (the operator raises otherwise); the master is only known from
     # the connection, so that is checked by the operator, not here.
-    durable: bool | None = None
-    yarn_track_via_rm_api: bool | None = None  # needs yarn_resourcemanager_webapp_address in the connection
-    track_driver_via_k8s_api: bool | None = None  # Kubernetes cluster mode; needs a namespace
-    status_poll_interval: int | None = None
-    driver_memory: str | None = None
-    driver_cores: int | None = None
-    executor_memory: str | None = None
-    executor_cores: int | None = None
-    num_executors: int | None = None
-    total_executor_cores: int | None = None
-    cores_max: int | None = None
-    queue: str | None = None
-    principal: str | None = None
-    keytab: str | None = None  # a path on the worker (the connection's extra takes base64 instead)
-    proxy_user: str | None = None
+    durable: bool | None = _submit_key("bool")
+    yarn_track_via_rm_api: bool | None = _submit_key("bool")  # needs yarn_resourcemanager_webapp_address in the connection
+    track_driver_via_k8s_api: bool | None = _submit_key("bool")  # Kubernetes cluster mode; needs a namespace
+    status_poll_interval: int | None = _submit_key("count")
+    driver_memory: str | None = _submit_key("memory")
+    driver_cores: int | None = _submit_key("count", spark_property="spark.driver.cores")
+    executor_memory: str | None = _submit_key("memory")
+    executor_cores: int | None = _submit_key("count")
+    num_executors: int | None = _submit_key("count")
+    total_executor_cores: int | None = _submit_key("count")
+    cores_max: int | None = _submit_key("count", spark_property="spark.cores.max")
+    queue: str | None = _submit_key(operator_arg="yarn_queue")
+    principal: str | None = _submit_key()
+    keytab: str | None = _submit_key()  # a path on the worker (the connection's extra takes base64 instead)
+    proxy_user: str | None = _submit_key()
     # The ticket cache (KRB5CCNAME) instead of a keytab: becomes spark.kerberos.renewal.credentials=ccache
     # in ``conf``, not the operator's argument, which adds a --principal that Spark 3+ refuses
     # without a keytab ("Both principal and keytab must be defined, or neither").
-    use_krb5ccache: bool | None = None
-    archives: str | None = None  # comma-separated (a YAML list is joined)
-    jars: str | None = None
-    files: str | None = None
-    packages: str | None = None
-    exclude_packages: str | None = None
-    repositories: str | None = None
-    driver_class_path: str | None = None
-    properties_file: str | None = None
-    env_vars: dict[str, str] | None = None
-    verbose: bool | None = None
-    spark_binary: str | None = None
-    post_submit_commands: tuple[str, ...] | None = None
+    use_krb5ccache: bool | None = _submit_key("bool")
+    archives: str | None = _submit_key("list")  # comma-separated (a YAML list is joined)
+    jars: str | None = _submit_key("list")
+    files: str | None = _submit_key("list")
+    packages: str | None = _submit_key("list")
+    exclude_packages: str | None = _submit_key("list")
+    repositories: str | None = _submit_key("list")
+    driver_class_path: str | None = _submit_key()
+    properties_file: str | None = _submit_key()
+    env_vars: dict[str, str] | None = _submit_key("env_vars")
+    verbose: bool | None = _submit_key("bool")
+    spark_binary: str | None = _submit_key("spark_binary")
+    post_submit_commands: tuple[str, ...] | None = _submit_key("commands")
 
 
-# How each spark_submit key is checked (keys not listed: a non-empty string).
-_SUBMIT_BOOLS = {"durable", "yarn_track_via_rm_api", "track_driver_via_k8s_api", "use_krb5ccache", "verbose"}
-_SUBMIT_COUNTS = {"status_poll_interval", "driver_cores", "executor_cores", "num_executors",
-                  "total_executor_cores", "cores_max"}
-_SUBMIT_MEMORY = {"driver_memory", "executor_memory"}
-_SUBMIT_LISTS = {"archives", "jars", "files", "packages", "exclude_packages", "repositories"}
-# Keys with another name on the operator, and keys that become Spark properties in ``conf``.
-_SUBMIT_RENAMED = {"queue": "yarn_queue"}
-_SUBMIT_CONF = {"cores_max": "spark.cores.max", "driver_cores": "spark.driver.cores"}
+# The keys that become Spark properties in ``conf`` rather than operator arguments.
+_SUBMIT_CONF = {f.name: f.metadata["spark_property"] for f in fields(SparkSubmitOptions)
+                if f.metadata["spark_property"]}
 # What a misplaced key should say instead of just "unknown".
 _SUBMIT_ELSEWHERE = {
     "py_files": "use the top-level key py_files",
@@ -356,47 +358,78 @@ def _set_keys(raw: Any, where: str, options: type, elsewhere: dict[str, str]):
             yield key, value, f"{where}: key {key!r}"
 
 
+def _check_bool(value: Any, at: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{at}: expected true or false, got {value!r}")
+    return value
+
+
+def _check_memory(value: Any, at: str) -> str:
+    if not isinstance(value, str) or not _SPARK_MEMORY.fullmatch(value.strip()):
+        raise ConfigError(f"{at}: expected a Spark memory size like 512m or 4g, got {value!r}")
+    return value.strip()
+
+
+def _check_list(value: Any, at: str) -> str:
+    items = value if isinstance(value, list) else [value]
+    if not items or not all(isinstance(v, str) and v.strip() for v in items):
+        raise ConfigError(f"{at}: expected a comma-separated string or a list of strings, got {value!r}")
+    return ",".join(v.strip() for v in items)
+
+
+def _check_one_of(*allowed: str):
+    wanted = " or ".join(allowed) if len(allowed) == 2 else "one of " + ", ".join(allowed)
+
+    def check(value: Any, at: str) -> str:
+        if value not in allowed:
+            raise ConfigError(f"{at}: expected {wanted}, got {value!r}")
+        return value
+    return check
+
+
+def _check_env_vars(value: Any, at: str) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{at}: expected a mapping of variable names to values")
+    for name, v in value.items():
+        if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+            raise ConfigError(f"{at}: {name!r} is not an environment variable name")
+        if v is None or isinstance(v, (bool, dict, list)):  # yes/true: quote it to mean the word
+            raise ConfigError(f"{at}: {name}: expected a string or number, got {v!r}")
+    return {name: str(v) for name, v in value.items()}
+
+
+def _check_commands(value: Any, at: str) -> tuple[str, ...]:
+    items = value if isinstance(value, list) else [value]
+    if not items or not all(isinstance(v, str) and v.strip() for v in items):
+        raise ConfigError(f"{at}: expected a list of shell commands, got {value!r}")
+    return tuple(items)
+
+
+def _check_text(value: Any, at: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{at}: expected a non-empty string, got {value!r}")
+    return value
+
+
+# How a spark_submit key's value is checked (and normalized), by the kind its field declares.
+_SUBMIT_CHECKS = {
+    "bool": _check_bool,
+    "count": lambda value, at: _int(value, at, 1),
+    "memory": _check_memory,
+    "list": _check_list,
+    "deploy_mode": _check_one_of("client", "cluster"),
+    "spark_binary": _check_one_of(*_SPARK_BINARIES),
+    "env_vars": _check_env_vars,
+    "commands": _check_commands,
+    "text": _check_text,
+}
+
+
 def _spark_submit(raw: Any, spark_conf: dict[str, str], where: str) -> SparkSubmitOptions:
     """The ``spark_submit:`` mapping; ``where`` is "<file>: spark_submit"."""
-    values: dict[str, Any] = {}
-    for key, value, at in _set_keys(raw, where, SparkSubmitOptions, _SUBMIT_ELSEWHERE):
-        if key in _SUBMIT_BOOLS:
-            if not isinstance(value, bool):
-                raise ConfigError(f"{at}: expected true or false, got {value!r}")
-        elif key in _SUBMIT_COUNTS:
-            value = _int(value, at, 1)
-        elif key in _SUBMIT_MEMORY:
-            if not isinstance(value, str) or not _SPARK_MEMORY.fullmatch(value.strip()):
-                raise ConfigError(f"{at}: expected a Spark memory size like 512m or 4g, got {value!r}")
-            value = value.strip()
-        elif key in _SUBMIT_LISTS:
-            items = value if isinstance(value, list) else [value]
-            if not items or not all(isinstance(v, str) and v.strip() for v in items):
-                raise ConfigError(f"{at}: expected a comma-separated string or a list of strings, got {value!r}")
-            value = ",".join(v.strip() for v in items)
-        elif key == "deploy_mode":
-            if value not in ("client", "cluster"):
-                raise ConfigError(f"{at}: expected client or cluster, got {value!r}")
-        elif key == "spark_binary":
-            if value not in _SPARK_BINARIES:
-                raise ConfigError(f"{at}: expected one of {', '.join(_SPARK_BINARIES)}, got {value!r}")
-        elif key == "env_vars":
-            if not isinstance(value, dict):
-                raise ConfigError(f"{at}: expected a mapping of variable names to values")
-            for name, v in value.items():
-                if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
-                    raise ConfigError(f"{at}: {name!r} is not an environment variable name")
-                if v is None or isinstance(v, (bool, dict, list)):  # yes/true: quote it to mean the word
-                    raise ConfigError(f"{at}: {name}: expected a string or number, got {v!r}")
-            value = {name: str(v) for name, v in value.items()}
-        elif key == "post_submit_commands":
-            items = value if isinstance(value, list) else [value]
-            if not items or not all(isinstance(v, str) and v.strip() for v in items):
-                raise ConfigError(f"{at}: expected a list of shell commands, got {value!r}")
-            value = tuple(items)
-        elif not isinstance(value, str) or not value.strip():
-            raise ConfigError(f"{at}: expected a non-empty string, got {value!r}")
-        values[key] = value
+    checks = {f.name: _SUBMIT_CHECKS[f.metadata["check"]] for f in fields(SparkSubmitOptions)}
+    values = {key: checks[key](value, at)
+              for key, value, at in _set_keys(raw, where, SparkSubmitOptions, _SUBMIT_ELSEWHERE)}
     opts = SparkSubmitOptions(**values)
     _refuse_combinations(opts, spark_conf, where)
     return opts
@@ -494,7 +527,7 @@ def merge_operator_kwargs(settings: Settings) -> dict[str, Any]:
             value = list(value)
         elif isinstance(value, dict):  # a copy: the frozen settings must stay as they are
             value = dict(value)
-        kwargs[_SUBMIT_RENAMED.get(f.name, f.name)] = value
+        kwargs[f.metadata["operator_arg"] or f.name] = value
     kwargs["conf"] = conf
     return kwargs
 

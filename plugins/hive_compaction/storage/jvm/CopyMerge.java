@@ -18,12 +18,13 @@ public class CopyMerge {
     private final OrcCopy orc;
     private final ParquetCopy parquet;
 
-    public CopyMerge(Configuration conf, Footers footers, Digests digests) {
+    /** The format copiers come from the helper, which wires every part from one Configuration. */
+    public CopyMerge(Configuration conf, Footers footers, Digests digests, OrcCopy orc, ParquetCopy parquet) {
         this.conf = conf;
         this.footers = footers;
         this.digests = digests;
-        this.orc = new OrcCopy(conf, footers.orc, digests);
-        this.parquet = new ParquetCopy(conf, footers.parquet);
+        this.orc = orc;
+        this.parquet = parquet;
     }
 
     /** Copy-merge the inputs into ``output`` (which must not exist), then read the output back,

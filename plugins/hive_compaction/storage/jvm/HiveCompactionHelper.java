@@ -41,7 +41,8 @@ public class HiveCompactionHelper {
         moves = new FileMoves(conf, statuses);
         texts = new TextFiles(conf);
         footers = new Footers(conf);
-        copies = new CopyMerge(conf, footers, digests);
+        copies = new CopyMerge(conf, footers, digests, new OrcCopy(conf, footers.orc, digests),
+                               new ParquetCopy(conf, footers.parquet));
     }
 
     /** Sends replies on the py4j connection of the calling thread without Nagle's delay; true if
