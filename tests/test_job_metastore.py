@@ -24,14 +24,19 @@ def quick_retries(monkeypatch):
     monkeypatch.setattr(metastore_lock, "RETRY_SECONDS", 0.01)
 
 
+CONNECTION_RESET = "org.apache.thrift.transport.TTransportException: java.net.SocketException: Connection reset"
+
+
 class ScriptedMetastore:
     """Lock calls as a Metastore answers them. ``refuse``: every request fails (no transaction
     tables). Otherwise a request fails while another is in flight until one has been served, as
     Metastore 2.3's transaction store does when it starts."""
 
-    def __init__(self, refuse: bool = False, fail_first: int = 0):
+    def __init__(self, refuse: bool = False, fail_first: int = 0, unlock_fail_first: int = 0):
         self.refuse = refuse
         self.fail_first = fail_first  # this many requests fail first, as while a Metastore restarts
+        self.unlock_fail_first = unlock_fail_first  # the same for unlocks
+        self.unlock_calls = 0
         self.heartbeat_error: str | None = None  # every heartbeat fails with it
         self.heartbeats = 0
         self.served = False
@@ -45,8 +50,13 @@ class ScriptedMetastore:
     def client(self):
         with self._mutex:
             self.clients += 1
-        return SimpleNamespace(lock=self.lock, unlock=self.unlocked.append, heartbeat=self.heartbeat,
-                               close=lambda: None)
+        return SimpleNamespace(lock=self.lock, unlock=self.unlock, heartbeat=self.heartbeat, close=lambda: None)
+
+    def unlock(self, lock_id):
+        self.unlock_calls += 1
+        if self.unlock_calls <= self.unlock_fail_first:
+            raise RuntimeError(CONNECTION_RESET)
+        self.unlocked.append(lock_id)
 
     def heartbeat(self, txn, lock_id):
         self.heartbeats += 1
@@ -63,8 +73,7 @@ class ScriptedMetastore:
             if self.refuse:
                 raise RuntimeError("An error occurred while calling o42.lock.")
             if n <= self.fail_first:
-                raise RuntimeError("org.apache.thrift.transport.TTransportException: java.net.SocketException: "
-                                   "Connection reset")
+                raise RuntimeError(CONNECTION_RESET)
             if first_ever and n <= 2:
                 # The first two requests meet inside the Metastore: the later one fails.
                 try:
@@ -238,3 +247,25 @@ def test_one_client_per_thread_serves_every_call_of_that_thread():
             pass
     assert hms.clients == 1
     assert hms.unlocked == [1, 2, 3, 4, 5]
+
+
+def test_an_unlock_is_asked_again_on_a_new_connection_while_the_metastore_restarts(caplog):
+    """A release whose connection broke is asked again on a new client, with the same waits as
+    every other call (a restart refuses connections for seconds: one immediate retry was not
+    enough, and the lock then held other writers back until the Metastore's timeout)."""
+    hms = ScriptedMetastore(unlock_fail_first=metastore_lock.REQUEST_ATTEMPTS - 1)
+    jm = job_metastore(hms)
+    with jm.lock("db.t", "dt=2026-01-01", 5) as held:
+        clients = hms.clients
+    assert hms.unlocked == [held.lock_id]
+    assert hms.clients == clients + metastore_lock.REQUEST_ATTEMPTS - 1  # a new client for each try
+    assert "could not release" not in caplog.text
+
+
+def test_an_unlock_that_keeps_failing_is_reported_not_raised(caplog):
+    hms = ScriptedMetastore(unlock_fail_first=metastore_lock.REQUEST_ATTEMPTS)
+    jm = job_metastore(hms)
+    with caplog.at_level(logging.WARNING), jm.lock("db.t", "dt=2026-01-01", 5) as held:
+        pass
+    assert hms.unlocked == [] and hms.unlock_calls == metastore_lock.REQUEST_ATTEMPTS
+    assert f"db.t/dt=2026-01-01: could not release Metastore lock {held.lock_id}" in caplog.text

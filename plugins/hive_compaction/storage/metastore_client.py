@@ -6,14 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import threading
-import time
 
-from hive_compaction.storage.metastore_lock import (REQUEST_ATTEMPTS, RETRY_SECONDS, CommitConflict, MetastoreLocks,
-                                                    connection_lost, summary)
-
-log = logging.getLogger(__name__)
+from hive_compaction.storage.metastore_lock import CommitConflict, MetastoreLocks, reconnecting
 
 
 class DescriptorChanged(CommitConflict):
@@ -122,20 +117,6 @@ class JobMetastore:
             self._close(client)
             raise
 
-    def _reconnecting(self, call):
-        """``call(client)`` with this thread's client, made again on a new client when the
-        connection broke (a Metastore restarting, a dropped connection; REQUEST_ATTEMPTS in all):
-        for calls that may run twice (reads, and writes whose second run finds the first's work)."""
-        for attempt in range(REQUEST_ATTEMPTS):
-            try:
-                with self._client() as client:
-                    return call(client)
-            except Exception as e:  # noqa: BLE001 - py4j wraps the Metastore's exceptions
-                if not connection_lost(e) or attempt + 1 == REQUEST_ATTEMPTS:
-                    raise
-                log.warning("the Hive Metastore's connection broke (%s): asking again on a new one", summary(e))
-                time.sleep(RETRY_SECONDS * (attempt + 1))
-
     def _close(self, client) -> None:
         with self._conf_lock:
             if client in self._clients:
@@ -168,7 +149,7 @@ class JobMetastore:
 
     def location(self, table: str, values: list[str]) -> str | None:
         """The partition's location now; None when it does not exist."""
-        p = self._reconnecting(lambda client: self._get(client, table, values))
+        p = reconnecting(self._client, lambda client: self._get(client, table, values))
         return None if p is None else str(p.getSd().getLocation())
 
     def parameters(self, table: str, values: list[str]) -> dict[str, str] | None:
@@ -184,7 +165,7 @@ class JobMetastore:
             if values:
                 return self._get(client, table, values)
             return get_table(client, self._api, *table.split(".", 1))
-        target = self._reconnecting(read)
+        target = reconnecting(self._client, read)
         if target is None:
             return None, None
         params = target.getParameters()
@@ -219,11 +200,11 @@ class JobMetastore:
             db, tbl = table.split(".", 1)
             client.alter_partition(db, tbl, p, self._keep_statistics())
             return True
-        return self._reconnecting(attempt)
+        return reconnecting(self._client, attempt)
 
     def table_location(self, table: str) -> str | None:
         """The table's location; None when the table does not exist."""
-        t = self._reconnecting(lambda client: _unless_missing(get_table, client, self._api, *table.split(".", 1)))
+        t = reconnecting(self._client, lambda client: _unless_missing(get_table, client, self._api, *table.split(".", 1)))
         return None if t is None else str(t.getSd().getLocation())
 
     def update_parameters(self, table: str, partition: str, parameters: dict[str, str | None]) -> bool:
@@ -243,7 +224,7 @@ class JobMetastore:
             else:
                 client.alter_table_with_environmentContext(db, tbl, target, self._keep_statistics())
             return True
-        return self._reconnecting(update)
+        return reconnecting(self._client, update)
 
     def _merge_parameters(self, target, parameters: dict[str, str | None]) -> None:
         """Merge ``parameters`` into a Java Partition's or Table's (None removes a key)."""

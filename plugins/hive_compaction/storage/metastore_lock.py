@@ -273,16 +273,10 @@ class MetastoreLocks:
     def _release(self, lock_id: int, table: str, partition: str) -> None:
         """Unlock, asked again on a new connection if the one it used broke (else the lock would
         wait for the Metastore's timeout, holding other writers back)."""
-        for attempt in range(2):
-            try:
-                with self._client() as client:
-                    client.unlock(lock_id)
-                return
-            except Exception as e:  # noqa: BLE001 - gone already (timed out): nothing held
-                if attempt == 0 and connection_lost(e):
-                    continue
-                log.warning("%s/%s: could not release Metastore lock %s: %s", table, partition, lock_id, summary(e))
-                return
+        try:
+            reconnecting(self._client, lambda client: client.unlock(lock_id))
+        except Exception as e:  # noqa: BLE001 - gone already (timed out): nothing held
+            log.warning("%s/%s: could not release Metastore lock %s: %s", table, partition, lock_id, summary(e))
 
 
 def _release_dead(client, api, db: str, tbl: str, partition: str, ours: int,
@@ -328,6 +322,23 @@ _CONNECTION_LOST = ("TTransportException", "SocketException", "Broken pipe", "Co
 
 def connection_lost(e: BaseException) -> bool:
     return any(sign in str(e) for sign in _CONNECTION_LOST)
+
+
+def reconnecting(client, call):
+    """``call(c)`` with the calling thread's Metastore client ``c`` from ``client`` (a context
+    manager that replaces a client whose call failed), made again on a new client when the
+    connection broke (a Metastore restarting, a dropped connection; REQUEST_ATTEMPTS in all,
+    RETRY_SECONDS then twice that apart): for calls that may run twice (reads, an unlock, and
+    writes whose second run finds the first's work)."""
+    for attempt in range(REQUEST_ATTEMPTS):
+        try:
+            with client() as c:
+                return call(c)
+        except Exception as e:  # noqa: BLE001 - py4j wraps the Metastore's exceptions
+            if not connection_lost(e) or attempt + 1 == REQUEST_ATTEMPTS:
+                raise
+            log.warning("the Hive Metastore's connection broke (%s): asking again on a new one", summary(e))
+            time.sleep(RETRY_SECONDS * (attempt + 1))
 
 
 def summary(e: BaseException) -> str:
