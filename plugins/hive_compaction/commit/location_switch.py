@@ -52,7 +52,7 @@ from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.listing import data_files
 from hive_compaction.storage.metastore_client import DescriptorChanged, JobMetastore, same_location
 from hive_compaction.storage.metastore_lock import CommitConflict, check_lock_held, holding_lock
-from hive_compaction.storage.paths import VERSIONS_FOLDER, is_within
+from hive_compaction.storage.paths import is_within, versions_folder
 
 log = logging.getLogger(__name__)
 
@@ -62,12 +62,7 @@ PREVIOUS_LOCATION = "hive_compaction.previousLocation"
 # job that commits without the lock (require_locks: false) takes a long copy for a dead job's.
 RENEW_SECONDS = 60
 def new_folder(table_location: str, partition: str, run: str, attempt: str) -> str:
-    return f"{versions_of(table_location, partition)}/{run}-{attempt}"
-
-
-def versions_of(table_location: str, partition: str) -> str:
-    """The folder holding the partition's new folders, one per switch."""
-    return f"{table_location.rstrip('/')}/{VERSIONS_FOLDER}/{partition}"
+    return f"{versions_folder(table_location, partition)}/{run}-{attempt}"
 
 
 def build_and_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: CommitRecord,
@@ -214,7 +209,7 @@ def _switched_since(current: str | None, record: CommitRecord, table_location: s
     switch), not at the record's."""
     if not current:
         return False
-    return (is_within(current, versions_of(table_location, record.partition))
+    return (is_within(current, versions_folder(table_location, record.partition))
             and not same_location(current, record.new_location))
 
 

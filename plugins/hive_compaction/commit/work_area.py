@@ -26,8 +26,7 @@ from dataclasses import dataclass
 
 from hive_compaction.commit.record import CommitRecord, PurgeHold, UnsafeRecord, parse
 from hive_compaction.storage.capabilities import TEMP_SUFFIX, is_object_store, scheme
-from hive_compaction.storage.paths import (VERSIONS_FOLDER, canonical, is_within, location_problem,
-                                           partition_id)
+from hive_compaction.storage.paths import canonical, is_within, location_problem, partition_id, versions_folder
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +122,7 @@ def check_record(record: CommitRecord, area: WorkArea, pid: str, location: str |
         bad = [n for n in names if not _SEGMENT.match(str(n))]
         if bad:
             problems.append(f"file names {bad[:3]} are not plain names")
-        versions = f"{(table_location or '').rstrip('/')}/{VERSIONS_FOLDER}"
+        versions = versions_folder(table_location or "")
         if not table_location or not is_within(record.new_location, versions):
             problems.append(f"new folder {record.new_location} does not lie in {versions}")
     if is_within(where, area.root) or canonical(where) == canonical(area.root):

@@ -11,6 +11,13 @@ from urllib.parse import urlsplit
 VERSIONS_FOLDER = "_compacted"
 
 
+def versions_folder(table_location: str, partition: str = "") -> str:
+    """The table's VERSIONS_FOLDER, or with ``partition`` the folder of that partition's new
+    folders (one per switch) in it."""
+    folder = f"{table_location.rstrip('/')}/{VERSIONS_FOLDER}"
+    return f"{folder}/{partition}" if partition else folder
+
+
 def split_uri(uri: str) -> tuple[str, str, str]:
     """(scheme, authority, normalised absolute path); ``file:/a`` and ``file:///a/`` are equal."""
     parts = urlsplit(uri)
