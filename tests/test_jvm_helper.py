@@ -2,6 +2,7 @@
 compiled in the driver, and the file operations the commit protocol relies on."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -114,3 +115,69 @@ def test_each_python_threads_py4j_connection_gets_no_nagle_delay(spark):
     t.start()
     t.join()
     assert got == [True, True]
+
+
+
+# Runs in a process (and JVM) of its own: py4j caches methods by class name, so two helper classes
+# from two loaders must not be called in one JVM (the suite's own helper lives in the tests' JVM).
+_DRIVER = """
+import json, sys
+from pyspark.sql import SparkSession
+from hive_compaction.storage.hadoop_fs import HadoopFS
+spark = SparkSession.builder.master("local[1]").getOrCreate()
+print(json.dumps([e.name for e in HadoopFS(spark).list(sys.argv[1])]))
+"""
+
+
+@pytest.mark.integration
+def test_the_next_driver_loads_the_helper_compiled_by_the_first(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "f").write_text("x")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    runs = [subprocess.run([sys.executable, "-c", "import logging; logging.basicConfig(level=logging.INFO)\n" + _DRIVER,
+                            data.as_uri()], capture_output=True, text=True, env=env, timeout=300) for _ in range(2)]
+    entry = next((tmp_path / "cache" / "hive-compaction" / "jvm-helper").iterdir())
+    assert "JVM helper: compiled in" in runs[0].stderr and f"kept in {entry}" in runs[0].stderr, runs[0].stderr
+    assert f"JVM helper: loaded from {entry}" in runs[1].stderr and "compiled in" not in runs[1].stderr
+    assert [r.stdout.splitlines()[-1] for r in runs] == ['["f"]', '["f"]']
+    for folder in (entry.parent.parent, entry.parent, entry):
+        assert folder.stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.integration
+def test_a_damaged_cache_entry_is_compiled_again_and_replaced(spark, tmp_path, monkeypatch, caplog):
+    from hive_compaction.storage import jvm_helper
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    caplog.set_level("INFO", logger=jvm_helper.__name__)
+    jvm_helper._class_loader(spark)  # compiled, then kept (no helper method is called here: see _DRIVER)
+    entry = next((tmp_path / "cache" / "hive-compaction" / "jvm-helper").iterdir())
+    manifest = json.loads((entry / "classes.json").read_text())
+    assert {f"{name}.class" for name in jvm_helper.SOURCES} <= set(manifest)
+    assert jvm_helper._class_loader(spark).getClass().getName() == "java.net.URLClassLoader"
+
+    damaged = entry / "FileMoves.class"  # a partial write, a damaged disk
+    damaged.write_bytes(damaged.read_bytes()[:-1])
+    caplog.clear()
+    loader = jvm_helper._class_loader(spark)
+    assert f"{damaged} is not the file compiled there: removing it and compiling" in caplog.text
+    assert "compiled in" in caplog.text and loader.getClass().getName() != "java.net.URLClassLoader"
+    assert hashlib.sha256(damaged.read_bytes()).hexdigest() == manifest["FileMoves.class"]  # replaced
+    assert jvm_helper._class_loader(spark).getClass().getName() == "java.net.URLClassLoader"
+
+
+@pytest.mark.integration
+def test_a_cache_folder_others_may_write_is_not_used(spark, tmp_path, monkeypatch, caplog):
+    """A class file from the cache runs with the job's credentials: a folder another user could
+    write to is neither read nor written, and the job compiles the helper as without a cache."""
+    from hive_compaction.storage import jvm_helper
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    caplog.set_level("INFO", logger=jvm_helper.__name__)
+    jvm_helper._class_loader(spark)
+    root = tmp_path / "cache" / "hive-compaction" / "jvm-helper"
+    root.chmod(0o777)
+    caplog.clear()
+    loader = jvm_helper._class_loader(spark)
+    assert f"{root} is not this user's alone" in caplog.text and "compiled in" in caplog.text
+    assert f"not kept ({root} is not this user's alone" in caplog.text
+    assert loader.getClass().getName() != "java.net.URLClassLoader"

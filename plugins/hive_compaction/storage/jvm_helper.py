@@ -7,17 +7,33 @@ those round trips were most of a copy merge's time. The helper does each batch o
 one call, passing JSON both ways.
 
 It is compiled by Janino, the compiler Spark itself uses for generated code, so it needs no jar
-to build, ship or put on a classpath: it works wherever PySpark runs a driver. Compilation costs
-a fraction of a second once per Spark application. The helper is one class per concern (see the
-head of ``HiveCompactionHelper.java``): Janino's ``Compiler`` compiles the files together, and one
-class loader under Spark's loads them.
+to build, ship or put on a classpath: it works wherever PySpark runs a driver. The helper is one
+class per concern (see the head of ``HiveCompactionHelper.java``): Janino's ``Compiler`` compiles
+the files together, and one class loader under Spark's loads them.
+
+Compiling takes about 0.9 s of a driver's start (mostly Janino's own classes loading); loading the
+class files compiled before takes 0.03 s. So the driver keeps them in a cache folder of its
+user's (``$XDG_CACHE_HOME`` or ``~/.cache``, then ``hive-compaction/jvm-helper/<key>``), keyed by
+the sources and the Spark, Java and Hadoop versions and jars they were compiled against. The
+folders are the user's own (``0700``), each class file checked against the SHA-256 recorded
+beside it, every class loaded at once; anything else (no home, another owner, a mismatch, a
+class that will not load) falls back to compiling, and the job runs the same either way.
+Deleting the folder is always safe.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
+import os
 import pkgutil
+import shutil
+import stat
 import threading
+import time
+import uuid
 import weakref
+from pathlib import Path
 
 _CLASS = "HiveCompactionHelper"
 # Every source file of the helper (jvm/<name>.java): named here because a zipped package cannot be
@@ -27,6 +43,9 @@ SOURCES = ("HiveCompactionHelper", "FileStatuses", "FileMoves", "TextFiles", "Fo
 _lock = threading.Lock()
 _thread = threading.local()  # .clients: the py4j clients whose connection for this thread has no Nagle delay
 _helpers: dict[int, tuple[object, object]] = {}  # id(py4j gateway client) -> (that client, helper)
+_MANIFEST = "classes.json"  # in a cache entry: class file name -> its SHA-256
+_UNUSED_DAYS = 30  # a cache entry no driver loaded for this long is removed when another is stored
+log = logging.getLogger(__name__)
 
 
 def _sources() -> dict[str, str]:
@@ -35,19 +54,19 @@ def _sources() -> dict[str, str]:
     return {f"{name}.java": pkgutil.get_data(__package__, f"jvm/{name}.java").decode("utf-8") for name in SOURCES}
 
 
-def _compile(spark):
-    """A class loader holding the helper's classes, compiled together from their sources.
+def _compile(spark, parent):
+    """The helper's class files, compiled together: a Java map of "Name.class" (and
+    "Outer$Inner.class") to their bytes, in the JVM.
 
     Janino's SimpleCompiler cooks one compilation unit; its Compiler takes several, resolving
-    their references to each other, and hands the class files to a resource creator, from
-    which a class loader under Spark's loads them."""
+    their references to each other (and to Spark's classes through ``parent``), and hands the
+    class files to a resource creator."""
     from py4j.java_gateway import JavaClass
     client = spark._jvm._gateway_client
 
     def new(name, *args):
         return JavaClass(name, client)(*args)
 
-    parent = JavaClass("org.apache.spark.util.Utils", client).getContextOrSparkClassLoader()
     compiler = new("org.codehaus.janino.Compiler")
     compiler.setIClassLoader(new("org.codehaus.janino.ClassLoaderIClassLoader", parent))
     compiler.setDebugLines(True)  # line numbers in stack traces, as SimpleCompiler gives them
@@ -60,9 +79,129 @@ def _compile(spark):
     for i, (name, text) in enumerate(sources.items()):
         units[i] = new("org.codehaus.commons.compiler.util.resource.StringResource", name, text)
     compiler.compile(units)
-    # The class files ("Name.class", "Outer$Inner.class") stay in the JVM: the loader finds them there.
-    found = new("org.codehaus.commons.compiler.util.resource.MapResourceFinder", classes.getMap())
-    return new("org.codehaus.commons.compiler.util.ResourceFinderClassLoader", found, parent)
+    return classes.getMap()
+
+
+def _cache_key(spark) -> str:
+    """What the class files depend on: the sources, and the classes they were compiled against."""
+    jvm, conf = spark._jvm, spark.sparkContext.getConf()
+    digest = hashlib.sha256()
+    for name, text in sorted(_sources().items()):
+        digest.update(f"{name}\0{text}\0".encode("utf-8"))
+    for part in (spark.version, jvm.java.lang.System.getProperty("java.version"),
+                 jvm.org.apache.hadoop.util.VersionInfo.getVersion(), conf.get("spark.jars", ""),
+                 conf.get("spark.jars.packages", ""), conf.get("spark.driver.extraClassPath", "")):
+        digest.update(f"{part}\0".encode("utf-8"))
+    return digest.hexdigest()[:32]
+
+
+def _cache_root() -> Path | None:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base, "hive-compaction", "jvm-helper") if os.path.isabs(base) else None
+
+
+def _private(path: Path, folder: bool) -> bool:
+    """Ours alone: owned by this user, writable by no one else (a class file from this folder
+    runs with the job's credentials)."""
+    st = path.lstat()
+    kind = stat.S_ISDIR(st.st_mode) if folder else stat.S_ISREG(st.st_mode)
+    return kind and st.st_uid == os.getuid() and not st.st_mode & (0o077 if folder else 0o022)
+
+
+def _cached(entry: Path) -> list[str] | None:
+    """The class names of a complete cache entry, None if there is none. PermissionError when a
+    folder or file of it is not this user's alone; ValueError when the entry is, but its files are
+    not the ones compiled there (a partial deletion, a damaged disk)."""
+    if not entry.is_dir():
+        return None
+    if not (entry / _MANIFEST).is_file():
+        raise ValueError(f"{entry} has no {_MANIFEST}")
+    for path, folder in ((entry.parent.parent, True), (entry.parent, True), (entry, True), (entry / _MANIFEST, False)):
+        if not _private(path, folder):
+            raise PermissionError(f"{path} is not this user's alone")
+    manifest = json.loads((entry / _MANIFEST).read_text(encoding="utf-8"))
+    for name, sha in manifest.items():
+        f = entry / name
+        if not _private(f, False) or hashlib.sha256(f.read_bytes()).hexdigest() != sha:
+            raise ValueError(f"{f} is not the file compiled there")
+    return [name[:-len(".class")] for name in manifest]
+
+
+def _load_cached(spark, parent, entry: Path):
+    """A class loader over a cache entry with every class loaded (a later deletion of the folder
+    cannot break this job), or None."""
+    names = _cached(entry)
+    if names is None:
+        return None
+    from py4j.java_gateway import JavaClass
+    client = spark._jvm._gateway_client
+    urls = spark.sparkContext._gateway.new_array(JavaClass("java.net.URL", client), 1)
+    urls[0] = JavaClass("java.io.File", client)(str(entry)).toURI().toURL()
+    loader = JavaClass("java.net.URLClassLoader", client)(urls, parent)
+    for name in names:
+        loader.loadClass(name)
+    os.utime(entry)  # in use: not pruned
+    return loader
+
+
+def _store(root: Path, key: str, compiled) -> None:
+    """Write a cache entry of ``compiled`` (``_compile``'s map): into a private folder of its own,
+    renamed into place when complete (drivers starting together each write theirs; the first
+    rename wins)."""
+    classes = {str(name): bytes(compiled.get(name)) for name in list(compiled.keySet())}
+    for folder in (root.parent, root):
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not _private(folder, True):
+            raise PermissionError(f"{folder} is not this user's alone (chmod 700 it to use it)")
+    building = root / f".{key}-{uuid.uuid4().hex[:8]}"
+    building.mkdir(mode=0o700)
+    try:
+        for name, data in classes.items():
+            (building / name).write_bytes(data)
+        (building / _MANIFEST).write_text(json.dumps({n: hashlib.sha256(d).hexdigest() for n, d in classes.items()}),
+                                          encoding="utf-8")
+        os.rename(building, root / key)
+    except OSError:
+        shutil.rmtree(building, ignore_errors=True)
+        if not (root / key).is_dir():
+            raise
+    unused = time.time() - _UNUSED_DAYS * 86400
+    for old in root.iterdir():
+        if old.name != key and not old.name.startswith(".") and old.stat().st_mtime < unused:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _class_loader(spark):
+    """A class loader holding the helper's classes: from the cache, or compiled (and cached)."""
+    from py4j.java_gateway import JavaClass
+    client = spark._jvm._gateway_client
+    parent = JavaClass("org.apache.spark.util.Utils", client).getContextOrSparkClassLoader()
+    began = time.monotonic()
+    root = _cache_root()
+    key = _cache_key(spark)
+    if root is not None:
+        try:
+            loader = _load_cached(spark, parent, root / key)
+            if loader is not None:
+                log.info("JVM helper: loaded from %s in %.2fs", root / key, time.monotonic() - began)
+                return loader
+        except ValueError as e:
+            log.info("JVM helper: %s: removing it and compiling", e)
+            shutil.rmtree(root / key, ignore_errors=True)
+        except Exception as e:  # noqa: BLE001 - a cache is never a reason to fail: compile instead
+            log.info("JVM helper: not loaded from the cache %s (%s): compiling it", root / key, e)
+    compiled = _compile(spark, parent)
+    kept = "not kept: no cache folder"
+    if root is not None:
+        try:
+            _store(root, key, compiled)
+            kept = f"kept in {root / key} for the next drivers"
+        except OSError as e:
+            kept = f"not kept ({e})"
+    log.info("JVM helper: compiled in %.2fs, %s", time.monotonic() - began, kept)
+    # The class files stay in the JVM: the loader finds them there.
+    finder = JavaClass("org.codehaus.commons.compiler.util.resource.MapResourceFinder", client)(compiled)
+    return JavaClass("org.codehaus.commons.compiler.util.ResourceFinderClassLoader", client)(finder, parent)
 
 
 def helper(spark):
@@ -72,7 +211,7 @@ def helper(spark):
     with _lock:
         # Compared by identity too: a stopped application's client may leave its id to a new one.
         if key not in _helpers or _helpers[key][0] is not client:
-            instance = _compile(spark).loadClass(_CLASS).newInstance()
+            instance = _class_loader(spark).loadClass(_CLASS).newInstance()
             instance.setConf(spark._jsc.hadoopConfiguration())
             _helpers[key] = (client, instance)
         return _helpers[key][1]
