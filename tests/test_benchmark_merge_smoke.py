@@ -53,6 +53,12 @@ def test_merge_speed_scale_mode_smoke(stack, tmp_path, capsys):
         assert 0 < f["contestants"][name]["fixed_seconds"] < f["contestants"][name]["wall_seconds"], name
         assert f["per_partition_seconds"][name] > 0, name
     assert 0 < f["contestants"]["rewrite"]["rewrite_verify_seconds"] < f["contestants"]["rewrite"]["in_app_seconds"]
+    dag = contestants["dag"]  # its fixed start, split from its log: each part there, the parts its sum
+    parts = [dag[k] for k in ("start_airflow_seconds", "start_plan_task_seconds", "start_spark_seconds",
+                              "start_driver_ours_seconds")]
+    assert all(p > 0 for p in parts) and sum(parts) == pytest.approx(dag["dag_fixed_start_seconds"], abs=0.01)
+    assert dag["dag_fixed_start_seconds"] < dag["fixed_seconds"]  # the plan task starts after the command
+    assert "the DAG's fixed start, the plan task's start to the first merge byte" in out
     assert 0 < f["contestants"]["copy"]["copy_verify_seconds"] < f["contestants"]["copy"]["copy_seconds"]
     targets = f["ratios"]["targets"]
     assert targets, f["ratios"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 
 from pyspark.sql import SparkSession
 
@@ -26,6 +27,16 @@ from hive_compaction.merge.runner import BatchRunner
 from hive_compaction.model.batch import VersionMismatch, batch_tasks, check_version, decode_batch
 from hive_compaction.model.results import Status, encode_results
 from hive_compaction.storage.kerberos_login import logged_in
+
+
+log = logging.getLogger("hive_compaction")
+
+
+def driver_age(spark) -> float:
+    """Seconds since the driver's JVM started (spark-submit's, in client mode): Spark's share of
+    a job's start, before any of ours."""
+    started_ms = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getStartTime()
+    return time.time() - started_ms / 1000
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     # The application keeps the name spark-submit gave it (the operator names the tables it holds).
     spark = SparkSession.builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")  # our own progress lines stay readable in the task log
+    log.info("Spark session ready %.1fs after the driver's JVM started", driver_age(spark))
     runner = None
     try:
         if not logged_in(spark):
