@@ -143,6 +143,7 @@ def test_the_next_driver_loads_the_helper_compiled_by_the_first(tmp_path):
     assert [r.stdout.splitlines()[-1] for r in runs] == ['["f"]', '["f"]']
     for folder in (entry.parent.parent, entry.parent, entry):
         assert folder.stat().st_mode & 0o777 == 0o700
+    assert {f.stat().st_mode & 0o777 for f in entry.iterdir()} == {0o600}  # whatever the umask
 
 
 @pytest.mark.integration

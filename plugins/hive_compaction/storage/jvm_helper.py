@@ -156,18 +156,23 @@ def _store(root: Path, key: str, compiled) -> None:
     building = root / f".{key}-{uuid.uuid4().hex[:8]}"
     building.mkdir(mode=0o700)
     try:
-        for name, data in classes.items():
-            (building / name).write_bytes(data)
-        (building / _MANIFEST).write_text(json.dumps({n: hashlib.sha256(d).hexdigest() for n, d in classes.items()}),
-                                          encoding="utf-8")
+        manifest = {name: hashlib.sha256(data).hexdigest() for name, data in classes.items()}
+        for name, data in [*classes.items(), (_MANIFEST, json.dumps(manifest).encode("utf-8"))]:
+            # 0600 whatever the umask: _cached refuses a file others may write
+            with os.fdopen(os.open(building / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+                f.write(data)
         os.rename(building, root / key)
     except OSError:
         shutil.rmtree(building, ignore_errors=True)
         if not (root / key).is_dir():
             raise
-    unused = time.time() - _UNUSED_DAYS * 86400
+    unused = time.time() - _UNUSED_DAYS * 86400  # entries of other versions, a crashed driver's half-written one
     for old in root.iterdir():
-        if old.name != key and not old.name.startswith(".") and old.stat().st_mtime < unused:
+        try:
+            stale = old.name != key and old.stat().st_mtime < unused
+        except FileNotFoundError:  # removed by another driver meanwhile
+            continue
+        if stale:
             shutil.rmtree(old, ignore_errors=True)
 
 
