@@ -370,6 +370,10 @@ def _pause_and_act(stack: Stack, work: Path, cases: dict, run_of: dict, mode: di
             actions[str(folder)] = {"action": "command", "argv": argv, "label": adv}
             expected[table] = before
     # Each job pauses every partition of its cases at that case's step (the fault hook's entries).
+    # The actions go in a file: with every actor at every call they hold hundreds of rival jobs'
+    # batches, past what one environment variable may hold (128 KiB on Linux).
+    plan = work / "adversary_actions.json"
+    plan.write_text(json.dumps(actions))
     status = {}
     for run_id in dict.fromkeys(run_of.values()):
         mine = [(key, cases[key][0]) for key in cases if run_of[key] == run_id]
@@ -381,7 +385,7 @@ def _pause_and_act(stack: Stack, work: Path, cases: dict, run_of: dict, mode: di
             stack.spark_submit(spark_args["application_args"][1], config_path=cfg, conf=through,
                                HIVE_COMPACTION_TEST_HOOK_AT=steps,
                                HIVE_COMPACTION_TEST_HOOK_CMD=f"{shlex.quote(sys.executable)} {ROOT / 'scripts' / 'adversaries.py'}",
-                               HIVE_COMPACTION_ADVERSARIES=json.dumps(actions),
+                               HIVE_COMPACTION_ADVERSARIES=str(plan),
                                HIVE_COMPACTION_ADVERSARY_LOG=str(log_path), HIVE_METASTORE_PORT=str(stack.port))
         # What the paused job said of each partition: a writer it cannot tell from an overwrite
         # fails the partition, saying what is where (issue 29), and is never a success.

@@ -1,8 +1,8 @@
 """Other actors for the commit protocol's adversarial tests, run at a commit step by the test
 fault hook (``fault_hooks``: ``HIVE_COMPACTION_TEST_HOOK_CMD="python scripts/adversaries.py"``).
 
-Which actor acts on which partition comes from ``HIVE_COMPACTION_ADVERSARIES``: a JSON mapping
-of partition folder (local path) to ``{"action": ..., ...}``; the hook passes the partition's
+Which actor acts on which partition comes from the file ``HIVE_COMPACTION_ADVERSARIES`` names: a
+JSON mapping of partition folder (local path) to ``{"action": ..., ...}``; the hook passes the partition's
 folder in ``HIVE_COMPACTION_PARTITION_DIR``. Actions:
 
 - ``add``: a writer drops one more file into the partition (``source`` -> the first of ``names``
@@ -102,7 +102,8 @@ def _run(spec: dict) -> str:
 
 def main() -> int:
     folder = os.environ["HIVE_COMPACTION_PARTITION_DIR"].rstrip("/")
-    plan = json.loads(os.environ["HIVE_COMPACTION_ADVERSARIES"])
+    with open(os.environ["HIVE_COMPACTION_ADVERSARIES"]) as f:
+        plan = json.load(f)
     spec = plan.get(folder)
     if spec is None:
         return 0
