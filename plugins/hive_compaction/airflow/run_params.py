@@ -109,7 +109,8 @@ def select(settings: Settings, params: dict, run_type, logical_date: datetime | 
            partition_key: str | None = None, now: datetime | None = None) -> RunSelection:
     """``run_type`` is Airflow's DagRunType (an enum in the task SDK, whose str() is not its
     value) or its value: "scheduled", "backfill", "manual", ...; ``partition_key`` the run's key
-    (None for runs without one); ``now`` for tests."""
+    (None for runs without one); ``now`` the clock "today" is read from (default: the current
+    time, in UTC)."""
     run_type = str(getattr(run_type, "value", run_type))
     key = key_date(partition_key) if partition_key else None
     unknown = set(params) - set(PARAM_DEFAULTS)
