@@ -54,9 +54,9 @@ def _sources() -> dict[str, str]:
     return {f"{name}.java": pkgutil.get_data(__package__, f"jvm/{name}.java").decode("utf-8") for name in SOURCES}
 
 
-def _compile(spark, parent):
-    """The helper's class files, compiled together: a Java map of "Name.class" (and
-    "Outer$Inner.class") to their bytes, in the JVM.
+def _compile(spark, parent, sources: dict[str, str]):
+    """The helper's class files (``sources``: ``_sources()``), compiled together: a Java map of
+    "Name.class" (and "Outer$Inner.class") to their bytes, in the JVM.
 
     Janino's SimpleCompiler cooks one compilation unit; its Compiler takes several, resolving
     their references to each other (and to Spark's classes through ``parent``), and hands the
@@ -73,7 +73,6 @@ def _compile(spark, parent):
     compiler.setDebugSource(True)
     classes = new("org.codehaus.commons.compiler.util.resource.MapResourceCreator")
     compiler.setClassFileCreator(classes)
-    sources = _sources()
     resource = JavaClass("org.codehaus.commons.compiler.util.resource.Resource", client)
     units = spark.sparkContext._gateway.new_array(resource, len(sources))
     for i, (name, text) in enumerate(sources.items()):
@@ -82,11 +81,11 @@ def _compile(spark, parent):
     return classes.getMap()
 
 
-def _cache_key(spark) -> str:
+def _cache_key(spark, sources: dict[str, str]) -> str:
     """What the class files depend on: the sources, and the classes they were compiled against."""
     jvm, conf = spark._jvm, spark.sparkContext.getConf()
     digest = hashlib.sha256()
-    for name, text in sorted(_sources().items()):
+    for name, text in sorted(sources.items()):
         digest.update(f"{name}\0{text}\0".encode("utf-8"))
     for part in (spark.version, jvm.java.lang.System.getProperty("java.version"),
                  jvm.org.apache.hadoop.util.VersionInfo.getVersion(), conf.get("spark.jars", ""),
@@ -144,10 +143,11 @@ def _load_cached(spark, parent, entry: Path):
     return loader
 
 
-def _store(root: Path, key: str, compiled) -> None:
-    """Write a cache entry of ``compiled`` (``_compile``'s map): into a private folder of its own,
-    renamed into place when complete (drivers starting together each write theirs; the first
-    rename wins)."""
+def _store(entry: Path, compiled) -> None:
+    """Write the cache entry ``entry`` of ``compiled`` (``_compile``'s map): into a private folder
+    of its own, renamed into place when complete (drivers starting together each write theirs;
+    the first rename wins)."""
+    root, key = entry.parent, entry.name
     classes = {str(name): bytes(compiled.get(name)) for name in list(compiled.keySet())}
     for folder in (root.parent, root):
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -161,10 +161,10 @@ def _store(root: Path, key: str, compiled) -> None:
             # 0600 whatever the umask: _cached refuses a file others may write
             with os.fdopen(os.open(building / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
                 f.write(data)
-        os.rename(building, root / key)
+        os.rename(building, entry)
     except OSError:
         shutil.rmtree(building, ignore_errors=True)
-        if not (root / key).is_dir():
+        if not entry.is_dir():
             raise
     unused = time.time() - _UNUSED_DAYS * 86400  # entries of other versions, a crashed driver's half-written one
     for old in root.iterdir():
@@ -182,25 +182,26 @@ def _class_loader(spark):
     client = spark._jvm._gateway_client
     parent = JavaClass("org.apache.spark.util.Utils", client).getContextOrSparkClassLoader()
     began = time.monotonic()
+    sources = _sources()
     root = _cache_root()
-    key = _cache_key(spark)
-    if root is not None:
+    entry = None if root is None else root / _cache_key(spark, sources)
+    if entry is not None:
         try:
-            loader = _load_cached(spark, parent, root / key)
+            loader = _load_cached(spark, parent, entry)
             if loader is not None:
-                log.info("JVM helper: loaded from %s in %.2fs", root / key, time.monotonic() - began)
+                log.info("JVM helper: loaded from %s in %.2fs", entry, time.monotonic() - began)
                 return loader
         except ValueError as e:
             log.info("JVM helper: %s: removing it and compiling", e)
-            shutil.rmtree(root / key, ignore_errors=True)
+            shutil.rmtree(entry, ignore_errors=True)
         except Exception as e:  # noqa: BLE001 - a cache is never a reason to fail: compile instead
-            log.info("JVM helper: not loaded from the cache %s (%s): compiling it", root / key, e)
-    compiled = _compile(spark, parent)
+            log.info("JVM helper: not loaded from the cache %s (%s): compiling it", entry, e)
+    compiled = _compile(spark, parent, sources)
     kept = "not kept: no cache folder"
-    if root is not None:
+    if entry is not None:
         try:
-            _store(root, key, compiled)
-            kept = f"kept in {root / key} for the next drivers"
+            _store(entry, compiled)
+            kept = f"kept in {entry} for the next drivers"
         except OSError as e:
             kept = f"not kept ({e})"
     log.info("JVM helper: compiled in %.2fs, %s", time.monotonic() - began, kept)
