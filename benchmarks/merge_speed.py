@@ -110,13 +110,13 @@ PREPARED = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO hive_compact
 REWRITE_VERIFIED = re.compile(r"rewrote \d+ group\(s\) \(\d+ files\) in ([0-9.]+)s, read back and verified in ([0-9.]+)s")
 COPY_VERIFIED = re.compile(r"copy-merged \d+ group\(s\) \(\d+ files\) in ([0-9.]+)s, of which verifying ([0-9.]+)s")
 # The DAG's start, from `airflow dags test`'s own lines ("2026-11-27T05:34:31.840697Z [info     ] ...") and
-# the merge job's "Spark session ready" line.
+# the merge job's "Spark ready" line.
 _AIRFLOW_AT = r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z \[info\s*\] "
 PLAN_STARTED = re.compile(_AIRFLOW_AT + r"\[DAG TEST\] starting task_id=plan ")
 TASK_STARTED = re.compile(_AIRFLOW_AT + r"Task started ")
 PLAN_ENDED = re.compile(_AIRFLOW_AT + r"\[DAG TEST\] end task task_id=plan ")
 SUBMITTED = re.compile(_AIRFLOW_AT + r"Spark-Submit cmd: ")
-SESSION_READY = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO hive_compaction: Spark session ready ")
+SPARK_READY = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO hive_compaction: Spark ready ")
 
 # The naive approach, as a small PySpark script: argv = format, work folder, partition folders.
 NAIVE_JOB = textwrap.dedent('''\
@@ -300,8 +300,9 @@ def phases(log_text: str, started_at: float) -> dict:
 def start_phases(log_text: str) -> dict:
     """Where a DAG run's fixed start goes, from the plan task's start to the first merge byte:
     Airflow's (starting the plan task, then the merge task up to its spark-submit), the plan
-    task's body, Spark's (spark-submit to the job's session: launcher, JVMs, Python, context) and
-    the driver's work after it (Kerberos check, work areas, listing, footers, the JVM helper).
+    task's body, Spark's (spark-submit to the job's SparkContext: launcher, JVMs, Python) and
+    the driver's work after it (Kerberos check, work areas, listing, footers, the JVM helper; a
+    job that rewrites makes Spark SQL's session after that, as part of its merging).
     Ours = the plan task's body + the driver's work. Empty when a line is missing."""
     def first(pattern: re.Pattern, after: float = 0.0) -> float | None:
         for m in pattern.finditer(log_text):
@@ -314,7 +315,7 @@ def start_phases(log_text: str) -> dict:
     body = first(TASK_STARTED, plan or 0.0)
     planned = first(PLAN_ENDED, plan or 0.0)
     submitted = first(SUBMITTED, planned or 0.0)
-    session = first(SESSION_READY)
+    session = first(SPARK_READY)
     prepared = first(PREPARED)
     if None in (plan, body, planned, submitted, session, prepared):
         return {}

@@ -199,6 +199,7 @@ def test_a_partition_with_both_calendars_is_copied_in_separate_groups_with_the_r
     """The merge job on a real partition folder, merge_mode copy: two copy groups, one per calendar,
     the reason in the partition's result; every row (dates before 1582 included) reads back the
     same. (auto rewrites such a partition into one file: copying would leave two.)"""
+    from hive_compaction.merge.job_spark import JobSpark
     from hive_compaction.merge.runner import BatchRunner
     folder = tmp_path / "t" / "dt=1"
     folder.mkdir(parents=True)
@@ -210,7 +211,7 @@ def test_a_partition_with_both_calendars_is_copied_in_separate_groups_with_the_r
                          target_file_size=1 << 30, small_file_limit=1 << 20, min_small_files=2, merge_mode="copy")
 
     # ``stack``: the session's Spark knows the real Metastore, whose lock the commit takes.
-    (result,) = BatchRunner(spark, "run1", "b0").run_batch([task])
+    (result,) = BatchRunner(JobSpark(spark.sparkContext), "run1", "b0").run_batch([task])
 
     assert result.status == "merged", result.reason
     assert result.mode == "copy" and result.groups == 2 and result.files_merged == 5
@@ -227,6 +228,7 @@ def test_auto_merges_a_partition_across_the_copy_floor_with_one_engine_into_one_
     """Files with stripes on both sides of copy_min_block_size: auto used to copy those above and
     rewrite those below (two outputs). Now one engine and one file per partition: copy where the
     partition's stripes average at least the floor, rewrite where they do not."""
+    from hive_compaction.merge.job_spark import JobSpark
     from hive_compaction.merge.runner import BatchRunner
     tasks, rows, sizes = [], {}, []
     for part in ("1", "2"):
@@ -248,7 +250,7 @@ def test_auto_merges_a_partition_across_the_copy_floor_with_one_engine_into_one_
         tasks.append(PartitionTask("db", "t", f"dt={part}", (part,), uri, f"file://{tmp_path}/t", "orc",
                                    f"file://{tmp_path}/.hc", target_file_size=1 << 30, small_file_limit=1 << 20,
                                    min_small_files=2, merge_mode="auto", copy_min_block_size=floor))
-    copied, rewritten = BatchRunner(spark, "run1", "b0").run_batch(tasks)
+    copied, rewritten = BatchRunner(JobSpark(spark.sparkContext), "run1", "b0").run_batch(tasks)
     assert (copied.status, copied.mode, copied.groups, copied.files_merged, copied.files_after) == \
         ("merged", "copy", 1, 4, 1), copied.reason
     assert copied.reason == ""

@@ -31,6 +31,8 @@ def test_copy_mode_concatenates_blocks_and_keeps_codec_and_every_row(stack, tmp_
     run = stack.run_dag(cfg)
     assert run.state == "success", run.log[-4000:]
     assert any("dt=2026-10-01" in line and "merged" in line and "  copy  " in line for line in run.log.splitlines())
+    # A job that only copies never makes Spark SQL's session (docs/performance.md#the-fixed-start).
+    assert "hive_compaction: Spark ready " in run.log and "Spark SQL session made" not in run.log
     outputs = data_files(folder)
     assert len(outputs) == 1 and outputs[0].name.startswith("part-compacted-")
     (after,) = footers(stack, fmt, outputs)
@@ -70,6 +72,7 @@ def test_rewrite_keeps_the_codec_and_evolves_old_files_to_the_tables_schema(stac
     assert after.compression == "ZLIB"  # the inputs' codec, not Spark's default
     assert "extra" in after.schema and after.rows == 600
     assert stack.rows(db, table) == rows  # every row, old rows with a null in the new column
+    assert "Spark SQL session made for the rewrites" in run.log
 
 
 def test_rewrite_keeps_a_declared_sort_order_within_each_output(stack, tmp_path):

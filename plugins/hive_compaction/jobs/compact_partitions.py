@@ -20,9 +20,10 @@ import logging
 import sys
 import time
 
-from pyspark.sql import SparkSession
+from pyspark import SparkContext
 
 from hive_compaction.merge import results_writer
+from hive_compaction.merge.job_spark import JobSpark
 from hive_compaction.merge.runner import BatchRunner
 from hive_compaction.model.batch import VersionMismatch, batch_tasks, check_version, decode_batch
 from hive_compaction.model.results import Status, encode_results
@@ -56,9 +57,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     tasks = batch_tasks(payload)
     # The application keeps the name spark-submit gave it (the operator names the tables it holds).
-    spark = SparkSession.builder.getOrCreate()
+    spark = JobSpark(SparkContext.getOrCreate())  # Spark SQL's session only if the job rewrites
     spark.sparkContext.setLogLevel("WARN")  # our own progress lines stay readable in the task log
-    log.info("Spark session ready %.1fs after the driver's JVM started", driver_age(spark))
+    log.info("Spark ready %.1fs after the driver's JVM started", driver_age(spark))
     runner = None
     try:
         if not logged_in(spark):

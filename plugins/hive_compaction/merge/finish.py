@@ -6,13 +6,12 @@ from __future__ import annotations
 import logging
 import time
 
-from pyspark.sql import SparkSession
-
 from hive_compaction.commit import location_switch
 from hive_compaction.commit.in_place import commit, hold
 from hive_compaction.commit.record import CommitRecord
 from hive_compaction.merge.copy import partition_rows
 from hive_compaction.merge.grouping import Work
+from hive_compaction.merge.job_spark import JobSpark
 from hive_compaction.merge.outcome import failed, histogram
 from hive_compaction.model.results import PartitionResult, STATISTICS_KEYS, Status, statistics_update
 from hive_compaction.storage import listing
@@ -27,7 +26,7 @@ class Finisher:
     """Commits the partitions of one merge job (``BatchRunner``): ``run``, ``attempt`` and
     ``owner`` name the job as its journals and new folders do."""
 
-    def __init__(self, spark: SparkSession, fs: HadoopFS, metastore: JobMetastore, run: str, attempt: str,
+    def __init__(self, spark: JobSpark, fs: HadoopFS, metastore: JobMetastore, run: str, attempt: str,
                  owner: str):
         self.spark, self.fs, self.metastore = spark, fs, metastore
         self.run, self.attempt, self.owner = run, attempt, owner

@@ -8,14 +8,13 @@ import logging
 import threading
 import time
 
-from pyspark.sql import SparkSession
-
 from hive_compaction.commit import location_switch
 from hive_compaction.commit.in_place import CommitHeld, InputsChanged, recover
 from hive_compaction.commit.work_area import WorkArea
 from hive_compaction.merge import grouping
 from hive_compaction.merge.copy import partition_rows, readable_footers
 from hive_compaction.merge.grouping import Group, Work
+from hive_compaction.merge.job_spark import JobSpark
 from hive_compaction.merge.outcome import histogram
 from hive_compaction.merge.sizing import enough_small_files, small_files
 from hive_compaction.model.batch import PartitionTask
@@ -34,7 +33,7 @@ class Preparer:
     """Prepares the partitions of one merge job (``BatchRunner``): ``run``, ``attempt`` and
     ``owner`` name the job as its journals and staging folders do."""
 
-    def __init__(self, spark: SparkSession, fs: HadoopFS, metastore: JobMetastore, run: str, attempt: str,
+    def __init__(self, spark: JobSpark, fs: HadoopFS, metastore: JobMetastore, run: str, attempt: str,
                  owner: str, dry_run: bool):
         self.spark, self.fs, self.metastore = spark, fs, metastore
         self.run, self.attempt, self.owner, self.dry_run = run, attempt, owner, dry_run

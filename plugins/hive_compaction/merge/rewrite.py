@@ -18,12 +18,13 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import unquote
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from hive_compaction.merge.checksum import content, content_metrics
 from hive_compaction.merge.copy import error_text
 from hive_compaction.merge.grouping import Engine, Group, Work, staged_suffix
+from hive_compaction.merge.job_spark import JobSpark
 from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.listing import MERGED_PREFIX
 
@@ -34,7 +35,7 @@ _TASK_FILE = re.compile(r"part-(\d{5})-")
 
 
 class RewriteEngine:
-    def __init__(self, spark: SparkSession, fs: HadoopFS, run: str, threads: int):
+    def __init__(self, spark: JobSpark, fs: HadoopFS, run: str, threads: int):
         self.spark, self.fs, self.run, self.threads = spark, fs, run, threads
 
     def stage(self, works: list[Work]) -> None:
@@ -213,7 +214,7 @@ class RewriteEngine:
                 log.error("%s: %s", w.task.label, w.error)
 
 
-def _read_schemas(spark: SparkSession, items: list[tuple[Work, Group]]) -> dict[int, T.StructType | Exception]:
+def _read_schemas(spark: JobSpark, items: list[tuple[Work, Group]]) -> dict[int, T.StructType | Exception]:
     """The schema every rewrite of a partition reads and writes, per Work: the union of the
     schemas of the table's files being rewritten in this batch (files written before a column
     was added are read into the newest schema). One small Spark read per table, over one file

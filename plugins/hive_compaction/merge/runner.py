@@ -25,13 +25,12 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
-from pyspark.sql import SparkSession
-
 from hive_compaction.commit import recovery as maintenance
 from hive_compaction.merge import copy as copy_merge
 from hive_compaction.merge.copy import CopyMergeError
 from hive_compaction.merge.finish import Finisher
 from hive_compaction.merge.grouping import Engine, Work, staged_suffix
+from hive_compaction.merge.job_spark import JobSpark
 from hive_compaction.merge.outcome import failed
 from hive_compaction.merge.prepare import Preparer
 from hive_compaction.merge.rewrite import RewriteEngine
@@ -45,7 +44,7 @@ log = logging.getLogger(__name__)
 
 
 class BatchRunner:
-    def __init__(self, spark: SparkSession, run: str, batch_id: str, dry_run: bool = False,
+    def __init__(self, spark: JobSpark, run: str, batch_id: str, dry_run: bool = False,
                  metastore_uris: str | None = None):
         self.spark = spark
         # The Metastore's lock and partition locations (location_switch), through Spark's Metastore client.
@@ -56,7 +55,6 @@ class BatchRunner:
         self.dry_run = dry_run
         self.attempt = uuid.uuid4().hex[:12]
         self.owner = f"{run}/{self.attempt}"  # names this job in the journals it holds
-        _configure(spark)
         # Driver threads for per-partition work (listing, footers, copies, commits).
         self.threads = max(2, min(8, os.cpu_count() or 2))
         self.preparer = Preparer(spark, self.fs, self.metastore, run, self.attempt, self.owner, dry_run)
@@ -138,24 +136,3 @@ class BatchRunner:
             log.info("%s: copy-merged %d group(s) (%d files) in %.3fs, of which verifying %.3fs", work.task.label,
                      len(copied), sum(len(g.files) for g in copied), time.monotonic() - began, verified)
 
-
-def _configure(spark: SparkSession) -> None:
-    """The Spark settings a merge job's reads and writes rely on."""
-    # A file Spark cannot read must fail the job, never be skipped silently in both the write
-    # and the verification pass (a cluster's defaults may turn skipping on).
-    spark.conf.set("spark.sql.files.ignoreCorruptFiles", "false")
-    spark.conf.set("spark.sql.files.ignoreMissingFiles", "false")
-    # Every read below names its files, already listed by us: without this, Spark starts a
-    # listing job for each read of more than 32 paths (~0.3 s each, per rewrite group).
-    spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", "1000000")
-    # What Spark counts a file as when it packs files into a scan's tasks (4 MB by default): on
-    # small files that makes a task per 32 files, and the checksum scans of the rewrites read
-    # thousands of them. Counted this small, files pack into about one task per core (Spark
-    # still splits a scan into at least as many tasks as cores): 1,000 ORC files of 2,000 rows
-    # were checksummed in 3.0 s against 4.0 s here. Each rewrite group is one task anyway.
-    # A value set for the application (spark_conf, spark-defaults) is kept.
-    if not spark.sparkContext.getConf().contains("spark.sql.files.openCostInBytes"):
-        spark.conf.set("spark.sql.files.openCostInBytes", str(64 * 1024))
-    # A union of single-partition branches keeps one partition per branch (Spark 4 would
-    # otherwise zip them into one task): see rewrite.RewriteEngine._rewrite_job.
-    spark.conf.set("spark.sql.unionOutputPartitioning", "false")

@@ -47,8 +47,8 @@ def login(spark) -> str | None:
     ugi = jvm.org.apache.hadoop.security.UserGroupInformation
     if ugi.getCurrentUser().hasKerberosCredentials() or _metastore_token(jvm, conf):
         return str(ugi.getCurrentUser().getUserName())  # spark-submit logged in, or the cluster's AM
-    principal = spark.conf.get("spark.kerberos.principal", None)
-    keytab = spark.conf.get("spark.kerberos.keytab", None)
+    principal = spark.sparkContext.getConf().get("spark.kerberos.principal", None)
+    keytab = spark.sparkContext.getConf().get("spark.kerberos.keytab", None)
     source = (f"principal {principal} with keytab {keytab} (spark-submit --principal/--keytab: the "
               "operator's principal and keytab)" if principal and keytab
               else f"the ticket cache {os.environ.get('KRB5CCNAME') or '(the default: no KRB5CCNAME)'}")
