@@ -82,3 +82,24 @@ def test_checksum_cost_quick(tmp_path):
     assert r["groups_mismatched"] == 0 and r["rows"] == 3 * 500
     assert all(r[k] > 0 for k in ("plain_write_s", "inputs_scan_s", "outputs_scan_s", "observed_write_s"))
     assert 0 < r["scan_share"] < 1 and "Verification share: scan" in proc.stdout
+
+
+@pytest.mark.integration
+def test_lock_cost_smoke(stack, tmp_path):
+    """benchmarks/lock_cost.py against the session's Metastore, four partitions: every lock is
+    granted and released, and the three ways are timed."""
+    from hmsclient import hmsclient
+    from hmsclient.genthrift.hive_metastore import ttypes
+    out = tmp_path / "figures.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "lock_cost.py"), "--uris", stack.metastore.uri, "--partitions", "4",
+         "--rounds", "1", "--json", str(out)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
+    figures = json.loads(out.read_text())
+    assert figures["partitions"] == 4
+    assert all(figures[f"{k}_ms_per_partition"] > 0 for k in ("per_partition", "two_threads", "one_request"))
+    with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
+        locks = c.show_locks(ttypes.ShowLocksRequest(dbname="lock_cost")).locks or []
+    assert [lock for lock in locks if lock.tablename == "events"] == []
