@@ -4,7 +4,8 @@ rewrite needs one.
 Listing, footers, copies, commits, the Metastore lock and the results table use only the
 SparkContext's JVM and Hadoop configuration. Making the SparkSession costs a driver another
 ~2-3 s (Spark SQL's classes loading, docs/performance.md#the-fixed-start), so a job that only
-copies never makes one, and a job that rewrites makes it once its partitions are prepared.
+copies never makes one, and a job that rewrites starts making it, on a thread of its own, as soon
+as its first partition to rewrite is prepared.
 """
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ log = logging.getLogger(__name__)
 
 class JobSpark:
     """What the job's modules take as ``spark``: ``sparkContext``, ``_jvm``, ``_jsc`` and
-    ``version`` at once; ``read`` and ``session()`` make the SparkSession on first use, with the
-    settings the rewrites rely on (``configure``)."""
+    ``version`` at once; ``read`` and ``session()`` make the SparkSession on first use (or wait for
+    ``make_session_soon``'s), with the settings the rewrites rely on (``configure``)."""
 
     def __init__(self, sc: SparkContext):
         self.sparkContext = sc
@@ -30,6 +31,8 @@ class JobSpark:
         self.version = sc.version
         self._session: SparkSession | None = None
         self._making = threading.Lock()  # rewrite threads may ask for it together
+        self._early: threading.Thread | None = None  # make_session_soon's
+        self._soon = threading.Lock()
 
     def session(self) -> SparkSession:
         with self._making:
@@ -41,11 +44,28 @@ class JobSpark:
                 log.info("Spark SQL session made for the rewrites in %.1fs", time.monotonic() - began)
             return self._session
 
+    def make_session_soon(self) -> None:
+        """Start making the session on a thread of its own (a rewrite is coming): the job goes on
+        preparing its other partitions meanwhile, and ``session()`` waits for it."""
+        with self._soon:
+            if self._session is not None or self._early is not None:
+                return
+            self._early = threading.Thread(target=self._make_early, daemon=True, name="spark-sql-session")
+            self._early.start()
+
+    def _make_early(self) -> None:
+        try:
+            self.session()
+        except Exception as e:  # noqa: BLE001 - the rewrite's own call tries again and reports it
+            log.warning("could not make Spark SQL's session ahead of the rewrites: %s", e)
+
     @property
     def read(self):
         return self.session().read
 
     def stop(self) -> None:
+        if self._early is not None:
+            self._early.join()
         if self._session is not None:
             self._session.stop()
         else:

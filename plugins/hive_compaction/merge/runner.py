@@ -89,6 +89,8 @@ class BatchRunner:
                 log.exception("%s: failed while preparing", task.label)
                 prepared = failed(task, e)
             if isinstance(prepared, Work):
+                if any(g.engine is Engine.REWRITE for g in prepared.groups):
+                    self.spark.make_session_soon()
                 return prepared
             prepared.seconds = round(time.monotonic() - started, 3)
             done(i, prepared)
