@@ -2,6 +2,7 @@
 evolves old files to the table's schema and keeps a declared sort order."""
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -33,6 +34,9 @@ def test_copy_mode_concatenates_blocks_and_keeps_codec_and_every_row(stack, tmp_
     assert any("dt=2026-10-01" in line and "merged" in line and "  copy  " in line for line in run.log.splitlines())
     # A job that only copies never makes Spark SQL's session (docs/performance.md#the-fixed-start).
     assert "hive_compaction: Spark ready " in run.log and "Spark SQL session made" not in run.log
+    # What an operator sizes --driver-memory by.
+    assert re.search(r"driver memory: JVM peak RSS \d+ MB, JVM heap peak \d+ MB of \d+ MB, Python peak RSS \d+ MB",
+                     run.log), run.log[-3000:]
     outputs = data_files(folder)
     assert len(outputs) == 1 and outputs[0].name.startswith("part-compacted-")
     (after,) = footers(stack, fmt, outputs)

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import resource
 import sys
 import time
+from pathlib import Path
 
 from pyspark import SparkContext
 
@@ -38,6 +40,25 @@ def driver_age(spark) -> float:
     a job's start, before any of ours."""
     started_ms = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getStartTime()
     return time.time() - started_ms / 1000
+
+
+def driver_memory(spark) -> str:
+    """The driver's peak memory so far, for sizing ``--driver-memory``: its JVM's resident set
+    (the kernel's high-water mark, where /proc shows it), the JVM heap's peak and limit, and the
+    Python process's resident set."""
+    jvm = spark._jvm
+    management = jvm.java.lang.management.ManagementFactory
+    heap = sum(p.getPeakUsage().getUsed() for p in management.getMemoryPoolMXBeans()
+               if str(p.getType()) == "Heap memory")
+    parts = [f"JVM heap peak {heap / 2**20:.0f} MB of {jvm.java.lang.Runtime.getRuntime().maxMemory() / 2**20:.0f} MB",
+             f"Python peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB"]
+    try:  # the JVM's own process: this driver's parent in client mode, not always the same host elsewhere
+        status = Path(f"/proc/{jvm.java.lang.ProcessHandle.current().pid()}/status").read_text()
+        rss = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:"))
+        parts.insert(0, f"JVM peak RSS {rss / 1024:.0f} MB")
+    except (OSError, StopIteration, ValueError):
+        pass
+    return ", ".join(parts)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         results = runner.maintain(payload.get("maintain", []), tasks) + runner.run_batch(tasks)
         results_writer.publish(spark, payload["results_table"], payload["run"], payload["batch"],
                              encode_results(results), payload.get("metastore_uris"))
+        log.info("driver memory: %s", driver_memory(spark))
     finally:
         if runner is not None:
             runner.metastore.close()
