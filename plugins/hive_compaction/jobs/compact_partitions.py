@@ -52,7 +52,7 @@ def driver_memory(spark) -> str:
                if str(p.getType()) == "Heap memory")
     parts = [f"JVM heap peak {heap / 2**20:.0f} MB of {jvm.java.lang.Runtime.getRuntime().maxMemory() / 2**20:.0f} MB",
              f"Python peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB"]
-    try:  # the JVM's own process: this driver's parent in client mode, not always the same host elsewhere
+    try:  # the JVM's own process (the Python driver's parent, on its host); /proc is Linux's
         status = Path(f"/proc/{jvm.java.lang.ProcessHandle.current().pid()}/status").read_text()
         rss = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:"))
         parts.insert(0, f"JVM peak RSS {rss / 1024:.0f} MB")
