@@ -50,7 +50,9 @@ def make_table(connect: Callable[[], ContextManager], warehouse: str, spark, db:
             write_rows(spark, location, storage, seed * 1000, rows, files)
         c.create_table(ttypes.Table(
             tableName=table, dbName=db, owner="tests", sd=storage_descriptor(location, storage),
-            parameters={"EXTERNAL": "TRUE"}, tableType="EXTERNAL_TABLE",
+            # external.table.purge: a DROP PARTITION deletes the partition's folder, as on a managed
+            # table (Hive 4 keeps an external table's files otherwise; MSCK REPAIR would re-add it).
+            parameters={"EXTERNAL": "TRUE", "external.table.purge": "TRUE"}, tableType="EXTERNAL_TABLE",
             partitionKeys=[] if dates is None else [ttypes.FieldSchema("dt", "string", "")]))
         for i, dt in enumerate(dates or []):
             write_rows(spark, f"{location}/dt={dt}", storage, seed * 1000 + i, rows, files)
