@@ -43,14 +43,14 @@ def test_a_batch_of_another_version_is_refused_naming_both(planned):
 
 
 def test_the_merge_job_refuses_before_it_starts_spark(monkeypatch, capsys):
-    """The job's entry point returns 2 before it creates a Spark session (nothing is touched)."""
+    """The job's entry point returns 2 before it starts Spark (nothing is touched)."""
     from hive_compaction.jobs import compact_partitions as job
 
     class NoSpark:
         def __getattr__(self, name):
             raise AssertionError("the job started Spark for a batch it must refuse")
 
-    monkeypatch.setattr(job, "SparkSession", NoSpark())
+    monkeypatch.setattr(job, "SparkContext", NoSpark())
     payload = {**batch_payload("run", 0, False, []), "version": "0.0.1"}
     assert job.main(["--batch", encode_batch(payload)]) == 2
     err = capsys.readouterr().err
