@@ -142,7 +142,8 @@ def measure(uri: str, partitions: int, rounds: int) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--metastore", choices=["2.3", "3.1.3", "4.0.1"], default="3.1.3")
+    from hive_metastores import RELEASES
+    ap.add_argument("--metastore", choices=["2.3", *RELEASES], default="3.1.3")
     ap.add_argument("--uris", help="a running Metastore's thrift://host:port (instead of starting one)")
     ap.add_argument("--partitions", type=int, default=40)
     ap.add_argument("--rounds", type=int, default=2)
