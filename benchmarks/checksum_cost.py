@@ -12,11 +12,15 @@ round writes every group to one file the way the merge job's rewrite does (one u
   scan       what the rewrite does after it: one scan of the inputs and one of the outputs, each
              taking every file's rows and content checksum (``row_hash``), grouped by file;
   observed   the alternative: the write with each branch observed (the inputs' checksums taken
-             as rows flow into the writer), then the outputs' scan.
+             as rows flow into the writer), then the outputs' scan;
+  cached     the inputs read once: each group's read persisted (Spark's cache, memory and disk)
+             as the write decodes it, the inputs' checksums taken from the cache, then the
+             outputs' scan.
 
 It prints each design's verification share of its rewrite time: scan = (inputs' + outputs'
 scans) / (plain + both scans); observed = (observed - plain + outputs' scan) / (observed +
-outputs' scan). Every group's checksums must agree across inputs, outputs and observations
+outputs' scan); cached = (cached write - plain + cache's sums + outputs' scan) / (cached write +
+cache's sums + outputs' scan). Every group's checksums must agree across inputs, outputs and observations
 (exit code 1 otherwise). The last round counts (the first warms the JVM's compilers). In the
 merge job two such jobs run side by side, which this does not: see docs/performance.md, "At scale: 200 partitions".
 """
@@ -49,32 +53,51 @@ def make_groups(spark, root: Path, groups: int, files: int, rows: int) -> list[l
     return out
 
 
-def write(spark, schema, groups: list[list[str]], target: str, observe: bool):
-    """The union write; with ``observe`` the Observation of each group (in order)."""
+def write(spark, schema, groups: list[list[str]], target: str, observe: bool = False, cache: bool = False):
+    """The union write; with ``observe`` the Observation of each group (in order), with
+    ``cache`` each group's persisted read (in order)."""
+    from pyspark import StorageLevel
     from pyspark.sql import DataFrame, Observation
     from hive_compaction.merge.checksum import content_metrics
     metrics = content_metrics(schema)
-    branches, observed = [], []
+    branches, extra = [], []
     for files in groups:
         df = spark.read.format("orc").schema(schema).load(files)
         if observe:
-            observed.append(Observation())
-            df = df.observe(observed[-1], *metrics)
+            extra.append(Observation())
+            df = df.observe(extra[-1], *metrics)
+        if cache:
+            df = df.persist(StorageLevel.MEMORY_AND_DISK)
+            extra.append(df)
         branches.append(df.coalesce(1))
     functools.reduce(DataFrame.unionAll, branches).write.format("orc").save(target)
-    return observed
+    return extra
+
+
+def cached_sums(schema, cached: list) -> dict[int, tuple[int, int, int]]:
+    """Per group, rows and checksums from its persisted read, in one job over the cache (one task
+    per core: a task per cached block cost twice as much)."""
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+    from hive_compaction.merge.checksum import content, content_metrics
+    tagged = [df.withColumn("__group", F.lit(g)) for g, df in enumerate(cached)]
+    union = functools.reduce(DataFrame.unionAll, tagged)
+    union = union.coalesce(union.sparkSession.sparkContext.defaultParallelism)
+    rows = union.groupBy("__group").agg(*content_metrics(schema)).collect()
+    return {r["__group"]: content(r) for r in rows}
 
 
 def sums(spark, schema, group_of: dict[str, int]) -> dict[int, tuple[int, int, int]]:
     """Per group, rows and checksums of its files, in one scan grouped by file (as the rewrite's
     ``_sums``)."""
     from urllib.parse import unquote, urlsplit
-    from hive_compaction.merge.checksum import content, content_metrics
+    from hive_compaction.merge.checksum import content, encoded_metrics, encoded_row
     by_path = {urlsplit(p).path: g for p, g in group_of.items()}
     df = spark.read.format("orc").schema(schema).load(list(group_of))
     path = df.metadataColumn("_metadata").getField("file_path")
+    rows = df.select(path.alias("file"), encoded_row(schema))
     out: dict[int, tuple[int, int, int]] = {}
-    for r in df.groupBy(path.alias("file")).agg(*content_metrics(schema)).collect():
+    for r in rows.groupBy("file").agg(*encoded_metrics()).collect():
         g = by_path[urlsplit(unquote(r["file"])).path]
         out[g] = tuple(a + b for a, b in zip(out.get(g, (0, 0, 0)), content(r)))
     return out
@@ -123,17 +146,30 @@ def main() -> int:
             observed = write(spark, schema, groups, f"file://{work}/observed-{n}", observe=True)
             seen = [content(o.get) for o in observed]
             observed_s = time.monotonic() - t
-            mismatched = sum(1 for g in range(len(groups)) if not inputs.get(g) == outputs.get(g) == seen[g])
+            t = time.monotonic()
+            cached = write(spark, schema, groups, f"file://{work}/cached-{n}", cache=True)
+            cached_s = time.monotonic() - t
+            t = time.monotonic()
+            from_cache = cached_sums(schema, cached)
+            cache_sums_s = time.monotonic() - t
+            for df in cached:
+                df.unpersist()
+            cached_out = read_back(spark, schema, f"file://{work}/cached-{n}")
+            mismatched = sum(1 for g in range(len(groups))
+                             if not inputs.get(g) == outputs.get(g) == seen[g] == from_cache.get(g) == cached_out.get(g))
             r = {"plain_write_s": plain, "inputs_scan_s": in_scan, "outputs_scan_s": out_scan,
-                 "observed_write_s": observed_s,
+                 "observed_write_s": observed_s, "cached_write_s": cached_s, "cache_sums_s": cache_sums_s,
                  "scan_share": (in_scan + out_scan) / (plain + in_scan + out_scan),
                  "observed_share": (observed_s - plain + out_scan) / (observed_s + out_scan),
+                 "cached_share": (cached_s - plain + cache_sums_s + out_scan) / (cached_s + cache_sums_s + out_scan),
                  "groups_mismatched": mismatched, "rows": sum(v[0] for v in inputs.values())}
             rounds.append({k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()})
             print(f"round {n + 1}: write {plain:.1f}s; scans: inputs {in_scan:.1f}s, outputs {out_scan:.1f}s; "
-                  f"observed write {observed_s:.1f}s. Verification share: scan {r['scan_share']:.3f}, observed "
-                  f"{r['observed_share']:.3f} (target <= 0.15); {mismatched} group(s) mismatched", flush=True)
-            for folder in (f"plain-{n}", f"observed-{n}"):
+                  f"observed write {observed_s:.1f}s; cached write {cached_s:.1f}s + sums from the cache "
+                  f"{cache_sums_s:.1f}s. Verification share: scan {r['scan_share']:.3f}, observed "
+                  f"{r['observed_share']:.3f}, cached {r['cached_share']:.3f} (target <= 0.15); "
+                  f"{mismatched} group(s) mismatched", flush=True)
+            for folder in (f"plain-{n}", f"observed-{n}", f"cached-{n}"):
                 shutil.rmtree(work / folder, ignore_errors=True)
         if args.json:
             args.json.write_text(json.dumps({"config": vars(args) | {"json": str(args.json)}, "rounds": rounds}))

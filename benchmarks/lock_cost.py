@@ -96,16 +96,10 @@ def one_request(metastore, names: list[str]) -> float:
     """One LockRequest naming every partition, then its unlock, through the same JVM client."""
     import getpass
     import socket
+    from hive_compaction.storage.metastore_lock import lock_component
     api = metastore._api
     began = time.monotonic()
-    components = []
-    for name in names:
-        c = api.LockComponent(api.LockType.EXCLUSIVE, api.LockLevel.PARTITION, DB)
-        c.setTablename(TABLE)
-        c.setPartitionname(name)
-        c.setOperationType(api.DataOperationType.NO_TXN)
-        c.setIsAcid(False)
-        components.append(c)
+    components = [lock_component(api, f"{DB}.{TABLE}", name) for name in names]
     request = api.LockRequest(components, getpass.getuser(), socket.gethostname())
     with metastore._client() as client:
         response = client.lock(request)

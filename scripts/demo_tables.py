@@ -65,13 +65,18 @@ def create_table(spark, db: str, table: str, storage: str) -> None:
         PARTITIONED BY (dt STRING) STORED AS {storage}""")
 
 
+FILL_DATES_PER_INSERT = 100
+
+
 def fill(spark, db: str, table: str, dates: list[str], files_per_partition: int, rows_per_partition: int,
          single_file_dates: tuple[str, ...] = ()) -> None:
-    """Insert like a many-task dynamic-partition job: ``files_per_partition`` files in each date."""
+    """Insert like a many-task dynamic-partition job: ``files_per_partition`` files in each date.
+    At most ``FILL_DATES_PER_INSERT`` dates an insert: Spark's analyzer takes minutes over a union
+    of thousands of frames."""
     from functools import reduce
     frames = [events(spark, d, rows_per_partition, seed=i) for i, d in enumerate(dates) if d not in single_file_dates]
-    if frames:
-        df = reduce(lambda a, b: a.unionByName(b), frames)
+    for k in range(0, len(frames), FILL_DATES_PER_INSERT):
+        df = reduce(lambda a, b: a.unionByName(b), frames[k:k + FILL_DATES_PER_INSERT])
         df.repartition(files_per_partition).write.insertInto(f"{db}.{table}")
     for d in single_file_dates:
         events(spark, d, rows_per_partition, seed=dates.index(d)).coalesce(1).write.insertInto(f"{db}.{table}")

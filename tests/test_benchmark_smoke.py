@@ -69,8 +69,8 @@ def test_scan_cost_smoke(stack, tmp_path):
 
 @pytest.mark.integration
 def test_checksum_cost_quick(tmp_path):
-    """benchmarks/checksum_cost.py on three small groups: the inputs', outputs' and observed
-    checksums agree, and the figures it prints are there."""
+    """benchmarks/checksum_cost.py on three small groups: the inputs', outputs', observed and
+    cached checksums agree, and the figures it prints are there."""
     out = tmp_path / "figures.json"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "checksum_cost.py"), "--groups", "3", "--files", "2",
@@ -80,8 +80,9 @@ def test_checksum_cost_quick(tmp_path):
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
     (r,) = json.loads(out.read_text())["rounds"]
     assert r["groups_mismatched"] == 0 and r["rows"] == 3 * 500
-    assert all(r[k] > 0 for k in ("plain_write_s", "inputs_scan_s", "outputs_scan_s", "observed_write_s"))
-    assert 0 < r["scan_share"] < 1 and "Verification share: scan" in proc.stdout
+    assert all(r[k] > 0 for k in ("plain_write_s", "inputs_scan_s", "outputs_scan_s", "observed_write_s",
+                                  "cached_write_s", "cache_sums_s"))
+    assert 0 < r["scan_share"] < 1 and 0 < r["cached_share"] < 1 and "Verification share: scan" in proc.stdout
 
 
 @pytest.mark.integration

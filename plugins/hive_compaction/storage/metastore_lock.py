@@ -155,15 +155,7 @@ class MetastoreLocks:
         """The lock's id once acquired; None where the Metastore serves no locks and none is
         ``required``."""
         api = self._api
-        db, tbl = table.split(".", 1)
-        component = api.LockComponent(api.LockType.EXCLUSIVE,
-                                      api.LockLevel.PARTITION if partition else api.LockLevel.TABLE, db)
-        component.setTablename(tbl)
-        if partition:
-            component.setPartitionname(partition)
-        component.setOperationType(api.DataOperationType.NO_TXN)
-        component.setIsAcid(False)
-        request = api.LockRequest([component], getpass.getuser(), socket.gethostname())
+        request = api.LockRequest([lock_component(api, table, partition)], getpass.getuser(), socket.gethostname())
         request.setAgentInfo(AGENT)
         response = None if self._locks_served else self._first_request(request, label, required)
         if response is None and self._locks_served is False:
@@ -176,7 +168,7 @@ class MetastoreLocks:
             seen: dict[int, tuple[int, float]] = {}
             while str(response.getState()) == "WAITING" and time.monotonic() < deadline:
                 time.sleep(1.0)
-                _release_dead(client, api, db, tbl, partition, lock_id, seen)
+                _release_dead(client, api, *table.split(".", 1), partition, lock_id, seen)
                 response = client.checkLock(lock_id)  # also heartbeats the waiting request
             if str(response.getState()) != "ACQUIRED":
                 try:
@@ -277,6 +269,20 @@ class MetastoreLocks:
             reconnecting(self._client, lambda client: client.unlock(lock_id))
         except Exception as e:  # noqa: BLE001 - gone already (timed out): nothing held
             log.warning("%s/%s: could not release Metastore lock %s: %s", table, partition, lock_id, summary(e))
+
+
+def lock_component(api, table: str, partition: str):
+    """The exclusive, non-transactional lock component of one partition (or, with no partition,
+    the whole table) of ``table`` (``db.table``)."""
+    db, tbl = table.split(".", 1)
+    component = api.LockComponent(api.LockType.EXCLUSIVE,
+                                  api.LockLevel.PARTITION if partition else api.LockLevel.TABLE, db)
+    component.setTablename(tbl)
+    if partition:
+        component.setPartitionname(partition)
+    component.setOperationType(api.DataOperationType.NO_TXN)
+    component.setIsAcid(False)
+    return component
 
 
 def _release_dead(client, api, db: str, tbl: str, partition: str, ours: int,
