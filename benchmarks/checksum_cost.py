@@ -91,13 +91,12 @@ def sums(spark, schema, group_of: dict[str, int]) -> dict[int, tuple[int, int, i
     """Per group, rows and checksums of its files, in one scan grouped by file (as the rewrite's
     ``_sums``)."""
     from urllib.parse import unquote, urlsplit
-    from hive_compaction.merge.checksum import content, encoded_metrics, encoded_row
+    from hive_compaction.merge.checksum import content, content_metrics
     by_path = {urlsplit(p).path: g for p, g in group_of.items()}
     df = spark.read.format("orc").schema(schema).load(list(group_of))
     path = df.metadataColumn("_metadata").getField("file_path")
-    rows = df.select(path.alias("file"), encoded_row(schema))
     out: dict[int, tuple[int, int, int]] = {}
-    for r in rows.groupBy("file").agg(*encoded_metrics()).collect():
+    for r in df.groupBy(path.alias("file")).agg(*content_metrics(schema)).collect():
         g = by_path[urlsplit(unquote(r["file"])).path]
         out[g] = tuple(a + b for a, b in zip(out.get(g, (0, 0, 0)), content(r)))
     return out

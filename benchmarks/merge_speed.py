@@ -108,9 +108,10 @@ PEER_SPEEDUP = 2.0
 # "2026-11-21 09:41:34,123 INFO hive_compaction: prepared 20 partition(s) in 1.2s: ..."
 PREPARED = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO hive_compaction: prepared \d+ partition")
 REWRITE_VERIFIED = re.compile(r"rewrote \d+ group\(s\) \(\d+ files\) in ([0-9.]+)s, read back and verified in ([0-9.]+)s")
-# "driver memory: JVM peak RSS 612 MB, JVM heap peak 210 MB of 1024 MB, Python peak RSS 95 MB" (each job's last line)
-DRIVER_MEMORY = re.compile(r"driver memory: (?:JVM peak RSS (\d+) MB, )?JVM heap peak (\d+) MB of \d+ MB, "
-                           r"Python peak RSS (\d+) MB")
+# "driver memory: JVM peak RSS 612 MB, JVM old generation peak 210 MB of a 1024 MB heap, Python peak RSS 95 MB"
+# (each job's last line)
+DRIVER_MEMORY = re.compile(r"driver memory: (?:JVM peak RSS (\d+) MB, )?JVM old generation peak (\d+) MB of a \d+ MB "
+                           r"heap, Python peak RSS (\d+) MB")
 COPY_VERIFIED = re.compile(r"copy-merged \d+ group\(s\) \(\d+ files\) in ([0-9.]+)s, of which verifying ([0-9.]+)s")
 # The DAG's start, from `airflow dags test`'s own lines ("2026-11-27T05:34:31.840697Z [info     ] ...") and
 # the merge job's "Spark ready" line.
@@ -296,7 +297,7 @@ def phases(log_text: str, started_at: float) -> dict:
     copy = [(float(a), float(b)) for a, b in COPY_VERIFIED.findall(log_text)]
     memory = DRIVER_MEMORY.findall(log_text)  # the largest of the run's jobs
     return {"driver_jvm_peak_rss_mb": max((int(m[0]) for m in memory if m[0]), default=None),
-            "driver_heap_peak_mb": max((int(m[1]) for m in memory), default=None),
+            "driver_old_gen_peak_mb": max((int(m[1]) for m in memory), default=None),
             "driver_python_peak_rss_mb": max((int(m[2]) for m in memory), default=None),
             "fixed_seconds": round(min(prepared) - started_at, 3) if prepared else None,
             "rewrite_seconds": round(sum(a + b for a, b in rewrite), 3) if rewrite else None,
@@ -732,9 +733,9 @@ def report(figures: dict) -> None:
                 f"Airflow {dag['start_airflow_seconds']}s + plan task {dag['start_plan_task_seconds']}s + Spark (spark-submit "
                 f"to the job's SparkContext) {dag['start_spark_seconds']}s + the driver's work {dag['start_driver_ours_seconds']}s")
         for key, c in f["contestants"].items():
-            if c.get("driver_heap_peak_mb") is not None:
+            if c.get("driver_old_gen_peak_mb") is not None:
                 log(f"{key}: the driver's peak memory (its largest job): JVM RSS {c['driver_jvm_peak_rss_mb']} MB, "
-                    f"JVM heap {c['driver_heap_peak_mb']} MB, Python RSS {c['driver_python_peak_rss_mb']} MB")
+                    f"JVM old generation {c['driver_old_gen_peak_mb']} MB, Python RSS {c['driver_python_peak_rss_mb']} MB")
         pp = f["contestants"].get("per_partition", {})
         if pp.get("extrapolated_from"):
             log(f"one spark-submit per partition: measured on {pp['extrapolated_from']} of {f['partitions']} "

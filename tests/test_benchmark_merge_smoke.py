@@ -61,7 +61,7 @@ def test_merge_speed_scale_mode_smoke(stack, tmp_path, capsys):
     assert "the DAG's fixed start, the plan task's start to the first merge byte" in out
     for name in OURS:  # each job's driver memory, from its last line
         c = contestants[name]
-        assert 0 < c["driver_heap_peak_mb"] < c["driver_jvm_peak_rss_mb"] and c["driver_python_peak_rss_mb"] > 0, name
+        assert 0 < c["driver_old_gen_peak_mb"] < c["driver_jvm_peak_rss_mb"] and c["driver_python_peak_rss_mb"] > 0, name
     assert "dag: the driver's peak memory (its largest job): JVM RSS " in out
     assert 0 < f["contestants"]["copy"]["copy_verify_seconds"] < f["contestants"]["copy"]["copy_seconds"]
     targets = f["ratios"]["targets"]

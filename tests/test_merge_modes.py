@@ -35,7 +35,8 @@ def test_copy_mode_concatenates_blocks_and_keeps_codec_and_every_row(stack, tmp_
     # A job that only copies never makes Spark SQL's session (docs/performance.md#the-fixed-start).
     assert "hive_compaction: Spark ready " in run.log and "Spark SQL session made" not in run.log
     # What an operator sizes --driver-memory by.
-    assert re.search(r"driver memory: JVM peak RSS \d+ MB, JVM heap peak \d+ MB of \d+ MB, Python peak RSS \d+ MB",
+    assert re.search(r"driver memory: JVM peak RSS \d+ MB, JVM old generation peak \d+ MB of a \d+ MB heap, "
+                     r"Python peak RSS \d+ MB",
                      run.log), run.log[-3000:]
     outputs = data_files(folder)
     assert len(outputs) == 1 and outputs[0].name.startswith("part-compacted-")

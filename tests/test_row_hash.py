@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import types as T
 
-from hive_compaction.merge.checksum import content, content_metrics, encoded_metrics, encoded_row
+from hive_compaction.merge.checksum import content, content_metrics
 
 INNER = T.StructType([T.StructField("t", T.TimestampType()), T.StructField("x", T.DoubleType())])
 SCHEMA = T.StructType([
@@ -26,12 +26,8 @@ SCHEMA = T.StructType([
 
 
 def checksum(spark, rows: list[tuple]) -> tuple[int, int, int]:
-    """The rows' checksums, taken both ways (each hash encoding the row, as ``observe`` does, and
-    the row encoded once, as the rewrite's scans do): the two must agree."""
     df = spark.createDataFrame(rows, SCHEMA)
-    direct = content(df.agg(*content_metrics(SCHEMA)).first())
-    assert content(df.select(encoded_row(SCHEMA)).agg(*encoded_metrics()).first()) == direct
-    return direct
+    return content(df.agg(*content_metrics(SCHEMA)).first())
 
 
 def row(**kw) -> tuple:

@@ -94,24 +94,6 @@ def content_metrics(schema: T.StructType) -> list[Column]:
     return [F.count(F.lit(1)).alias("rows"), *_halves(first, "checksum"), *_halves(second, "checksum2")]
 
 
-ENCODED = "__encoded_row"
-
-
-def encoded_row(schema: T.StructType) -> Column:
-    """A row of ``schema`` encoded once (as ``row_hashes`` encodes it), for a ``select`` before
-    ``encoded_metrics``: the two hashes then share one encoding (the JSON text of arrays and maps
-    is the costly part) instead of each making its own. Same checksums: a struct's hash chains
-    its fields exactly as a hash of several columns does."""
-    return F.struct(*_columns(schema)).alias(ENCODED)
-
-
-def encoded_metrics() -> list[Column]:
-    """``content_metrics`` over the ``encoded_row`` column: the same rows and checksums."""
-    row = F.col(ENCODED)
-    return [F.count(F.lit(1)).alias("rows"), *_halves(F.xxhash64(row), "checksum"),
-            *_halves(F.xxhash64(F.lit(SECOND_SEED), row), "checksum2")]
-
-
 def content(metrics) -> tuple[int, int, int]:
     """(rows, checksum, checksum2) from an observation's or aggregate's row."""
     def whole(name: str) -> int:

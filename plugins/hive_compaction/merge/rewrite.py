@@ -21,7 +21,7 @@ from urllib.parse import unquote
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from hive_compaction.merge.checksum import content, encoded_metrics, encoded_row
+from hive_compaction.merge.checksum import content, content_metrics
 from hive_compaction.merge.copy import error_text
 from hive_compaction.merge.grouping import Engine, Group, Work, staged_suffix
 from hive_compaction.merge.job_spark import JobSpark
@@ -189,9 +189,8 @@ class RewriteEngine:
         by_path = {_path_of(p): key for p, key in group_of.items()}
         df = self.spark.read.format(fmt).schema(schema).load(list(group_of))
         path = df.metadataColumn("_metadata").getField("file_path")  # never a column of the table's own
-        rows = df.select(path.alias("file"), encoded_row(schema))  # each row encoded once for both hashes
         out: dict[int, tuple[int, int, int]] = {}
-        for r in rows.groupBy("file").agg(*encoded_metrics()).collect():
+        for r in df.groupBy(path.alias("file")).agg(*content_metrics(schema)).collect():
             key = by_path.get(_path_of(unquote(r["file"])))
             if key is None:
                 raise RuntimeError(f"rows read from {r['file']}, a file of no group being checked")
