@@ -20,8 +20,8 @@ round writes every group to one file the way the merge job's rewrite does (one u
 It prints each design's verification share of its rewrite time: scan = (inputs' + outputs'
 scans) / (plain + both scans); observed = (observed - plain + outputs' scan) / (observed +
 outputs' scan); cached = (cached write - plain + cache's sums + outputs' scan) / (cached write +
-cache's sums + outputs' scan). Every group's checksums must agree across inputs, outputs and observations
-(exit code 1 otherwise). The last round counts (the first warms the JVM's compilers). In the
+cache's sums + outputs' scan). Every group's checksums must agree across inputs, outputs,
+observations and the cache (exit code 1 otherwise). The last round counts (the first warms the JVM's compilers). In the
 merge job two such jobs run side by side, which this does not: see docs/performance.md, "At scale: 200 partitions".
 """
 from __future__ import annotations
