@@ -9,6 +9,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -51,6 +52,19 @@ s.stop()
 """
 
 
+def shared_class_archive() -> Path:
+    """Where this machine's driver class archive is: keyed by the Java, the Spark jars (their
+    folder's change time: a reinstalled venv makes a new one) and the JVM flags it was made with,
+    since a JVM rejects an archive made by another (it then starts as if there were none)."""
+    import hashlib
+    import pyspark
+    jars = Path(pyspark.__file__).parent / "jars"
+    java = os.path.realpath(shutil.which("java") or "java")
+    key = "|".join((java, os.environ.get("JAVA_HOME", ""), str(jars), str(jars.stat().st_ctime_ns),
+                    pyspark.__version__, QUICK_JVM_START))
+    return ROOT / ".state" / "class-archive" / f"driver-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
+
+
 @dataclass
 class DagRun:
     returncode: int
@@ -89,7 +103,7 @@ class Stack:
         self.state = state
         self.persistent_airflow = persistent_airflow
         self._dag_runner = None
-        self.class_archive = state / "spark-driver-classes.jsa"  # made by start() when quick_jvm_start
+        self.class_archive = shared_class_archive()  # made by start() when quick_jvm_start, once per machine
         self.quick_jvm_start = quick_jvm_start
         self.object_store = object_store
         self.s3like_jar: Path | None = None
@@ -161,12 +175,26 @@ class Stack:
     def _archive_driver_classes(self) -> None:
         """In the background, one small spark-submit dumps the classes its driver loaded into an
         archive that the later spark-submits map instead of loading and verifying each class
-        again: about a third less CPU per job start here (each job of the suite starts a JVM)."""
+        again: about a third less CPU per job start here (each job of the suite starts a JVM).
+        One archive serves every stack of the machine (its name is keyed by what it was made
+        from), so only the first stack of a fresh checkout makes it; a stack that finds another
+        process making it starts without it, and its jobs use it once it is there."""
         import threading
-        work = self.state / "class-archive"
+        if self.class_archive.exists():
+            return
+        work = self.class_archive.with_suffix(".work")
         work.mkdir(parents=True, exist_ok=True)
+        claim = work / "making"
+        try:
+            fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            if time.time() - claim.stat().st_mtime < 900:  # another stack is making it
+                return
+            claim.unlink(missing_ok=True)  # left by a run that was stopped
+            fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        os.close(fd)
         (work / "job.py").write_text(CDS_JOB)
-        dump = work / "classes.jsa"
+        dump = work / f"classes-{os.getpid()}.jsa"
         env = self.env()
         env["SPARK_SUBMIT_OPTS"] = f"{QUICK_JVM_START} -XX:ArchiveClassesAtExit={dump}"
         t0 = time.monotonic()
@@ -175,9 +203,12 @@ class Stack:
                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
         def publish():
-            if proc.wait() == 0 and dump.exists():
-                dump.rename(self.class_archive)  # whole: a job never maps half an archive
-                record("Spark driver class archive (class data sharing, background)", time.monotonic() - t0)
+            try:
+                if proc.wait() == 0 and dump.exists():
+                    dump.rename(self.class_archive)  # whole: a job never maps half an archive
+                    record("Spark driver class archive (class data sharing, background)", time.monotonic() - t0)
+            finally:
+                claim.unlink(missing_ok=True)
         threading.Thread(target=publish, daemon=True, name="class-archive").start()
 
     def _add_object_store(self) -> None:
