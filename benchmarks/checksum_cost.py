@@ -15,13 +15,16 @@ round writes every group to one file the way the merge job's rewrite does (one u
              as rows flow into the writer), then the outputs' scan;
   cached     the inputs read once: each group's read persisted (Spark's cache, memory and disk)
              as the write decodes it, the inputs' checksums taken from the cache, then the
-             outputs' scan.
+             outputs' scan;
+  writer     what the rewrite does since 2026-11-27: the write tasks take the checksums of the
+             rows they write (``merge/writer_checksums.py``), then the outputs' scan.
 
 It prints each design's verification share of its rewrite time: scan = (inputs' + outputs'
 scans) / (plain + both scans); observed = (observed - plain + outputs' scan) / (observed +
 outputs' scan); cached = (cached write - plain + cache's sums + outputs' scan) / (cached write +
-cache's sums + outputs' scan). Every group's checksums must agree across inputs, outputs,
-observations and the cache (exit code 1 otherwise). The last round counts (the first warms the JVM's compilers). In the
+cache's sums + outputs' scan); writer = (writer's write - plain + outputs' scan) / (writer's
+write + outputs' scan). Every group's checksums must agree across inputs, outputs,
+observations, the cache and the write tasks (exit code 1 otherwise). The last round counts (the first warms the JVM's compilers). In the
 merge job two such jobs run side by side, which this does not: see docs/performance.md, "At scale: 200 partitions".
 """
 from __future__ import annotations
@@ -53,9 +56,11 @@ def make_groups(spark, root: Path, groups: int, files: int, rows: int) -> list[l
     return out
 
 
-def write(spark, schema, groups: list[list[str]], target: str, observe: bool = False, cache: bool = False):
+def write(spark, schema, groups: list[list[str]], target: str, observe: bool = False, cache: bool = False,
+          by_writer: bool = False):
     """The union write; with ``observe`` the Observation of each group (in order), with
-    ``cache`` each group's persisted read (in order)."""
+    ``cache`` each group's persisted read (in order), with ``by_writer`` the write tasks'
+    checksums by group (the rewrite's way)."""
     from pyspark import StorageLevel
     from pyspark.sql import DataFrame, Observation
     from hive_compaction.merge.checksum import content_metrics
@@ -70,7 +75,20 @@ def write(spark, schema, groups: list[list[str]], target: str, observe: bool = F
             df = df.persist(StorageLevel.MEMORY_AND_DISK)
             extra.append(df)
         branches.append(df.coalesce(1))
-    functools.reduce(DataFrame.unionAll, branches).write.format("orc").save(target)
+    union = functools.reduce(DataFrame.unionAll, branches)
+    if by_writer:
+        import re
+        from hive_compaction.merge import writer_checksums
+        probe = spark.read.format("orc").schema(schema).load(groups[0])
+        by_file = writer_checksums.write(spark, union, "orc", {}, target, probe, schema)
+        if by_file is None:
+            raise RuntimeError("the write tasks took no checksums (see the log)")
+        out: dict[int, tuple[int, int, int]] = {}
+        for name, got in by_file.items():
+            g = int(re.match(r"part-(\d{5})-", name).group(1))
+            out[g] = tuple(a + b for a, b in zip(out.get(g, (0, 0, 0)), got))
+        return out
+    union.write.format("orc").save(target)
     return extra
 
 
@@ -154,21 +172,32 @@ def main() -> int:
             for df in cached:
                 df.unpersist()
             cached_out = read_back(spark, schema, f"file://{work}/cached-{n}")
+            t = time.monotonic()
+            by_writer = write(spark, schema, groups, f"file://{work}/writer-{n}", by_writer=True)
+            writer_s = time.monotonic() - t
+            t = time.monotonic()
+            writer_out = read_back(spark, schema, f"file://{work}/writer-{n}")
+            writer_out_scan = time.monotonic() - t
             mismatched = sum(1 for g in range(len(groups))
-                             if not inputs.get(g) == outputs.get(g) == seen[g] == from_cache.get(g) == cached_out.get(g))
+                             if not inputs.get(g) == outputs.get(g) == seen[g] == from_cache.get(g) == cached_out.get(g)
+                             == by_writer.get(g) == writer_out.get(g))
             r = {"plain_write_s": plain, "inputs_scan_s": in_scan, "outputs_scan_s": out_scan,
                  "observed_write_s": observed_s, "cached_write_s": cached_s, "cache_sums_s": cache_sums_s,
                  "scan_share": (in_scan + out_scan) / (plain + in_scan + out_scan),
                  "observed_share": (observed_s - plain + out_scan) / (observed_s + out_scan),
                  "cached_share": (cached_s - plain + cache_sums_s + out_scan) / (cached_s + cache_sums_s + out_scan),
+                 "writer_write_s": writer_s, "writer_outputs_scan_s": writer_out_scan,
+                 "writer_share": (writer_s - plain + writer_out_scan) / (writer_s + writer_out_scan),
                  "groups_mismatched": mismatched, "rows": sum(v[0] for v in inputs.values())}
             rounds.append({k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()})
             print(f"round {n + 1}: write {plain:.1f}s; scans: inputs {in_scan:.1f}s, outputs {out_scan:.1f}s; "
                   f"observed write {observed_s:.1f}s; cached write {cached_s:.1f}s + sums from the cache "
-                  f"{cache_sums_s:.1f}s. Verification share: scan {r['scan_share']:.3f}, observed "
-                  f"{r['observed_share']:.3f}, cached {r['cached_share']:.3f} (target <= 0.15); "
+                  f"{cache_sums_s:.1f}s; the write tasks' checksums: write {writer_s:.1f}s, outputs "
+                  f"{writer_out_scan:.1f}s. Verification share: scan {r['scan_share']:.3f}, observed "
+                  f"{r['observed_share']:.3f}, cached {r['cached_share']:.3f}, writer {r['writer_share']:.3f} "
+                  f"(target <= 0.15); "
                   f"{mismatched} group(s) mismatched", flush=True)
-            for folder in (f"plain-{n}", f"observed-{n}", f"cached-{n}"):
+            for folder in (f"plain-{n}", f"observed-{n}", f"cached-{n}", f"writer-{n}"):
                 shutil.rmtree(work / folder, ignore_errors=True)
         if args.json:
             args.json.write_text(json.dumps({"config": vars(args) | {"json": str(args.json)}, "rounds": rounds}))

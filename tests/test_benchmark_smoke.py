@@ -69,8 +69,8 @@ def test_scan_cost_smoke(stack, tmp_path):
 
 @pytest.mark.integration
 def test_checksum_cost_quick(tmp_path):
-    """benchmarks/checksum_cost.py on three small groups: the inputs', outputs', observed and
-    cached checksums agree, and the figures it prints are there."""
+    """benchmarks/checksum_cost.py on three small groups: the inputs', outputs', observed, cached
+    and write tasks' checksums agree, and the figures it prints are there."""
     out = tmp_path / "figures.json"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "checksum_cost.py"), "--groups", "3", "--files", "2",
@@ -81,9 +81,10 @@ def test_checksum_cost_quick(tmp_path):
     (r,) = json.loads(out.read_text())["rounds"]
     assert r["groups_mismatched"] == 0 and r["rows"] == 3 * 500
     assert all(r[k] > 0 for k in ("plain_write_s", "inputs_scan_s", "outputs_scan_s", "observed_write_s",
-                                  "cached_write_s", "cache_sums_s"))
+                                  "cached_write_s", "cache_sums_s", "writer_write_s", "writer_outputs_scan_s"))
     # On groups this small a design's share can come out below zero (its write beat the plain one).
-    assert 0 < r["scan_share"] < 1 and "cached_share" in r and "Verification share: scan" in proc.stdout
+    assert 0 < r["scan_share"] < 1 and "cached_share" in r and "writer_share" in r
+    assert "Verification share: scan" in proc.stdout
 
 
 @pytest.mark.integration

@@ -78,6 +78,7 @@ def test_rewrite_keeps_the_codec_and_evolves_old_files_to_the_tables_schema(stac
     assert "extra" in after.schema and after.rows == 600
     assert stack.rows(db, table) == rows  # every row, old rows with a null in the new column
     assert "Spark SQL session made for the rewrites" in run.log
+    assert "the inputs' checksums taken by the write tasks" in run.log  # not by a second scan
 
 
 def test_rewrite_keeps_a_declared_sort_order_within_each_output(stack, tmp_path):
@@ -100,6 +101,7 @@ def test_rewrite_keeps_a_declared_sort_order_within_each_output(stack, tmp_path)
     ks = [r["k"] for r in spark.read.parquet(f"file://{output}").collect()]
     assert ks == sorted(ks) and len(ks) == 2000
     assert stack.rows(db, table) == rows
+    assert "the inputs' checksums taken by the write tasks" in run.log
 
 
 def test_a_file_damaged_past_its_footer_fails_only_its_own_partition(stack, tmp_path):

@@ -2,11 +2,12 @@
 
 All rewrite groups of a batch go through a few Spark jobs: one job per table (up to
 ``REWRITE_GROUPS_PER_JOB`` groups), each group one task streaming its files into one output
-(``coalesce(1)``, no shuffle). Then one scan of the inputs and one of the outputs take each
-group's rows and order-independent content checksum (``row_hash``: sums of two 64-bit hashes of
-every row; one aggregate grouped by file); a group whose output differs fails only its
-partition. Verified outputs move to their partition's staging folder, where the commit protocol
-expects them.
+(``coalesce(1)``, no shuffle). The write tasks take each group's rows and order-independent
+content checksum (``checksum``: sums of two 64-bit hashes of every row) as they write them
+(``writer_checksums``; where they cannot, one scan of the inputs takes them), and one scan of
+the outputs takes the same of what the files hold (one aggregate grouped by file); a group whose
+output differs fails only its partition. Verified outputs move to their partition's staging
+folder, where the commit protocol expects them.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from hive_compaction.merge.checksum import content, content_metrics
 from hive_compaction.merge.copy import error_text
 from hive_compaction.merge.grouping import Engine, Group, Work, staged_suffix
 from hive_compaction.merge.job_spark import JobSpark
+from hive_compaction.merge import writer_checksums
 from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.listing import MERGED_PREFIX
 
@@ -96,13 +98,12 @@ class RewriteEngine:
         Each group is one branch of a union: its files read with ``schema``, ``coalesce(1)`` (one
         task, no shuffle), sorted within the task if the table is SORTED BY. With
         ``spark.sql.unionOutputPartitioning`` off, the union's partitions are the branches' in
-        order, so task i writes group i's single file ``part-0000i-...``. Then one scan takes
-        the inputs' rows and content checksums, and one the outputs': a group whose output
-        differs fails its partition. (Observing each branch during the write took the same
-        figures in one pass fewer, but cost more than a second scan: 100 groups here, 32.5 s
-        against 18.3 s + 6.8 s; again with the checksums summed in 64-bit integers, two jobs of
-        100 groups side by side: the job 84.3 s against 70.2 s. ``benchmarks/checksum_cost.py``
-        compares the two in one application.)"""
+        order, so task i writes group i's single file ``part-0000i-...``. The write tasks take
+        the rows and content checksums of what they write (else one scan of the inputs takes
+        them), and one scan takes the outputs': a group whose output differs fails its
+        partition. (Observing each branch during the write instead, with Spark's ``observe``,
+        cost more than a second scan: 100 groups here, 32.5 s against 18.3 s + 6.8 s.
+        ``benchmarks/checksum_cost.py`` compares the designs in one application.)"""
         first = items[0][0]
         fmt, codec = first.task.storage_format, first.codec
         job_dir = f"{first.area.root}/staging/{self.run}/rewrite-{uuid.uuid4().hex[:12]}"
@@ -112,17 +113,23 @@ class RewriteEngine:
         log.info("%s: rewriting %d group(s) in one Spark job (plan built in %.1fs)", first.task.table_name,
                  len(items), started - planning)
         try:
-            functools.reduce(DataFrame.unionAll, branches).write.format(fmt).option("compression", codec).save(job_dir)
+            union = functools.reduce(DataFrame.unionAll, branches)
+            probe = self.spark.read.format(fmt).schema(schema).load([f.path for f in items[0][1].files])
+            by_file = writer_checksums.write(self.spark, union, fmt, {"compression": codec}, job_dir, probe, schema)
             written = time.monotonic()
             outputs = self._task_outputs(job_dir)
-            wants = self._sums(fmt, schema, {f.path: id(g) for _, g in items for f in g.files})
+            if by_file is None:
+                wants = self._sums(fmt, schema, {f.path: id(g) for _, g in items for f in g.files})
+                inputs = "the inputs' checksums by a scan"
+            else:
+                wants = self._written_sums(items, outputs, by_file)
+                inputs = "the inputs' checksums taken by the write tasks"
             self._take_outputs(items, outputs, wants)
             summed = time.monotonic()
             self._verify_rewrites(items, schema)
-            log.info("%s: rewrote %d group(s) (%d files) in %.1fs, read back and verified in %.1fs (of which "
-                     "the inputs' checksums %.1fs)", first.task.table_name, len(items),
-                     sum(len(g.files) for _, g in items), written - started, time.monotonic() - written,
-                     summed - written)
+            log.info("%s: rewrote %d group(s) (%d files) in %.1fs, read back and verified in %.1fs (%s: %.1fs)",
+                     first.task.table_name, len(items), sum(len(g.files) for _, g in items), written - started,
+                     time.monotonic() - written, inputs, summed - written)
             self._move_to_staging(items)
         finally:
             self.fs.delete(job_dir, recursive=True)
@@ -149,6 +156,22 @@ class RewriteEngine:
             if m and not e.is_dir:
                 outputs.setdefault(int(m.group(1)), []).append(e)
         return outputs
+
+    @staticmethod
+    def _written_sums(items: list[tuple[Work, Group]], outputs: dict[int, list],
+                      by_file: dict[str, tuple[int, int, int]]) -> dict[int, tuple[int, int, int]]:
+        """Each group's rows and checksums as its write task took them, from its files'. A sum
+        for a file the job did not leave, or a file left without one, fails the whole job (the
+        job is then retried group by group)."""
+        listed = {e.name for files in outputs.values() for e in files}
+        if set(by_file) != listed:
+            raise RuntimeError(f"the write tasks' checksums name {sorted(set(by_file) - listed)[:3]} and not "
+                               f"{sorted(listed - set(by_file))[:3]} of the files written")
+        out: dict[int, tuple[int, int, int]] = {}
+        for i, (_, g) in enumerate(items):
+            for e in outputs.get(i, []):
+                out[id(g)] = tuple(a + b for a, b in zip(out.get(id(g), (0, 0, 0)), by_file[e.name]))
+        return out
 
     @staticmethod
     def _take_outputs(items: list[tuple[Work, Group]], outputs: dict[int, list],

@@ -48,10 +48,11 @@ _UNUSED_DAYS = 30  # a cache entry no driver loaded for this long is removed whe
 log = logging.getLogger(__name__)
 
 
-def _sources() -> dict[str, str]:
-    """File name -> Java source text of every helper class."""
+def _sources(names: tuple[str, ...] = SOURCES, package: str = __package__) -> dict[str, str]:
+    """File name -> Java source text of each class of ``names`` (``package``'s ``jvm/`` folder;
+    by default every helper class)."""
     # pkgutil reads package data from a zip too (the package shipped with --py-files).
-    return {f"{name}.java": pkgutil.get_data(__package__, f"jvm/{name}.java").decode("utf-8") for name in SOURCES}
+    return {f"{name}.java": pkgutil.get_data(package, f"jvm/{name}.java").decode("utf-8") for name in names}
 
 
 def _compile(spark, parent, sources: dict[str, str]):
@@ -176,13 +177,14 @@ def _store(entry: Path, compiled) -> None:
             shutil.rmtree(old, ignore_errors=True)
 
 
-def _class_loader(spark):
-    """A class loader holding the helper's classes: from the cache, or compiled (and cached)."""
+def _class_loader(spark, sources: dict[str, str] | None = None, class_files: dict[str, bytes] | None = None):
+    """A class loader holding the helper's classes (or those of ``sources``): from the cache, or
+    compiled (and cached). ``class_files``, if given, receives their class files' bytes by name."""
     from py4j.java_gateway import JavaClass
     client = spark._jvm._gateway_client
     parent = JavaClass("org.apache.spark.util.Utils", client).getContextOrSparkClassLoader()
     began = time.monotonic()
-    sources = _sources()
+    sources = sources or _sources()
     root = _cache_root()
     entry = None if root is None else root / _cache_key(spark, sources)
     if entry is not None:
@@ -190,6 +192,8 @@ def _class_loader(spark):
             loader = _load_cached(spark, parent, entry)
             if loader is not None:
                 log.info("JVM helper: loaded from %s in %.2fs", entry, time.monotonic() - began)
+                if class_files is not None:  # checked against their SHA-256 by _cached
+                    class_files.update({f.name: f.read_bytes() for f in entry.glob("*.class")})
                 return loader
         except ValueError as e:
             log.info("JVM helper: %s: removing it and compiling", e)
@@ -197,6 +201,8 @@ def _class_loader(spark):
         except Exception as e:  # noqa: BLE001 - a cache is never a reason to fail: compile instead
             log.info("JVM helper: not loaded from the cache %s (%s): compiling it", entry, e)
     compiled = _compile(spark, parent, sources)
+    if class_files is not None:
+        class_files.update({str(name): bytes(compiled.get(name)) for name in list(compiled.keySet())})
     kept = "not kept: no cache folder"
     if entry is not None:
         try:

@@ -1,0 +1,77 @@
+// The rewrite's checksums taken by the write tasks themselves, as they hand each row to the file
+// writer (merge/writer_checksums.py): no second read of the inputs to checksum them.
+//
+// A rewrite writes with the format HiveCompactionChecksumOrc / HiveCompactionChecksumParquet,
+// Spark's own ORC and Parquet formats whose prepareWrite wraps the output writer factory. The
+// driver registers, under an id passed as a write option, the row hash expressions (the same
+// Catalyst expressions as merge/checksum.py's scans, resolved against the written columns) and an
+// accumulator; each output writer hashes every row it writes and, once its file is closed,
+// adds "file name, rows, sums" to the accumulator. Spark merges a result task's accumulator
+// updates once per partition and only from a successful attempt, so the driver reads exactly the
+// sums of the files the job committed.
+//
+// Compiled at run time by Janino like the driver's helper (jvm_helper.py); the executors load the
+// same class files from a jar the driver writes and adds with SparkContext.addJar. Janino
+// compiles a subset of Java: no lambdas, type arguments are ignored (hence raw types and casts).
+
+import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
+
+import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.Project;
+import org.apache.spark.sql.execution.datasources.OutputWriterFactory;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.util.CollectionAccumulator;
+
+public class HiveCompactionChecksums {
+    /** The write option naming a registration (lower case: Spark's option maps ignore case). */
+    public static final String OPTION = "hivecompaction.checksums";
+
+    private static final ConcurrentHashMap registered = new ConcurrentHashMap();  // id -> Object[3]
+    private static final ConcurrentHashMap taken = new ConcurrentHashMap();       // id -> Boolean
+
+    /** Registers the hashes of ``probe`` (a Project of the two row hashes over a read of the
+     *  written columns) and the accumulator the writers add to; the id to pass as OPTION, or null
+     *  if the plan is not of that shape. */
+    public static String register(LogicalPlan probe, CollectionAccumulator sums) {
+        if (!(probe instanceof Project)) return null;
+        Project p = (Project) probe;
+        if (p.projectList().length() != 2) return null;
+        String id = UUID.randomUUID().toString();
+        registered.put(id, new Object[] {p.projectList(), p.child().output(), sums});
+        return id;
+    }
+
+    /** Whether a write with ``id`` had its writers wrapped (else it wrote without checksums). */
+    public static boolean taken(String id) { return taken.containsKey(id); }
+
+    public static void forget(String id) {
+        registered.remove(id);
+        taken.remove(id);
+    }
+
+    /** ``factory`` wrapped when the options name a registration whose hashed columns are the
+     *  written ones, in order; else ``factory`` itself. */
+    static OutputWriterFactory wrap(OutputWriterFactory factory, scala.collection.immutable.Map options,
+                                    StructType dataSchema) {
+        scala.Option id = options.get(OPTION);
+        if (id.isEmpty()) return factory;
+        Object[] r = (Object[]) registered.get(id.get());
+        if (r == null || !sameColumns((scala.collection.immutable.Seq) r[1], dataSchema)) return factory;
+        taken.put(id.get(), Boolean.TRUE);
+        return new HiveCompactionChecksumWriterFactory(factory, (scala.collection.immutable.Seq) r[0],
+                                                       (scala.collection.immutable.Seq) r[1], (CollectionAccumulator) r[2]);
+    }
+
+    private static boolean sameColumns(scala.collection.immutable.Seq input, StructType written) {
+        StructField[] fields = written.fields();
+        if (input.length() != fields.length) return false;
+        for (int i = 0; i < fields.length; i++) {
+            Attribute a = (Attribute) input.apply(i);
+            if (!a.name().equals(fields[i].name()) || !a.dataType().sameType(fields[i].dataType())) return false;
+        }
+        return true;
+    }
+}
