@@ -7,8 +7,9 @@ hold is still read back and checksummed (``RewriteEngine._verify_rewrites``), an
 count of the inputs is still checked against their footers.
 
 The classes are compiled by Janino in the driver (``jvm_helper``), and reach the executors in a
-jar written from the same class files and added with ``SparkContext.addJar``. The driver finds
-the format class through the calling thread's context class loader, set for the write only.
+jar written from the same class files and added with ``SparkContext.addJar``. The driver's Spark
+finds the format class through the thread's context class loader, set for the write call only
+(``HiveCompactionChecksums.save``, one JVM call).
 Anything that keeps this from working (a Spark whose internal writer API differs, a jar that
 cannot be added) makes the rewrite fall back to scanning its inputs, and says so once.
 """
@@ -72,28 +73,18 @@ def write(spark, df: DataFrame, fmt: str, options: dict[str, str], path: str, pr
     if loader is None:
         df.write.format(fmt).options(**options).save(path)
         return None
-    from py4j.java_gateway import JavaClass
     first, second = row_hashes(schema)
     plan = probe.select(first.alias("checksum"), second.alias("checksum2"))._jdf.queryExecution().optimizedPlan()
     sums = spark.sparkContext._jsc.sc().collectionAccumulator("hive-compaction rewrite checksums")
-    thread = spark._jvm.java.lang.Thread.currentThread()  # this Python thread's own JVM thread (py4j pins it)
-    saved = thread.getContextClassLoader()
-    thread.setContextClassLoader(loader)  # where py4j and Spark's format lookup find the classes
-    try:
-        checksums = JavaClass("HiveCompactionChecksums", spark._jvm._gateway_client)
-        reg = checksums.register(plan, sums)
-        if reg is None:
-            log.warning("the write tasks cannot take the checksums of this plan: the inputs are checksummed "
-                        "by a second scan instead")
-            df.write.format(fmt).options(**options).save(path)
-            return None
-        try:
-            df.write.format(FORMATS[fmt]).options(**options).option(checksums.OPTION, reg).save(path)
-            taken = checksums.taken(reg)
-        finally:
-            checksums.forget(reg)
-    finally:
-        thread.setContextClassLoader(saved)
+    checksums = loader.loadClass("HiveCompactionChecksums").newInstance()
+    reg = checksums.register(plan, sums)
+    if reg is None:
+        log.warning("the write tasks cannot take the checksums of this plan: the inputs are checksummed by a "
+                    "second scan instead")
+        df.write.format(fmt).options(**options).save(path)
+        return None
+    writer = df.write.format(FORMATS[fmt]).options(**options)  # found by the class loader save() sets
+    taken = checksums.save(writer._jwrite, reg, path)
     if not taken:
         return None
     out: dict[str, tuple[int, int, int]] = {}

@@ -17,6 +17,7 @@
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 
+import org.apache.spark.sql.DataFrameWriter;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.Project;
@@ -32,10 +33,14 @@ public class HiveCompactionChecksums {
     private static final ConcurrentHashMap registered = new ConcurrentHashMap();  // id -> Object[3]
     private static final ConcurrentHashMap taken = new ConcurrentHashMap();       // id -> Boolean
 
+    /** Reached from Python through an instance (py4j calls its methods; the state is static,
+     *  since Spark makes the format objects itself). */
+    public HiveCompactionChecksums() {}
+
     /** Registers the hashes of ``probe`` (a Project of the two row hashes over a read of the
-     *  written columns) and the accumulator the writers add to; the id to pass as OPTION, or null
+     *  written columns) and the accumulator the writers add to; the id to write with, or null
      *  if the plan is not of that shape. */
-    public static String register(LogicalPlan probe, CollectionAccumulator sums) {
+    public String register(LogicalPlan probe, CollectionAccumulator sums) {
         if (!(probe instanceof Project)) return null;
         Project p = (Project) probe;
         if (p.projectList().length() != 2) return null;
@@ -44,12 +49,22 @@ public class HiveCompactionChecksums {
         return id;
     }
 
-    /** Whether a write with ``id`` had its writers wrapped (else it wrote without checksums). */
-    public static boolean taken(String id) { return taken.containsKey(id); }
-
-    public static void forget(String id) {
-        registered.remove(id);
-        taken.remove(id);
+    /** ``writer.save(path)`` with registration ``id``, its format found by the class loader that
+     *  holds these classes (Spark looks formats up through the thread's context class loader,
+     *  set here for this call only, on this thread); true if its output writers took checksums.
+     *  The registration is forgotten either way. */
+    public boolean save(DataFrameWriter writer, String id, String path) {
+        Thread thread = Thread.currentThread();
+        ClassLoader saved = thread.getContextClassLoader();
+        thread.setContextClassLoader(HiveCompactionChecksums.class.getClassLoader());
+        try {
+            writer.option(OPTION, id).save(path);
+            return taken.containsKey(id);
+        } finally {
+            thread.setContextClassLoader(saved);
+            registered.remove(id);
+            taken.remove(id);
+        }
     }
 
     /** ``factory`` wrapped when the options name a registration whose hashed columns are the
