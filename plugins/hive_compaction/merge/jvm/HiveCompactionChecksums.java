@@ -76,7 +76,7 @@ public class HiveCompactionChecksums {
         Object[] r = (Object[]) registered.get(id.get());
         if (r == null || !sameColumns((scala.collection.immutable.Seq) r[1], dataSchema)) return factory;
         taken.put(id.get(), Boolean.TRUE);
-        return new HiveCompactionChecksumWriterFactory(factory, (scala.collection.immutable.Seq) r[0],
+        return new HiveCompactionChecksumWriterFactory((String) id.get(), factory, (scala.collection.immutable.Seq) r[0],
                                                        (scala.collection.immutable.Seq) r[1], (CollectionAccumulator) r[2]);
     }
 
