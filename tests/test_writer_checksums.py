@@ -4,6 +4,7 @@ hold, file by file, for ORC and Parquet and every kind of value the checksum tel
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -45,3 +46,9 @@ def test_a_format_without_the_wrapped_writer_is_written_plainly(spark, tmp_path)
     df = spark.createDataFrame([(1, "a")], "id BIGINT, s STRING")
     assert writer_checksums.write(spark, df, "json", {}, f"file://{tmp_path}/out", df, df.schema) is None
     assert spark.read.json(f"file://{tmp_path}/out").count() == 1
+
+
+def test_every_java_file_of_the_folder_is_compiled():
+    """writer_checksums.SOURCES names the classes (a zipped package cannot be listed): all of them."""
+    folder = Path(writer_checksums.__file__).parent / "jvm"
+    assert {f.stem for f in folder.glob("*.java")} == set(writer_checksums.SOURCES)

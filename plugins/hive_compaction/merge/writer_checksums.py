@@ -46,8 +46,7 @@ def _loader(spark):
     with _lock:
         if key not in _loaders or _loaders[key][0] is not client:
             try:
-                files: dict[str, bytes] = {}
-                loader = jvm_helper._class_loader(spark, jvm_helper._sources(SOURCES, __package__), files)
+                loader, files = jvm_helper.load_classes(spark, SOURCES, __package__)
                 folder = Path(tempfile.mkdtemp(prefix="hive-compaction-checksums-"))
                 atexit.register(shutil.rmtree, folder, True)
                 jar = folder / "hive-compaction-checksums.jar"

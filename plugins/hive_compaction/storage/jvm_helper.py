@@ -216,6 +216,13 @@ def _class_loader(spark, sources: dict[str, str] | None = None, class_files: dic
     return JavaClass("org.codehaus.commons.compiler.util.ResourceFinderClassLoader", client)(finder, parent)
 
 
+def load_classes(spark, names: tuple[str, ...], package: str) -> tuple[object, dict[str, bytes]]:
+    """A class loader holding the classes ``names`` of ``package``'s ``jvm/`` folder, compiled
+    apart from the helper (or from the cache), and their class files' bytes by file name."""
+    files: dict[str, bytes] = {}
+    return _class_loader(spark, _sources(names, package), files), files
+
+
 def helper(spark):
     """The helper instance of this Spark application's JVM (compiled on first use)."""
     client = spark._jvm._gateway_client
