@@ -77,7 +77,6 @@ def write(spark, schema, groups: list[list[str]], target: str, observe: bool = F
         branches.append(df.coalesce(1))
     union = functools.reduce(DataFrame.unionAll, branches)
     if by_writer:
-        import re
         from hive_compaction.merge import writer_checksums
         probe = spark.read.format("orc").schema(schema).load(groups[0])
         by_file = writer_checksums.write(spark, union, "orc", {}, target, probe, schema)
@@ -85,7 +84,7 @@ def write(spark, schema, groups: list[list[str]], target: str, observe: bool = F
             raise RuntimeError("the write tasks took no checksums (see the log)")
         out: dict[int, tuple[int, int, int]] = {}
         for name, got in by_file.items():
-            g = int(re.match(r"part-(\d{5})-", name).group(1))
+            g = task_index(name)
             out[g] = tuple(a + b for a, b in zip(out.get(g, (0, 0, 0)), got))
         return out
     union.write.format("orc").save(target)
@@ -122,9 +121,14 @@ def sums(spark, schema, group_of: dict[str, int]) -> dict[int, tuple[int, int, i
 
 def read_back(spark, schema, target: str) -> dict[int, tuple[int, int, int]]:
     """Per task index (= group), rows and checksums of the written files, in one scan."""
-    import re
     files = [f"file://{p}" for p in Path(target.removeprefix("file://")).glob("part-*")]
-    return sums(spark, schema, {f: int(re.search(r"part-(\d{5})-", f).group(1)) for f in files})
+    return sums(spark, schema, {f: task_index(f) for f in files})
+
+
+def task_index(file: str) -> int:
+    """The index of the write task (= the group) that wrote ``file`` (part-<index>-...)."""
+    import re
+    return int(re.search(r"part-(\d{5})-", file).group(1))
 
 
 def main() -> int:

@@ -56,7 +56,6 @@ def shared_class_archive() -> Path:
     """Where this machine's driver class archive is: keyed by the Java, the Spark jars (their
     folder's change time: a reinstalled venv makes a new one) and the JVM flags it was made with,
     since a JVM rejects an archive made by another (it then starts as if there were none)."""
-    import hashlib
     import pyspark
     jars = Path(pyspark.__file__).parent / "jars"
     java = os.path.realpath(shutil.which("java") or "java")
