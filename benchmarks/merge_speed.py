@@ -87,6 +87,9 @@ CONTESTANTS = {
     "per_partition": "naive: 1 spark-submit/partition",
     "lakekeeper": "peer: Lakekeeper 0.0.6 compact",
 }
+METASTORES = {"derby": "the pyspark wheel's 2.3 on Derby (embedded; the default)",
+              "postgres": "the wheel's 2.3 on PostgreSQL", "3.1.3": "Hive 3.1.3 on PostgreSQL",
+              "4.0.1": "Hive 4.0.1 on PostgreSQL"}
 OPT_IN = {"auto", "lakekeeper"}  # run only when --only names them
 # The targets of this machine (2 vCPUs: two Spark tasks do ~1.35x the work of one), as ratios of
 # one run: name -> (bound, "min" or "max", what it compares). Full verification stays on.
@@ -113,6 +116,8 @@ REWRITE_VERIFIED = re.compile(r"rewrote \d+ group\(s\) \(\d+ files\) in ([0-9.]+
 # (each job's last line)
 DRIVER_MEMORY = re.compile(r"driver memory: (?:JVM peak RSS (\d+) MB, )?JVM old generation peak (\d+) MB of a \d+ MB "
                            r"heap, Python peak RSS (\d+) MB")
+# "driver time by step: prepare 20.1, copy 15.0, lock 8.2 ms per partition (of 200)"
+STEP_TIMES = re.compile(r"driver time by step: (.*) ms per partition \(of (\d+)\)")
 COPY_VERIFIED = re.compile(r"copy-merged \d+ group\(s\) \(\d+ files\) in ([0-9.]+)s, of which verifying ([0-9.]+)s")
 # The DAG's start, from `airflow dags test`'s own lines ("2026-11-27T05:34:31.840697Z [info     ] ...") and
 # the merge job's "Spark ready" line.
@@ -297,7 +302,14 @@ def phases(log_text: str, started_at: float) -> dict:
     rewrite = [(float(a), float(b)) for a, b in REWRITE_VERIFIED.findall(log_text)]
     copy = [(float(a), float(b)) for a, b in COPY_VERIFIED.findall(log_text)]
     memory = DRIVER_MEMORY.findall(log_text)  # the largest of the run's jobs
-    return {"driver_jvm_peak_rss_mb": max((int(m[0]) for m in memory if m[0]), default=None),
+    steps: dict[str, float] = {}  # ms per partition, weighted over the run's jobs
+    jobs = [({name: float(ms) for name, ms in (part.rsplit(" ", 1) for part in text.split(", "))}, int(n))
+            for text, n in STEP_TIMES.findall(log_text)]
+    for times, n in jobs:
+        for name, ms in times.items():
+            steps[name] = steps.get(name, 0.0) + ms * n / sum(k for _, k in jobs)
+    return {"driver_ms_per_partition_by_step": {k: round(v, 1) for k, v in steps.items()} or None,
+            "driver_jvm_peak_rss_mb": max((int(m[0]) for m in memory if m[0]), default=None),
             "driver_old_gen_peak_mb": max((int(m[1]) for m in memory), default=None),
             "driver_python_peak_rss_mb": max((int(m[2]) for m in memory), default=None),
             "fixed_seconds": round(min(prepared) - started_at, 3) if prepared else None,
@@ -737,6 +749,9 @@ def report(figures: dict) -> None:
             if c.get("driver_old_gen_peak_mb") is not None:
                 log(f"{key}: the driver's peak memory (its largest job): JVM RSS {c['driver_jvm_peak_rss_mb']} MB, "
                     f"JVM old generation {c['driver_old_gen_peak_mb']} MB, Python RSS {c['driver_python_peak_rss_mb']} MB")
+            if c.get("driver_ms_per_partition_by_step"):  # summed over driver threads, so more than wall time
+                log(f"{key}: the driver's time by step, ms per partition (summed over its threads): "
+                    + ", ".join(f"{k} {v}" for k, v in c["driver_ms_per_partition_by_step"].items()))
         pp = f["contestants"].get("per_partition", {})
         if pp.get("extrapolated_from"):
             log(f"one spark-submit per partition: measured on {pp['extrapolated_from']} of {f['partitions']} "
@@ -797,6 +812,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="the auto contestant's copy_min_block_size (default: the product's default)")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--logs", type=Path, help="keep our contestants' job logs in this folder")
+    ap.add_argument("--metastore", choices=list(METASTORES), default="derby",
+                    help="the Metastore the tables live in: " + "; ".join(f"{k}: {v}" for k, v in METASTORES.items()))
     args = ap.parse_args(argv)
     given = {a.split("=")[0].lstrip("-") for a in argv if a.startswith("--")}
     for preset, values in ((args.quick, QUICK), (args.scale, SCALE), (args.shape, SHAPES.get(args.shape))):
@@ -815,7 +832,7 @@ def measure(stack: Stack, work: Path, args: argparse.Namespace) -> dict:
     figures = {"config": {"partitions": args.partitions, "files": args.files, "rows": args.rows,
                           "formats": args.formats, "quick": args.quick, "scale": args.scale, "sample": args.sample,
                           "only": args.only, "auto_floor": args.auto_floor, "shape": args.shape,
-                          "master": "local[2]",
+                          "master": "local[2]", "metastore": getattr(args, "metastore", "derby"),
                           "spark_conf": SPARK_CONF},
                "formats": {}}
     started = time.monotonic()
@@ -839,11 +856,24 @@ def measure(stack: Stack, work: Path, args: argparse.Namespace) -> dict:
     return figures
 
 
+def make_stack(state: Path, metastore: str) -> Stack:
+    """The stack of ``--metastore``: the pyspark wheel's 2.3 on Derby or PostgreSQL, or a Hive
+    3.1/4.0 server from Maven Central (``make jars``) on PostgreSQL."""
+    if metastore == "derby":
+        return Stack(state)
+    if metastore == "postgres":
+        return Stack(state, use_postgres=True)
+    from hive_metastores import HiveMetastoreServer
+    # No metadata transformer: Hive 4 would otherwise make the benchmark's managed tables external.
+    return Stack(state, use_postgres=True, metastore=lambda pg: HiveMetastoreServer(
+        metastore, state / "hms", pg, settings={"metastore.metadata.transformer.class": " "}))
+
+
 def main() -> int:
     args = parse_args(sys.argv[1:])
     with tempfile.TemporaryDirectory(prefix="merge-speed-") as tmp:
         tmp = Path(tmp)
-        stack = Stack(tmp / "stack")
+        stack = make_stack(tmp / "stack", args.metastore)
         stack.start()
         try:
             # The in-process session (tables, read-backs) without console progress bars in the output;

@@ -39,8 +39,12 @@ def started(component: str):
 def record(component: str, seconds: float) -> None:
     path = os.environ.get(LOG_ENV)
     if path:
+        rec = {"component": component, "seconds": round(seconds, 2)}
+        test = os.environ.get("PYTEST_CURRENT_TEST")  # "tests/x.py::test_y (call)" in a test's process
+        if test:
+            rec["test"] = test.rsplit(" ", 1)[0]
         with open(path, "a") as f:  # one short line per write: appends from processes do not interleave
-            f.write(json.dumps({"component": component, "seconds": round(seconds, 2)}) + "\n")
+            f.write(json.dumps(rec) + "\n")
 
 
 def record_note(text: str) -> None:
@@ -51,9 +55,10 @@ def record_note(text: str) -> None:
             f.write(json.dumps({"note": text}) + "\n")
 
 
-def read_log(path: Path) -> tuple[dict[str, dict], list[str]]:
-    """(component -> starts and seconds, notes)."""
+def read_log(path: Path) -> tuple[dict[str, dict], list[str], dict[str, dict]]:
+    """(component -> starts and seconds, notes, test -> component -> starts and seconds)."""
     out: dict[str, dict] = defaultdict(lambda: {"starts": 0, "seconds": 0.0})
+    by_test: dict[str, dict] = defaultdict(lambda: defaultdict(lambda: {"starts": 0, "seconds": 0.0}))
     notes = []
     if path.exists():
         for line in path.read_text().splitlines():
@@ -64,7 +69,11 @@ def read_log(path: Path) -> tuple[dict[str, dict], list[str]]:
                 continue
             out[rec["component"]]["starts"] += 1
             out[rec["component"]]["seconds"] += rec["seconds"]
-    return dict(out), notes
+            if "test" in rec:
+                mine = by_test[rec["test"]][rec["component"]]
+                mine["starts"] += 1
+                mine["seconds"] = round(mine["seconds"] + rec["seconds"], 2)
+    return dict(out), notes, {t: dict(c) for t, c in by_test.items()}
 
 
 class SuiteBudget:
@@ -89,7 +98,7 @@ class SuiteBudget:
 
     def pytest_sessionfinish(self, session, exitstatus):
         wall = time.monotonic() - self.t0
-        components, notes = read_log(self.log)
+        components, notes, by_test = read_log(self.log)
         slowest = sorted(self.durations.items(), key=lambda kv: -kv[1])[:10]
         modules: dict[str, float] = defaultdict(float)
         for nodeid, seconds in self.durations.items():
@@ -101,6 +110,9 @@ class SuiteBudget:
                    "worker_busy_seconds": {w: round(s, 1) for w, s in sorted(self.worker_busy.items())},
                    # every module's time, for finding where a slow run went
                    "modules": {m: round(s, 1) for m, s in sorted(modules.items(), key=lambda kv: -kv[1])},
+                   # every test's time and the components it started (a test's spark-submits, DAG runs)
+                   "tests_seconds": {t: round(s, 1) for t, s in sorted(self.durations.items(), key=lambda kv: -kv[1])},
+                   "components_by_test": by_test,
                    "workers": os.environ.get("PYTEST_XDIST_WORKER_COUNT") or
                    getattr(self.config.option, "numprocesses", None) or 1}
         (self.report_dir / "budget.json").write_text(json.dumps(figures, indent=1))

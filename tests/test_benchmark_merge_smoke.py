@@ -63,6 +63,13 @@ def test_merge_speed_scale_mode_smoke(stack, tmp_path, capsys):
         c = contestants[name]
         assert 0 < c["driver_old_gen_peak_mb"] < c["driver_jvm_peak_rss_mb"] and c["driver_python_peak_rss_mb"] > 0, name
     assert "dag: the driver's peak memory (its largest job): JVM RSS " in out
+    for name in OURS:  # where each job's driver time went, step by step, from its last lines
+        steps = contestants[name]["driver_ms_per_partition_by_step"]
+        assert {"prepare", "copy", "lock", "state read", "commit", "listing after", "statistics", "unlock"} <= set(steps), \
+            (name, steps)
+        assert all(ms >= 0 for ms in steps.values()) and steps["prepare"] > 0 and steps["commit"] > 0, (name, steps)
+    assert contestants["copy"]["driver_ms_per_partition_by_step"]["copy"] > 0
+    assert "copy: the driver's time by step, ms per partition (summed over its threads): prepare " in out
     assert 0 < f["contestants"]["copy"]["copy_verify_seconds"] < f["contestants"]["copy"]["copy_seconds"]
     targets = f["ratios"]["targets"]
     assert targets, f["ratios"]

@@ -3,6 +3,7 @@ lock, by the journaled in-place protocol (``commit.in_place``) or a location swi
 (``commit.location_switch``), then describe the partition as it now is."""
 from __future__ import annotations
 
+import functools
 import logging
 import time
 
@@ -13,6 +14,7 @@ from hive_compaction.merge.copy import partition_rows
 from hive_compaction.merge.grouping import Work
 from hive_compaction.merge.job_spark import JobSpark
 from hive_compaction.merge.outcome import failed, histogram
+from hive_compaction.merge.step_times import StepTimes
 from hive_compaction.model.results import PartitionResult, STATISTICS_KEYS, Status, statistics_update
 from hive_compaction.storage import listing
 from hive_compaction.storage.hadoop_fs import HadoopFS
@@ -27,9 +29,10 @@ class Finisher:
     ``owner`` name the job as its journals and new folders do."""
 
     def __init__(self, spark: JobSpark, fs: HadoopFS, metastore: JobMetastore, run: str, attempt: str,
-                 owner: str):
+                 owner: str, steps: StepTimes):
         self.spark, self.fs, self.metastore = spark, fs, metastore
         self.run, self.attempt, self.owner = run, attempt, owner
+        self.steps = steps
 
     def finish(self, work: Work) -> PartitionResult:
         task, result = work.task, work.result
@@ -43,21 +46,30 @@ class Finisher:
                 table=task.table_name,
                 partition=task.partition, location=task.location, outputs=outputs,
                 inputs=[f.identity() for f in inputs])
+            step = functools.partial(self.steps.step, partition=task)
+            asked = time.monotonic()
             with self.metastore.lock(task.table_name, task.partition, task.lock_wait_seconds,
                                      task.require_locks) as held:
+                self.steps.add("lock", time.monotonic() - asked, task)
                 record.unlocked = result.unlocked = held is None
                 # What a rollback restores: the statistics just before the commit, read under the
                 # lock (the plan's may have changed since: another run's refresh, a Hive writer).
-                current, descriptor = self.metastore.state(task.table_name, list(task.values))
+                with step("state read"):
+                    current, descriptor = self.metastore.state(task.table_name, list(task.values))
                 current = current or task.statistics
                 record.stats_before = {k: current.get(k) for k in STATISTICS_KEYS}
-                if task.commit_mode == location_switch.MODE:
-                    result.location = self._switch(work, record, descriptor)
-                    result.reader_window_ms = 0.0
-                else:
-                    result.reader_window_ms = commit(self.fs, work.area, record).reader_window_ms
-                self._describe_merged(work, result, outputs)
-                self._write_statistics(task, result, current)
+                with step("commit"):
+                    if task.commit_mode == location_switch.MODE:
+                        result.location = self._switch(work, record, descriptor)
+                        result.reader_window_ms = 0.0
+                    else:
+                        result.reader_window_ms = commit(self.fs, work.area, record).reader_window_ms
+                with step("listing after"):
+                    self._describe_merged(work, result, outputs)
+                with step("statistics"):
+                    self._write_statistics(task, result, current)
+                released = time.monotonic()
+            self.steps.add("unlock", time.monotonic() - released, task)
         except LockTimeout as e:  # a writer is at work: nothing moved, the backlog looks again
             log.warning("%s", e)
             result.status, result.reason = Status.SKIPPED, str(e)[:500]

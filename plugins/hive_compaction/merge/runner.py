@@ -34,6 +34,7 @@ from hive_compaction.merge.job_spark import JobSpark
 from hive_compaction.merge.outcome import failed
 from hive_compaction.merge.prepare import Preparer
 from hive_compaction.merge.rewrite import RewriteEngine
+from hive_compaction.merge.step_times import StepTimes
 from hive_compaction.model.batch import PartitionTask
 from hive_compaction.model.results import PartitionResult
 from hive_compaction.storage import listing
@@ -59,7 +60,8 @@ class BatchRunner:
         self.threads = max(2, min(8, os.cpu_count() or 2))
         self.preparer = Preparer(spark, self.fs, self.metastore, run, self.attempt, self.owner, dry_run)
         self.rewrites = RewriteEngine(spark, self.fs, run, self.threads)
-        self.finisher = Finisher(spark, self.fs, self.metastore, run, self.attempt, self.owner)
+        self.steps = StepTimes()
+        self.finisher = Finisher(spark, self.fs, self.metastore, run, self.attempt, self.owner, self.steps)
 
     def maintain(self, areas: list[dict], tasks: list[PartitionTask]) -> list[PartitionResult]:
         """Look after the work areas this job owns (``maintenance.maintain``); not in a dry run."""
@@ -84,7 +86,8 @@ class BatchRunner:
         def prepare(i: int, task: PartitionTask) -> Work | None:
             started = time.monotonic()
             try:
-                prepared = self.preparer.prepare(task, started)
+                with self.steps.step("prepare", task):
+                    prepared = self.preparer.prepare(task, started)
             except Exception as e:  # one bad partition must not stop the others
                 log.exception("%s: failed while preparing", task.label)
                 prepared = failed(task, e)
@@ -98,7 +101,8 @@ class BatchRunner:
 
         def copy_and_commit(i: int, work: Work) -> None:
             try:
-                self.stage_copies(work)
+                with self.steps.step("copy", work.task):
+                    self.stage_copies(work)
             except Exception as e:
                 log.exception("%s: copy failed", work.task.label)
                 work.error = work.error or f"{type(e).__name__}: {e}".splitlines()[0][:500]
@@ -113,6 +117,9 @@ class BatchRunner:
                      sum(len(g.files) for _, w in works for g in w.groups), sum(len(w.groups) for _, w in works))
             self.rewrites.stage([w for _, w in works])
             list(pool.map(copy_and_commit, *zip(*works)) if works else [])
+        summary = self.steps.summary()
+        if summary:
+            log.info("driver time by step: %s", summary)
         return [results[i] for i in range(len(tasks))]
 
     def _progress(self, done: int, total: int, r: PartitionResult) -> None:

@@ -1,0 +1,40 @@
+"""Where a merge job's per-partition driver time goes, step by step (prepare, copy, the lock, the
+commit, ...): summed over the job's partitions and driver threads, logged once at its end as
+milliseconds per partition, so a slow step shows in the task's log (and ``benchmarks/merge_speed.py``
+reads the line)."""
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+
+
+class StepTimes:
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._seconds: dict[str, float] = defaultdict(float)
+        self._partitions: set[int] = set()
+
+    def add(self, step: str, seconds: float, partition: object) -> None:
+        with self._lock:
+            self._seconds[step] += seconds
+            self._partitions.add(id(partition))
+
+    @contextmanager
+    def step(self, name: str, partition: object):
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            self.add(name, time.monotonic() - began, partition)
+
+    def summary(self) -> str | None:
+        """"prepare 20.1, copy 15.0, ... ms per partition (of N)", the steps in the order first
+        timed; None when nothing was timed."""
+        with self._lock:
+            n = len(self._partitions)
+            if not n:
+                return None
+            steps = ", ".join(f"{name} {1000 * s / n:.1f}" for name, s in self._seconds.items())
+            return f"{steps} ms per partition (of {n})"

@@ -1,0 +1,38 @@
+"""The merge job's driver time by step: summed over partitions and threads, averaged per partition."""
+from __future__ import annotations
+
+import re
+import threading
+
+from hive_compaction.merge.step_times import StepTimes
+
+
+def test_steps_are_averaged_over_the_partitions_timed_in_the_order_first_timed():
+    steps = StepTimes()
+    assert steps.summary() is None
+    a, b = object(), object()
+    steps.add("prepare", 0.010, a)
+    steps.add("prepare", 0.030, b)
+    steps.add("commit", 0.050, a)  # b failed before its commit: still one of the two partitions
+    assert steps.summary() == "prepare 20.0, commit 25.0 ms per partition (of 2)"
+
+
+def test_threads_add_up_and_a_step_that_raises_is_still_timed():
+    steps = StepTimes()
+    partitions = [object() for _ in range(8)]
+
+    def work(p):
+        for _ in range(100):
+            steps.add("commit", 0.001, p)
+        try:
+            with steps.step("statistics", p):
+                raise OSError("the Metastore went away")
+        except OSError:
+            pass
+    threads = [threading.Thread(target=work, args=(p,)) for p in partitions]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    m = re.fullmatch(r"commit ([0-9.]+), statistics ([0-9.]+) ms per partition \(of 8\)", steps.summary())
+    assert m and float(m.group(1)) == 100.0 and 0 <= float(m.group(2)) < 1000
