@@ -305,9 +305,10 @@ def phases(log_text: str, started_at: float) -> dict:
     steps: dict[str, float] = {}  # ms per partition, weighted over the run's jobs
     jobs = [({name: float(ms) for name, ms in (part.rsplit(" ", 1) for part in text.split(", "))}, int(n))
             for text, n in STEP_TIMES.findall(log_text)]
+    partitions = sum(n for _, n in jobs)
     for times, n in jobs:
         for name, ms in times.items():
-            steps[name] = steps.get(name, 0.0) + ms * n / sum(k for _, k in jobs)
+            steps[name] = steps.get(name, 0.0) + ms * n / partitions
     return {"driver_ms_per_partition_by_step": {k: round(v, 1) for k, v in steps.items()} or None,
             "driver_jvm_peak_rss_mb": max((int(m[0]) for m in memory if m[0]), default=None),
             "driver_old_gen_peak_mb": max((int(m[1]) for m in memory), default=None),
@@ -832,7 +833,7 @@ def measure(stack: Stack, work: Path, args: argparse.Namespace) -> dict:
     figures = {"config": {"partitions": args.partitions, "files": args.files, "rows": args.rows,
                           "formats": args.formats, "quick": args.quick, "scale": args.scale, "sample": args.sample,
                           "only": args.only, "auto_floor": args.auto_floor, "shape": args.shape,
-                          "master": "local[2]", "metastore": getattr(args, "metastore", "derby"),
+                          "master": "local[2]", "metastore": args.metastore,
                           "spark_conf": SPARK_CONF},
                "formats": {}}
     started = time.monotonic()
@@ -863,10 +864,9 @@ def make_stack(state: Path, metastore: str) -> Stack:
         return Stack(state)
     if metastore == "postgres":
         return Stack(state, use_postgres=True)
-    from hive_metastores import HiveMetastoreServer
-    # No metadata transformer: Hive 4 would otherwise make the benchmark's managed tables external.
+    from hive_metastores import NO_TRANSFORMER, HiveMetastoreServer
     return Stack(state, use_postgres=True, metastore=lambda pg: HiveMetastoreServer(
-        metastore, state / "hms", pg, settings={"metastore.metadata.transformer.class": " "}))
+        metastore, state / "hms", pg, settings=NO_TRANSFORMER))
 
 
 def main() -> int:

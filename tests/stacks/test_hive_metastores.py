@@ -25,18 +25,16 @@ import thrift_tables
 from stack_sampling import require_jars, sampled
 from thrift_tables import COLUMNS, FORMATS
 from harness import Stack
-from hive_metastores import HOUSEKEEPING, TXN_TIMEOUT_SECONDS, HiveMetastoreServer
+from hive_metastores import HOUSEKEEPING, NO_TRANSFORMER, TXN_TIMEOUT_SECONDS, HiveMetastoreServer
 
 pytestmark = pytest.mark.integration
 
 # release, its schema version (the server checks it at start), what its getVersion answers (3.1:
 # its Thrift API version; 4.0: the release)
 STACKS = {"hms3": ("3.1.3", "3.1.0", "3.0"), "hms4": ("4.0.1", "4.0.0", "4.0.1")}
-# Hive 4's default metadata transformer refuses to create an ACID table for a client that sends no
-# processor capabilities ("Processor has no capabilities, cannot create an ACID table."): neither
-# hmsclient 0.1.1 (no create_table_req) nor Spark's 2.3 client can send them. Users' ACID tables
-# are made by HiveServer2, which does; here the transformer is off so that the test can make one.
-NO_TRANSFORMER = {"metastore.metadata.transformer.class": " "}  # blank: an empty value reads as unset
+# With Hive 4's default metadata transformer, a client that sends no processor capabilities cannot
+# create an ACID table ("Processor has no capabilities, cannot create an ACID table."): the
+# transformer is off (NO_TRANSFORMER) so that the test can make one.
 
 
 @pytest.fixture(scope="module", params=sampled("Hive Metastore releases", list(STACKS)))
