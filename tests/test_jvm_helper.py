@@ -65,6 +65,34 @@ def test_moves_skip_missing_sources_and_never_overwrite(spark, tmp_path):
 
 
 @pytest.mark.integration
+def test_folders_made_on_the_local_disk_get_the_mode_hadoop_would_give_them(spark, tmp_path):
+    """The folders a move, a manifest or a copy's output needs are made by java.nio on the local
+    disk (no forked chmod each), with Hadoop's mode for them: 0777 less the configured umask,
+    whatever the process's umask. Compared with Hadoop's own mkdirs under the same settings."""
+    conf = spark._jsc.hadoopConfiguration()
+    old = conf.get("fs.permissions.umask-mode")
+    conf.set("fs.permissions.umask-mode", "027")
+    try:
+        fs = HadoopFS(spark)
+        (tmp_path / "src").mkdir()
+        (tmp_path / "src" / "a").write_text("a")
+        assert fs.move_all([((tmp_path / "src" / "a").as_uri(), (tmp_path / "ours" / "x" / "a").as_uri())]) == 1
+        fs._call("writeLocal", (tmp_path / "notes" / "y" / "m.json").as_uri(), "{}")
+        # A FileSystem of its own: a cached one keeps the settings it was made with.
+        hadoop = fs.java_class("org.apache.hadoop.fs.FileSystem").newInstance(fs.java_class("java.net.URI")("file:///"),
+                                                                              conf)
+        hadoop.mkdirs(fs.path((tmp_path / "hadoops" / "x").as_uri()))
+        hadoop.close()
+        modes = {p.relative_to(tmp_path).as_posix(): oct(p.stat().st_mode & 0o7777)
+                 for p in (tmp_path / "ours", tmp_path / "ours" / "x", tmp_path / "notes", tmp_path / "notes" / "y",
+                           tmp_path / "hadoops", tmp_path / "hadoops" / "x")}
+        assert set(modes.values()) == {"0o750"}, modes
+        assert (tmp_path / "ours" / "x" / "a").read_text() == "a" and (tmp_path / "notes" / "y" / "m.json").exists()
+    finally:
+        conf.unset("fs.permissions.umask-mode") if old is None else conf.set("fs.permissions.umask-mode", old)
+
+
+@pytest.mark.integration
 def test_moves_into_a_partition_never_create_its_folder(spark, tmp_path):
     """A partition dropped between a commit's check and its moves must stay dropped (MSCK REPAIR
     would register a re-created folder): a move that may not create folders fails, moving

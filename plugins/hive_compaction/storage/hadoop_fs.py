@@ -67,7 +67,7 @@ class HadoopFS(SmallFiles):
         self._spark = spark
         self._jvm = spark._jvm
         self._conf = spark._jsc.hadoopConfiguration()
-        self._path_class = JavaClass("org.apache.hadoop.fs.Path", spark._jvm._gateway_client)
+        self._path_class = self.java_class("org.apache.hadoop.fs.Path")
         self._cache: dict[str, object] = {}
         self._publish: dict[str, str] = {}  # folder -> the scheme its storage resolves to
 
@@ -79,6 +79,13 @@ class HadoopFS(SmallFiles):
             if denied:
                 raise PermissionError(denied) from e
             raise
+
+    def java_class(self, name: str) -> JavaClass:
+        """A Java class by its full name (``Outer$Inner`` for a nested one), without a round trip.
+        Reaching it as ``spark._jvm.java.io.File`` asks the JVM about each package on the way,
+        and each name that is not a class makes the class loader search every jar on Spark's
+        classpath (and py4j's imports): about 1 ms a walk, several per commit (2026-11-27)."""
+        return JavaClass(name, self._jvm._gateway_client)
 
     def path(self, uri: str):
         return self._path_class(uri)
@@ -137,7 +144,7 @@ class HadoopFS(SmallFiles):
 
     def copy(self, src: str, dst: str) -> None:
         """Copy one file byte for byte (Hadoop's FileUtil.copy); the target must not exist."""
-        file_util = JavaClass("org.apache.hadoop.fs.FileUtil", self._jvm._gateway_client)
+        file_util = self.java_class("org.apache.hadoop.fs.FileUtil")
         if not file_util.copy(self.fs(src), self.path(src), self.fs(dst), self.path(dst), False, False, self._conf):
             raise OSError(f"copy {src} -> {dst} failed")
 
@@ -171,7 +178,7 @@ class HadoopFS(SmallFiles):
             if fs.exists(p):
                 return False
             fs.mkdirs(p)
-            fs.setPermission(p, self._jvm.org.apache.hadoop.fs.permission.FsPermission(_OWNER_ONLY))
+            fs.setPermission(p, self.java_class("org.apache.hadoop.fs.permission.FsPermission")(_OWNER_ONLY))
         except Py4JJavaError as e:
             denied = permission_denied(e)
             if denied is None:

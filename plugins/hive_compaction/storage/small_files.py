@@ -46,10 +46,11 @@ class SmallFiles:
     def _publish_new(self, fs, tmp, p, how: str) -> bool:
         """Give the closed temporary file ``tmp`` the name ``p`` unless something has it."""
         if how == storage.HARD_LINK:
-            local = self._jvm.java.io.File(fs.resolvePath(tmp).toUri().getPath())
-            target = self._jvm.java.io.File(local.getParentFile(), p.getName())
+            file = self.java_class("java.io.File")
+            local = file(fs.resolvePath(tmp).toUri().getPath())
+            target = file(local.getParentFile(), p.getName())
             try:
-                self._jvm.java.nio.file.Files.createLink(target.toPath(), local.toPath())
+                self.java_class("java.nio.file.Files").createLink(target.toPath(), local.toPath())
             except Exception as e:  # py4j wraps java.nio.file.FileAlreadyExistsException
                 if "FileAlreadyExists" in str(e):
                     return False
@@ -183,18 +184,18 @@ class SmallFiles:
     def _replace(self, target, tmp, dst, how: str) -> None:
         """Rename the closed temporary file ``tmp`` to ``dst`` in one step, replacing it."""
         if how == storage.HARD_LINK:
-            nio = self._jvm.java.nio.file
-            options = self._spark.sparkContext._gateway.new_array(nio.CopyOption, 1)
-            options[0] = nio.StandardCopyOption.ATOMIC_MOVE
+            options = self._spark.sparkContext._gateway.new_array(self.java_class("java.nio.file.CopyOption"), 1)
+            options[0] = self.java_class("java.nio.file.StandardCopyOption").ATOMIC_MOVE
             old_crc = target.getChecksumFile(dst)
             if target.exists(old_crc):  # (a file written by an older version) it would not match
                 target.delete(old_crc, False)
-            nio.Files.move(target.pathToFile(tmp).toPath(), target.pathToFile(dst).toPath(), options)
+            self.java_class("java.nio.file.Files").move(target.pathToFile(tmp).toPath(),
+                                                        target.pathToFile(dst).toPath(), options)
         else:
-            rename = self._jvm.org.apache.hadoop.fs.Options.Rename
+            rename = self.java_class("org.apache.hadoop.fs.Options$Rename")
             options = self._spark.sparkContext._gateway.new_array(rename, 1)
             options[0] = rename.OVERWRITE
-            self._jvm.org.apache.hadoop.fs.FileContext.getFileContext(target.getUri(), self._conf) \
+            self.java_class("org.apache.hadoop.fs.FileContext").getFileContext(target.getUri(), self._conf) \
                 .rename(tmp, dst, options)
 
 

@@ -44,6 +44,7 @@ public class CopyMerge {
             return result;
         }
         try {
+            if (!fs.exists(out.getParent())) Folders.make(fs, out.getParent(), conf);  // else the writer's create makes it
             long inputHashNanos = 0;
             List facts;
             if ("orc".equals(fmt)) {

@@ -9,6 +9,7 @@
 //
 //   FileStatuses   listings and statuses, with each file's version (etag, file id, inode)
 //   FileMoves      guarded renames (never overwrite, never create a partition's folder)
+//   Folders        folders made (on the local disk without a forked chmod each)
 //   TextFiles      small text files: read one, write one to the local disk
 //   Footers        footer facts of ORC (OrcFooters) and Parquet (ParquetFooters) files
 //   CopyMerge      copy merges (OrcCopy, ParquetCopy), refused by CopyKey, verified by Digests
