@@ -65,10 +65,13 @@ def test_moves_skip_missing_sources_and_never_overwrite(spark, tmp_path):
 
 
 @pytest.mark.integration
-def test_folders_made_on_the_local_disk_get_the_mode_hadoop_would_give_them(spark, tmp_path):
-    """The folders a move, a manifest or a copy's output needs are made by java.nio on the local
-    disk (no forked chmod each), with Hadoop's mode for them: 0777 less the configured umask,
-    whatever the process's umask. Compared with Hadoop's own mkdirs under the same settings."""
+def test_the_local_disks_files_and_folders_get_the_modes_hadoop_would_give_them(spark, tmp_path):
+    """The folders a move, a journal, a manifest or a copy needs, and a copied ORC output with its
+    checksum file, are made on the local disk without a chmod process each (``LocalDisk``), with Hadoop's
+    modes: its defaults less the configured umask, whatever the process's umask. Compared with
+    Hadoop's own file system under the same settings."""
+    spark.range(0, 20, 1, 2).write.orc(str(tmp_path / "orc"))
+    inputs = sorted(p.as_uri() for p in (tmp_path / "orc").glob("part-*.orc"))
     conf = spark._jsc.hadoopConfiguration()
     old = conf.get("fs.permissions.umask-mode")
     conf.set("fs.permissions.umask-mode", "027")
@@ -78,15 +81,21 @@ def test_folders_made_on_the_local_disk_get_the_mode_hadoop_would_give_them(spar
         (tmp_path / "src" / "a").write_text("a")
         assert fs.move_all([((tmp_path / "src" / "a").as_uri(), (tmp_path / "ours" / "x" / "a").as_uri())]) == 1
         fs._call("writeLocal", (tmp_path / "notes" / "y" / "m.json").as_uri(), "{}")
+        fs.write_text_atomic((tmp_path / "manifests" / "w" / "m.json").as_uri(), "{}")
+        copied = fs._call("copyMerge", "orc", inputs, (tmp_path / "staged" / "z" / "out.orc").as_uri())
+        assert "error" not in copied and copied["output"]["rows"] == 20, copied
         # A FileSystem of its own: a cached one keeps the settings it was made with.
         hadoop = fs.java_class("org.apache.hadoop.fs.FileSystem").newInstance(fs.java_class("java.net.URI")("file:///"),
                                                                               conf)
         hadoop.mkdirs(fs.path((tmp_path / "hadoops" / "x").as_uri()))
+        hadoop.create(fs.path((tmp_path / "hadoops" / "x" / "f").as_uri())).close()
         hadoop.close()
-        modes = {p.relative_to(tmp_path).as_posix(): oct(p.stat().st_mode & 0o7777)
-                 for p in (tmp_path / "ours", tmp_path / "ours" / "x", tmp_path / "notes", tmp_path / "notes" / "y",
-                           tmp_path / "hadoops", tmp_path / "hadoops" / "x")}
-        assert set(modes.values()) == {"0o750"}, modes
+        mode = lambda p: oct(p.stat().st_mode & 0o7777)  # noqa: E731
+        folders = {p: mode(tmp_path / p) for p in ("ours", "ours/x", "notes", "notes/y", "manifests", "manifests/w",
+                                                   "staged", "staged/z", "hadoops", "hadoops/x")}
+        files = {p: mode(tmp_path / p) for p in ("staged/z/out.orc", "staged/z/.out.orc.crc", "hadoops/x/f",
+                                                 "hadoops/x/.f.crc")}
+        assert set(folders.values()) == {"0o750"} and set(files.values()) == {"0o640"}, (folders, files)
         assert (tmp_path / "ours" / "x" / "a").read_text() == "a" and (tmp_path / "notes" / "y" / "m.json").exists()
     finally:
         conf.unset("fs.permissions.umask-mode") if old is None else conf.set("fs.permissions.umask-mode", old)

@@ -38,7 +38,7 @@ from pathlib import Path
 _CLASS = "HiveCompactionHelper"
 # Every source file of the helper (jvm/<name>.java): named here because a zipped package cannot be
 # listed through pkgutil. tests/test_jvm_helper.py checks this against the folder.
-SOURCES = ("HiveCompactionHelper", "FileStatuses", "FileMoves", "Folders", "TextFiles", "Footers", "OrcFooters",
+SOURCES = ("HiveCompactionHelper", "FileStatuses", "FileMoves", "LocalDisk", "TextFiles", "Footers", "OrcFooters",
            "ParquetFooters", "Digests", "CopyKey", "CopyMerge", "OrcCopy", "ParquetCopy")
 _lock = threading.Lock()
 _thread = threading.local()  # .clients: the py4j clients whose connection for this thread has no Nagle delay

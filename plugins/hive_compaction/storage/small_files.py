@@ -176,10 +176,9 @@ class SmallFiles:
         finally:
             self._delete_temporary(target, tmp, checksum_too=how == storage.HARD_LINK)
 
-    @staticmethod
-    def _make_folder(fs, folder) -> None:
+    def _make_folder(self, fs, folder) -> None:
         if not fs.exists(folder):
-            fs.mkdirs(folder)
+            self._call("makeFolders", folder.toString())  # on the local disk without a chmod process
 
     def _replace(self, target, tmp, dst, how: str) -> None:
         """Rename the closed temporary file ``tmp`` to ``dst`` in one step, replacing it."""

@@ -44,7 +44,8 @@ public class CopyMerge {
             return result;
         }
         try {
-            if (!fs.exists(out.getParent())) Folders.make(fs, out.getParent(), conf);  // else the writer's create makes it
+            // The staging folder (else Parquet's writer makes it through Hadoop, a process per folder).
+            if (!fs.exists(out.getParent())) LocalDisk.makeFolders(fs, out.getParent(), conf);
             long inputHashNanos = 0;
             List facts;
             if ("orc".equals(fmt)) {

@@ -37,7 +37,7 @@ public class FileMoves {
             if (fs.exists(dst)) throw new IOException("will not overwrite " + dst + " (moving " + src + ")");
             Path parent = dst.getParent();
             if (createFolders) {
-                if (!fs.exists(parent)) Folders.make(fs, parent, conf);
+                if (!fs.exists(parent)) LocalDisk.makeFolders(fs, parent, conf);
                 if (!fs.rename(src, dst)) throw new IOException("rename " + src + " -> " + dst + " failed");
             } else if (!renameIntoExisting(fs, src, dst)) {
                 if (!fs.exists(parent)) throw new java.io.FileNotFoundException(MISSING_FOLDER + parent);

@@ -9,7 +9,7 @@
 //
 //   FileStatuses   listings and statuses, with each file's version (etag, file id, inode)
 //   FileMoves      guarded renames (never overwrite, never create a partition's folder)
-//   Folders        folders made (on the local disk without a forked chmod each)
+//   LocalDisk      the local disk's folders and copied ORC files made without a chmod process each
 //   TextFiles      small text files: read one, write one to the local disk
 //   Footers        footer facts of ORC (OrcFooters) and Parquet (ParquetFooters) files
 //   CopyMerge      copy merges (OrcCopy, ParquetCopy), refused by CopyKey, verified by Digests
@@ -33,10 +33,12 @@ public class HiveCompactionHelper {
     private TextFiles texts;
     private Footers footers;
     private CopyMerge copies;
+    private Configuration conf;
 
     public HiveCompactionHelper() {}
 
     public void setConf(Configuration conf) {
+        this.conf = conf;
         Digests digests = new Digests(conf);
         statuses = new FileStatuses(conf);
         moves = new FileMoves(conf, statuses);
@@ -88,6 +90,12 @@ public class HiveCompactionHelper {
     /** Write a small file of the local file system (UTF-8 text), forced to disk (TextFiles.writeLocal). */
     public void writeLocal(String uri, String text) throws IOException {
         texts.writeLocal(uri, text);
+    }
+
+    /** Create a folder and its missing parents (LocalDisk.makeFolders: no process per folder on the local disk). */
+    public void makeFolders(String uri) throws IOException {
+        org.apache.hadoop.fs.Path p = new org.apache.hadoop.fs.Path(uri);
+        LocalDisk.makeFolders(p.getFileSystem(conf), p, conf);
     }
 
     /** Move files: JSON [[src, dst, (size, mtime, (version))], ...]; returns moves done (FileMoves.moveAll). */

@@ -69,7 +69,7 @@ public class OrcCopy {
         // their dates and timestamps as day / second counts in it, and readers convert from
         // the calendar the footer names. OrcFile.mergeFiles leaves the writer's default.
         org.apache.orc.OrcFile.WriterOptions opts = org.apache.orc.OrcFile.writerOptions(conf)
-            .fileSystem(out.getFileSystem(conf)).overwrite(false).setSchema(first.getSchema())
+            .fileSystem(LocalDisk.withoutForks(out.getFileSystem(conf), conf)).overwrite(false).setSchema(first.getSchema())
             .compress(first.getCompressionKind()).version(first.getFileVersion())
             .rowIndexStride(first.getRowIndexStride()).bufferSize(bufferSize)
             .setProlepticGregorian(first.writerUsedProlepticGregorian());

@@ -38,7 +38,7 @@ public class TextFiles {
     public void writeLocal(String uri, String text) throws IOException {
         Path p = new Path(uri);
         FileSystem fs = p.getFileSystem(conf);
-        if (!fs.exists(p.getParent())) Folders.make(fs, p.getParent(), conf);
+        if (!fs.exists(p.getParent())) LocalDisk.makeFolders(fs, p.getParent(), conf);
         Path folder = fs.resolvePath(p.getParent());
         if (!"file".equals(folder.toUri().getScheme())) {
             throw new IOException("not on the local file system: " + uri + " (" + folder + ")");
