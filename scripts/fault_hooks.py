@@ -281,9 +281,9 @@ def _wrap_storage(cls) -> dict:
         _count("delete", tmp.toString())
         return o["_delete_temporary"].__func__(fs, tmp, checksum_too)
 
-    def _make_folder(fs, folder):
+    def _make_folder(self, fs, folder):
         _count("mkdirs", folder.toString())
-        return o["_make_folder"].__func__(fs, folder)
+        return o["_make_folder"](self, fs, folder)
 
     def create_exclusive(self, uri, text):
         published = o["create_exclusive"](self, uri, text)
@@ -301,7 +301,7 @@ def _wrap_storage(cls) -> dict:
     wrapped = {"list": list_, "statuses": statuses, "move_all": move_all, "copy": copy, "delete": delete,
                "read_text_if_exists": read_text_if_exists, "_write": _write, "_publish_new": _publish_new,
                "_replace": _replace, "_delete_temporary": staticmethod(_delete_temporary),
-               "_make_folder": staticmethod(_make_folder), "create_exclusive": create_exclusive,
+               "_make_folder": _make_folder, "create_exclusive": create_exclusive,
                "write_text_atomic": write_text_atomic}
     for name, f in wrapped.items():
         setattr(cls, name, f)
