@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-kerberos.txt pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: venv demo test test-exhaustive test-stacks jars stack-start stack-stop stack-up stack-down clean dist
+.PHONY: venv demo test test-exhaustive test-full test-stacks jars stack-start stack-stop stack-up stack-down clean dist
 
 $(STAMP): requirements.txt requirements-kerberos.txt pyproject.toml
 	@date +%s > .venv-build-started
@@ -60,6 +60,12 @@ jars: $(JARS) $(S3_SERVER)/.installed
 # The tests on the real stacks (tests/stacks/), every variant (make test draws one of each).
 test-stacks: venv jars
 	@source scripts/env.sh && SUITE_STACKS=all python -m pytest -q -p no:xdist tests/stacks
+
+# Every test and every variant: the stacks' (test-stacks) and the parametrized tests' that make
+# test samples one of a day (tests/matrix_sampling.py), the tests marked stacks_only too. No budget.
+test-full: venv jars
+	@source scripts/env.sh && SUITE_VARIANTS=all SUITE_STACKS=all SUITE_BUDGET_MINUTES=600 \
+	  python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
 
 # The reliability sweeps in full (hours): every kill point and storage call (killed, then failing),
 # every actor at every step, both commit modes. Their last figures: docs/safety.md. They run the

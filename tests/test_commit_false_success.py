@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from matrix_sampling import variants
 
 pytestmark = pytest.mark.integration
 
@@ -88,7 +89,7 @@ def test_a_retried_kill_then_an_overwrite_never_brings_old_rows_back_or_reports_
     assert seen["again"][2] == overwritten, (summary, again.stdout[-3000:])
 
 
-@pytest.mark.parametrize("point", ["outputs_moved", "manifest_written"])
+@pytest.mark.parametrize("point", variants("test_commit_false_success: replay step", ["outputs_moved", "manifest_written"]))
 def test_a_replay_finishes_a_commit_past_its_commit_point_and_keeps_a_file_written_under_an_input_name(
         stack, tmp_path, point):
     """Finding 1: killed once every input is in the trash and every output is published (the

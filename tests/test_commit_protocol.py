@@ -19,6 +19,7 @@ from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.paths import partition_id
 from hive_compaction.commit.record import CommitRecord
 from hive_compaction.commit.work_area import WorkArea
+from matrix_sampling import variants
 
 pytestmark = pytest.mark.integration
 
@@ -46,7 +47,8 @@ def killed_at(stack, cfg, point: str, run_id: str = "killed"):
     return p
 
 
-@pytest.mark.parametrize("point, storage", [("journaled", "ORC"), ("inputs_moved", "PARQUET")])
+@pytest.mark.parametrize("point, storage", variants("test_commit_protocol: replay step",
+                                                    [("journaled", "ORC"), ("inputs_moved", "PARQUET")]))
 def test_a_replay_never_acts_on_inputs_a_writer_replaced_since_the_commit_was_decided(stack, tmp_path, point,
                                                                                       storage):
     """A crash after the journal, then a writer rewrites the partition reusing a file name (as

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from matrix_sampling import variants
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +30,7 @@ def assert_statistics_match_disk(stack, db, table, expected_rows):
             assert p["hms_num_rows"] == str(expected_rows[name][0]), name
 
 
-@pytest.mark.parametrize("storage", ["ORC", "PARQUET"])
+@pytest.mark.parametrize("storage", variants("test_end_to_end: format", ["ORC", "PARQUET"]))
 def test_dag_compacts_keeps_every_row_and_refreshes_statistics(stack, tmp_path, storage):
     db, table = "e2e", f"events_{storage.lower()}"
     stack.make_table(db, table, storage, DATES, files=5, rows=400, single_file_dates=(SINGLE,))

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
+from matrix_sampling import variants
 
 pytestmark = pytest.mark.integration
 
@@ -196,7 +197,7 @@ with hmsclient.HMSClient(host="127.0.0.1", port=int(port)) as c:
 """
 
 
-@pytest.mark.parametrize("actor", ["add", "drop", "alter"])
+@pytest.mark.parametrize("actor", variants("test_location_switch: actor during the build", ["add", "drop", "alter"]))
 def test_a_writer_or_a_drop_during_the_switch_stops_it(stack, tmp_path, actor):
     """A file added to the old folder, the partition dropped, or its storage descriptor altered
     while the new folder is built: the switch does not happen, the new folder is deleted, no row

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 
 import pytest
+from matrix_sampling import variants
 
 pytestmark = pytest.mark.integration
 
@@ -17,7 +18,7 @@ HEAP = "640m"
 PARTITION_BYTES = 1400 * 1024**2  # > 2x the heap, incompressible
 
 
-@pytest.mark.parametrize("mode", ["rewrite", "copy"])
+@pytest.mark.parametrize("mode", variants("test_memory: merge mode", ["rewrite", "copy"]))
 def test_a_partition_larger_than_the_heap_compacts(stack, tmp_path, mode):
     from pyspark.sql import functions as F
     db, table = "memory", f"big_{mode}"

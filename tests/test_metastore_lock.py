@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from hmsclient import hmsclient
 from hmsclient.genthrift.hive_metastore import ttypes
+from matrix_sampling import variants
 
 pytestmark = pytest.mark.integration
 
@@ -35,7 +36,8 @@ def files(folder: Path) -> dict[str, int]:
 
 # A Hive writer's lock; and a live merge job's (its agent is the package's), heartbeated, held
 # longer than a dead job's lock may be silent: the waiting job must not take it for a dead one.
-@pytest.mark.parametrize("agent, wait", [(None, 3), ("hive_compaction", 14)], ids=["hive_writer", "live_merge_job"])
+@pytest.mark.parametrize("agent, wait", variants("test_metastore_lock: lock holder", [
+    pytest.param(None, 3, id="hive_writer"), pytest.param("hive_compaction", 14, id="live_merge_job")]))
 def test_a_writers_lock_makes_the_commit_wait_then_leave_the_partition(stack, tmp_path, agent, wait):
     db, table = f"locked_{'job' if agent else 'writer'}", "events"
     stack.make_table(db, table, "ORC", [DT], files=4, rows=120)
@@ -70,7 +72,8 @@ def test_a_writers_lock_makes_the_commit_wait_then_leave_the_partition(stack, tm
     assert len(files(folder)) == 1 and stack.content(db, table) == content
 
 
-@pytest.mark.parametrize("commit_mode, point", [("in_place", "inputs_moved"), ("location_switch", "folder_built")])
+@pytest.mark.parametrize("commit_mode, point", variants("test_metastore_lock: commit mode",
+                                                        [("in_place", "inputs_moved"), ("location_switch", "folder_built")]))
 def test_a_writer_asking_for_the_lock_during_a_commit_waits(stack, tmp_path, commit_mode, point):
     db, table = f"locking_{commit_mode}", "events"
     stack.make_table(db, table, "PARQUET", [DT], files=3, rows=90)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from test_end_to_end import files_with_times
+from matrix_sampling import variants
 
 pytestmark = pytest.mark.integration
 
@@ -93,7 +94,7 @@ def test_two_runs_merging_one_partition_at_once_never_duplicate_a_row(stack, tmp
     assert not list((work / "journal").glob("dt_2026-04-06.*.json"))
 
 
-@pytest.mark.parametrize("point", ["staged", "input_moved"])
+@pytest.mark.parametrize("point", variants("test_safety: two tables, step", ["staged", "input_moved"]))
 def test_two_tables_over_one_folder_merged_at_once_never_duplicate_a_row(stack, tmp_path, point):
     """An external table over another table's folders, each merged by its own run: their commits
     hold the partition in two work areas, so neither journal stops the other. Run A (the external

@@ -9,26 +9,18 @@ whose jars are not fetched (Maven Central unreachable when ``make jars`` ran) sk
 from __future__ import annotations
 
 import os
-import random
-import time
 from pathlib import Path
 
 import pytest
 
-from matrix_sampling import note_sample
-from reliability import SEED_ENV
+from matrix_sampling import variants
 
 JARS = Path(__file__).resolve().parents[2] / ".state" / "jars"
 
 
-def sampled(name: str, variants: list[str]) -> list[str]:
+def sampled(name: str, values: list[str]) -> list[str]:
     """The variants of a stack module this run tries (see the module's head)."""
-    if os.environ.get("SUITE_STACKS") == "all":
-        return variants
-    seed = int(os.environ.get(SEED_ENV) or time.strftime("%Y%m%d", time.gmtime()))
-    pick = [random.Random(f"{name}/{seed}").choice(variants)]
-    note_sample(name, seed, pick)
-    return pick
+    return variants(name, values, every="SUITE_STACKS")
 
 
 # Set by CI (.ci/run): a real stack that cannot be fetched fails the run instead of skipping.
