@@ -19,6 +19,7 @@ sys.path[:0] = [str(ROOT / "plugins"), str(ROOT / "scripts")]
 
 import postgres  # noqa: E402
 from harness import Stack  # noqa: E402
+from matrix_sampling import deselect_undrawn  # noqa: E402
 from suite_budget import SuiteBudget, started  # noqa: E402
 
 
@@ -36,6 +37,7 @@ LONGEST_FIRST = ("test_safety_kills", "test_safety_actors", "test_yarn_cluster",
 def pytest_collection_modifyitems(config, items):
     rank = {m: i for i, m in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda it: rank.get(it.module.__name__, len(rank)))
+    deselect_undrawn(config, items)
 
 
 def pytest_configure(config):

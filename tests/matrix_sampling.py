@@ -7,6 +7,9 @@
   commit step or another, ...: ``variants``): one per run, drawn when the tests are collected by
   a seed that changes every day (both test processes collect the same tests), replayed with
   ``SUITE_MATRIX_SEED=<seed>``; ``make test-full`` (``SUITE_VARIANTS=all``) runs every one.
+  Tests that are variants of each other without being one parametrized test (a module fixture
+  each) carry ``@pytest.mark.variant(group, name)``: one name per group is kept the same way
+  (``deselect_undrawn``).
 """
 from __future__ import annotations
 
@@ -37,3 +40,21 @@ def variants(name: str, values: list, every: str = ALL_VARIANTS_ENV) -> list:
     pick = [random.Random(f"{name}/{seed}").choice(list(values))]
     note_sample(name, seed, [getattr(p, "id", None) or p for p in pick])
     return pick
+
+
+def deselect_undrawn(config, items) -> None:
+    """Keep, of the tests marked ``variant(group, name)``, those of the name drawn for each group
+    (``variants``); the others are deselected, as ``-m`` deselects."""
+    groups: dict[str, set[str]] = {}
+    for item in items:
+        mark = item.get_closest_marker("variant")
+        if mark:
+            groups.setdefault(mark.args[0], set()).add(mark.args[1])
+    drawn = {group: set(variants(group, sorted(names))) for group, names in groups.items()}
+    keep, drop = [], []
+    for item in items:
+        mark = item.get_closest_marker("variant")
+        (drop if mark and mark.args[1] not in drawn[mark.args[0]] else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep

@@ -176,6 +176,7 @@ def airflow(stack, tmp_path_factory):
         svc.stop()
 
 
+@pytest.mark.variant("test_as_a_user: a run the scheduler drives", "form")
 def test_trigger_from_the_form_compacts_that_date_only(airflow, stack):
     svc = airflow
     stack.make_table(DB, FORM_TABLE, "ORC", FORM_DATES, files=4, rows=200)
@@ -383,6 +384,7 @@ def backfill(airflow, stack):
     return {"runs": runs, "before": before, "content_before": content_before, "others_before": others_before}
 
 
+@pytest.mark.variant("test_as_a_user: a run the scheduler drives", "backfill")
 def test_backfill_compacts_each_date_of_the_range_and_nothing_else(airflow, stack, backfill):
     """One run per partition key of the range, each meaning what a scheduled run of that key means
     (the keys are partition dates: a backfill does not apply the schedule's run_offset)."""
@@ -415,6 +417,7 @@ def test_backfill_compacts_each_date_of_the_range_and_nothing_else(airflow, stac
     assert {t: partition_state(stack, DB, t) for t in (FORM_TABLE, DAILY_TABLE)} == backfill["others_before"]
 
 
+@pytest.mark.variant("test_as_a_user: a run the scheduler drives", "backfill")
 def test_the_downstream_example_runs_once_per_compacted_date(airflow, stack, backfill):
     """The example DAG (PartitionedAssetTimetable on the backfill table's asset, StartOfDayMapper
     over "dt=%Y-%m-%d") gets one run per date the backfill compacted, keyed by that date, with the

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from copy_checks import footer_info
+from matrix_sampling import variants
 
 pytestmark = pytest.mark.integration
 
@@ -20,7 +21,7 @@ def footers(stack, fmt: str, files: list[Path]):
     return [footer_info(stack.spark, fmt, f"file://{f}") for f in files]
 
 
-@pytest.mark.parametrize("storage", ["ORC", "PARQUET"])
+@pytest.mark.parametrize("storage", variants("test_merge_modes: copy, format", ["ORC", "PARQUET"]))
 def test_copy_mode_concatenates_blocks_and_keeps_codec_and_every_row(stack, tmp_path, storage):
     db, table, fmt = "modes", f"copy_{storage.lower()}", storage.lower()
     stack.make_table(db, table, storage, ["2026-10-01"], files=5, rows=500)

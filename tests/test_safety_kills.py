@@ -26,7 +26,8 @@ def test_a_kill_at_every_commit_step_is_repaired_by_the_next_run(stack, tmp_path
     # Each case is a spark-submit of its own (~35 s under the suite's load, 2026-11-28): two named
     # points and one storage call per run, so every named point comes up about every third or fourth run;
     # reliability.py runs every one (--every-call, --storage-errors).
-    named = tuple(p for p in KILL_POINTS if p in rng.sample(KILL_POINTS, 2))
+    chosen = set(rng.sample(KILL_POINTS, 2))
+    named = tuple(p for p in KILL_POINTS if p in chosen)
     points = named + (rng.choice(call_sample("in_place", rng, prefix=rng.choice((CALL, FAIL)))),)
     sample = note_sample("kill matrix (in_place)", seed, points)
     figures = kill_matrix(stack, tmp_path, formats=("ORC", "PARQUET"), points=points,

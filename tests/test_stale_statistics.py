@@ -14,6 +14,7 @@ import pytest
 from hive_compaction.airflow import config, tasks as dag_tasks
 from hive_compaction.airflow.metastore_hook import Metastore
 from hive_compaction.airflow.run_params import select
+from matrix_sampling import variants
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +48,7 @@ def assert_compacted_with_true_statistics(stack, db, table, content_before):
         assert p["hms_num_rows"] == str(content_before[name][0]), (name, p)
 
 
-@pytest.mark.parametrize("storage", ["ORC", "PARQUET"])
+@pytest.mark.parametrize("storage", variants("test_stale_statistics: format", ["ORC", "PARQUET"]))
 def test_a_form_triggered_run_of_the_date_compacts_appended_partitions(stack, tmp_path, storage):
     db, table = "stale_form", f"events_{storage.lower()}"
     make_appended_table(stack, db, table, storage)
@@ -64,7 +65,8 @@ def test_a_form_triggered_run_of_the_date_compacts_appended_partitions(stack, tm
     assert "2 with statistics that disagreed with the disk" in report
 
 
-@pytest.mark.parametrize("run_type, storage", [("scheduled", "ORC"), ("backfill", "PARQUET")])
+@pytest.mark.parametrize("run_type, storage", variants("test_stale_statistics: run type",
+                                                      [("scheduled", "ORC"), ("backfill", "PARQUET")]))
 def test_a_scheduled_or_backfill_run_of_the_date_compacts_an_appended_partition(stack, tmp_path, run_type, storage):
     """The run's own selection (its partition key: the partition date, for a scheduled run and a
     backfill alike), through plan, merge job and refresh as the DAG's tasks call them."""

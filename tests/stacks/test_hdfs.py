@@ -91,6 +91,7 @@ def test_the_cluster_checks_permissions_and_the_job_user_is_not_its_superuser(hd
     assert hdfs.status(f"/warehouse/{DB}.db")["owner"] == JOB_USER
 
 
+@pytest.mark.variant("test_hdfs: a DAG run on HDFS", "whole DAG")
 def test_the_whole_dag_on_hdfs_both_commit_modes_orc_and_parquet(hdfs, hdfs_stack, tmp_path):
     stack = hdfs_stack
     names = [f"{DB}.{t}" for t in TABLES]
@@ -181,6 +182,7 @@ def test_a_work_area_the_job_user_cannot_create_fails_saying_why_and_another_fil
     assert (area["owner"], area["permission"]) == (JOB_USER, "700")
 
 
+@pytest.mark.variant("test_hdfs: a DAG run on HDFS", "killed commit")
 def test_a_commit_killed_midway_on_hdfs_is_finished_by_the_next_run(hdfs, hdfs_stack, tmp_path):
     """The in-place commit killed once the inputs have left for the trash: its journal (published
     by an HDFS rename that never replaces) is on HDFS, the partition empty; the next run replays
