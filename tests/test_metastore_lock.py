@@ -85,8 +85,7 @@ def test_a_writer_asking_for_the_lock_during_a_commit_waits(stack, tmp_path, com
         "import json, sys\n"
         "from hmsclient import hmsclient\n"
         "from hmsclient.genthrift.hive_metastore import ttypes\n"
-        # this module's folder, and those of what it imports (matrix_sampling: benchmarks, scripts)
-        f"sys.path[:0] = {[str(Path(__file__).parent)] + [str(Path(__file__).parents[1] / d) for d in ('benchmarks', 'scripts')]!r}\n"
+        f"sys.path[:0] = {sys.path!r}\n"  # it imports this module as the tests do
         "from test_metastore_lock import lock_request\n"
         f"with hmsclient.HMSClient(host='127.0.0.1', port={stack.port}) as c:\n"
         f"    r = c.lock(lock_request({db!r}, {table!r}, 'dt={DT}'))\n"
