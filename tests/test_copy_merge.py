@@ -99,6 +99,38 @@ def test_copy_merge_keeps_rows_blocks_and_codec(spark, data, tmp_path, fmt):
     assert copy_groups(spark, fmt, files + [out]) == ([files + [out]], [])
 
 
+def _crc32c(data: bytes) -> int:
+    """CRC-32C (Castagnoli, reflected 0x82F63B78), bit by bit: independent of the JVM's."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+@pytest.mark.parametrize("fmt", ["orc", "parquet"])
+def test_the_digest_of_each_copied_range_is_its_crc32c_then_its_crc32(spark, data, tmp_path, fmt):
+    """The copy's verification compares the digests the JVM takes of every copied range, the
+    inputs' and the output's read back: each is the range's CRC-32C then its CRC-32 (16 hex
+    digits), computed here apart from the JVM, so a range that differs by one byte differs."""
+    import zlib
+    from urllib.parse import urlsplit
+    from hive_compaction.storage import jvm_helper
+    files = data[fmt]["plain"][:2]
+    out = tmp_path / f"merged.{fmt}"
+    got = jvm_helper.call(spark, "copyMerge", fmt, files, out.as_uri())
+    assert "error" not in got, got
+
+    def expected(path: str) -> list[str]:
+        raw = Path(urlsplit(path).path).read_bytes()
+        chunks = [raw[u.offset:u.offset + u.length] for u in read_one(spark, fmt, path)[1]]
+        return [f"{_crc32c(c):08x}{zlib.crc32(c):08x}" for c in chunks]
+
+    assert [doc["digests"] for doc in got["inputs"]] == [expected(f) for f in files]
+    assert got["output"]["digests"] == expected(out.as_uri()) == [d for f in files for d in expected(f)]
+
+
 @pytest.mark.parametrize("fmt", ["orc", "parquet"])
 def test_groups_split_by_codec_and_schema_and_mixed_merge_fails(spark, data, tmp_path, fmt):
     plain, other, wider = data[fmt]["plain"][:3], data[fmt]["codec"], data[fmt]["wide"]

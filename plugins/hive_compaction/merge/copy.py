@@ -172,7 +172,8 @@ def stage(spark, fmt: str, group: Group, staging: str, name: str) -> float:
 def _compare(fmt: str, inputs: list[str], read: list[Read], output: str, out: Read,
              in_digests: list[list[str]], out_digests: list[str]) -> None:
     """Whether ``output`` is exactly the blocks of ``inputs`` in order, under the footer metadata
-    they share, from their footers and the SHA-256 of every copied byte range.
+    they share, from their footers and the digest of every copied byte range (the JVM's
+    ``Digests.RangeHash``: CRC-32C and CRC-32).
 
     Footers: rows, per-block rows and bytes, schema and compression (and for ORC the version,
     which the stripe copy carries over), and every other footer fact the inputs share

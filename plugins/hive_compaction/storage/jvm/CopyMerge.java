@@ -29,11 +29,12 @@ public class CopyMerge {
 
     /** Copy-merge the inputs into ``output`` (which must not exist), then read the output back,
      *  all in one call. Returns {"inputs": [footer facts + "digests"], "output": footer facts +
-     *  "digests" + "size"}, facts with statistics (see Footers.footers): the digests are SHA-256
-     *  of every copied unit (ORC stripe / Parquet column chunk), the inputs' taken from the bytes
-     *  as they were copied (ORC) or read again (Parquet), the output's read back after it was
-     *  closed; the caller compares them. Or {"error", "refused"}: refused when the inputs cannot
-     *  share one footer (nothing was written); any other failure deletes the output. */
+     *  "digests" + "size"}, facts with statistics (see Footers.footers): the digests are the
+     *  Digests.RangeHash of every copied unit (ORC stripe / Parquet column chunk), the inputs'
+     *  taken from the bytes as they were copied (ORC) or read again (Parquet), the output's read
+     *  back after it was closed; the caller compares them. Or {"error", "refused"}: refused when
+     *  the inputs cannot share one footer (nothing was written); any other failure deletes the
+     *  output. */
     public Map copyMerge(String fmt, List inputs, String output) throws IOException {
         Path out = new Path(output);
         FileSystem fs = out.getFileSystem(conf);

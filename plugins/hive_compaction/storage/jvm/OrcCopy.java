@@ -3,7 +3,6 @@
 // is never skipped: all inputs share one footer or nothing is written. Encrypted files are refused.
 
 import java.io.IOException;
-import java.security.MessageDigest;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -90,7 +89,7 @@ public class OrcCopy {
         List stats = reader.getOrcProtoStripeStatistics();
         List stripes = reader.getStripes();
         List hashes = new ArrayList();
-        MessageDigest md = Digests.sha256();
+        Digests.RangeHash hash = new Digests.RangeHash();
         // The stream the reader opened for the tail (as mergeFiles does): one open per input.
         FSDataInputStream in = reader instanceof org.apache.orc.impl.ReaderImpl
             ? ((org.apache.orc.impl.ReaderImpl) reader).takeFile() : null;
@@ -102,9 +101,8 @@ public class OrcCopy {
                 byte[] b = digests.buffer(length);
                 in.seek(s.getOffset());  // not a positional read: see Digests.rangeDigests
                 in.readFully(b, 0, length);
-                md.reset();
-                md.update(b, 0, length);
-                hashes.add(Digests.hex(md.digest()));
+                hash.update(b, 0, length);
+                hashes.add(hash.take());
                 writer.appendStripe(b, 0, length, s,
                     (org.apache.orc.OrcProto.StripeStatistics) stats.get((int) s.getStripeId()));
             }
