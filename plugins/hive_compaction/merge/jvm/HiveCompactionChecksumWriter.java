@@ -12,14 +12,12 @@ import org.apache.spark.util.CollectionAccumulator;
 public class HiveCompactionChecksumWriter extends OutputWriter {
     private final OutputWriter out;
     private final Hash hash;
-    private final SQLConf conf;
     private final CollectionAccumulator sums;
     private long rows, high, low, high2, low2;
 
     public HiveCompactionChecksumWriter(OutputWriter out, UnsafeProjection hash, CollectionAccumulator sums) {
         this.out = out;
-        this.hash = new Hash(hash);
-        this.conf = SQLConf.get();  // in a task: the task's own, made once here
+        this.hash = new Hash(hash, SQLConf.get());  // in a task: the task's own configuration, made once here
         this.sums = sums;
     }
 
@@ -29,20 +27,24 @@ public class HiveCompactionChecksumWriter extends OutputWriter {
      *  write tasks' samples (JFR, 2026-11-28; 1.7% with it). */
     static final class Hash extends scala.runtime.AbstractFunction0 {
         private final UnsafeProjection projection;
+        private final SQLConf conf;
         private InternalRow row;
 
-        Hash(UnsafeProjection projection) { this.projection = projection; }
+        Hash(UnsafeProjection projection, SQLConf conf) {
+            this.projection = projection;
+            this.conf = conf;
+        }
 
         public Object apply() { return projection.apply(row); }
 
-        InternalRow of(InternalRow row, SQLConf conf) {
+        InternalRow of(InternalRow row) {
             this.row = row;
             return (InternalRow) SQLConf.withExistingConf(conf, this);
         }
     }
 
     public void write(InternalRow row) {
-        InternalRow h = hash.of(row, conf);  // reused by the next call: read now
+        InternalRow h = hash.of(row);  // reused by the next call: read now
         long a = h.getLong(0);
         long b = h.getLong(1);
         rows++;
