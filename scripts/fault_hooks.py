@@ -80,6 +80,7 @@ class _Commit(threading.local):
     new_folder = None         # a location switch's new folder, once outputs moved into it
     purge_root = None         # a purge's work area, once it listed the journals (then it deletes runs)
     purged: frozenset = frozenset()
+    chunk_staged: frozenset = frozenset()  # partitions whose "staged" fired as their chunk's lock was asked for
 
 
 _now = _Commit()
@@ -152,8 +153,10 @@ def _count(operation: str, uri) -> None:
         raise OSError(f"test storage fault at {CALL}{calls}: {operation} {uri} failed")
 
 
-def _begin_commit(metastore, table: str, partition: str) -> None:
-    """A partition's commit (or replay) asks for its lock: its steps and calls count from here."""
+def _begin_commit(metastore, table: str, partition: str, staged: bool = True) -> None:
+    """A partition's commit (or replay) asks for its lock, or begins under its chunk's
+    (``staged`` then fired already, as the chunk's lock was asked for): its steps and calls
+    count from here."""
     values = [unquote(kv.partition("=")[2]) for kv in partition.split("/")] if partition else []
     _now.label = f"{table}/{partition}"
     def folder() -> str:
@@ -164,7 +167,8 @@ def _begin_commit(metastore, table: str, partition: str) -> None:
     _now.folder = (lambda: began) if began else folder
     _now.listed, _now.new_folder = False, None
     _now.calls = 0 if _counting_wanted() else None
-    _step("staged", _now.label)
+    if staged:
+        _step("staged", _now.label)
 
 
 def _kind(pairs: list) -> str | None:
@@ -309,11 +313,19 @@ def _wrap_storage(cls) -> dict:
 
 
 def _wrap_metastore(cls) -> dict:
-    originals = {name: inspect.getattr_static(cls, name) for name in ("lock", "switch")}
+    originals = {name: inspect.getattr_static(cls, name) for name in ("lock", "lock_chunk", "switch")}
 
-    def lock(self, table, partition, wait_seconds, required=True):
-        _begin_commit(self, table, partition)
-        return originals["lock"](self, table, partition, wait_seconds, required)
+    def lock(self, table, partition, wait_seconds, required=True, chunk=None):
+        # Under its chunk's lock, or alone after its chunk's request was refused: "staged" fired already.
+        _begin_commit(self, table, partition, staged=partition not in _now.chunk_staged)
+        _now.chunk_staged = _now.chunk_staged - {partition}
+        return originals["lock"](self, table, partition, wait_seconds, required, chunk)
+
+    def lock_chunk(self, table, partitions):
+        for partition in partitions:  # each is staged, and its lock asked for now
+            _begin_commit(self, table, partition)
+        _now.chunk_staged = frozenset(partitions)
+        return originals["lock_chunk"](self, table, partitions)
 
     def switch(self, table, values, old, new, parameters, *more):
         switched = originals["switch"](self, table, values, old, new, parameters, *more)
@@ -321,7 +333,7 @@ def _wrap_metastore(cls) -> dict:
             _step("switched", f"{_now.label} {table} {old} {new}", _path(old))
         return switched
 
-    cls.lock, cls.switch = lock, switch
+    cls.lock, cls.lock_chunk, cls.switch = lock, lock_chunk, switch
     return originals
 
 

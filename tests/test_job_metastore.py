@@ -32,8 +32,10 @@ class ScriptedMetastore:
     tables). Otherwise a request fails while another is in flight until one has been served, as
     Metastore 2.3's transaction store does when it starts."""
 
-    def __init__(self, refuse: bool = False, fail_first: int = 0, unlock_fail_first: int = 0):
+    def __init__(self, refuse: bool = False, fail_first: int = 0, unlock_fail_first: int = 0,
+                 busy: frozenset[str] = frozenset()):
         self.refuse = refuse
+        self.busy = busy  # partitions a writer holds: a request naming one waits
         self.fail_first = fail_first  # this many requests fail first, as while a Metastore restarts
         self.unlock_fail_first = unlock_fail_first  # the same for unlocks
         self.unlock_calls = 0
@@ -84,7 +86,8 @@ class ScriptedMetastore:
                     raise RuntimeError("org.apache.thrift.TApplicationException: Internal error processing lock")
             with self._mutex:
                 self.served = True
-            return SimpleNamespace(getLockid=lambda: n, getState=lambda: "ACQUIRED")
+            waits = bool(self.busy & set(getattr(request, "partitions", ())))
+            return SimpleNamespace(getLockid=lambda: n, getState=lambda: "WAITING" if waits else "ACQUIRED")
         finally:
             with self._mutex:
                 self.in_flight -= 1
@@ -269,3 +272,64 @@ def test_an_unlock_that_keeps_failing_is_reported_not_raised(caplog):
         pass
     assert hms.unlocked == [] and hms.unlock_calls == metastore_lock.REQUEST_ATTEMPTS
     assert f"db.t/dt=2026-01-01: could not release Metastore lock {held.lock_id}" in caplog.text
+
+
+@pytest.fixture
+def chunk_requests(monkeypatch):
+    """Lock requests that name their partitions (the scripted Metastore reads them)."""
+    monkeypatch.setattr(metastore_lock, "lock_component", lambda api, table, partition: partition)
+
+
+def chunk_metastore(hms: ScriptedMetastore) -> JobMetastore:
+    jm = job_metastore(hms)
+    jm._locks._api = SimpleNamespace(LockRequest=lambda components, user, host: SimpleNamespace(
+        partitions=list(components), setAgentInfo=lambda agent: None))
+    return jm
+
+
+DAYS = [f"dt=2026-01-{d:02d}" for d in (1, 2, 3)]
+
+
+def test_a_chunk_is_locked_by_one_request_and_each_partition_commits_under_it(chunk_requests):
+    hms = ScriptedMetastore()
+    jm = chunk_metastore(hms)
+    with jm.lock_chunk("db.t", DAYS) as chunk:
+        assert chunk is not None and chunk.partitions == set(DAYS)
+        for day in DAYS:
+            with jm.lock("db.t", day, 5, chunk=chunk) as held:
+                assert held is chunk
+                check_lock_held()
+        assert hms.lock_calls == 1 and hms.unlocked == []
+        with jm.lock("db.t", "dt=2026-01-09", 5, chunk=chunk) as other:  # not the chunk's: a lock of its own
+            assert other.lock_id != chunk.lock_id
+    assert hms.lock_calls == 2 and sorted(hms.unlocked) == sorted([chunk.lock_id, other.lock_id])
+    jm.close()
+
+
+def test_a_chunk_with_a_busy_partition_is_withdrawn_at_once_and_holds_nothing(chunk_requests, caplog):
+    hms = ScriptedMetastore(busy=frozenset({DAYS[1]}))
+    jm = chunk_metastore(hms)
+    with caplog.at_level(logging.INFO), jm.lock_chunk("db.t", DAYS) as chunk:
+        assert chunk is None
+        assert hms.unlocked == [1]  # the waiting request, withdrawn before any commit
+    assert "a partition is busy" in caplog.text
+    with jm.lock("db.t", DAYS[0], 5) as alone:  # a free partition then locks on its own at once
+        assert alone.lock_id == 2
+    jm.close()
+
+
+def test_a_chunk_whose_lock_is_lost_stops_each_partition_naming_it(chunk_requests, quick_heartbeats):
+    hms = ScriptedMetastore()
+    jm = chunk_metastore(hms)
+    with jm.lock_chunk("db.t", DAYS) as chunk:
+        with jm.lock("db.t", DAYS[0], 5, chunk=chunk):
+            check_lock_held()
+            hms.heartbeat_error = "NoSuchLockException(message:No such lock lockid:1)"
+            time.sleep(0.5)
+            with pytest.raises(LockLost, match=f"db.t/{DAYS[0]}: this job lost the Metastore's lock 1 on it"):
+                check_lock_held()
+        with pytest.raises(LockLost, match=f"db.t/{DAYS[1]}: .* before this partition's commit began; nothing was "
+                                           "moved"):
+            with jm.lock("db.t", DAYS[1], 5, chunk=chunk):
+                pytest.fail("a partition's commit began under a lost lock")
+    jm.close()

@@ -36,61 +36,78 @@ def data_files(folder: Path) -> list[str]:
 
 
 def test_a_commit_whose_lock_is_taken_stops_and_the_next_attempt_finishes_it(stack, tmp_path):
-    db, table, dt = "lease", "events", "2026-06-03"
-    partition, label = f"dt={dt}", f"{db}.{table}"
-    stack.make_table(db, table, "ORC", [dt], files=4, rows=400)
-    folder = stack.partition_location(db, table, partition)
-    before, inputs = stack.content(db, table), data_files(folder)
+    """Three partitions on two driver threads: the first two commit under one lock (a commit
+    chunk), the third under its own. The chunk's lock is taken while the first partition's
+    inputs move: that commit stops before its next step (its journal stays), the second never
+    begins (nothing moved), the third is not touched by it."""
+    db, table = "lease", "events"
+    dates = ["2026-06-01", "2026-06-02", "2026-06-03"]
+    first, second, alone = (f"dt={dt}" for dt in dates)
+    label = f"{db}.{table}"
+    stack.make_table(db, table, "ORC", dates, files=4, rows=400)
+    folders = {p: stack.partition_location(db, table, p) for p in (first, second, alone)}
+    before, inputs = stack.content(db, table), {p: data_files(f) for p, f in folders.items()}
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": label}])
     job = stack.plan_batches(cfg, run_id="stolen")["spark_args"][0]["application_args"][1]
     steal = tmp_path / "steal.py"
     steal.write_text(STEAL)
 
-    stolen = stack.spark_submit(job, HIVE_COMPACTION_TEST_HOOK_AT=f"input_moved:{partition}",
+    stolen = stack.spark_submit(job, HIVE_COMPACTION_TEST_HOOK_AT=f"input_moved:{first}",
                                 HIVE_COMPACTION_TEST_HOOK_CMD=f"{sys.executable} {steal} {stack.port} {db} {table} "
-                                                              f"{partition}")
+                                                              f"{first}")
     out = stolen.stdout + stolen.stderr
     assert stolen.returncode != 0, out[-4000:]
-    assert f"FAILED {label} {partition}" in out and "lost the Metastore's lock" in out, out[-4000:]
+    assert f"{label}: committing 2 partitions under one Metastore lock" in out, out[-4000:]
+    assert f"FAILED {label} {first}" in out and "lost the Metastore's lock" in out, out[-4000:]
     assert "no longer knows it" in out and "NoSuchLockException" in out, out[-4000:]
-    # It stopped before publishing: the merged file is not in the partition beside anything.
-    assert not [n for n in data_files(folder) if n.startswith("part-compacted-")]
+    assert f"FAILED {label} {second}" in out and "before this partition's commit began; nothing was moved" in out
+    assert f"{label} {alone}: merged" in out, out[-4000:]
+    # The first stopped before publishing: the merged file is not in the partition beside anything.
+    assert not [n for n in data_files(folders[first]) if n.startswith("part-compacted-")]
+    assert data_files(folders[second]) == inputs[second]
     journals = list((Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db" / ".hive_compaction" / table
                      / "journal").glob("*.json"))
-    assert len(journals) == 1  # left for the attempt that next holds the lock
+    assert len(journals) == 1  # the first's, left for the attempt that next holds the lock
 
     retry = stack.spark_submit(job)  # the task's retry: the same batch
     assert retry.returncode == 0, retry.stdout[-4000:] + retry.stderr[-4000:]
     assert "recovering the interrupted commit" in retry.stdout + retry.stderr
     assert stack.content(db, table) == before
-    after = data_files(folder)
-    assert len(after) == 1 and after[0].startswith("part-compacted-") and not set(after) & set(inputs)
+    for p, folder in folders.items():
+        after = data_files(folder)
+        assert len(after) == 1 and after[0].startswith("part-compacted-") and not set(after) & set(inputs[p])
     assert not [j for j in journals if j.exists()]
 
 
 def test_the_merge_job_writes_a_committed_partitions_statistics_under_its_lock(stack, tmp_path):
     """Finding 6: the statistics of a merged partition are written by the merge job from the
     listing it makes right after the commit, still holding the commit's lock (no refresh task
-    runs here); Hive's COLUMN_STATS_ACCURATE, vouching for a row count that was wrong, goes."""
+    runs here); Hive's COLUMN_STATS_ACCURATE, vouching for a row count that was wrong, goes.
+    Three partitions on two driver threads: two commit in a chunk (their statistics written
+    together under its lock), one alone."""
     from hmsclient import hmsclient
-    db, table, dt = "lease_stats", "events", "2026-06-04"
-    partition = f"dt={dt}"
-    stack.make_table(db, table, "ORC", [dt], files=4, rows=300)
+    db, table = "lease_stats", "events"
+    dates = ["2026-06-04", "2026-06-05", "2026-06-06"]
+    stack.make_table(db, table, "ORC", dates, files=4, rows=300)
     with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
-        p = c.get_partition_by_name(db, table, partition)
-        p.parameters.update({"numRows": "7", "COLUMN_STATS_ACCURATE": '{"BASIC_STATS":"true"}'})
-        c.alter_partition(db, table, p)
+        for dt in dates:
+            p = c.get_partition_by_name(db, table, f"dt={dt}")
+            p.parameters.update({"numRows": "7", "COLUMN_STATS_ACCURATE": '{"BASIC_STATS":"true"}'})
+            c.alter_partition(db, table, p)
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])
     job = stack.plan_batches(cfg, run_id="stats")["spark_args"][0]["application_args"][1]
     run = stack.spark_submit(job)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
-    folder = stack.partition_location(db, table, partition)
-    on_disk = [f for f in folder.iterdir() if f.is_file() and not f.name.startswith((".", "_"))]
-    with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
-        params = c.get_partition_by_name(db, table, partition).parameters
-    assert params["numFiles"] == "1" and len(on_disk) == 1
-    assert params["totalSize"] == str(on_disk[0].stat().st_size)
-    assert params["numRows"] == "300" and "COLUMN_STATS_ACCURATE" not in params
+    assert f"{db}.{table}: committing 2 partitions under one Metastore lock" in run.stdout + run.stderr
+    for dt in dates:
+        partition = f"dt={dt}"
+        folder = stack.partition_location(db, table, partition)
+        on_disk = [f for f in folder.iterdir() if f.is_file() and not f.name.startswith((".", "_"))]
+        with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
+            params = c.get_partition_by_name(db, table, partition).parameters
+        assert params["numFiles"] == "1" and len(on_disk) == 1, (partition, params)
+        assert params["totalSize"] == str(on_disk[0].stat().st_size), partition
+        assert params["numRows"] == "300" and "COLUMN_STATS_ACCURATE" not in params, (partition, params)
 
 
 def test_after_a_kill_mid_commit_readers_miss_rows_only_until_the_retry_takes_the_lease(stack, tmp_path):

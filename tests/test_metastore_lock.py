@@ -72,6 +72,36 @@ def test_a_writers_lock_makes_the_commit_wait_then_leave_the_partition(stack, tm
     assert len(files(folder)) == 1 and stack.content(db, table) == content
 
 
+def test_a_busy_partition_never_holds_back_the_others_of_its_commit_chunk(stack, tmp_path):
+    """Three partitions on two driver threads: the first two would commit under one lock (a
+    chunk), and a Hive writer holds the first. The chunk's request is withdrawn at once, each of
+    its partitions asks alone: the free one is merged without waiting for the busy one, which
+    waits its lock_wait_seconds and is left as it is."""
+    db, table = "locked_chunk", "events"
+    busy_dt, free_dt, other_dt = "2026-07-02", "2026-07-03", "2026-07-04"
+    stack.make_table(db, table, "ORC", [busy_dt, free_dt, other_dt], files=3, rows=90)
+    busy = stack.partition_location(db, table, f"dt={busy_dt}")
+    before, content = files(busy), stack.content(db, table)
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}", "lock_wait_seconds": 4}])
+    job = stack.plan_batches(cfg, run_id="busy")["spark_args"][0]["application_args"][1]
+    with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
+        held = c.lock(lock_request(db, table, f"dt={busy_dt}"))
+        assert held.state == ttypes.LockState.ACQUIRED
+        try:
+            p = stack.spark_submit(job)
+        finally:
+            c.unlock(ttypes.UnlockRequest(lockid=held.lockid))
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out[-4000:]
+    assert f"{db}.{table} (2 partitions): a partition is busy" in out, out[-4000:]
+    assert f"{db}.{table}/dt={busy_dt}: another writer holds the Metastore's lock on it (waited 4s" in out
+    for dt in (free_dt, other_dt):
+        assert f"{db}.{table} dt={dt}: merged" in out, out[-4000:]
+        assert len(files(stack.partition_location(db, table, f"dt={dt}"))) == 1
+    assert files(busy) == before
+    assert stack.content(db, table) == content
+
+
 @pytest.mark.parametrize("commit_mode, point", variants("test_metastore_lock: commit mode",
                                                         [("in_place", "inputs_moved"), ("location_switch", "folder_built")]))
 def test_a_writer_asking_for_the_lock_during_a_commit_waits(stack, tmp_path, commit_mode, point):

@@ -10,7 +10,8 @@ Three phases, so the cluster stays busy and the commit window stays short:
    groups in the driver's JVM (``copy_merge``). Each staged output is verified against its
    inputs before any input moves.
 3. *commit* each partition with the journaled protocol of ``commit`` (driver threads;
-   ``finish.Finisher``).
+   ``finish.Finisher``), partitions of one table in chunks under one Metastore lock
+   (``commit_chunks``).
 
 File listings, footers and renames go through ``jvm_helper``: one py4j round trip per partition
 or group, not several per file. A failing partition never stops the others; its files stay as
@@ -43,6 +44,20 @@ from hive_compaction.storage.metastore_client import JobMetastore
 
 log = logging.getLogger(__name__)
 
+# At most this many partitions of a table commit under one Metastore lock (``Finisher.finish_chunk``):
+# a Hive writer that asks for one of them meanwhile waits for that many commits at most.
+COMMIT_CHUNK = 16
+
+
+def commit_chunks(works: list[tuple[int, Work]], threads: int) -> list[list[tuple[int, Work]]]:
+    """The partitions to copy and commit, in chunks of one table each, small enough that every
+    driver thread gets one."""
+    size = max(1, min(COMMIT_CHUNK, -(-len(works) // threads)))
+    by_table: dict[str, list[tuple[int, Work]]] = {}
+    for i, work in works:
+        by_table.setdefault(work.task.table_name, []).append((i, work))
+    return [ws[k:k + size] for ws in by_table.values() for k in range(0, len(ws), size)]
+
 
 class BatchRunner:
     def __init__(self, spark: JobSpark, run: str, batch_id: str, dry_run: bool = False,
@@ -74,7 +89,7 @@ class BatchRunner:
 
         Partitions are prepared, copied and committed by ``threads`` driver threads side by side:
         that work is mostly waiting on the file system and the JVM, and partitions share nothing
-        (each commit holds its own journal)."""
+        (each commit holds its own journal) but a chunk's Metastore lock."""
         results: dict[int, PartitionResult] = {}
         lock = threading.Lock()
 
@@ -99,14 +114,16 @@ class BatchRunner:
             done(i, prepared)
             return None
 
-        def copy_and_commit(i: int, work: Work) -> None:
-            try:
-                with self.steps.step("copy", work.task):
-                    self.stage_copies(work)
-            except Exception as e:
-                log.exception("%s: copy failed", work.task.label)
-                work.error = work.error or f"{type(e).__name__}: {e}".splitlines()[0][:500]
-            done(i, self.finisher.finish(work))
+        def copy_and_commit(chunk: list[tuple[int, Work]]) -> None:
+            for _, work in chunk:
+                try:
+                    with self.steps.step("copy", work.task):
+                        self.stage_copies(work)
+                except Exception as e:
+                    log.exception("%s: copy failed", work.task.label)
+                    work.error = work.error or f"{type(e).__name__}: {e}".splitlines()[0][:500]
+            for (i, _), result in zip(chunk, self.finisher.finish_chunk([w for _, w in chunk])):
+                done(i, result)
 
         with ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="partition") as pool:
             began = time.monotonic()
@@ -116,7 +133,7 @@ class BatchRunner:
                      len(tasks), time.monotonic() - began, len(works),
                      sum(len(g.files) for _, w in works for g in w.groups), sum(len(w.groups) for _, w in works))
             self.rewrites.stage([w for _, w in works])
-            list(pool.map(copy_and_commit, *zip(*works)) if works else [])
+            list(pool.map(copy_and_commit, commit_chunks(works, self.threads)))
         summary = self.steps.summary()
         if summary:
             log.info("driver time by step: %s", summary)

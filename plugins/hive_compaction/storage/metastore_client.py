@@ -172,6 +172,18 @@ class JobMetastore:
         return (None if params is None else self._as_dict(params),
                 descriptor_text(target.getSd()) if values else None)
 
+    def states(self, table: str, partitions: list[str]) -> dict[tuple[str, ...], tuple[dict[str, str] | None, str]]:
+        """As ``state``, for the ``partitions`` (names, ``k=v/...``) of ``table`` in one read,
+        keyed by their values; a partition that does not exist is left out."""
+        db, tbl = table.split(".", 1)
+        found = reconnecting(self._client, lambda client: client.getPartitionsByNames(db, tbl, list(partitions)))
+        out = {}
+        for p in found:
+            params = p.getParameters()
+            out[tuple(str(v) for v in p.getValues())] = (None if params is None else self._as_dict(params),
+                                                        descriptor_text(p.getSd()))
+        return out
+
     def switch(self, table: str, values: list[str], old: str, new: str, parameters: dict[str, str | None],
                descriptor: str | None = None) -> bool:
         """Point the partition at ``new`` with ``parameters`` merged in (None removes a key),
@@ -226,6 +238,27 @@ class JobMetastore:
             return True
         return reconnecting(self._client, update)
 
+    def update_parameters_all(self, table: str, updates: list[tuple[str, list[str], dict[str, str | None]]]) -> set[str]:
+        """``update_parameters`` for several partitions of ``table`` (name, values, parameters),
+        each read again, in one read and one alter for all; the names of those written (a
+        partition that does not exist is left out)."""
+        db, tbl = table.split(".", 1)
+        by_values = {tuple(values): (name, parameters) for name, values, parameters in updates}
+
+        def update(client) -> set[str]:
+            found = client.getPartitionsByNames(db, tbl, [name for name, _, _ in updates])
+            written, targets = set(), []
+            for p in found:
+                name, parameters = by_values.get(tuple(str(v) for v in p.getValues()), (None, None))
+                if name is not None:
+                    self._merge_parameters(p, parameters)
+                    targets.append(p)
+                    written.add(name)
+            if targets:
+                client.alter_partitions(db, tbl, targets, self._keep_statistics())
+            return written
+        return reconnecting(self._client, update)
+
     def _merge_parameters(self, target, parameters: dict[str, str | None]) -> None:
         """Merge ``parameters`` into a Java Partition's or Table's (None removes a key)."""
         params = target.getParameters()
@@ -243,8 +276,14 @@ class JobMetastore:
         context.putToProperties("DO_NOT_UPDATE_STATS", "true")
         return context
 
-    def lock(self, table: str, partition: str, wait_seconds: float, required: bool = True):
+    def lock(self, table: str, partition: str, wait_seconds: float, required: bool = True, chunk=None):
         """Hold the Metastore's EXCLUSIVE lock on the partition while the block runs, heartbeating
-        it (``MetastoreLocks``; a context manager: ``with metastore.lock(...) as held``; held None
-        only where locks are not ``required`` and the Metastore serves none)."""
-        return self._locks.hold(table, partition, wait_seconds, required)
+        it (``MetastoreLocks.hold``; a context manager: ``with metastore.lock(...) as held``; held
+        None only where locks are not ``required`` and the Metastore serves none), or run the
+        block under ``chunk``, a ``lock_chunk``'s lock that covers it."""
+        return self._locks.hold(table, partition, wait_seconds, required, chunk)
+
+    def lock_chunk(self, table: str, partitions: list[str]):
+        """One lock on several partitions of ``table`` if every one is free now, else None
+        (``MetastoreLocks.hold_all``; a context manager)."""
+        return self._locks.hold_all(table, partitions)

@@ -75,27 +75,31 @@ LOCK_FAILURES = (LockTimeout, LockLost, LocksUnavailable)
 
 class HeldLock:
     """One granted lock, renewed by the heartbeat thread (``last_beat``); ``lost`` says why it is
-    no longer held, once it is not."""
+    no longer held, once it is not. A commit chunk's lock (``MetastoreLocks.hold_all``) covers
+    ``partitions``."""
 
-    def __init__(self, lock_id: int, label: str):
-        self.lock_id, self.label = lock_id, label
+    def __init__(self, lock_id: int, label: str, partitions: frozenset[str] = frozenset()):
+        self.lock_id, self.label, self.partitions = lock_id, label, partitions
         self.last_beat = time.monotonic()
         self.lost: str | None = None
 
-    def check(self) -> None:
-        """LockLost unless the lock is still this job's."""
+    def check(self, label: str | None = None) -> None:
+        """LockLost unless the lock is still this job's (``label``: the partition whose commit
+        asks, under a chunk's lock)."""
         silent = time.monotonic() - self.last_beat
         if self.lost is None and silent > LOST_AFTER_SECONDS:
             self.lost = f"no heartbeat went through for {silent:.0f} s"
         if self.lost is not None:
-            raise LockLost(f"{self.label}: this job lost the Metastore's lock {self.lock_id} on it ({self.lost}); "
-                           "its commit stopped before the next step. Its journal stays: the task's retry or the "
-                           "next run finishes the commit under the lock")
+            raise LockLost(f"{label or self.label}: this job lost the Metastore's lock {self.lock_id} on it "
+                           f"({self.lost}); its commit stopped before the next step. Its journal stays: the task's "
+                           "retry or the next run finishes the commit under the lock")
 
 
-# The lock held by this thread's commit (a commit runs in one thread, inside ``hold``): every step
-# of the commit protocol checks it, wherever it is (``commit.in_place.check_owner``).
-_held_here: contextvars.ContextVar[HeldLock | None] = contextvars.ContextVar("held_metastore_lock", default=None)
+# The lock held by this thread's commit (a commit runs in one thread, inside ``hold``), with the
+# partition it commits: every step of the commit protocol checks it, wherever it is
+# (``commit.in_place.check_owner``).
+_held_here: contextvars.ContextVar[tuple[HeldLock, str] | None] = contextvars.ContextVar("held_metastore_lock",
+                                                                                         default=None)
 
 
 def holding_lock() -> bool:
@@ -108,9 +112,10 @@ def holding_lock() -> bool:
 def check_lock_held() -> None:
     """LockLost if the Metastore lock this thread's commit runs under was lost (nothing to check
     for a commit without one)."""
-    held = _held_here.get()
-    if held is not None:
-        held.check()
+    here = _held_here.get()
+    if here is not None:
+        held, label = here
+        held.check(label)
 
 
 class MetastoreLocks:
@@ -128,28 +133,87 @@ class MetastoreLocks:
         self._beating: threading.Thread | None = None
 
     @contextlib.contextmanager
-    def hold(self, table: str, partition: str, wait_seconds: float, required: bool = True):
+    def hold(self, table: str, partition: str, wait_seconds: float, required: bool = True,
+             chunk: HeldLock | None = None):
         """Hold the Metastore's EXCLUSIVE lock on the partition while the block runs, heartbeating
         it; yields the ``HeldLock``, or None when not ``required`` and the Metastore serves no
         locks. LockTimeout if another holder keeps it longer than ``wait_seconds``;
-        LocksUnavailable if it is required and not granted."""
+        LocksUnavailable if it is required and not granted. Under a ``chunk``'s lock that covers
+        the partition (``hold_all``), no request: the block runs under that lock (LockLost
+        before it starts if that was lost)."""
+        label = f"{table}/{partition}" if partition else table
+        if chunk is not None and partition in chunk.partitions:
+            try:
+                chunk.check(label)
+            except LockLost:
+                raise LockLost(f"{label}: this job lost the Metastore's lock {chunk.lock_id} of its commit chunk "
+                               f"({chunk.lost}) before this partition's commit began; nothing was moved, the next "
+                               "run will look at it again") from None
+            token = _held_here.set((chunk, label))
+            try:
+                yield chunk
+            finally:
+                _held_here.reset(token)
+            return
         if self._locks_served is False and not required:
             yield None
             return
-        label = f"{table}/{partition}" if partition else table
         lock_id = self._acquire(table, partition, label, wait_seconds, required)
         if lock_id is None:
             yield None
             return
         held = HeldLock(lock_id, label)
         self._hold(held)
-        token = _held_here.set(held)
+        token = _held_here.set((held, label))
         try:
             yield held
         finally:
             _held_here.reset(token)
             self._let_go(held)
-            self._release(lock_id, table, partition)
+            self._release(lock_id, label)
+
+    @contextlib.contextmanager
+    def hold_all(self, table: str, partitions: list[str]):
+        """One EXCLUSIVE lock on several partitions of ``table`` (a commit chunk), in one request,
+        if the Metastore grants it at once: yields its ``HeldLock`` (heartbeated, released after
+        the block; each partition's commit then runs under it through ``hold(..., chunk=)``).
+        Yields None, holding nothing, if any partition is busy (the request is withdrawn at once:
+        a Hive request is granted whole or not at all), the Metastore serves no locks, or the
+        request failed: the caller then locks each partition on its own (``hold``), so a busy
+        partition waits alone and never holds the others back."""
+        label = f"{table} ({len(partitions)} partitions)"
+        lock_id = None if self._locks_served is False else self._acquire_at_once(table, partitions, label)
+        if lock_id is None:
+            yield None
+            return
+        held = HeldLock(lock_id, label, frozenset(partitions))
+        self._hold(held)
+        try:
+            yield held
+        finally:
+            self._let_go(held)
+            self._release(lock_id, label)
+
+    def _acquire_at_once(self, table: str, partitions: list[str], label: str) -> int | None:
+        """The id of one lock on every partition, if granted at once; else None (withdrawn)."""
+        api = self._api
+        request = api.LockRequest([lock_component(api, table, p) for p in partitions], getpass.getuser(),
+                                  socket.gethostname())
+        request.setAgentInfo(AGENT)
+        try:
+            response = None if self._locks_served else self._first_request(request, label, True)
+            if response is None:
+                response = self._request(request, label)
+        except LocksUnavailable as e:
+            log.info("%s: no lock for the chunk (%s): each partition is locked on its own", label,
+                     summary(e.__cause__ or e))
+            return None
+        lock_id = response.getLockid()
+        if str(response.getState()) == "ACQUIRED":
+            return lock_id
+        log.info("%s: a partition is busy (lock %s): each partition is locked on its own", label, response.getState())
+        self._release(lock_id, label)  # withdraw the request
+        return None
 
     def _acquire(self, table: str, partition: str, label: str, wait_seconds: float, required: bool) -> int | None:
         """The lock's id once acquired; None where the Metastore serves no locks and none is
@@ -262,13 +326,13 @@ class MetastoreLocks:
                         h.lost = f"the Metastore no longer knows it: {error}"
                     log.warning("could not heartbeat Metastore lock %s (%s): %s", h.lock_id, h.label, error)
 
-    def _release(self, lock_id: int, table: str, partition: str) -> None:
+    def _release(self, lock_id: int, label: str) -> None:
         """Unlock, asked again on a new connection if the one it used broke (else the lock would
         wait for the Metastore's timeout, holding other writers back)."""
         try:
             reconnecting(self._client, lambda client: client.unlock(lock_id))
         except Exception as e:  # noqa: BLE001 - gone already (timed out): nothing held
-            log.warning("%s/%s: could not release Metastore lock %s: %s", table, partition, lock_id, summary(e))
+            log.warning("%s: could not release Metastore lock %s: %s", label, lock_id, summary(e))
 
 
 def lock_component(api, table: str, partition: str):
