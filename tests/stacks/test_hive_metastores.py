@@ -203,6 +203,16 @@ def test_the_jobs_jvm_client(hms, spark):
         assert jm.location("jvm_side.events", ["2026-02-01"]) == new
         assert jm.parameters("jvm_side.events", ["2026-02-01"])["numFiles"] == "2"
         assert jm.location("jvm_side.events", ["2030-01-01"]) is None
+
+        # A commit chunk's reads and writes: several partitions in one call each.
+        states = jm.states("jvm_side.events", ["dt=2026-02-01", "dt=2030-01-01"])
+        assert list(states) == [("2026-02-01",)]
+        assert states[("2026-02-01",)] == jm.state("jvm_side.events", ["2026-02-01"])
+        assert jm.update_parameters_all("jvm_side.events", [
+            ("dt=2026-02-01", ["2026-02-01"], {"numFiles": "3", "hive_compaction.test": None}),
+            ("dt=2030-01-01", ["2030-01-01"], {"numFiles": "1"})]) == {"dt=2026-02-01"}
+        params = jm.parameters("jvm_side.events", ["2026-02-01"])
+        assert params["numFiles"] == "3" and "hive_compaction.test" not in params
     finally:
         jm.close()
 
