@@ -11,8 +11,9 @@ partitions through Thrift, and times, from a Spark driver's JVM client as the me
   per_partition   the job's own lock (``JobMetastore.lock``: EXCLUSIVE on the partition,
                   heartbeated, released), one partition after the other, one driver thread;
   two_threads     the same, two driver threads side by side (the merge job's default on 2 cores);
-  one_request     one ``LockRequest`` naming every partition, then one unlock (what batching the
-                  commits' locks would cost; not what the job does).
+  one_request     one ``LockRequest`` naming every partition, then one unlock (what a commit
+                  chunk's lock costs, ``JobMetastore.lock_chunk``, for chunks that large; the
+                  job's chunks hold at most ``runner.COMMIT_CHUNK`` partitions).
 
 It prints the milliseconds per partition of each and the ratio to ``per_partition``; the last
 round counts (the first warms the JVM and the Metastore). Exit code 1 if a lock was not granted.

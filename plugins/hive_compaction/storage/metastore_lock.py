@@ -13,6 +13,10 @@ after ``hive.txn.timeout``. A holder whose heartbeats have not gone through for
 every step of its commit checks ``check_lock_held`` and stops (``LockLost``) before moving more,
 so by the time another job may take the lock over, this one has stopped.
 
+Partitions of one table may commit under one lock (a commit chunk, ``hold_all``): one request
+naming them all, granted at once or withdrawn at once, so that a busy partition never holds the
+others back (each then asks alone).
+
 A commit that cannot get the lock fails, naming ``require_locks``: a lock request is retried on
 any error (a transient one is never read as "this Metastore serves no locks"). Only a table
 configured with ``require_locks: false`` commits without a lock when the Metastore refuses to
