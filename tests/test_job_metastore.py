@@ -96,7 +96,7 @@ class ScriptedMetastore:
 def job_metastore(hms: ScriptedMetastore) -> JobMetastore:
     spark = mock.MagicMock()  # only the lock request's Thrift objects are built through it
     jm = JobMetastore(spark, "thrift://127.0.0.1:9083")
-    jm._new_client = hms.client
+    jm._clients._new = hms.client
     return jm
 
 

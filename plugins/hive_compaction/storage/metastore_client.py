@@ -75,67 +75,79 @@ def _unless_missing(call, *args):
         raise
 
 
+class ThreadClients:
+    """One Metastore client per driver thread (``jvm_client``; a client is not thread-safe, and
+    opening one is a connection and a configuration copy, tens of milliseconds): ``client`` gives
+    the calling thread's for a block, closed and replaced on next use after a call in it failed
+    (the connection may be what broke); ``close`` closes every one opened."""
+
+    def __init__(self, spark, uris: str | None):
+        self._spark, self._uris = spark, uris
+        self._conf = None  # the Hive configuration, made once (each client copies it)
+        self._lock = threading.Lock()
+        self._local = threading.local()  # .client: this thread's Metastore client
+        self._open: list = []  # every client opened and not closed yet
+
+    def _new(self):
+        with self._lock:
+            if self._conf is None:
+                self._conf = jvm_hive_conf(self._spark, self._uris, "switch partition locations or take locks")
+        client = jvm_client(self._spark, self._uris, "", self._conf)
+        with self._lock:
+            self._open.append(client)
+        return client
+
+    @contextlib.contextmanager
+    def client(self):
+        """This thread's client for the block; replaced after a call in it fails."""
+        client = getattr(self._local, "client", None)
+        if client is None:
+            client = self._local.client = self._new()
+        try:
+            yield client
+        except Exception:
+            self._local.client = None
+            with self._lock:
+                if client in self._open:
+                    self._open.remove(client)
+            _close_quietly(client)
+            raise
+
+    def close(self) -> None:
+        with self._lock:
+            clients, self._open = self._open, []
+        for client in clients:
+            _close_quietly(client)
+
+
+def _close_quietly(client) -> None:
+    try:
+        client.close()
+    except Exception:  # noqa: BLE001 - the connection may be what broke
+        pass
+
+
 class JobMetastore:
     """The Metastore as the merge job sees it: partition locations, location switches and the
     lock API, through the Metastore client in Spark's JVM (``jvm_client``), so it
     authenticates as Spark does.
 
-    Each driver thread keeps one client (a client is not thread-safe; opening one is a connection
-    and a configuration copy, tens of milliseconds): a commit's lock, statistics read and release
-    share it. A client whose call failed is closed and replaced on next use (the connection may be
-    what broke). The lock protocol (waiting, heartbeats, dead jobs' locks) is ``MetastoreLocks``."""
+    Each driver thread keeps one client (``ThreadClients``): a commit's lock, statistics read and
+    release share it. The lock protocol (waiting, heartbeats, dead jobs' locks) is
+    ``MetastoreLocks``."""
 
     def __init__(self, spark, uris: str | None):
-        self._spark, self._uris = spark, uris
-        self._conf = None  # the Hive configuration, made once (each client copies it)
-        self._conf_lock = threading.Lock()
-        self._local = threading.local()  # .client: this thread's Metastore client
-        self._clients: list = []  # every client opened, closed by close()
+        self._spark = spark
+        self._clients = ThreadClients(spark, uris)
+        self._client = self._clients.client
         self._api = spark._jvm.org.apache.hadoop.hive.metastore.api
         self._json = None  # Jackson's ObjectMapper in the JVM: a parameter map in one round trip
         self._locks = MetastoreLocks(self._api, self._client)
 
-    def _new_client(self):
-        with self._conf_lock:
-            if self._conf is None:
-                self._conf = jvm_hive_conf(self._spark, self._uris, "switch partition locations or take locks")
-        client = jvm_client(self._spark, self._uris, "", self._conf)
-        with self._conf_lock:
-            self._clients.append(client)
-        return client
-
-    @contextlib.contextmanager
-    def _client(self):
-        """This thread's client for the block; replaced after a call in it fails."""
-        client = getattr(self._local, "client", None)
-        if client is None:
-            client = self._local.client = self._new_client()
-        try:
-            yield client
-        except Exception:
-            self._local.client = None
-            self._close(client)
-            raise
-
-    def _close(self, client) -> None:
-        with self._conf_lock:
-            if client in self._clients:
-                self._clients.remove(client)
-        try:
-            client.close()
-        except Exception:  # noqa: BLE001 - the connection is what broke
-            pass
-
     def close(self) -> None:
         """Close every client this object opened (at the end of the job)."""
         self._locks.let_go_all()
-        with self._conf_lock:
-            clients, self._clients = self._clients, []
-        for client in clients:
-            try:
-                client.close()
-            except Exception:  # noqa: BLE001
-                pass
+        self._clients.close()
 
     def _get(self, client, table: str, values: list[str]):
         db, tbl = table.split(".", 1)

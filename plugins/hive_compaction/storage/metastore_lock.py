@@ -126,15 +126,17 @@ class MetastoreLocks:
     """The lock API of the Metastore, through ``client`` (a context manager giving the calling
     thread's Metastore client, see ``JobMetastore``) and ``api`` (the Thrift API's Java
     package). Whether the Metastore serves locks is learnt from the first request. One heartbeat
-    thread keeps every held lock alive."""
+    thread keeps every held lock alive (``Heartbeats``)."""
 
     def __init__(self, api, client):
         self._api, self._client = api, client
         self._locks_served: bool | None = None  # unknown until the first lock request answers
         self._probe = threading.Lock()  # one thread asks first whether locks are served
-        self._held: dict[int, HeldLock] = {}  # the locks the heartbeat thread keeps alive
-        self._held_changed = threading.Condition()
-        self._beating: threading.Thread | None = None
+        self._beats = Heartbeats(client)
+
+    def let_go_all(self) -> None:
+        """Stop heartbeating every lock (the job's clients are closing)."""
+        self._beats.let_go_all()
 
     @contextlib.contextmanager
     def hold(self, table: str, partition: str, wait_seconds: float, required: bool = True,
@@ -167,13 +169,13 @@ class MetastoreLocks:
             yield None
             return
         held = HeldLock(lock_id, label)
-        self._hold(held)
+        self._beats.hold(held)
         token = _held_here.set((held, label))
         try:
             yield held
         finally:
             _held_here.reset(token)
-            self._let_go(held)
+            self._beats.let_go(held)
             self._release(lock_id, label)
 
     @contextlib.contextmanager
@@ -191,11 +193,11 @@ class MetastoreLocks:
             yield None
             return
         held = HeldLock(lock_id, label, frozenset(partitions))
-        self._hold(held)
+        self._beats.hold(held)
         try:
             yield held
         finally:
-            self._let_go(held)
+            self._beats.let_go(held)
             self._release(lock_id, label)
 
     def _acquire_at_once(self, table: str, partitions: list[str], label: str) -> int | None:
@@ -288,7 +290,26 @@ class MetastoreLocks:
             "(no transaction tables), set require_locks: false for the table: its commits then run unlocked, "
             "and every report says so") from error
 
-    def _hold(self, held: HeldLock) -> None:
+    def _release(self, lock_id: int, label: str) -> None:
+        """Unlock, asked again on a new connection if the one it used broke (else the lock would
+        wait for the Metastore's timeout, holding other writers back)."""
+        try:
+            reconnecting(self._client, lambda client: client.unlock(lock_id))
+        except Exception as e:  # noqa: BLE001 - gone already (timed out): nothing held
+            log.warning("%s: could not release Metastore lock %s: %s", label, lock_id, summary(e))
+
+
+class Heartbeats:
+    """One thread, started with the first held lock, that heartbeats every held lock through
+    ``client`` (as ``MetastoreLocks``'s) every HEARTBEAT_SECONDS."""
+
+    def __init__(self, client):
+        self._client = client
+        self._held: dict[int, HeldLock] = {}  # the locks kept alive
+        self._held_changed = threading.Condition()
+        self._beating: threading.Thread | None = None
+
+    def hold(self, held: HeldLock) -> None:
         with self._held_changed:
             self._held[held.lock_id] = held
             if self._beating is None:
@@ -296,12 +317,11 @@ class MetastoreLocks:
                                                  name="metastore-lock-heartbeats")
                 self._beating.start()
 
-    def _let_go(self, held: HeldLock) -> None:
+    def let_go(self, held: HeldLock) -> None:
         with self._held_changed:
             self._held.pop(held.lock_id, None)
 
     def let_go_all(self) -> None:
-        """Stop heartbeating every lock (the job's clients are closing)."""
         with self._held_changed:
             self._held.clear()
             self._held_changed.notify_all()
@@ -329,14 +349,6 @@ class MetastoreLocks:
                     if "NoSuchLock" in error or "TxnAborted" in error:
                         h.lost = f"the Metastore no longer knows it: {error}"
                     log.warning("could not heartbeat Metastore lock %s (%s): %s", h.lock_id, h.label, error)
-
-    def _release(self, lock_id: int, label: str) -> None:
-        """Unlock, asked again on a new connection if the one it used broke (else the lock would
-        wait for the Metastore's timeout, holding other writers back)."""
-        try:
-            reconnecting(self._client, lambda client: client.unlock(lock_id))
-        except Exception as e:  # noqa: BLE001 - gone already (timed out): nothing held
-            log.warning("%s: could not release Metastore lock %s: %s", label, lock_id, summary(e))
 
 
 def lock_component(api, table: str, partition: str):
