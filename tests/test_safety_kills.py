@@ -16,7 +16,8 @@ def test_a_kill_at_every_commit_step_is_repaired_by_the_next_run(stack, tmp_path
     """The reliability script's kill matrix, sampled: two of the named kill points and one storage
     operation of the commit, drawn at random (``reliability.py`` kills at every named point,
     ``--every-call`` before every operation), ORC and Parquet taking turns; then one DAG run
-    repairs them all.
+    repairs them all. Each case's victim is the second of three partitions: it commits under a
+    chunk's lock, with the chunk's first partition committed before it.
 
     The drawn storage operation is, by a coin, killed before or failing (``--every-call N
     --storage-errors`` fails each in turn). A failing one never leaves readers without rows: a
@@ -31,11 +32,11 @@ def test_a_kill_at_every_commit_step_is_repaired_by_the_next_run(stack, tmp_path
     points = named + (rng.choice(call_sample("in_place", rng, prefix=rng.choice((CALL, FAIL)))),)
     sample = note_sample("kill matrix (in_place)", seed, points)
     figures = kill_matrix(stack, tmp_path, formats=("ORC", "PARQUET"), points=points,
-                          partitions=2, files=4, rows=250, db="faults", alternate=True)
+                          partitions=3, files=4, rows=250, db="faults", alternate=True)
     assert figures["kill_points_tried"] == len(points), sample
     assert figures["recovery_run"] == "success", (sample, figures["problems"])
-    assert figures["partitions_checked"] == 2 * len(points), sample
-    assert figures["rows_checked"] == 2 * len(points) * 250, sample
+    assert figures["partitions_checked"] == 3 * len(points), sample
+    assert figures["rows_checked"] == 3 * len(points) * 250, sample
     assert figures["rows_lost"] == 0 and figures["rows_duplicated"] == 0, sample
     assert figures["leftovers"] == 0 and figures["kills_not_reached"] == 0, (sample, figures["problems"])
     assert figures["rows_wrong_right_after"] == 0, (sample, figures["problems"])
