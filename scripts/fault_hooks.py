@@ -26,7 +26,8 @@ the harness puts on its PYTHONPATH when a test sets one of these variables:
 The steps, as the wrappers see them:
 
 - ``staged``: the partition's outputs are staged; its commit asks for the Metastore lock next
-  (also when a job asks for it to replay a journal);
+  (also when a job asks for it to replay a journal), or its commit chunk asks for one lock on
+  all its partitions (``JobMetastore.lock_chunk``: each partition's ``staged`` fires then, once);
 - ``listed``: the commit has listed the partition for its journal;
 - ``journaled``: the journal is published (``create_exclusive`` of ``journal/<id>.json``);
 - ``input_moved`` / ``inputs_moved``: after the first / the last input moved to the trash;
