@@ -26,7 +26,7 @@ from hive_compaction.model.results import PartitionResult, STATISTICS_KEYS, Stat
 from hive_compaction.storage import listing
 from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.metastore_client import JobMetastore
-from hive_compaction.storage.metastore_lock import HeldLock, LockTimeout
+from hive_compaction.storage.metastore_lock import HeldLock, LockTimeout, summary
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +165,7 @@ class Finisher:
                 result.statistics_written = True
         except Exception as e:  # noqa: BLE001 - the commit is done; the refresh task writes them
             log.warning("%s: the statistics were not written with the commit (the refresh task writes them): %s",
-                        task.label, str(e).splitlines()[0][:300] if str(e) else type(e).__name__)
+                        task.label, summary(e))
 
     def _states(self, table: str, members: list[Work]) -> dict:
         """The chunk's partitions' state in one read; none if that failed (each is read alone)."""
@@ -173,7 +173,7 @@ class Finisher:
             return self.metastore.states(table, [w.task.partition for w in members])
         except Exception as e:  # noqa: BLE001 - each commit reads its partition's then
             log.warning("%s: could not read %d partitions' state at once (each is read alone): %s", table,
-                        len(members), str(e).splitlines()[0][:300] if str(e) else type(e).__name__)
+                        len(members), summary(e))
             return {}
 
     def _write_chunk_statistics(self, table: str, chunk: Chunk) -> None:
@@ -196,7 +196,7 @@ class Finisher:
         except Exception as e:  # noqa: BLE001 - the commits are done; the refresh task writes them
             log.warning("%s: the statistics of %d committed partition(s) were not written with their commits (the "
                         "refresh task writes them): %s", chunk.lock.label, len(updates),
-                        str(e).splitlines()[0][:300] if str(e) else type(e).__name__)
+                        summary(e))
         for task, result, _ in chunk.statistics:
             if task.partition in written:
                 result.statistics_written = True

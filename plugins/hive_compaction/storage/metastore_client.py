@@ -178,23 +178,21 @@ class JobMetastore:
                 return self._get(client, table, values)
             return get_table(client, self._api, *table.split(".", 1))
         target = reconnecting(self._client, read)
-        if target is None:
-            return None, None
+        return (None, None) if target is None else self._state_of(target, bool(values))
+
+    def _state_of(self, target, partition: bool = True) -> tuple[dict[str, str] | None, str | None]:
+        """A Java Partition's (or, not ``partition``, Table's) parameters, and a partition's
+        storage descriptor but its location."""
         params = target.getParameters()
         return (None if params is None else self._as_dict(params),
-                descriptor_text(target.getSd()) if values else None)
+                descriptor_text(target.getSd()) if partition else None)
 
     def states(self, table: str, partitions: list[str]) -> dict[tuple[str, ...], tuple[dict[str, str] | None, str]]:
         """As ``state``, for the ``partitions`` (names, ``k=v/...``) of ``table`` in one read,
         keyed by their values; a partition that does not exist is left out."""
         db, tbl = table.split(".", 1)
         found = reconnecting(self._client, lambda client: client.getPartitionsByNames(db, tbl, list(partitions)))
-        out = {}
-        for p in found:
-            params = p.getParameters()
-            out[tuple(str(v) for v in p.getValues())] = (None if params is None else self._as_dict(params),
-                                                        descriptor_text(p.getSd()))
-        return out
+        return {tuple(str(v) for v in p.getValues()): self._state_of(p) for p in found}
 
     def switch(self, table: str, values: list[str], old: str, new: str, parameters: dict[str, str | None],
                descriptor: str | None = None) -> bool:

@@ -200,12 +200,17 @@ class MetastoreLocks:
             self._beats.let_go(held)
             self._release(lock_id, label)
 
-    def _acquire_at_once(self, table: str, partitions: list[str], label: str) -> int | None:
-        """The id of one lock on every partition, if granted at once; else None (withdrawn)."""
+    def _lock_request(self, table: str, partitions: list[str]):
+        """A request for this package's lock (its agent info) on the ``partitions`` of ``table``."""
         api = self._api
         request = api.LockRequest([lock_component(api, table, p) for p in partitions], getpass.getuser(),
                                   socket.gethostname())
         request.setAgentInfo(AGENT)
+        return request
+
+    def _acquire_at_once(self, table: str, partitions: list[str], label: str) -> int | None:
+        """The id of one lock on every partition, if granted at once; else None (withdrawn)."""
+        request = self._lock_request(table, partitions)
         try:
             response = None if self._locks_served else self._first_request(request, label, True)
             if response is None:
@@ -225,8 +230,7 @@ class MetastoreLocks:
         """The lock's id once acquired; None where the Metastore serves no locks and none is
         ``required``."""
         api = self._api
-        request = api.LockRequest([lock_component(api, table, partition)], getpass.getuser(), socket.gethostname())
-        request.setAgentInfo(AGENT)
+        request = self._lock_request(table, [partition])
         response = None if self._locks_served else self._first_request(request, label, required)
         if response is None and self._locks_served is False:
             return None
