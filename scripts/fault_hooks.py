@@ -270,25 +270,25 @@ def _wrap_storage(cls) -> dict:
         _count("read", uri)
         return o["read_text_if_exists"](self, uri)
 
-    def _write(self, fs, path, text, how=None):
-        _count("write", path.toString())
-        return o["_write"](self, fs, path, text, how)
+    def _write(self, uri, text, how=None):
+        _count("write", uri)
+        return o["_write"](self, uri, text, how)
 
-    def _publish_new(self, fs, tmp, p, how):
-        _count("publish", p.toString())
-        return o["_publish_new"](self, fs, tmp, p, how)
+    def _publish_new(self, tmp, uri, how):
+        _count("publish", uri)
+        return o["_publish_new"](self, tmp, uri, how)
 
-    def _replace(self, target, tmp, dst, how):
-        _count("publish", dst.toString())
-        return o["_replace"](self, target, tmp, dst, how)
+    def _replace(self, tmp, uri, how):
+        _count("publish", uri)
+        return o["_replace"](self, tmp, uri, how)
 
-    def _delete_temporary(fs, tmp, checksum_too=False):
-        _count("delete", tmp.toString())
-        return o["_delete_temporary"].__func__(fs, tmp, checksum_too)
+    def _delete_temporary(self, tmp):
+        _count("delete", tmp)
+        return o["_delete_temporary"](self, tmp)
 
-    def _make_folder(self, fs, folder):
-        _count("mkdirs", folder.toString())
-        return o["_make_folder"](self, fs, folder)
+    def _make_folder(self, folder):
+        _count("mkdirs", folder)
+        return o["_make_folder"](self, folder)
 
     def create_exclusive(self, uri, text):
         published = o["create_exclusive"](self, uri, text)
@@ -305,7 +305,7 @@ def _wrap_storage(cls) -> dict:
 
     wrapped = {"list": list_, "statuses": statuses, "move_all": move_all, "copy": copy, "delete": delete,
                "read_text_if_exists": read_text_if_exists, "_write": _write, "_publish_new": _publish_new,
-               "_replace": _replace, "_delete_temporary": staticmethod(_delete_temporary),
+               "_replace": _replace, "_delete_temporary": _delete_temporary,
                "_make_folder": _make_folder, "create_exclusive": create_exclusive,
                "write_text_atomic": write_text_atomic}
     for name, f in wrapped.items():

@@ -111,7 +111,7 @@ def test_moves_into_a_partition_never_create_its_folder(spark, tmp_path):
     uri = lambda p: f"file://{p}"  # noqa: E731 (as_uri() would quote the "=")
     src.mkdir()
     for name in ("a", "b"):
-        fs._write(fs.fs(uri(src)), fs.path(uri(src / name)), name)  # with its .crc side file
+        fs._write(uri(src / name), name)  # through Hadoop: with its .crc side file
     assert (src / ".a.crc").exists()
 
     with pytest.raises(FolderGone, match="no such folder to move into"):

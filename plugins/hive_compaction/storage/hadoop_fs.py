@@ -13,6 +13,7 @@ from py4j.java_gateway import JavaClass
 from py4j.protocol import Py4JJavaError
 
 from hive_compaction.storage import jvm_helper
+from hive_compaction.storage.capabilities import MOUNT_SCHEMES
 from hive_compaction.storage.listing import FileIdentity
 from hive_compaction.storage.small_files import SmallFiles
 
@@ -153,7 +154,9 @@ class HadoopFS(SmallFiles):
         self.fs(uri).setTimes(self.path(uri), int(time.time() * 1000), -1)
 
     def delete(self, uri: str, recursive: bool = False) -> bool:
-        return bool(self.fs(uri).delete(self.path(uri), recursive))
+        """Delete a file (with its checksum file on the local disk), or a folder and what it
+        holds with ``recursive``; False when nothing was there."""
+        return bool(self._call("delete", uri, recursive))
 
     def read_text(self, uri: str) -> str:
         text = self.read_text_if_exists(uri)
@@ -166,8 +169,11 @@ class HadoopFS(SmallFiles):
         return self._call("readText", uri)
 
     def resolved_scheme(self, uri: str) -> str:
-        """The scheme the data really lives on: a viewfs mount's target, else the URI's own.
-        The path must exist."""
+        """The scheme the data really lives on: a viewfs mount's target (the path must exist),
+        else the URI's own."""
+        own = urlsplit(uri).scheme.lower()
+        if own and own not in MOUNT_SCHEMES:
+            return own
         return str(self.fs(uri).resolvePath(self.path(uri)).toUri().getScheme() or "file").lower()
 
     def make_private_folder(self, uri: str) -> bool:

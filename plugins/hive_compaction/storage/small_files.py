@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from urllib.parse import urlsplit
 
 from py4j.protocol import Py4JJavaError
 
@@ -29,65 +30,66 @@ class SmallFiles:
         the storage's no-replace primitive (``storage.EXCLUSIVE_PUBLISH``): a reader never sees
         it half written, and of two publishers exactly one wins. Hadoop's ``create(overwrite=
         false)`` is not used: on the local file system (and S3A) it checks, then writes."""
-        p = self.path(uri)
-        fs = self.fs(uri)
-        how = self._publish_primitive(fs, p.getParent())
+        folder, name = uri.rsplit("/", 1)
+        how = self._publish_primitive(folder)
         if how == storage.CONDITIONAL_PUT:  # one PUT, whole or nothing: no temporary name needed
+            fs, p = self.fs(uri), self.path(uri)
             missing = self._publish.get(f"checked:{fs.getUri()}")
-            return self._put_under_lock(fs, p, text, missing) if missing else self._put_if_absent(fs, p, text)
+            return self._put_under_lock(uri, text, missing) if missing else self._put_if_absent(fs, p, text)
         # (The temporary file's write makes the folder when it is missing.)
-        tmp = self.path(f"{p.getParent().toString()}/.{p.getName()}.{uuid.uuid4().hex[:12]}{storage.TEMP_SUFFIX}")
-        self._write(fs, tmp, text, how)
+        tmp = f"{folder}/.{name}.{uuid.uuid4().hex[:12]}{storage.TEMP_SUFFIX}"
+        self._write(tmp, text, how)
         try:
-            return self._publish_new(fs, tmp, p, how)
+            return self._publish_new(tmp, uri, how)
         finally:
-            self._delete_temporary(fs, tmp)
+            self._delete_temporary(tmp)
 
-    def _publish_new(self, fs, tmp, p, how: str) -> bool:
-        """Give the closed temporary file ``tmp`` the name ``p`` unless something has it."""
+    def _publish_new(self, tmp: str, uri: str, how: str) -> bool:
+        """Give the closed temporary file ``tmp`` the name ``uri`` (same folder) unless something has it."""
         if how == storage.HARD_LINK:
-            file = self.java_class("java.io.File")
-            local = file(fs.resolvePath(tmp).toUri().getPath())
-            target = file(local.getParentFile(), p.getName())
-            try:
-                self.java_class("java.nio.file.Files").createLink(target.toPath(), local.toPath())
-            except Exception as e:  # py4j wraps java.nio.file.FileAlreadyExistsException
-                if "FileAlreadyExists" in str(e):
-                    return False
-                raise
-            return True
-        return bool(fs.rename(tmp, p))  # HDFS: false when the target exists, atomically
+            return bool(self._call("linkLocal", tmp, uri))
+        return bool(self.fs(uri).rename(self.path(tmp), self.path(uri)))  # HDFS: false when the target exists, atomically
 
-    @staticmethod
-    def _delete_temporary(fs, tmp, checksum_too: bool = False) -> None:
-        fs.delete(tmp, False)
-        if checksum_too:
-            fs.delete(fs.getChecksumFile(tmp), False)
+    def _delete_temporary(self, tmp: str) -> None:
+        """Delete a temporary file (and the local file system's checksum file beside it)."""
+        self._call("delete", tmp, False)
 
-    def _publish_primitive(self, fs, folder) -> str:
+    def _publish_primitive(self, folder: str) -> str:
         """How the storage of ``folder`` publishes exclusively (``storage.EXCLUSIVE_PUBLISH``), or
         OSError with the reason. Asked before the folder is created: on a refused storage nothing
-        may be written, not even a folder. A folder that does not exist yet is judged by its
-        nearest existing ancestor (what a viewfs mount resolves it to)."""
-        key = folder.toString()
-        if key not in self._publish:  # a folder's storage does not change while a job runs
-            existing = folder
-            while existing.getParent() is not None and not fs.exists(existing):
-                existing = existing.getParent()
-            resolved = str(fs.resolvePath(existing).toUri().getScheme() or "file").lower()
-            bucket = f"checked:{fs.getUri()}"  # one probe per bucket and job
-            if storage.EXCLUSIVE_PUBLISH.get(resolved) == storage.CONDITIONAL_PUT and bucket not in self._publish:
-                missing = self._conditional_writes_missing(fs, existing)
-                if missing:
-                    log.warning("%s: journals there are published under the partition's Metastore lock only "
-                                "(the purge of expired runs, which holds none, cannot run there)", missing)
-                self._publish[bucket] = missing or ""
-            self._publish[key] = resolved
-        resolved = self._publish[key]
+        may be written, not even a folder. A folder's storage is its URI's scheme, but for a mount
+        (viewfs), whose folder that does not exist yet is judged by its nearest existing ancestor
+        (what the mount resolves it to)."""
+        if folder not in self._publish:  # a folder's storage does not change while a job runs
+            resolved = urlsplit(folder).scheme.lower()
+            if not resolved or resolved in storage.MOUNT_SCHEMES:
+                fs, existing = self.fs(folder), self.path(folder)
+                while existing.getParent() is not None and not fs.exists(existing):
+                    existing = existing.getParent()
+                resolved = str(fs.resolvePath(existing).toUri().getScheme() or "file").lower()
+            if storage.EXCLUSIVE_PUBLISH.get(resolved) == storage.CONDITIONAL_PUT:
+                self._check_conditional_writes(folder)
+            self._publish[folder] = resolved
+        resolved = self._publish[folder]
         how = storage.EXCLUSIVE_PUBLISH.get(resolved)
         if how is None:
             raise OSError(storage.commit_refusal(resolved))
         return how
+
+    def _check_conditional_writes(self, folder: str) -> None:
+        """Once per bucket and job: probe whether its conditional writes can be relied on."""
+        fs = self.fs(folder)
+        bucket = f"checked:{fs.getUri()}"
+        if bucket in self._publish:
+            return
+        existing = self.path(folder)
+        while existing.getParent() is not None and not fs.exists(existing):
+            existing = existing.getParent()
+        missing = self._conditional_writes_missing(fs, existing)
+        if missing:
+            log.warning("%s: journals there are published under the partition's Metastore lock only "
+                        "(the purge of expired runs, which holds none, cannot run there)", missing)
+        self._publish[bucket] = missing or ""
 
     def _put_if_absent(self, fs, p, text: str) -> bool:
         """S3: PutObject with If-None-Match: * (hadoop-aws's conditional create); False when the
@@ -123,26 +125,26 @@ class SmallFiles:
         return None if honoured else (f"the S3 endpoint of {where} ignores conditional writes (a PutObject with "
                                       "If-None-Match: * replaced an existing object)")
 
-    def _put_under_lock(self, fs, p, text: str, missing: str) -> bool:
+    def _put_under_lock(self, uri: str, text: str, missing: str) -> bool:
         """Without conditional writes the partition's Metastore lock is the lease: every other
         publisher of a partition's journal or claim (a commit, a replay, a rollback) holds it
         first, so a look then a PUT cannot race. Without the lock (``require_locks: false`` on a
         Metastore that serves none, or the purge, which holds none): OSError with the reason."""
         if not holding_lock():
-            raise OSError(f"{missing}, and this job holds no Metastore lock on the partition: {p.toString()} could "
+            raise OSError(f"{missing}, and this job holds no Metastore lock on the partition: {uri} could "
                           "not be published exclusively, so nothing is committed or purged there")
-        if fs.exists(p):
+        if self.fs(uri).exists(self.path(uri)):
             return False
-        self._write(fs, p, text, storage.CONDITIONAL_PUT)
+        self._write(uri, text, storage.CONDITIONAL_PUT)
         return True
 
-    def _write(self, fs, path, text: str, how: str | None = None) -> None:
+    def _write(self, uri: str, text: str, how: str | None = None) -> None:
         """Write a small file, durable before it returns (``how``: the storage's publishing
         primitive; the local file system's files are written by the JVM helper directly)."""
         if how == storage.HARD_LINK:
-            self._call("writeLocal", path.toString(), text)
+            self._call("writeLocal", uri, text)
             return
-        out = fs.create(path, True)
+        out = self.fs(uri).create(self.path(uri), True)
         try:
             out.write(bytearray(text.encode("utf-8")))
             if how != storage.CONDITIONAL_PUT:  # an S3 object is durable once close() has put it
@@ -157,45 +159,40 @@ class SmallFiles:
         two jobs would act on one partition. HDFS: FileContext's rename with OVERWRITE (one
         NameNode operation); the local file system: rename(2) through java.nio, which replaces
         atomically (the file gets no checksum file, as ``create_exclusive``'s link does not)."""
-        p = self.path(uri)
-        fs = self.fs(uri)
-        how = self._publish_primitive(fs, p.getParent())
+        folder, name = uri.rsplit("/", 1)
+        how = self._publish_primitive(folder)
         if how == storage.CONDITIONAL_PUT:
             # A PutObject replaces the object whole, in one step: readers see the old text or the
             # new, and the name never stops existing (a rename there would be a copy and a delete).
-            self._write(fs, p, text, how)
+            self._write(uri, text, how)
             return
-        self._make_folder(fs, p.getParent())
-        parent = fs.resolvePath(p.getParent())  # through a viewfs mount
-        target = parent.getFileSystem(self._conf)
-        tmp = self._path_class(parent, f".{p.getName()}.{uuid.uuid4().hex[:12]}{storage.TEMP_SUFFIX}")
-        dst = self._path_class(parent, p.getName())
-        self._write(target, tmp, text, how)
+        self._make_folder(folder)
+        tmp = f"{folder}/.{name}.{uuid.uuid4().hex[:12]}{storage.TEMP_SUFFIX}"
+        self._write(tmp, text, how)
         try:
-            self._replace(target, tmp, dst, how)
+            self._replace(tmp, uri, how)
         finally:
-            self._delete_temporary(target, tmp, checksum_too=how == storage.HARD_LINK)
+            self._delete_temporary(tmp)
 
-    def _make_folder(self, fs, folder) -> None:
-        if not fs.exists(folder):
-            self._call("makeFolders", folder.toString())  # on the local disk without a chmod process
+    def _make_folder(self, folder: str) -> None:
+        """Create the folder and its missing parents, if missing (on the local disk without a
+        chmod process)."""
+        self._call("makeFolders", folder)
 
-    def _replace(self, target, tmp, dst, how: str) -> None:
-        """Rename the closed temporary file ``tmp`` to ``dst`` in one step, replacing it."""
+    def _replace(self, tmp: str, uri: str, how: str) -> None:
+        """Rename the closed temporary file ``tmp`` to ``uri`` (same folder) in one step, replacing it."""
         if how == storage.HARD_LINK:
-            options = self._spark.sparkContext._gateway.new_array(self.java_class("java.nio.file.CopyOption"), 1)
-            options[0] = self.java_class("java.nio.file.StandardCopyOption").ATOMIC_MOVE
-            old_crc = target.getChecksumFile(dst)
-            if target.exists(old_crc):  # (a file written by an older version) it would not match
-                target.delete(old_crc, False)
-            self.java_class("java.nio.file.Files").move(target.pathToFile(tmp).toPath(),
-                                                        target.pathToFile(dst).toPath(), options)
-        else:
-            rename = self.java_class("org.apache.hadoop.fs.Options$Rename")
-            options = self._spark.sparkContext._gateway.new_array(rename, 1)
-            options[0] = rename.OVERWRITE
-            self.java_class("org.apache.hadoop.fs.FileContext").getFileContext(target.getUri(), self._conf) \
-                .rename(tmp, dst, options)
+            self._call("replaceLocal", tmp, uri)
+            return
+        # Through a viewfs mount to the storage it resolves to: the rename is that storage's.
+        parent = self.fs(uri).resolvePath(self.path(uri).getParent())
+        target = parent.getFileSystem(self._conf)
+        rename = self.java_class("org.apache.hadoop.fs.Options$Rename")
+        options = self._spark.sparkContext._gateway.new_array(rename, 1)
+        options[0] = rename.OVERWRITE
+        self.java_class("org.apache.hadoop.fs.FileContext").getFileContext(target.getUri(), self._conf) \
+            .rename(self._path_class(parent, tmp.rsplit("/", 1)[1]), self._path_class(parent, uri.rsplit("/", 1)[1]),
+                    options)
 
 
 def _caused_by(e: Py4JJavaError, names: tuple[str, ...]) -> bool:

@@ -10,7 +10,7 @@
 //   FileStatuses   listings and statuses, with each file's version (etag, file id, inode)
 //   FileMoves      guarded renames (never overwrite, never create a partition's folder)
 //   LocalDisk      the local disk's folders and copied ORC files made without a chmod process each
-//   TextFiles      small text files: read one, write one to the local disk
+//   TextFiles      small text files: read one; write and publish one on the local disk
 //   Footers        footer facts of ORC (OrcFooters) and Parquet (ParquetFooters) files
 //   CopyMerge      copy merges (OrcCopy, ParquetCopy), refused by CopyKey, verified by Digests
 //
@@ -90,6 +90,23 @@ public class HiveCompactionHelper {
     /** Write a small file of the local file system (UTF-8 text), forced to disk (TextFiles.writeLocal). */
     public void writeLocal(String uri, String text) throws IOException {
         texts.writeLocal(uri, text);
+    }
+
+    /** Publish a closed local file under a new name by a hard link; false if the name is taken
+     *  (TextFiles.linkLocal). */
+    public boolean linkLocal(String tmpUri, String uri) throws IOException {
+        return texts.linkLocal(tmpUri, uri);
+    }
+
+    /** Rename a closed local file over another in one step (TextFiles.replaceLocal). */
+    public void replaceLocal(String tmpUri, String uri) throws IOException {
+        texts.replaceLocal(tmpUri, uri);
+    }
+
+    /** Delete a file (with its checksum file), or a folder with ``recursive``; false if nothing was there. */
+    public boolean delete(String uri, boolean recursive) throws IOException {
+        org.apache.hadoop.fs.Path p = new org.apache.hadoop.fs.Path(uri);
+        return p.getFileSystem(conf).delete(p, recursive);
     }
 
     /** Create a folder and its missing parents (LocalDisk.makeFolders: no process per folder on the local disk). */

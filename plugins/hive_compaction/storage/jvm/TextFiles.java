@@ -1,5 +1,6 @@
-// Small text files for the helper (HiveCompactionHelper.readText, writeLocal): journals and
-// manifests, read in one round trip and written to the local disk without Hadoop's chmod forks.
+// Small text files for the helper (HiveCompactionHelper.readText, writeLocal, linkLocal,
+// replaceLocal): journals and manifests, read in one round trip, written to the local disk without
+// Hadoop's chmod forks, and published there by link(2) or rename(2), each step one round trip.
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -51,5 +52,39 @@ public class TextFiles {
         } finally {
             out.close();
         }
+    }
+
+    /** Publish the closed local file ``tmpUri`` under the name of ``uri`` (its folder) by a hard
+     *  link; false, changing nothing, when something has that name: link(2) never replaces. */
+    public boolean linkLocal(String tmpUri, String uri) throws IOException {
+        java.io.File tmp = localFile(tmpUri);
+        java.io.File target = new java.io.File(tmp.getParentFile(), new Path(uri).getName());
+        try {
+            java.nio.file.Files.createLink(target.toPath(), tmp.toPath());
+        } catch (java.nio.file.FileAlreadyExistsException e) {
+            return false;
+        }
+        return true;
+    }
+
+    /** Give the closed local file ``tmpUri`` the name of ``uri`` (its folder) in one step,
+     *  replacing what has it (rename(2)); a checksum file of the old one goes first (it would not
+     *  match the new text, which has none). */
+    public void replaceLocal(String tmpUri, String uri) throws IOException {
+        java.io.File tmp = localFile(tmpUri);
+        java.io.File target = new java.io.File(tmp.getParentFile(), new Path(uri).getName());
+        java.nio.file.Files.deleteIfExists(new java.io.File(tmp.getParentFile(), "." + target.getName() + ".crc").toPath());
+        java.nio.file.Files.move(tmp.toPath(), target.toPath(),
+            new java.nio.file.CopyOption[] { java.nio.file.StandardCopyOption.ATOMIC_MOVE });
+    }
+
+    /** The local file a path names (through a viewfs mount); IOException if it is not local. */
+    private java.io.File localFile(String uri) throws IOException {
+        Path p = new Path(uri);
+        Path resolved = p.getFileSystem(conf).resolvePath(p);
+        if (!"file".equals(resolved.toUri().getScheme())) {
+            throw new IOException("not on the local file system: " + uri + " (" + resolved + ")");
+        }
+        return new java.io.File(resolved.toUri().getPath());
     }
 }
