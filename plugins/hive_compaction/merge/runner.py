@@ -49,10 +49,10 @@ log = logging.getLogger(__name__)
 COMMIT_CHUNK = 16
 
 
-def commit_chunks(works: list[tuple[int, Work]], threads: int) -> list[list[tuple[int, Work]]]:
-    """The partitions to copy and commit, in chunks of one table each, small enough that every
-    driver thread gets one."""
-    size = max(1, min(COMMIT_CHUNK, -(-len(works) // threads)))
+def commit_chunks(works: list[tuple[int, Work]], ways: int) -> list[list[tuple[int, Work]]]:
+    """The partitions to copy and commit, in chunks of one table each, small enough that the work
+    goes at least ``ways`` ways (the driver's cores)."""
+    size = max(1, min(COMMIT_CHUNK, -(-len(works) // ways)))
     by_table: dict[str, list[tuple[int, Work]]] = {}
     for i, work in works:
         by_table.setdefault(work.task.table_name, []).append((i, work))
@@ -71,10 +71,15 @@ class BatchRunner:
         self.dry_run = dry_run
         self.attempt = uuid.uuid4().hex[:12]
         self.owner = f"{run}/{self.attempt}"  # names this job in the journals it holds
-        # Driver threads for per-partition work (listing, footers, copies, commits).
-        self.threads = max(2, min(8, os.cpu_count() or 2))
+        self.cores = cores = max(2, min(8, os.cpu_count() or 2))
+        # Driver threads for per-partition work (listing, footers, copies, commits): twice the
+        # cores, since a commit mostly waits (on a forced write, the storage, the Metastore); 4
+        # against 2 took 22% off a copied partition's time here (2026-11-28).
+        self.threads = 2 * cores
+        # Copy merges at once: each holds a buffer of its largest stripe (up to the small-file limit).
+        self._copies = threading.BoundedSemaphore(cores)
         self.preparer = Preparer(spark, self.fs, self.metastore, run, self.attempt, self.owner, dry_run)
-        self.rewrites = RewriteEngine(spark, self.fs, run, self.threads)
+        self.rewrites = RewriteEngine(spark, self.fs, run, cores)
         self.steps = StepTimes()
         self.finisher = Finisher(spark, self.fs, self.metastore, run, self.attempt, self.owner, self.steps)
 
@@ -117,7 +122,7 @@ class BatchRunner:
         def copy_and_commit(chunk: list[tuple[int, Work]]) -> None:
             for _, work in chunk:
                 try:
-                    with self.steps.step("copy", work.task):
+                    with self._copies, self.steps.step("copy", work.task):
                         self.stage_copies(work)
                 except Exception as e:
                     log.exception("%s: copy failed", work.task.label)
@@ -133,7 +138,7 @@ class BatchRunner:
                      len(tasks), time.monotonic() - began, len(works),
                      sum(len(g.files) for _, w in works for g in w.groups), sum(len(w.groups) for _, w in works))
             self.rewrites.stage([w for _, w in works])
-            list(pool.map(copy_and_commit, commit_chunks(works, self.threads)))
+            list(pool.map(copy_and_commit, commit_chunks(works, self.cores)))
         summary = self.steps.summary()
         if summary:
             log.info("driver time by step: %s", summary)
