@@ -41,7 +41,7 @@ if wheel_sweeps.installed() is None:  # else the built wheel, installed (make te
 
 import hive_compaction  # noqa: E402
 from harness import ROOT, Stack  # noqa: E402
-from hive_compaction.storage.paths import run_tag  # noqa: E402
+from hive_compaction.storage.paths import partition_id, run_tag  # noqa: E402
 from fault_hooks import FAIL_AT_CALL_ENV, KILL_AT_CALL_ENV, KILL_POINTS, SWITCH_POINTS  # noqa: E402
 from hive_metastores import HOUSEKEEPING, RELEASES, HiveMetastoreServer  # noqa: E402
 from metastore_proxy import MetastoreProxy  # noqa: E402
@@ -255,7 +255,8 @@ def _tag(point: str) -> str:
 
 def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=ADVERSARIES,
                      rows: int = 120, db: str = "adversaries", commit_mode: str = "in_place",
-                     skip: frozenset = frozenset(), cases: list[tuple[str, str]] | None = None) -> dict:
+                     skip: frozenset = frozenset(), cases: list[tuple[str, str]] | None = None,
+                     in_chunk: bool = False) -> dict:
     """At each commit step, pause the merge job (the test hook) while another actor acts on its
     partition: a writer adding a file, a writer overwriting the partition reusing the inputs'
     names, a DROP PARTITION, a second committer (another run's merge job), a rollback of the
@@ -264,8 +265,11 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
     nothing duplicated, no dropped folder re-created, no journal left, statistics = disk. ORC and
     Parquet alternate across the cases. ``skip``: (step, actor) pairs not tried (printed "-");
     ``cases``: the (step, actor) pairs to try (a sample), instead of every step with every actor.
-    Every case is a table of its own, and one merge job pauses each at its own step."""
+    Every case is a table of its own, and one merge job pauses each at its own step. ``in_chunk``:
+    each table has a partition on either side of the acted-on one, so that it commits second of
+    a commit chunk of three (one Metastore lock for all), and their rows are checked too."""
     dt = "2026-04-01"
+    dates = [NEIGHBOURS[0], dt, NEIGHBOURS[1]] if in_chunk else [dt]
     formats = ("ORC", "PARQUET")
     for fmt in formats:
         stack.make_table(db, f"src_{fmt.lower()}", fmt, [dt], files=1, rows=17)
@@ -294,6 +298,7 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
         run_of[key] = f"adv-run-{job}"
     mode = {"commit_mode": commit_mode}
     readers: dict[str, Path] = {}
+    neighbours: dict[str, dict[str, list]] = {}  # in_chunk: table -> the other partitions' rows before
     expected, figures = {}, {"cases": 0, "rows_checked": 0, "rows_lost": 0, "rows_duplicated": 0,
                                           "folders_recreated": 0, "msck_changed": 0, "journals_left": 0, "statistics_wrong": 0,
                                           "not_reached": 0, "failed_reported": 0, "false_successes": 0,
@@ -302,24 +307,51 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
     log_path = work / "adversaries.log"
     proxy = MetastoreProxy(stack.port).start() if any(a in METASTORE_FAULTS for _, a in cases) else None
     try:
-        status = _pause_and_act(stack, work, cases, run_of, mode, readers, expected, proxy, db, dt, rows, log_path)
+        status = _pause_and_act(stack, work, cases, run_of, mode, readers, expected, proxy, db, dates, rows, log_path,
+                                neighbours)
     finally:
         if proxy:
             proxy.stop()
-    return _check_cases(stack, work, cases, run_of, mode, readers, expected, status, figures, points, adversaries,
-                        skip, commit_mode, db, dt, log_path)
+    figures = _check_cases(stack, work, cases, run_of, mode, readers, expected, status, figures, points, adversaries,
+                           skip, commit_mode, db, dt, log_path)
+    _check_neighbours(stack, cases, neighbours, figures, db)
+    return figures
+
+
+# in_chunk: the partitions either side of the acted-on one (2026-04-01) in each case's table.
+NEIGHBOURS = ("2026-03-31", "2026-04-02")
+
+
+def _check_neighbours(stack: Stack, cases: dict, neighbours: dict, figures: dict, db: str) -> None:
+    """The other partitions of each case's commit chunk hold exactly their rows before, whatever
+    the actor did to the one beside them."""
+    for (point, adv), (table, fmt) in cases.items():
+        after = stack.rows(db, table)
+        for dt, before in neighbours.get(table, {}).items():
+            old, new = Counter(before), Counter(after.get(f"dt={dt}", []))
+            lost, dup = sum((old - new).values()), sum((new - old).values())
+            figures["rows_checked"] += sum(old.values())
+            figures["rows_lost"] += lost
+            figures["rows_duplicated"] += dup
+            if lost or dup:
+                figures["problems"].append(f"{table} ({fmt}, {adv} at {point}): its neighbour dt={dt} lost {lost} "
+                                           f"row(s), {dup} duplicated")
+                figures["matrix"].setdefault(point, {})[adv] = f"neighbour dt={dt}: {lost} lost, {dup} duplicated"
 
 
 def _pause_and_act(stack: Stack, work: Path, cases: dict, run_of: dict, mode: dict, readers: dict, expected: dict,
-                   proxy, db: str, dt: str, rows: int, log_path: Path) -> dict:
-    """Each case's table, and its actor's action at its step; then each run's job, paused at its
-    cases' steps while their actors act. What the jobs reported, by table."""
-    actions = {}
+                   proxy, db: str, dates: list[str], rows: int, log_path: Path, neighbours: dict) -> dict:
+    """Each case's table (a partition of each of ``dates``), and its actor's action at its step
+    on the partition of 2026-04-01; then each run's job, paused at its cases' steps while their
+    actors act. What the jobs reported of that partition, by table."""
+    actions, dt = {}, "2026-04-01"
     for (point, adv), (table, fmt) in cases.items():
         run_id = run_of[(point, adv)]
-        stack.make_table(db, table, fmt, [dt], files=4, rows=rows)
+        stack.make_table(db, table, fmt, dates, files=4, rows=rows)
         folder = stack.partition_location(db, table, f"dt={dt}")
-        before = stack.rows(db, table).get(f"dt={dt}", [])
+        table_rows = stack.rows(db, table)
+        before = table_rows.get(f"dt={dt}", [])
+        neighbours[table] = {d: table_rows.get(f"dt={d}", []) for d in dates if d != dt}
         # The actors' own jobs (rival, retry, purge) are planned from this config. The paused job
         # holds the partition's lock for as long as its actor runs, so an actor job waiting for
         # that lock can only time out: a short wait tries the same thing as the default minute.
@@ -382,7 +414,7 @@ def _pause_and_act(stack: Stack, work: Path, cases: dict, run_of: dict, mode: di
         mine = [(key, cases[key][0]) for key in cases if run_of[key] == run_id]
         cfg = stack.write_config(work / f"{run_id}.yaml", [{"name": f"{db}.{t}", "trash_retention_days": 1, **mode}
                                                            for _, t in mine])
-        steps = ";".join(f"{point}:{db}.{table}/" for (point, _), table in mine)
+        steps = ";".join(f"{point}:{db}.{table}/dt={dt}" for (point, _), table in mine)
         through = {"spark.hadoop.hive.metastore.uris": proxy.uris} if proxy and run_id.startswith(METASTORE_RUN) else {}
         for spark_args in stack.plan_batches(cfg, run_id=run_id)["spark_args"]:
             stack.spark_submit(spark_args["application_args"][1], config_path=cfg, conf=through,
@@ -392,7 +424,8 @@ def _pause_and_act(stack: Stack, work: Path, cases: dict, run_of: dict, mode: di
                                HIVE_COMPACTION_ADVERSARY_LOG=str(log_path), HIVE_METASTORE_PORT=str(stack.port))
         # What the paused job said of each partition: a writer it cannot tell from an overwrite
         # fails the partition, saying what is where (issue 29), and is never a success.
-        status.update({r["table"].split(".", 1)[1]: r for r in stack.results(cfg, run_id)})
+        status.update({r["table"].split(".", 1)[1]: r for r in stack.results(cfg, run_id)
+                       if r["partition"] == f"dt={dt}"})
     return status
 
 
@@ -444,8 +477,9 @@ def _check_cases(stack: Stack, work: Path, cases: dict, run_of: dict, mode: dict
             if reported.get("status") == "failed":
                 figures["failed_reported"] += 1
                 if adv in ("add", "insert_reuse"):  # stopped past its first move: the old rows wait in the trash for a person
+                    # This partition's trash only (with --in-chunk its neighbours' replaced inputs are there too)
                     parked = _trash_rows(stack, warehouse / ".hive_compaction" / table / "trash"
-                                         / run_tag(run_of[(point, adv)]),
+                                         / run_tag(run_of[(point, adv)]) / partition_id(f"{db}.{table}", f"dt={dt}"),
                                          fmt, dt)
             old, new = Counter(expected[table]), Counter((after or []) + parked)
             lost, dup = sum((old - new).values()), sum((new - old).values())
@@ -571,6 +605,9 @@ def main() -> int:
                     help="with --every-call: that storage call fails instead of a kill")
     ap.add_argument("--adversaries", action="store_true",
                     help="instead of kills: other actors at every commit step (adversary_matrix)")
+    ap.add_argument("--in-chunk", action="store_true",
+                    help="with --adversaries: each case's partition commits second of a commit chunk of three "
+                         "(one Metastore lock), and the other two are checked too")
     ap.add_argument("--actors", default=None,
                     help="with --adversaries: 'writers' (the writers and DROP PARTITION, fast; the default with "
                          "--every-call), 'all' (the jobs too: a spark-submit each, about 40 s per storage call; "
@@ -609,11 +646,11 @@ def main() -> int:
                 # has the jobs and the reader.
                 actors = _actors(ap, args.actors or "writers", switch, every_call=True)
                 f = adversary_matrix(stack, Path(tmp), [f"{CALL}{n}" for n in range(1, args.every_call + 1)],
-                                     actors, args.rows, commit_mode=args.commit_mode)
+                                     actors, args.rows, commit_mode=args.commit_mode, in_chunk=args.in_chunk)
             elif args.adversaries:
                 f = adversary_matrix(stack, Path(tmp), SWITCH_POINTS if switch else ADVERSARY_POINTS,
                                      _actors(ap, args.actors or "all", switch, every_call=False), args.rows,
-                                     commit_mode=args.commit_mode)
+                                     commit_mode=args.commit_mode, in_chunk=args.in_chunk)
             elif args.every_call:
                 prefix = FAIL if args.storage_errors else CALL
                 f = kill_matrix(stack, Path(tmp), args.formats, [f"{prefix}{n}" for n in range(1, args.every_call + 1)],
