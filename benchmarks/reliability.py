@@ -10,6 +10,8 @@ let the next DAG run repair it, and check every row.
     python benchmarks/reliability.py --adversaries --every-call 27   # writers and a DROP PARTITION
                                                        # before each of the commit's storage operations
     python benchmarks/reliability.py --adversaries --every-call 23 --actors all   # every actor there
+    python benchmarks/reliability.py --adversaries --in-chunk   # each case second of a commit chunk
+                                                       # of three under one lock; all three checked
     python benchmarks/reliability.py --adversaries --commit-mode location_switch
     exports=$(python scripts/wheel_sweeps.py) && eval "$exports" && python benchmarks/reliability.py --installed ...
                                                        # against the built wheel, installed (make test-exhaustive)
