@@ -63,10 +63,8 @@ class SmallFiles:
         if folder not in self._publish:  # a folder's storage does not change while a job runs
             resolved = urlsplit(folder).scheme.lower()
             if not resolved or resolved in storage.MOUNT_SCHEMES:
-                fs, existing = self.fs(folder), self.path(folder)
-                while existing.getParent() is not None and not fs.exists(existing):
-                    existing = existing.getParent()
-                resolved = str(fs.resolvePath(existing).toUri().getScheme() or "file").lower()
+                fs = self.fs(folder)
+                resolved = str(fs.resolvePath(self._existing(fs, folder)).toUri().getScheme() or "file").lower()
             if storage.EXCLUSIVE_PUBLISH.get(resolved) == storage.CONDITIONAL_PUT:
                 self._check_conditional_writes(folder)
             self._publish[folder] = resolved
@@ -76,16 +74,20 @@ class SmallFiles:
             raise OSError(storage.commit_refusal(resolved))
         return how
 
+    def _existing(self, fs, folder: str):
+        """The folder's Path, or that of its nearest ancestor that exists."""
+        existing = self.path(folder)
+        while existing.getParent() is not None and not fs.exists(existing):
+            existing = existing.getParent()
+        return existing
+
     def _check_conditional_writes(self, folder: str) -> None:
         """Once per bucket and job: probe whether its conditional writes can be relied on."""
         fs = self.fs(folder)
         bucket = f"checked:{fs.getUri()}"
         if bucket in self._publish:
             return
-        existing = self.path(folder)
-        while existing.getParent() is not None and not fs.exists(existing):
-            existing = existing.getParent()
-        missing = self._conditional_writes_missing(fs, existing)
+        missing = self._conditional_writes_missing(fs, self._existing(fs, folder))
         if missing:
             log.warning("%s: journals there are published under the partition's Metastore lock only "
                         "(the purge of expired runs, which holds none, cannot run there)", missing)
