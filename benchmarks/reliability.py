@@ -309,8 +309,8 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
     log_path = work / "adversaries.log"
     proxy = MetastoreProxy(stack.port).start() if any(a in METASTORE_FAULTS for _, a in cases) else None
     try:
-        status = _pause_and_act(stack, work, cases, run_of, mode, readers, expected, proxy, db, dates, rows, log_path,
-                                neighbours)
+        status = _pause_and_act(stack, work, cases, run_of, mode, readers, expected, proxy, db, dt, dates, rows,
+                                log_path, neighbours)
     finally:
         if proxy:
             proxy.stop()
@@ -320,7 +320,7 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
     return figures
 
 
-# in_chunk: the partitions either side of the acted-on one (2026-04-01) in each case's table.
+# in_chunk: the partitions either side of the acted-on one (adversary_matrix's dt) in each case's table.
 NEIGHBOURS = ("2026-03-31", "2026-04-02")
 
 
@@ -342,11 +342,11 @@ def _check_neighbours(stack: Stack, cases: dict, neighbours: dict, figures: dict
 
 
 def _pause_and_act(stack: Stack, work: Path, cases: dict, run_of: dict, mode: dict, readers: dict, expected: dict,
-                   proxy, db: str, dates: list[str], rows: int, log_path: Path, neighbours: dict) -> dict:
+                   proxy, db: str, dt: str, dates: list[str], rows: int, log_path: Path, neighbours: dict) -> dict:
     """Each case's table (a partition of each of ``dates``), and its actor's action at its step
-    on the partition of 2026-04-01; then each run's job, paused at its cases' steps while their
+    on the partition of ``dt``; then each run's job, paused at its cases' steps while their
     actors act. What the jobs reported of that partition, by table."""
-    actions, dt = {}, "2026-04-01"
+    actions = {}
     for (point, adv), (table, fmt) in cases.items():
         run_id = run_of[(point, adv)]
         stack.make_table(db, table, fmt, dates, files=4, rows=rows)

@@ -169,12 +169,20 @@ class HadoopFS(SmallFiles):
         return self._call("readText", uri)
 
     def resolved_scheme(self, uri: str) -> str:
-        """The scheme the data really lives on: a viewfs mount's target (the path must exist),
-        else the URI's own."""
+        """The scheme the data really lives on: the URI's own, but for a mount (viewfs), that of
+        its target (for a path that does not exist yet, its nearest existing ancestor's)."""
         own = urlsplit(uri).scheme.lower()
         if own and own not in MOUNT_SCHEMES:
             return own
-        return str(self.fs(uri).resolvePath(self.path(uri)).toUri().getScheme() or "file").lower()
+        fs = self.fs(uri)
+        return str(fs.resolvePath(self.existing_ancestor(fs, uri)).toUri().getScheme() or "file").lower()
+
+    def existing_ancestor(self, fs, uri: str):
+        """The Path of ``uri``, or of its nearest ancestor that exists (on ``fs``, its file system)."""
+        existing = self.path(uri)
+        while existing.getParent() is not None and not fs.exists(existing):
+            existing = existing.getParent()
+        return existing
 
     def make_private_folder(self, uri: str) -> bool:
         """Create ``uri`` readable and writable by its owner only (0700; mkdirs alone would

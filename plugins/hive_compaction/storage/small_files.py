@@ -2,7 +2,7 @@
 whole under a hidden temporary name, made durable, then given their name in one step, either
 only if nothing has it (``create_exclusive``) or replacing it (``write_text_atomic``).
 
-Mixed into ``hadoop_fs.HadoopFS``, whose ``path``, ``fs``, ``_call`` and JVM handles it uses; each
+Mixed into ``hadoop_fs.HadoopFS``, whose ``path``, ``fs``, ``_call``, ``resolved_scheme`` and JVM handles it uses; each
 step (write, publish, delete the temporary name, make the folder) is a method of its own, so the
 job's storage traffic can be traced or wrapped step by step.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from urllib.parse import urlsplit
 
 from py4j.protocol import Py4JJavaError
 
@@ -51,20 +50,17 @@ class SmallFiles:
         return bool(self.fs(uri).rename(self.path(tmp), self.path(uri)))  # HDFS: false when the target exists, atomically
 
     def _delete_temporary(self, tmp: str) -> None:
-        """Delete a temporary file (and the local file system's checksum file beside it)."""
+        """Delete a temporary file (and the local file system's checksum file beside it): a step
+        of its own, not ``delete``, so that tracing the job's storage calls counts it once."""
         self._call("delete", tmp, False)
 
     def _publish_primitive(self, folder: str) -> str:
         """How the storage of ``folder`` publishes exclusively (``storage.EXCLUSIVE_PUBLISH``), or
         OSError with the reason. Asked before the folder is created: on a refused storage nothing
-        may be written, not even a folder. A folder's storage is its URI's scheme, but for a mount
-        (viewfs), whose folder that does not exist yet is judged by its nearest existing ancestor
-        (what the mount resolves it to)."""
+        may be written, not even a folder (``resolved_scheme``: a mount's folder that does not
+        exist yet is judged by its nearest existing ancestor)."""
         if folder not in self._publish:  # a folder's storage does not change while a job runs
-            resolved = urlsplit(folder).scheme.lower()
-            if not resolved or resolved in storage.MOUNT_SCHEMES:
-                fs = self.fs(folder)
-                resolved = str(fs.resolvePath(self._existing(fs, folder)).toUri().getScheme() or "file").lower()
+            resolved = self.resolved_scheme(folder)
             if storage.EXCLUSIVE_PUBLISH.get(resolved) == storage.CONDITIONAL_PUT:
                 self._check_conditional_writes(folder)
             self._publish[folder] = resolved
@@ -74,20 +70,13 @@ class SmallFiles:
             raise OSError(storage.commit_refusal(resolved))
         return how
 
-    def _existing(self, fs, folder: str):
-        """The folder's Path, or that of its nearest ancestor that exists."""
-        existing = self.path(folder)
-        while existing.getParent() is not None and not fs.exists(existing):
-            existing = existing.getParent()
-        return existing
-
     def _check_conditional_writes(self, folder: str) -> None:
         """Once per bucket and job: probe whether its conditional writes can be relied on."""
         fs = self.fs(folder)
         bucket = f"checked:{fs.getUri()}"
         if bucket in self._publish:
             return
-        missing = self._conditional_writes_missing(fs, self._existing(fs, folder))
+        missing = self._conditional_writes_missing(fs, self.existing_ancestor(fs, folder))
         if missing:
             log.warning("%s: journals there are published under the partition's Metastore lock only "
                         "(the purge of expired runs, which holds none, cannot run there)", missing)

@@ -40,12 +40,7 @@ public class TextFiles {
         Path p = new Path(uri);
         FileSystem fs = p.getFileSystem(conf);
         if (!fs.exists(p.getParent())) LocalDisk.makeFolders(fs, p.getParent(), conf);
-        Path folder = fs.resolvePath(p.getParent());
-        if (!"file".equals(folder.toUri().getScheme())) {
-            throw new IOException("not on the local file system: " + uri + " (" + folder + ")");
-        }
-        java.io.FileOutputStream out = new java.io.FileOutputStream(
-            new java.io.File(new java.io.File(folder.toUri().getPath()), p.getName()));
+        java.io.FileOutputStream out = new java.io.FileOutputStream(localFile(p));
         try {
             out.write(text.getBytes(StandardCharsets.UTF_8));
             out.getChannel().force(true);
@@ -57,7 +52,7 @@ public class TextFiles {
     /** Publish the closed local file ``tmpUri`` under the name of ``uri`` (its folder) by a hard
      *  link; false, changing nothing, when something has that name: link(2) never replaces. */
     public boolean linkLocal(String tmpUri, String uri) throws IOException {
-        java.io.File tmp = localFile(tmpUri);
+        java.io.File tmp = localFile(new Path(tmpUri));
         java.io.File target = new java.io.File(tmp.getParentFile(), new Path(uri).getName());
         try {
             java.nio.file.Files.createLink(target.toPath(), tmp.toPath());
@@ -71,20 +66,20 @@ public class TextFiles {
      *  replacing what has it (rename(2)); a checksum file of the old one goes first (it would not
      *  match the new text, which has none). */
     public void replaceLocal(String tmpUri, String uri) throws IOException {
-        java.io.File tmp = localFile(tmpUri);
+        java.io.File tmp = localFile(new Path(tmpUri));
         java.io.File target = new java.io.File(tmp.getParentFile(), new Path(uri).getName());
         java.nio.file.Files.deleteIfExists(new java.io.File(tmp.getParentFile(), "." + target.getName() + ".crc").toPath());
         java.nio.file.Files.move(tmp.toPath(), target.toPath(),
             new java.nio.file.CopyOption[] { java.nio.file.StandardCopyOption.ATOMIC_MOVE });
     }
 
-    /** The local file a path names (through a viewfs mount); IOException if it is not local. */
-    private java.io.File localFile(String uri) throws IOException {
-        Path p = new Path(uri);
-        Path resolved = p.getFileSystem(conf).resolvePath(p);
-        if (!"file".equals(resolved.toUri().getScheme())) {
-            throw new IOException("not on the local file system: " + uri + " (" + resolved + ")");
+    /** The local file a path names, in its folder as resolved (through a viewfs mount; the
+     *  folder must exist); IOException if it is not on the local file system. */
+    private java.io.File localFile(Path p) throws IOException {
+        Path folder = p.getFileSystem(conf).resolvePath(p.getParent());
+        if (!"file".equals(folder.toUri().getScheme())) {
+            throw new IOException("not on the local file system: " + p + " (" + folder + ")");
         }
-        return new java.io.File(resolved.toUri().getPath());
+        return new java.io.File(new java.io.File(folder.toUri().getPath()), p.getName());
     }
 }
