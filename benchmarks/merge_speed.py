@@ -84,6 +84,7 @@ CONTESTANTS = {
     "floor": "floor: byte copy (shutil)",
     "dag": "our DAG end to end (auto)",
     "copy": "our merge job, copy mode",
+    "copy_half": "our merge job, copy mode, half the partitions",
     "rewrite": "our merge job, rewrite mode",
     "auto": "our merge job, auto mode",
     "loop": "naive: 1 app, loop of coalesce(1)",
@@ -93,7 +94,7 @@ CONTESTANTS = {
 METASTORES = {"derby": "the pyspark wheel's 2.3 on Derby (embedded; the default)",
               "postgres": "the wheel's 2.3 on PostgreSQL", "3.1.3": "Hive 3.1.3 on PostgreSQL",
               "4.0.1": "Hive 4.0.1 on PostgreSQL"}
-OPT_IN = {"auto", "lakekeeper"}  # run only when --only names them
+OPT_IN = {"auto", "lakekeeper", "copy_half"}  # run only when --only names them
 # The targets of this machine (2 vCPUs: two Spark tasks do ~1.35x the work of one), as ratios of
 # one run: name -> (bound, "min" or "max", what it compares). Full verification stays on.
 TARGETS = {
@@ -103,6 +104,8 @@ TARGETS = {
                                    "write tasks' own hashing not counted: checksum_cost.py)"),
     "copy_verification_share": (0.25, "max", "copy: read-back, second read and comparison / copy-merge time"),
     "copy_ms_per_file": (2.0, "max", "copy: in-app ms per input file beyond its bytes at 0.25x the floor's rate"),
+    "copy_ms_per_file_marginal": (2.0, "max", "copy: the same, marginal: what the other half of the partitions "
+                                              "added to a job of half of them (its warm-up left out)"),
     "copy_bytes_vs_floor_throughput": (0.25, "min", "copy: bytes / the copy merges' own time (each on one driver "
                                                     "thread) vs the floor's throughput (one process)"),
     "dag_fixed_start_seconds": (10.0, "max", "DAG: the plan task's start to the first merge byte (s)"),
@@ -397,12 +400,13 @@ def run_dag(stack: Stack, work: Path, table: str) -> dict:
             **summarise_results(results)}
 
 
-def run_job(stack: Stack, work: Path, table: str, mode: str) -> dict:
+def run_job(stack: Stack, work: Path, table: str, mode: str, partition_filter: str | None = None) -> dict:
     # auto: the product's default floor unless --auto-floor; the others: none
     floor = ({} if AUTO_FLOOR is None else {"copy_min_block_size": AUTO_FLOOR}) if mode == "auto" \
         else {"copy_min_block_size": 0}
+    only = {"partition_filter": partition_filter} if partition_filter else {}
     cfg = stack.write_config(work / f"{table}.yaml",
-                             [{"name": f"{DB}.{table}", "merge_mode": mode, **floor, **ONE_OUTPUT}],
+                             [{"name": f"{DB}.{table}", "merge_mode": mode, **floor, **only, **ONE_OUTPUT}],
                              spark_conf=SPARK_CONF)
     t_plan = time.monotonic()
     planned = stack.plan_batches(cfg, run_id=f"bench-{table}")
@@ -628,6 +632,7 @@ def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int
     if uneven:
         log(f"note: partitions with other than {files} files: {uneven}")
 
+    half = {k: p for k, p in source.items() if k.split("=", 1)[1] <= dates[len(dates) // 2 - 1]}  # copy_half's
     out = {"partitions": partitions, "files_before": files_before, "bytes_before": bytes_before,
            "rows": sum(n for n, _ in expected.values()), "contestants": {}}
     external = bool(only) and "lakekeeper" in only  # Lakekeeper compacts EXTERNAL tables only
@@ -643,6 +648,8 @@ def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int
                 rec = run_dag(stack, work, table)
             elif key in ("copy", "rewrite", "auto"):
                 rec = run_job(stack, work, table, key)
+            elif key == "copy_half":  # the first half of the dates: the rest stays as it was
+                rec = run_job(stack, work, table, "copy", partition_filter=f'dt <= "{dates[len(dates) // 2 - 1]}"')
             elif key == "lakekeeper":
                 rec = run_lakekeeper(stack, work, table)
             else:
@@ -657,6 +664,9 @@ def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int
                 rec.update(checksum_ok=False, error=(rec.get("error") or "") + f" reading back: {e}")
         rec = {"label": CONTESTANTS[key], "table": f"{DB}.{table}", "files_before": files_before,
                "bytes_before": bytes_before, **rec}
+        if key == "copy_half":
+            rec.update(partitions=len(half), half_files=sum(p["num_files"] for p in half.values()),
+                       half_bytes=sum(p["bytes"] for p in half.values()))
         out["contestants"][key] = rec
         log(f"   wall {fmt_s(rec['wall_seconds'])}, in-app {fmt_s(rec['in_app_seconds'])}, "
             f"files after {rec.get('files_after')}, checksum {'ok' if rec.get('checksum_ok') else 'DIFFERS'}"
@@ -680,7 +690,7 @@ def per_partition_seconds(c: dict, partitions: int) -> dict:
             fixed = wall - rec["in_app_seconds"]
         if key in ("per_partition", "floor"):
             fixed = 0.0
-        out[key] = None if wall is None or fixed is None else round((wall - fixed) / partitions, 4)
+        out[key] = None if wall is None or fixed is None else round((wall - fixed) / rec.get("partitions", partitions), 4)
     return out
 
 
@@ -700,9 +710,15 @@ def ratios(c: dict, total_bytes: int, total_files: int) -> dict:
     floor_tp = _div(total_bytes, get("floor", "in_app_seconds"))
     copy_tp = _div(total_bytes, get("copy", "in_app_seconds"))
     copy_in_app = get("copy", "in_app_seconds")
-    per_file = None
+    per_file = marginal = None
     if copy_in_app is not None and floor_tp and total_files:
         per_file = round((copy_in_app - total_bytes / (0.25 * floor_tp)) / total_files * 1000, 3)
+    half = c.get("copy_half", {})
+    if per_file is not None and half.get("in_app_seconds") is not None and total_files > half["half_files"]:
+        # What the job of every partition took beyond the job of half of them, for the other half's
+        # files and bytes: the cost a file adds once the JVM's code is compiled and the job under way.
+        files, size = total_files - half["half_files"], total_bytes - half["half_bytes"]
+        marginal = round((copy_in_app - half["in_app_seconds"] - size / (0.25 * floor_tp)) / files * 1000, 3)
     values = {
         "dag_vs_loop_wall": _div(get("loop", "wall_seconds"), get("dag", "wall_seconds")),
         "dag_vs_per_partition_submits": _div(get("per_partition", "wall_seconds"), get("dag", "wall_seconds")),
@@ -711,6 +727,7 @@ def ratios(c: dict, total_bytes: int, total_files: int) -> dict:
         "rewrite_verification_share": _div(get("rewrite", "rewrite_verify_seconds"), get("rewrite", "rewrite_seconds")),
         "copy_verification_share": _div(get("copy", "copy_verify_seconds"), get("copy", "copy_seconds")),
         "copy_ms_per_file": per_file,
+        "copy_ms_per_file_marginal": marginal,
         "copy_bytes_vs_floor_throughput": _div(_div(total_bytes, get("copy", "copy_seconds")), floor_tp),
         "dag_fixed_start_seconds": get("dag", "dag_fixed_start_seconds"),
         "dag_fixed_start_ours_seconds": get("dag", "dag_fixed_start_ours_seconds"),

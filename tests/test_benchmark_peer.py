@@ -1,5 +1,6 @@
 """The pure logic of merge_speed.py's Lakekeeper contestant (no stack, no Lakekeeper needed):
-reading Lakekeeper's compaction report and our launcher's line, and the peer ratio and verdict.
+reading Lakekeeper's compaction report and our launcher's line, the peer ratio and verdict, and the
+copy's per-file figures.
 The contestant itself runs only with ``--only ... lakekeeper`` and Lakekeeper installed by hand
 (not a project dependency), so no test runs it."""
 from __future__ import annotations
@@ -92,3 +93,17 @@ def test_lakekeeper_missing_says_how_to_install(monkeypatch, tmp_path):
     monkeypatch.setattr(merge_speed, "lakekeeper_version", lambda: None)
     with pytest.raises(RuntimeError, match=r"pip install --no-deps lakekeeper==0\.0\.6"):
         merge_speed.run_lakekeeper(None, tmp_path, "t")  # fails before touching the stack
+
+
+def test_copy_per_file_average_and_marginal():
+    """copy_half (``--only ... copy_half``): a copy job over the first half of the partitions, so
+    that what the other half added can be told from the job's warm-up. 1,000 bytes, 200 files;
+    the floor 1,000 bytes/s, so the bytes are allowed 4 s at a quarter of its rate."""
+    c = {"floor": {"in_app_seconds": 1.0}, "copy": {"in_app_seconds": 10.0},
+         "copy_half": {"in_app_seconds": 6.0, "half_files": 100, "half_bytes": 500}}
+    targets = merge_speed.ratios(c, 1000, 200)["targets"]
+    assert targets["copy_ms_per_file"]["value"] == 30.0                 # (10 s - 4 s) / 200 files
+    assert targets["copy_ms_per_file_marginal"]["value"] == 20.0        # (10 s - 6 s - 2 s) / 100 files
+    assert targets["copy_ms_per_file_marginal"]["result"] == "MISS"
+    del c["copy_half"]
+    assert merge_speed.ratios(c, 1000, 200)["targets"]["copy_ms_per_file_marginal"]["result"] == "-"
