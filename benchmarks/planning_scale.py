@@ -13,7 +13,7 @@ between the sizes (a per-partition time ratio near 1.0 means planning grows line
 Checks (exit code 1 when one fails): every table became at most ``max_spark_jobs`` Spark
 applications; the Metastore calls stay within ``4 + ceil(n / batch_size)`` plus a small constant;
 listing the planned partitions (as the merge job does, through a local Spark's Hadoop FileSystem)
-costs at most one round trip per partition;
+costs at most one round trip per partition (where the tables' folders are on this machine);
 every registered partition was either planned or deferred (none lost). The figures are written as
 JSON to ``--json PATH`` or, without it, as the last line of stdout.
 """
@@ -257,6 +257,8 @@ def run(args, port: int, warehouse: str | None) -> dict:
             else:
                 log(f"registered {DATABASE}.{table}: {n} partitions in {seconds:.1f} s "
                     f"({seconds / n * 1e3:.2f} ms per partition, add_partitions x{args.register_chunk})")
+        # The listing pass lists the folders from this machine: only where every table's is here.
+        local = all(local_folder(client.get_table(DATABASE, f"parts_{n}").sd.location) for n in sizes)
     total_reg = sum(r["seconds"] for r in registration)
     total_parts = sum(r["partitions"] for r in registration)
     log(f"registration total: {total_parts} partitions in {total_reg:.1f} s")
@@ -272,7 +274,7 @@ def run(args, port: int, warehouse: str | None) -> dict:
         f"max_partitions_per_job={MAX_PARTITIONS_PER_JOB}; Metastore batch_size={args.batch_size})")
     log(f"{'partitions':>10} {'plan s':>9} {'us/part':>9} {'read s':>8} {'read us/part':>12} {'calls':>6} "
         f"{'expect':>6} {'batches':>8} {'planned':>8} {'deferred':>8}")
-    spark = local_spark() if warehouse else None
+    spark = local_spark() if local else None
     for n in sizes:
         r = measure(port, f"parts_{n}", n, args.batch_size, args.repeat)
         if spark is not None:

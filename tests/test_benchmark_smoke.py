@@ -1,4 +1,4 @@
-"""Smoke runs of benchmarks/planning_scale.py (its own Metastore, two small tables, the plan task),
+"""Smoke runs of benchmarks/planning_scale.py (the session's Metastore, two small tables, the plan task),
 benchmarks/scan_cost.py (on the session's stack) and benchmarks/checksum_cost.py (Spark only)."""
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ SCRIPT = ROOT / "benchmarks" / "planning_scale.py"
 
 
 @pytest.mark.integration
-def test_planning_scale_quick(tmp_path):
+def test_planning_scale_quick(stack, tmp_path):
+    """On the session stack's Metastore (``--metastore-port``), not one of its own: a Metastore start less."""
     out = tmp_path / "figures.json"
     batch_size = 100  # several get_partitions_by_names calls per table even at the quick sizes
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), "--quick", "--batch-size", str(batch_size), "--repeat", "1",
-         "--json", str(out)],
+         "--metastore-port", str(stack.port), "--json", str(out)],
         cwd=tmp_path, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
