@@ -632,7 +632,8 @@ def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int
     if uneven:
         log(f"note: partitions with other than {files} files: {uneven}")
 
-    half = {k: p for k, p in source.items() if k.split("=", 1)[1] <= dates[len(dates) // 2 - 1]}  # copy_half's
+    half_last = dates[len(dates) // 2 - 1]  # copy_half's partitions: the dates up to this one
+    half = {k: p for k, p in source.items() if k.split("=", 1)[1] <= half_last}
     out = {"partitions": partitions, "files_before": files_before, "bytes_before": bytes_before,
            "rows": sum(n for n, _ in expected.values()), "contestants": {}}
     external = bool(only) and "lakekeeper" in only  # Lakekeeper compacts EXTERNAL tables only
@@ -649,7 +650,7 @@ def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int
             elif key in ("copy", "rewrite", "auto"):
                 rec = run_job(stack, work, table, key)
             elif key == "copy_half":  # the first half of the dates: the rest stays as it was
-                rec = run_job(stack, work, table, "copy", partition_filter=f'dt <= "{dates[len(dates) // 2 - 1]}"')
+                rec = run_job(stack, work, table, "copy", partition_filter=f'dt <= "{half_last}"')
             elif key == "lakekeeper":
                 rec = run_lakekeeper(stack, work, table)
             else:

@@ -147,6 +147,9 @@ def plan_once(port: int, table: str, batch_size: int) -> tuple[float, int, dict]
     settings = config_mod.parse({
         "tables": [{"name": f"{DATABASE}.{table}"}],
         "fan_out": {"max_spark_jobs": MAX_SPARK_JOBS, "max_partitions_per_job": MAX_PARTITIONS_PER_JOB},
+        # Its own results table: on a Metastore already running (--metastore-port), the plan task's
+        # upkeep of the default one would read other runs' records and change the call counts.
+        "results_table": f"{DATABASE}.hive_compaction_results",
     }, "<planning_scale>")
     with HMS("127.0.0.1", port, batch_size=batch_size) as hms:
         started = time.perf_counter()
