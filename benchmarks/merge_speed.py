@@ -85,6 +85,7 @@ CONTESTANTS = {
     "dag": "our DAG end to end (auto)",
     "copy": "our merge job, copy mode",
     "copy_half": "our merge job, copy mode, half the partitions",
+    "copy_wide": "our merge job, copy mode, half the partitions x twice the files",
     "rewrite": "our merge job, rewrite mode",
     "auto": "our merge job, auto mode",
     "loop": "naive: 1 app, loop of coalesce(1)",
@@ -94,7 +95,7 @@ CONTESTANTS = {
 METASTORES = {"derby": "the pyspark wheel's 2.3 on Derby (embedded; the default)",
               "postgres": "the wheel's 2.3 on PostgreSQL", "3.1.3": "Hive 3.1.3 on PostgreSQL",
               "4.0.1": "Hive 4.0.1 on PostgreSQL"}
-OPT_IN = {"auto", "lakekeeper", "copy_half"}  # run only when --only names them
+OPT_IN = {"auto", "lakekeeper", "copy_half", "copy_wide"}  # run only when --only names them
 # The targets of this machine (2 vCPUs: two Spark tasks do ~1.35x the work of one), as ratios of
 # one run: name -> (bound, "min" or "max", what it compares). Full verification stays on.
 TARGETS = {
@@ -106,6 +107,8 @@ TARGETS = {
     "copy_ms_per_file": (2.0, "max", "copy: in-app ms per input file beyond its bytes at 0.25x the floor's rate"),
     "copy_ms_per_file_marginal": (2.0, "max", "copy: the same, marginal: what the other half of the partitions "
                                               "added to a job of half of them (its warm-up left out)"),
+    "copy_ms_per_file_added": (2.0, "max", "copy: what a file adds to its partition beyond its bytes: copy_wide's "
+                                           "partitions of twice the files against copy_half's (same partitions)"),
     "copy_bytes_vs_floor_throughput": (0.25, "min", "copy: bytes / the copy merges' own time (each on one driver "
                                                     "thread) vs the floor's throughput (one process)"),
     "dag_fixed_start_seconds": (10.0, "max", "DAG: the plan task's start to the first merge byte (s)"),
@@ -634,21 +637,31 @@ def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int
 
     half_last = dates[len(dates) // 2 - 1]  # copy_half's partitions: the dates up to this one
     half = {k: p for k, p in source.items() if k.split("=", 1)[1] <= half_last}
+    # copy_wide's table: copy_half's dates with twice the files of the same size, so that against
+    # copy_half only the number of files a partition differs (and against copy, only the partitions)
+    sources, expect = {}, {}
+    if only and "copy_wide" in only:
+        sources["copy_wide"] = wide = f"src_wide_{tag}"
+        stack.make_table(DB, wide, fmt.upper(), dates[:len(dates) // 2], files=files * 2, rows=rows * 2)
+        expect["copy_wide"] = content(stack, wide)
+        wide_snap = stack.snapshot(DB, wide)
+        log(f"source {DB}.{wide}: {sum(p['num_files'] for p in wide_snap.values())} files, "
+            f"{sum(p['bytes'] for p in wide_snap.values())} bytes")
     out = {"partitions": partitions, "files_before": files_before, "bytes_before": bytes_before,
            "rows": sum(n for n, _ in expected.values()), "contestants": {}}
     external = bool(only) and "lakekeeper" in only  # Lakekeeper compacts EXTERNAL tables only
     out["external_tables"] = external
     for key in [k for k in CONTESTANTS if (k in only if only else k not in OPT_IN)]:
         table = f"c_{key}_{tag}"
-        clone_table(stack, src, table, external=external)
+        clone_table(stack, sources.get(key, src), table, external=external)
         log(f"-- {CONTESTANTS[key]} ({DB}.{table})")
         try:
             if key == "floor":
                 rec = run_floor(stack, work, table)
             elif key == "dag":
                 rec = run_dag(stack, work, table)
-            elif key in ("copy", "rewrite", "auto"):
-                rec = run_job(stack, work, table, key)
+            elif key in ("copy", "rewrite", "auto", "copy_wide"):
+                rec = run_job(stack, work, table, key.removesuffix("_wide"))
             elif key == "copy_half":  # the first half of the dates: the rest stays as it was
                 rec = run_job(stack, work, table, "copy", partition_filter=f'dt <= "{half_last}"')
             elif key == "lakekeeper":
@@ -660,7 +673,7 @@ def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int
             rec = {"wall_seconds": None, "in_app_seconds": None, "ran_ok": False, "error": f"{type(e).__name__}: {e}"}
         if key != "floor":
             try:
-                rec.update(after_state(stack, table, expected))
+                rec.update(after_state(stack, table, expect.get(key, expected)))
             except Exception as e:  # noqa: BLE001
                 rec.update(checksum_ok=False, error=(rec.get("error") or "") + f" reading back: {e}")
         rec = {"label": CONTESTANTS[key], "table": f"{DB}.{table}", "files_before": files_before,
@@ -668,6 +681,9 @@ def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int
         if key == "copy_half":
             rec.update(partitions=len(half), half_files=sum(p["num_files"] for p in half.values()),
                        half_bytes=sum(p["bytes"] for p in half.values()))
+        if key == "copy_wide":
+            rec.update(partitions=len(wide_snap), files_before=sum(p["num_files"] for p in wide_snap.values()),
+                       bytes_before=sum(p["bytes"] for p in wide_snap.values()))
         out["contestants"][key] = rec
         log(f"   wall {fmt_s(rec['wall_seconds'])}, in-app {fmt_s(rec['in_app_seconds'])}, "
             f"files after {rec.get('files_after')}, checksum {'ok' if rec.get('checksum_ok') else 'DIFFERS'}"
@@ -675,7 +691,7 @@ def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int
             + (f", first partition done after {fmt_s(rec['first_partition_done_seconds'])} in-app"
                if rec.get("first_partition_done_seconds") is not None else "")
             + (f"\n   ERROR {rec['error'][-2000:]}" if rec.get("error") else ""))
-    out["ratios"] = ratios(out["contestants"], bytes_before, files_before)
+    out["ratios"] = ratios(out["contestants"], bytes_before, files_before, partitions)
     out["peer"] = peer_figures(out["contestants"])
     out["per_partition_seconds"] = per_partition_seconds(out["contestants"], partitions)
     return out
@@ -703,7 +719,7 @@ def _div(a, b):
     return float(f"{a / b:.4g}") if a is not None and b else None  # 4 significant digits
 
 
-def ratios(c: dict, total_bytes: int, total_files: int) -> dict:
+def ratios(c: dict, total_bytes: int, total_files: int, partitions: int | None = None) -> dict:
     """The targets' ratios; None where a contestant was left out (--only) or has no figure."""
     def get(key: str, figure: str):
         return c.get(key, {}).get(figure)
@@ -720,6 +736,22 @@ def ratios(c: dict, total_bytes: int, total_files: int) -> dict:
         # files and bytes: the cost a file adds once the JVM's code is compiled and the job under way.
         files, size = total_files - half["half_files"], total_bytes - half["half_bytes"]
         marginal = round((copy_in_app - half["in_app_seconds"] - size / (0.25 * floor_tp)) / files * 1000, 3)
+    # copy_wide has copy_half's partitions with twice the files, and copy's files in half the
+    # partitions: a job's time split into what a file adds and what a partition adds beyond its files
+    wide = c.get("copy_wide", {})
+    file_added = partition_added = by_step = None
+    if floor_tp and None not in (wide.get("in_app_seconds"), half.get("in_app_seconds")) \
+            and wide["files_before"] > half["half_files"]:
+        files, size = wide["files_before"] - half["half_files"], wide["bytes_before"] - half["half_bytes"]
+        file_added = round((wide["in_app_seconds"] - half["in_app_seconds"] - size / (0.25 * floor_tp)) / files * 1000, 3)
+        steps = (wide.get("driver_ms_per_partition_by_step") or {}, half.get("driver_ms_per_partition_by_step") or {})
+        by_step = {k: round((v * wide["partitions"] - steps[1][k] * half["partitions"]) / files, 2)
+                   for k, v in steps[0].items() if k in steps[1]}
+    if copy_in_app is not None and floor_tp and wide.get("in_app_seconds") is not None and partitions \
+            and partitions > wide["partitions"]:
+        size = total_bytes - wide["bytes_before"]
+        partition_added = round((copy_in_app - wide["in_app_seconds"] - size / (0.25 * floor_tp))
+                                / (partitions - wide["partitions"]) * 1000, 2)
     values = {
         "dag_vs_loop_wall": _div(get("loop", "wall_seconds"), get("dag", "wall_seconds")),
         "dag_vs_per_partition_submits": _div(get("per_partition", "wall_seconds"), get("dag", "wall_seconds")),
@@ -729,11 +761,13 @@ def ratios(c: dict, total_bytes: int, total_files: int) -> dict:
         "copy_verification_share": _div(get("copy", "copy_verify_seconds"), get("copy", "copy_seconds")),
         "copy_ms_per_file": per_file,
         "copy_ms_per_file_marginal": marginal,
+        "copy_ms_per_file_added": file_added,
         "copy_bytes_vs_floor_throughput": _div(_div(total_bytes, get("copy", "copy_seconds")), floor_tp),
         "dag_fixed_start_seconds": get("dag", "dag_fixed_start_seconds"),
         "dag_fixed_start_ours_seconds": get("dag", "dag_fixed_start_ours_seconds"),
     }
     out = {"floor_mb_per_s": _div(floor_tp, 1024**2), "copy_in_app_mb_per_s": _div(copy_tp, 1024**2),
+           "copy_ms_per_partition_added": partition_added, "copy_file_added_driver_ms_by_step": by_step,
            "copy_wall_mb_per_s": _div(_div(total_bytes, get("copy", "wall_seconds")), 1024**2), "targets": {}}
     for name, (bound, kind, what) in TARGETS.items():
         v = values[name]
@@ -779,6 +813,12 @@ def report(figures: dict) -> None:
         if pp.get("extrapolated_from"):
             log(f"one spark-submit per partition: measured on {pp['extrapolated_from']} of {f['partitions']} "
                 f"partitions ({pp['measured_wall_seconds']}s), extrapolated linearly to {pp['wall_seconds']}s")
+        if r.get("copy_ms_per_partition_added") is not None:
+            log(f"copy: what a partition adds beyond its files and bytes (copy against copy_wide, the same files in "
+                f"twice the partitions): {r['copy_ms_per_partition_added']} ms")
+        if r.get("copy_file_added_driver_ms_by_step"):
+            log("copy: what a file adds, the driver's time by step (summed over its threads): "
+                + ", ".join(f"{k} {v}" for k, v in r["copy_file_added_driver_ms_by_step"].items()) + " ms")
         for name, t in r["targets"].items():
             log(f"{t['result']:>4}  {t['what']}: {t['value']} (target {'>=' if t['kind'] == 'min' else '<='} "
                 f"{t['target']})")

@@ -107,3 +107,28 @@ def test_copy_per_file_average_and_marginal():
     assert targets["copy_ms_per_file_marginal"]["result"] == "MISS"
     del c["copy_half"]
     assert merge_speed.ratios(c, 1000, 200)["targets"]["copy_ms_per_file_marginal"]["result"] == "-"
+
+
+def test_copy_time_split_into_what_a_file_and_a_partition_add():
+    """copy_wide (``--only ... copy_wide``): copy_half's 100 partitions with twice the files (200
+    more files, 500 more bytes), and copy's 200 files in half its partitions. The floor 1,000
+    bytes/s: 500 bytes are allowed 2 s at a quarter of its rate."""
+    c = {"floor": {"in_app_seconds": 1.0}, "copy": {"in_app_seconds": 10.0},
+         "copy_half": {"in_app_seconds": 6.0, "half_files": 100, "half_bytes": 500},
+         "copy_wide": {"in_app_seconds": 8.5, "partitions": 100, "files_before": 300, "bytes_before": 1000}}
+    c["copy_half"].update(partitions=100, driver_ms_per_partition_by_step={"prepare": 10.0, "commit": 30.0})
+    c["copy_wide"]["driver_ms_per_partition_by_step"] = {"prepare": 16.0, "commit": 31.0, "copy": 5.0}
+    r = merge_speed.ratios(c, 1000, 200, partitions=200)
+    # the driver's time by step that the 200 files added: (16 - 10) x 100 / 200, (31 - 30) x 100 / 200
+    assert r["copy_file_added_driver_ms_by_step"] == {"prepare": 3.0, "commit": 0.5}
+    # the files copy_wide adds: 200, their 500 bytes 2 s at a quarter of the floor: (8.5 - 6 - 2) / 200
+    assert r["targets"]["copy_ms_per_file_added"]["value"] == 2.5
+    assert r["targets"]["copy_ms_per_file_added"]["result"] == "MISS"
+    # copy's 100 partitions more than copy_wide, with no more bytes: (10 - 8.5 - 0) / 100
+    assert r["copy_ms_per_partition_added"] == 15.0
+    c["copy_wide"]["in_app_seconds"] = 8.3  # (8.3 - 6 - 2) / 200
+    assert merge_speed.ratios(c, 1000, 200, partitions=200)["targets"]["copy_ms_per_file_added"]["result"] == "HIT"
+    del c["copy_half"]
+    r = merge_speed.ratios(c, 1000, 200, partitions=200)
+    assert r["targets"]["copy_ms_per_file_added"]["result"] == "-" and r["copy_ms_per_partition_added"] == 17.0
+    assert merge_speed.ratios(c, 1000, 200)["copy_ms_per_partition_added"] is None  # partitions not given
