@@ -15,6 +15,10 @@ identical bytes and statistics. The contestants:
              output file per partition, outside the table: the I/O lower bound, not a valid file;
   dag        our DAG end to end (``airflow dags test``: plan, one spark-submit, Metastore
              refresh), merge_mode auto with the product's default copy floor;
+  dag_scheduled  the same DAG run by Airflow's own services (scheduler with the LocalExecutor,
+             API server, DAG processor; only with --only, and with a --metastore on PostgreSQL),
+             triggered through the REST API as the UI triggers it: each task a process of the
+             executor, the fixed start users pay;
   copy       our merge job alone (plan in-process + one spark-submit), merge_mode copy;
   rewrite    our merge job alone, merge_mode rewrite;
   auto       our merge job alone, merge_mode auto with the default copy floor (only with --only:
@@ -51,7 +55,7 @@ import textwrap
 import time
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 for _p in (ROOT / "scripts", ROOT / "plugins"):
@@ -64,6 +68,7 @@ from harness import Stack  # noqa: E402
 from hive_compaction.model.batch import batch_tasks, decode_batch  # noqa: E402
 
 DB = "merge_speed"
+DAG_ID = "hive_compaction"
 GB = 1024**3
 ONE_OUTPUT = {"small_file_limit": GB, "target_file_size": GB}  # every partition becomes one file
 # The Spark settings of every spark-submit here, ours and the naive ones alike: the DAG passes them
@@ -83,6 +88,7 @@ SHAPES = {"256k": {"files": 40, "rows": 800_000}, "20k": {"files": 40, "rows": 6
 CONTESTANTS = {
     "floor": "floor: byte copy (shutil)",
     "dag": "our DAG end to end (auto)",
+    "dag_scheduled": "our DAG run by Airflow's scheduler (auto)",
     "copy": "our merge job, copy mode",
     "copy_half": "our merge job, copy mode, half the partitions",
     "copy_wide": "our merge job, copy mode, half the partitions x twice the files",
@@ -95,7 +101,7 @@ CONTESTANTS = {
 METASTORES = {"derby": "the pyspark wheel's 2.3 on Derby (embedded; the default)",
               "postgres": "the wheel's 2.3 on PostgreSQL", "3.1.3": "Hive 3.1.3 on PostgreSQL",
               "4.0.1": "Hive 4.0.1 on PostgreSQL"}
-OPT_IN = {"auto", "lakekeeper", "copy_half", "copy_wide"}  # run only when --only names them
+OPT_IN = {"auto", "lakekeeper", "copy_half", "copy_wide", "dag_scheduled"}  # run only when --only names them
 # The targets of this machine (2 vCPUs: two Spark tasks do ~1.35x the work of one), as ratios of
 # one run: name -> (bound, "min" or "max", what it compares). Full verification stays on.
 TARGETS = {
@@ -114,6 +120,11 @@ TARGETS = {
     "dag_fixed_start_seconds": (10.0, "max", "DAG: the plan task's start to the first merge byte (s)"),
     "dag_fixed_start_ours_seconds": (2.0, "max", "DAG: of that, ours: the plan task's body and the driver's "
                                                  "work after its Spark session (s)"),
+    "scheduled_fixed_start_seconds": (10.0, "max", "DAG run by Airflow's scheduler: the plan task's start to the "
+                                                   "first merge byte (s)"),
+    "scheduled_fixed_start_ours_seconds": (2.0, "max", "DAG run by Airflow's scheduler: of that, ours: the plan "
+                                                       "task (its process's own start included) and the driver's "
+                                                       "work after its Spark session (s)"),
 }
 # Against the peer (issue 30): our default mode at least 2x Lakekeeper's wall on the same table,
 # both checksums equal, no more files left than Lakekeeper leaves. Ours: "auto" (the merge job:
@@ -403,6 +414,107 @@ def run_dag(stack: Stack, work: Path, table: str) -> dict:
             **summarise_results(results)}
 
 
+def run_dag_scheduled(stack: Stack, work: Path, table: str) -> dict:
+    """The DAG as a deployed Airflow runs it: its own api-server, scheduler (LocalExecutor) and
+    dag-processor on a database of the stack's PostgreSQL, the run triggered through the REST API
+    (no logical date, no form values: every partition of the config's one table, as ``dag``'s).
+    Wall: the trigger to the run's end as the scheduler recorded it."""
+    from airflow_services import AirflowServices, service_env
+    from local_stack import free_port
+    if stack.postgres is None:
+        raise RuntimeError("Airflow's services need PostgreSQL: run with --metastore postgres, 3.1.3 or 4.0.1")
+    cfg = stack.write_config(work / f"{table}.yaml", [{"name": f"{DB}.{table}", "merge_mode": "auto", **ONE_OUTPUT}],
+                             spark_conf=SPARK_CONF)
+    home = work / f"airflow-{table}"
+    home.mkdir()
+    env = service_env(stack.env(cfg, SPARK_CONF_DIR=spark_conf_dir(work)), home, free_port(),
+                      **stack.airflow_database(f"bench_{table}"))
+    svc = AirflowServices(home, env)
+    svc.migrate()
+    svc.start()
+    try:
+        api = _rest(svc.url, svc.wait_ready(DAG_ID))
+        api("PATCH", f"/dags/{DAG_ID}", json={"is_paused": False})
+        # Unpausing starts the latest scheduled run (catchup is off). Its key date is none of the
+        # table's, so it merges nothing, but ours would queue behind it (one active run): wait.
+        _wait_run(svc, api, lambda r: r["run_type"] == "scheduled")
+        started_at = time.time()
+        run_id = api("POST", f"/dags/{DAG_ID}/dagRuns", json={"logical_date": None, "conf": {}})["dag_run_id"]
+        run = _wait_run(svc, api, lambda r: r["dag_run_id"] == run_id)
+        tis = api("GET", f"/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}/taskInstances")["task_instances"]
+    finally:
+        svc.stop()
+    records = [json.loads(line) for f in sorted((home / "logs").rglob("*.log"))
+               if f"run_id={run_id}" in str(f) and "task_id=merge" in str(f)
+               for line in f.read_text(errors="replace").splitlines() if line.startswith("{")]
+    log_text = "\n".join(str(r.get("event", "")) for r in records)
+    keep_log(table, log_text)
+    results = stack.results(cfg, run_id)
+    ok = run["state"] == "success" and bool(results) and all(r["status"] == "merged" for r in results)
+    span, first = job_span(log_text, results)
+    return {"wall_seconds": round(_epoch(run["end_date"]) - started_at, 3), "in_app_seconds": span,
+            "first_partition_done_seconds": first, "ran_ok": ok, **phases(log_text, started_at),
+            **scheduled_start_phases(tis, records),
+            "error": None if ok else (f"DAG run {run['state']}, tasks {sorted((t['task_id'], t['state']) for t in tis)}: "
+                                      + " | ".join(job_problems(log_text, results) or [log_text[-2000:]])),
+            **summarise_results(results)}
+
+
+def _rest(url: str, token: str):
+    """``api(method, path, **kw)``: Airflow's REST API v2 with ``token``; the JSON answer."""
+    import httpx
+
+    def api(method: str, path: str, **kw):
+        r = httpx.request(method, f"{url}/api/v2{path}", headers={"Authorization": f"Bearer {token}"}, timeout=60, **kw)
+        if r.status_code >= 300:
+            raise RuntimeError(f"{method} {path}: {r.status_code} {r.text[:2000]}")
+        return r.json()
+    return api
+
+
+def _wait_run(svc, api, select, timeout: float = 1800) -> dict:
+    """The first DAG run ``select`` picks, once it has finished (polled each second)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        svc.check_alive()
+        runs = [r for r in api("GET", f"/dags/{DAG_ID}/dagRuns", params={"limit": 100})["dag_runs"] if select(r)]
+        if runs and runs[0]["state"] in ("success", "failed"):
+            return runs[0]
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no finished run after {timeout:.0f}s: {runs}\n{svc.logs(3000)}")
+        time.sleep(1)
+
+
+def _epoch(iso: str) -> float:
+    return datetime.fromisoformat(iso).timestamp()
+
+
+def scheduled_start_phases(tis: list[dict], merge_records: list[dict]) -> dict:
+    """``start_phases`` for a run the scheduler drove, from its task instances (the REST API's
+    start and end dates) and the merge tasks' log records (Airflow's JSON lines, each with its
+    ``timestamp``; the merge job's own lines are their ``event``s): Airflow's part is the plan
+    task's end to the spark-submit (scheduling the mapped merges, starting a task process, the
+    operator); the plan task's part its whole run, its process's own start included. Empty when
+    a figure is missing."""
+    plan = next((t for t in tis if t["task_id"] == "plan"), None)
+    merges = [t for t in tis if t["task_id"] == "merge" and t.get("start_date")]
+    submitted = next((_epoch(r["timestamp"]) for r in merge_records
+                      if str(r.get("event", "")).startswith("Spark-Submit cmd: ") and r.get("timestamp")), None)
+    text = "\n".join(str(r.get("event", "")) for r in merge_records)
+    ready, prepared = SPARK_READY.search(text), PREPARED.search(text)
+    if not (plan and plan.get("start_date") and plan.get("end_date") and merges and submitted and ready and prepared):
+        return {}
+    at = {k: datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+          for k, m in (("ready", ready), ("prepared", prepared))}
+    start, end = _epoch(plan["start_date"]), _epoch(plan["end_date"])
+    out = {"start_airflow_seconds": submitted - end, "start_plan_task_seconds": end - start,
+           "start_spark_seconds": at["ready"] - submitted, "start_driver_ours_seconds": at["prepared"] - at["ready"],
+           "start_scheduling_seconds": min(_epoch(t["start_date"]) for t in merges) - end,
+           "dag_fixed_start_seconds": at["prepared"] - start}
+    out["dag_fixed_start_ours_seconds"] = out["start_plan_task_seconds"] + out["start_driver_ours_seconds"]
+    return {k: round(v, 3) for k, v in out.items()}
+
+
 def run_job(stack: Stack, work: Path, table: str, mode: str, partition_filter: str | None = None) -> dict:
     # auto: the product's default floor unless --auto-floor; the others: none
     floor = ({} if AUTO_FLOOR is None else {"copy_min_block_size": AUTO_FLOOR}) if mode == "auto" \
@@ -660,6 +772,8 @@ def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int
                 rec = run_floor(stack, work, table)
             elif key == "dag":
                 rec = run_dag(stack, work, table)
+            elif key == "dag_scheduled":
+                rec = run_dag_scheduled(stack, work, table)
             elif key in ("copy", "rewrite", "auto", "copy_wide"):
                 rec = run_job(stack, work, table, key.removesuffix("_wide"))
             elif key == "copy_half":  # the first half of the dates: the rest stays as it was
@@ -765,6 +879,8 @@ def ratios(c: dict, total_bytes: int, total_files: int, partitions: int | None =
         "copy_bytes_vs_floor_throughput": _div(_div(total_bytes, get("copy", "copy_seconds")), floor_tp),
         "dag_fixed_start_seconds": get("dag", "dag_fixed_start_seconds"),
         "dag_fixed_start_ours_seconds": get("dag", "dag_fixed_start_ours_seconds"),
+        "scheduled_fixed_start_seconds": get("dag_scheduled", "dag_fixed_start_seconds"),
+        "scheduled_fixed_start_ours_seconds": get("dag_scheduled", "dag_fixed_start_ours_seconds"),
     }
     out = {"floor_mb_per_s": _div(floor_tp, 1024**2), "copy_in_app_mb_per_s": _div(copy_tp, 1024**2),
            "copy_ms_per_partition_added": partition_added, "copy_file_added_driver_ms_by_step": by_step,
@@ -797,11 +913,13 @@ def report(figures: dict) -> None:
             + ", ".join(f"{k} {v}" for k, v in per.items() if v is not None)
             + ("; fixed start to the first merge byte: " + ", ".join(f"{k} {v}s" for k, v in fixed.items())
                if fixed else ""))
-        dag = f["contestants"].get("dag", {})
-        if dag.get("dag_fixed_start_seconds") is not None:
-            log(f"the DAG's fixed start, the plan task's start to the first merge byte: {dag['dag_fixed_start_seconds']}s = "
-                f"Airflow {dag['start_airflow_seconds']}s + plan task {dag['start_plan_task_seconds']}s + Spark (spark-submit "
-                f"to the job's SparkContext) {dag['start_spark_seconds']}s + the driver's work {dag['start_driver_ours_seconds']}s")
+        for key in ("dag", "dag_scheduled"):
+            dag = f["contestants"].get(key, {})
+            if dag.get("dag_fixed_start_seconds") is not None:
+                log(f"{key}: the DAG's fixed start, the plan task's start to the first merge byte: "
+                    f"{dag['dag_fixed_start_seconds']}s = Airflow {dag['start_airflow_seconds']}s + plan task "
+                    f"{dag['start_plan_task_seconds']}s + Spark (spark-submit to the job's SparkContext) "
+                    f"{dag['start_spark_seconds']}s + the driver's work {dag['start_driver_ours_seconds']}s")
         for key, c in f["contestants"].items():
             if c.get("driver_old_gen_peak_mb") is not None:
                 log(f"{key}: the driver's peak memory (its largest job): JVM RSS {c['driver_jvm_peak_rss_mb']} MB, "

@@ -1,11 +1,12 @@
 """The pure logic of merge_speed.py's Lakekeeper contestant (no stack, no Lakekeeper needed):
-reading Lakekeeper's compaction report and our launcher's line, the peer ratio and verdict, and the
-copy's per-file figures.
+reading Lakekeeper's compaction report and our launcher's line, the peer ratio and verdict, the
+copy's per-file figures, and the fixed start of a run Airflow's scheduler drove.
 The contestant itself runs only with ``--only ... lakekeeper`` and Lakekeeper installed by hand
 (not a project dependency), so no test runs it."""
 from __future__ import annotations
 
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,3 +133,29 @@ def test_copy_time_split_into_what_a_file_and_a_partition_add():
     r = merge_speed.ratios(c, 1000, 200, partitions=200)
     assert r["targets"]["copy_ms_per_file_added"]["result"] == "-" and r["copy_ms_per_partition_added"] == 17.0
     assert merge_speed.ratios(c, 1000, 200)["copy_ms_per_partition_added"] is None  # partitions not given
+
+
+def test_the_fixed_start_of_a_run_the_scheduler_drove():
+    """dag_scheduled: the plan task's start and end from the REST API, the merge task's log as
+    Airflow writes it (JSON lines; the merge job's own lines are their events), split as for
+    ``airflow dags test``. The job's timestamps are the machine's local time, as it logs them."""
+    def local(hms: str) -> str:  # the job's "2026-11-28 17:00:10,500" for a UTC time of day
+        t = datetime(2026, 11, 28, *map(int, hms.split(":")), tzinfo=timezone.utc).astimezone()
+        return t.strftime("%Y-%m-%d %H:%M:%S,") + "500"
+    tis = [{"task_id": "plan", "map_index": -1, "start_date": "2026-11-28T17:00:00Z",
+            "end_date": "2026-11-28T17:00:01.500000Z"},
+           {"task_id": "merge", "map_index": 0, "start_date": "2026-11-28T17:00:03.500000Z"},
+           {"task_id": "refresh_metastore", "map_index": -1, "start_date": None}]
+    records = [{"timestamp": "2026-11-28T17:00:04.000000Z", "event": "Spark-Submit cmd: spark-submit ..."},
+               {"timestamp": "2026-11-28T17:00:09.000000Z",
+                "event": f"{local('17:00:08')} INFO hive_compaction: Spark ready 3.9s after the driver's JVM started"},
+               {"timestamp": "2026-11-28T17:00:10.000000Z",
+                "event": f"{local('17:00:09')} INFO hive_compaction: prepared 8 partition(s) in 0.4s: ..."}]
+    got = merge_speed.scheduled_start_phases(tis, records)
+    assert got == {"start_airflow_seconds": 2.5, "start_plan_task_seconds": 1.5, "start_spark_seconds": 4.5,
+                   "start_driver_ours_seconds": 1.0, "start_scheduling_seconds": 2.0,
+                   "dag_fixed_start_seconds": 9.5, "dag_fixed_start_ours_seconds": 2.5}
+    assert merge_speed.scheduled_start_phases(tis, records[:2]) == {}  # no merge byte yet: no figure
+    figures = merge_speed.ratios({"dag_scheduled": got}, 1000, 10)["targets"]
+    assert figures["scheduled_fixed_start_seconds"]["result"] == "HIT"
+    assert figures["scheduled_fixed_start_ours_seconds"]["result"] == "MISS"
