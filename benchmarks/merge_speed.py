@@ -690,13 +690,13 @@ def run_lakekeeper(stack: Stack, work: Path, table: str) -> dict:
 
 def peer_figures(c: dict) -> dict:
     """Ours against Lakekeeper on the same table: for "auto" (the merge job; its in-process plan
-    added to its spark-submits' wall) and "dag" (end to end), whichever ran: the wall ratio
+    added to its spark-submits' wall), "dag" and "dag_scheduled" (end to end), whichever ran: the wall ratio
     (Lakekeeper's / ours), files after, both checksums, and HIT / MISS against PEER_SPEEDUP."""
     lk = c.get("lakekeeper")
     if not lk:
         return {}
     out = {}
-    for key in ("auto", "dag"):
+    for key in ("auto", "dag", "dag_scheduled"):
         ours = c.get(key)
         if not ours:
             continue

@@ -73,7 +73,37 @@ def test_merge_speed_scale_mode_smoke(stack, tmp_path, capsys):
     assert 0 < f["contestants"]["copy"]["copy_verify_seconds"] < f["contestants"]["copy"]["copy_seconds"]
     targets = f["ratios"]["targets"]
     assert targets, f["ratios"]
-    by_opt_in = {"copy_ms_per_file_marginal", "copy_ms_per_file_added"}  # copy_half, copy_wide run by --only only
+    # copy_half, copy_wide, dag_scheduled run by --only only
+    by_opt_in = {"copy_ms_per_file_marginal", "copy_ms_per_file_added", "scheduled_fixed_start_seconds",
+                 "scheduled_fixed_start_ours_seconds"}
     assert all(t["result"] in ("HIT", "MISS") for k, t in targets.items() if k not in by_opt_in), targets
     assert all(targets[k]["result"] == "-" for k in by_opt_in), targets
     assert "planning" not in figures
+
+
+@pytest.mark.integration
+def test_merge_speed_dag_run_by_airflows_scheduler_smoke(stack, tmp_path, capsys):
+    """``--only dag_scheduled`` on a tiny shape, on the session's stack: Airflow's own services
+    (api-server, scheduler, dag-processor) run the DAG triggered through the REST API; every row
+    kept, one file a partition, and its fixed start split from the task instances and the merge
+    task's log, each part there and the parts its sum."""
+    if stack.postgres is None:
+        pytest.skip("Airflow's services run on PostgreSQL here, and the stack has none")
+    sys.path.insert(0, str(SCRIPT.parent))
+    import merge_speed
+    args = merge_speed.parse_args(["--partitions", "2", "--files", "3", "--rows", "100", "--formats", "orc",
+                                   "--only", "dag_scheduled"])
+    figures = merge_speed.measure(stack, tmp_path, args)
+    out = capsys.readouterr().out
+    c = figures["formats"]["orc"]["contestants"]["dag_scheduled"]
+    assert figures["ok"] and c["ran_ok"] and c["checksum_ok"], c.get("error")
+    assert c["files_after_per_partition"] == {"dt=2026-01-01": 1, "dt=2026-01-02": 1}, c
+    assert c["statuses"] == ["merged"] and 0 < c["in_app_seconds"] < c["wall_seconds"], c
+    parts = [c[k] for k in ("start_airflow_seconds", "start_plan_task_seconds", "start_spark_seconds",
+                            "start_driver_ours_seconds")]
+    assert all(p > 0 for p in parts) and sum(parts) == pytest.approx(c["dag_fixed_start_seconds"], abs=0.01), c
+    assert 0 < c["start_scheduling_seconds"] < c["start_airflow_seconds"], c  # the merge task's start, then its operator
+    assert "dag_scheduled: the DAG's fixed start, the plan task's start to the first merge byte" in out
+    targets = figures["formats"]["orc"]["ratios"]["targets"]
+    assert targets["scheduled_fixed_start_seconds"]["result"] in ("HIT", "MISS"), targets
+    assert targets["scheduled_fixed_start_ours_seconds"]["result"] in ("HIT", "MISS"), targets
