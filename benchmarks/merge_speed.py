@@ -20,6 +20,10 @@ identical bytes and statistics. The contestants:
              triggered through the REST API as the UI triggers it: each task a process of the
              executor, the fixed start users pay;
   copy       our merge job alone (plan in-process + one spark-submit), merge_mode copy;
+  copy_half  the same on the first half of the partitions (only with --only): what the other
+             half adds to a job, its start left out;
+  copy_wide  the same on a table of copy_half's partitions with twice the files (only with --only):
+             against copy_half what a file adds, against copy what a partition adds beyond its files;
   rewrite    our merge job alone, merge_mode rewrite;
   auto       our merge job alone, merge_mode auto with the default copy floor (only with --only:
              ``--only auto copy rewrite`` sets the three modes side by side on the same data);
