@@ -72,7 +72,6 @@ from harness import Stack  # noqa: E402
 from hive_compaction.model.batch import batch_tasks, decode_batch  # noqa: E402
 
 DB = "merge_speed"
-DAG_ID = "hive_compaction"
 GB = 1024**3
 ONE_OUTPUT = {"small_file_limit": GB, "target_file_size": GB}  # every partition becomes one file
 # The Spark settings of every spark-submit here, ours and the naive ones alike: the DAG passes them
@@ -298,6 +297,11 @@ def after_state(stack: Stack, table: str, expected: dict) -> dict:
 
 # --- our job -----------------------------------------------------------------------------------
 
+def job_time(text: str) -> float:
+    """Epoch seconds of the merge job's log time ("2026-11-21 09:41:34,123", this machine's local time)."""
+    return datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
 def job_span(log_text: str, results: list[dict]) -> tuple[float | None, float | None]:
     """(seconds of ``run_batch``, seconds until its first partition was done).
 
@@ -310,7 +314,7 @@ def job_span(log_text: str, results: list[dict]) -> tuple[float | None, float | 
     seconds = {(r["table"], r["partition"]): r["seconds"] for r in results}
     starts, ends = [], []
     for m in PROGRESS.finditer(log_text):
-        at = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        at = job_time(m.group(1))
         ends.append(at)
         starts.append(at - seconds.get((m.group(2), m.group(3)), 0.0))
     if not ends or len(ends) != len(results):
@@ -323,7 +327,7 @@ def phases(log_text: str, started_at: float) -> dict:
     command's start) to the first merge byte (the end of the prepare phase), and the seconds
     spent on rewrites and copies and, of those, on verifying them; the drivers' peak memory
     (the largest job's)."""
-    prepared = [datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp() for m in PREPARED.finditer(log_text)]
+    prepared = [job_time(m.group(1)) for m in PREPARED.finditer(log_text)]
     rewrite = [(float(a), float(b)) for a, b in REWRITE_VERIFIED.findall(log_text)]
     copy = [(float(a), float(b)) for a, b in COPY_VERIFIED.findall(log_text)]
     memory = DRIVER_MEMORY.findall(log_text)  # the largest of the run's jobs
@@ -355,7 +359,7 @@ def start_phases(log_text: str) -> dict:
     def first(pattern: re.Pattern, after: float = 0.0) -> float | None:
         for m in pattern.finditer(log_text):
             at = (datetime.strptime(m.group(1)[:26], "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=timezone.utc).timestamp()
-                  if "T" in m.group(1) else datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp())
+                  if "T" in m.group(1) else job_time(m.group(1)))
             if at >= after:
                 return at
         return None
@@ -367,10 +371,18 @@ def start_phases(log_text: str) -> dict:
     prepared = first(PREPARED)
     if None in (plan, body, planned, submitted, session, prepared):
         return {}
-    out = {"start_airflow_seconds": (body - plan) + (submitted - planned), "start_plan_task_seconds": planned - body,
-           "start_spark_seconds": session - submitted, "start_driver_ours_seconds": prepared - session,
-           "dag_fixed_start_seconds": prepared - plan}
-    out["dag_fixed_start_ours_seconds"] = out["start_plan_task_seconds"] + out["start_driver_ours_seconds"]
+    return start_split(plan, (body - plan) + (submitted - planned), planned - body, submitted, session, prepared)
+
+
+def start_split(plan: float, airflow: float, plan_task: float, submitted: float, ready: float, prepared: float,
+                **more: float) -> dict:
+    """The fixed start's parts, from the plan task's start, Airflow's and the plan task's seconds,
+    and the times of the spark-submit, "Spark ready" and the end of preparing (epoch seconds);
+    ``more``: other figures in seconds. Rounded to milliseconds."""
+    out = {"start_airflow_seconds": airflow, "start_plan_task_seconds": plan_task,
+           "start_spark_seconds": ready - submitted, "start_driver_ours_seconds": prepared - ready,
+           "dag_fixed_start_seconds": prepared - plan, "dag_fixed_start_ours_seconds": plan_task + prepared - ready,
+           **more}
     return {k: round(v, 3) for k, v in out.items()}
 
 
@@ -423,7 +435,7 @@ def run_dag_scheduled(stack: Stack, work: Path, table: str) -> dict:
     dag-processor on a database of the stack's PostgreSQL, the run triggered through the REST API
     (no logical date, no form values: every partition of the config's one table, as ``dag``'s).
     Wall: the trigger to the run's end as the scheduler recorded it."""
-    from airflow_services import AirflowServices, service_env
+    from airflow_services import DAG_ID, AirflowServices, service_env
     from local_stack import free_port
     if stack.postgres is None:
         raise RuntimeError("Airflow's services need PostgreSQL: run with --metastore postgres, 3.1.3 or 4.0.1")
@@ -437,15 +449,15 @@ def run_dag_scheduled(stack: Stack, work: Path, table: str) -> dict:
     svc.migrate()
     svc.start()
     try:
-        api = _rest(svc.url, svc.wait_ready(DAG_ID))
-        api("PATCH", f"/dags/{DAG_ID}", json={"is_paused": False})
+        svc.token = svc.wait_ready(DAG_ID)
+        svc.api("PATCH", f"/dags/{DAG_ID}", json={"is_paused": False})
         # Unpausing starts the latest scheduled run (catchup is off). Its key date is none of the
         # table's, so it merges nothing, but ours would queue behind it (one active run): wait.
-        _wait_run(svc, api, lambda r: r["run_type"] == "scheduled")
+        svc.wait_for_runs(lambda r: r["run_type"] == "scheduled", 1, timeout=1800, poll=1)
         started_at = time.time()
-        run_id = api("POST", f"/dags/{DAG_ID}/dagRuns", json={"logical_date": None, "conf": {}})["dag_run_id"]
-        run = _wait_run(svc, api, lambda r: r["dag_run_id"] == run_id)
-        tis = api("GET", f"/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}/taskInstances")["task_instances"]
+        run_id = svc.api("POST", f"/dags/{DAG_ID}/dagRuns", json={"logical_date": None, "conf": {}})["dag_run_id"]
+        run = svc.wait_for_runs(lambda r: r["dag_run_id"] == run_id, 1, timeout=1800, poll=1)[0]
+        tis = svc.api("GET", f"/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}/taskInstances")["task_instances"]
     finally:
         svc.stop()
     records = [json.loads(line) for f in sorted((home / "logs").rglob("*.log"))
@@ -462,31 +474,6 @@ def run_dag_scheduled(stack: Stack, work: Path, table: str) -> dict:
             "error": None if ok else (f"DAG run {run['state']}, tasks {sorted((t['task_id'], t['state']) for t in tis)}: "
                                       + " | ".join(job_problems(log_text, results) or [log_text[-2000:]])),
             **summarise_results(results)}
-
-
-def _rest(url: str, token: str):
-    """``api(method, path, **kw)``: Airflow's REST API v2 with ``token``; the JSON answer."""
-    import httpx
-
-    def api(method: str, path: str, **kw):
-        r = httpx.request(method, f"{url}/api/v2{path}", headers={"Authorization": f"Bearer {token}"}, timeout=60, **kw)
-        if r.status_code >= 300:
-            raise RuntimeError(f"{method} {path}: {r.status_code} {r.text[:2000]}")
-        return r.json()
-    return api
-
-
-def _wait_run(svc, api, select, timeout: float = 1800) -> dict:
-    """The first DAG run ``select`` picks, once it has finished (polled each second)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        svc.check_alive()
-        runs = [r for r in api("GET", f"/dags/{DAG_ID}/dagRuns", params={"limit": 100})["dag_runs"] if select(r)]
-        if runs and runs[0]["state"] in ("success", "failed"):
-            return runs[0]
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"no finished run after {timeout:.0f}s: {runs}\n{svc.logs(3000)}")
-        time.sleep(1)
 
 
 def _epoch(iso: str) -> float:
@@ -508,15 +495,10 @@ def scheduled_start_phases(tis: list[dict], merge_records: list[dict]) -> dict:
     ready, prepared = SPARK_READY.search(text), PREPARED.search(text)
     if not (plan and plan.get("start_date") and plan.get("end_date") and merges and submitted and ready and prepared):
         return {}
-    at = {k: datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
-          for k, m in (("ready", ready), ("prepared", prepared))}
     start, end = _epoch(plan["start_date"]), _epoch(plan["end_date"])
-    out = {"start_airflow_seconds": submitted - end, "start_plan_task_seconds": end - start,
-           "start_spark_seconds": at["ready"] - submitted, "start_driver_ours_seconds": at["prepared"] - at["ready"],
-           "start_scheduling_seconds": min(_epoch(t["start_date"]) for t in merges) - end,
-           "dag_fixed_start_seconds": at["prepared"] - start}
-    out["dag_fixed_start_ours_seconds"] = out["start_plan_task_seconds"] + out["start_driver_ours_seconds"]
-    return {k: round(v, 3) for k, v in out.items()}
+    return start_split(start, submitted - end, end - start, submitted, job_time(ready.group(1)),
+                       job_time(prepared.group(1)),
+                       start_scheduling_seconds=min(_epoch(t["start_date"]) for t in merges) - end)
 
 
 def run_job(stack: Stack, work: Path, table: str, mode: str, partition_filter: str | None = None) -> dict:
@@ -761,8 +743,9 @@ def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int
         stack.make_table(DB, wide, fmt.upper(), dates[:len(dates) // 2], files=files * 2, rows=rows * 2)
         expect["copy_wide"] = content(stack, wide)
         wide_snap = stack.snapshot(DB, wide)
-        log(f"source {DB}.{wide}: {sum(p['num_files'] for p in wide_snap.values())} files, "
-            f"{sum(p['bytes'] for p in wide_snap.values())} bytes")
+        wide_rec = {"partitions": len(wide_snap), "files_before": sum(p["num_files"] for p in wide_snap.values()),
+                    "bytes_before": sum(p["bytes"] for p in wide_snap.values())}
+        log(f"source {DB}.{wide}: {wide_rec['files_before']} files, {wide_rec['bytes_before']} bytes")
     out = {"partitions": partitions, "files_before": files_before, "bytes_before": bytes_before,
            "rows": sum(n for n, _ in expected.values()), "contestants": {}}
     external = bool(only) and "lakekeeper" in only  # Lakekeeper compacts EXTERNAL tables only
@@ -800,8 +783,7 @@ def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int
             rec.update(partitions=len(half), half_files=sum(p["num_files"] for p in half.values()),
                        half_bytes=sum(p["bytes"] for p in half.values()))
         if key == "copy_wide":
-            rec.update(partitions=len(wide_snap), files_before=sum(p["num_files"] for p in wide_snap.values()),
-                       bytes_before=sum(p["bytes"] for p in wide_snap.values()))
+            rec.update(wide_rec)
         out["contestants"][key] = rec
         log(f"   wall {fmt_s(rec['wall_seconds'])}, in-app {fmt_s(rec['in_app_seconds'])}, "
             f"files after {rec.get('files_after')}, checksum {'ok' if rec.get('checksum_ok') else 'DIFFERS'}"

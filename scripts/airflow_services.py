@@ -34,6 +34,8 @@ from suite_budget import record, started
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVICES = ("api-server", "scheduler", "dag-processor")
+DAG_ID = "hive_compaction"
+TERMINAL = {"success", "failed"}  # a DAG run's states once it has finished
 EXECUTORS = ("LocalExecutor", "CeleryExecutor")
 
 
@@ -147,6 +149,7 @@ class AirflowServices:
         self.env = env
         self.url = env["AIRFLOW__API__BASE_URL"]
         self.procs: dict[str, subprocess.Popen] = {}
+        self.token = ""  # the bearer token of the REST calls: set it from wait_ready's
 
     def migrate(self) -> None:
         migrate(self.env)
@@ -205,6 +208,33 @@ class AirflowServices:
             if time.monotonic() > deadline:
                 raise StackError(f"Airflow's API or the DAG not ready after {timeout:.0f}s:\n{self.logs(3000)}")
             time.sleep(2)
+
+    def request(self, method: str, path: str, **kw) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        return httpx.request(method, f"{self.url}{path}", headers=headers, timeout=60, **kw)
+
+    def api(self, method: str, path: str, **kw):
+        """Airflow's REST API v2 (``path`` under /api/v2): the JSON answer; StackError unless 2xx."""
+        r = self.request(method, f"/api/v2{path}", **kw)
+        if r.status_code >= 300:
+            raise StackError(f"{method} {path}: {r.status_code} {r.text}")
+        return r.json()
+
+    def runs(self, dag_id: str = DAG_ID) -> list[dict]:
+        return self.api("GET", f"/dags/{dag_id}/dagRuns", params={"limit": 100})["dag_runs"]
+
+    def wait_for_runs(self, select, count: int, timeout: float, dag_id: str = DAG_ID, poll: float = 3) -> list[dict]:
+        """Poll until ``count`` runs chosen by ``select(run)`` have all finished."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check_alive()
+            runs = [r for r in self.runs(dag_id) if select(r)]
+            if len(runs) >= count and all(r["state"] in TERMINAL for r in runs):
+                return runs
+            if time.monotonic() > deadline:
+                raise StackError(f"runs not finished after {timeout:.0f}s: "
+                                 f"{[(r['dag_run_id'], r['state']) for r in runs]}\n{self.logs(3000)}")
+            time.sleep(poll)
 
     def check_alive(self) -> None:
         for name, p in self.procs.items():

@@ -22,7 +22,6 @@ from urllib.parse import quote, unquote
 
 from suite_budget import started
 
-import httpx
 import postgres
 import pytest
 
@@ -44,7 +43,6 @@ DAILY_TABLE = "daily_events"  # holds the dates around today, for the scheduled 
 BROWSER_TABLE = "clicks"  # picked in the trigger form in a real browser
 # The backfill's table first: the downstream example DAG listens to the config's first table.
 TABLES = (BACKFILL_TABLE, FORM_TABLE, DAILY_TABLE, BROWSER_TABLE)
-TERMINAL = {"success", "failed"}
 
 
 class Services(AirflowServices):
@@ -52,23 +50,10 @@ class Services(AirflowServices):
 
     def __init__(self, home: Path, env: dict[str, str], before: dict):
         super().__init__(home, env)
-        self.token = ""
         self.before = before
         self.scheduled_run: dict = {}
 
-    # --- REST -------------------------------------------------------------------------------
-    def request(self, method: str, path: str, **kw) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        return httpx.request(method, f"{self.url}{path}", headers=headers, timeout=60, **kw)
-
-    def api(self, method: str, path: str, **kw):
-        r = self.request(method, f"/api/v2{path}", **kw)
-        assert r.status_code < 300, f"{method} {path}: {r.status_code} {r.text}"
-        return r.json()
-
-    def runs(self, dag_id: str = DAG_ID) -> list[dict]:
-        return self.api("GET", f"/dags/{dag_id}/dagRuns", params={"limit": 100})["dag_runs"]
-
+    # --- REST (request, api, runs, wait_for_runs: AirflowServices') ---------------------------
     def run(self, run_id: str) -> dict:
         return self.api("GET", f"/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}")
 
@@ -93,19 +78,6 @@ class Services(AirflowServices):
             assert time.monotonic() < deadline, f"{dag_id} not parsed after {timeout:.0f}s\n{self.logs()}"
             time.sleep(2)
         assert self.api("PATCH", f"/dags/{dag_id}", json={"is_paused": False})["is_paused"] is False
-
-    def wait_for_runs(self, select, count: int, timeout: float, dag_id: str = DAG_ID) -> list[dict]:
-        """Poll until ``count`` runs chosen by ``select(run)`` have all finished."""
-        deadline = time.monotonic() + timeout
-        while True:
-            self.check_alive()
-            runs = [r for r in self.runs(dag_id) if select(r)]
-            if len(runs) >= count and all(r["state"] in TERMINAL for r in runs):
-                return runs
-            if time.monotonic() > deadline:
-                raise AssertionError(f"runs not finished after {timeout:.0f}s: "
-                                     f"{[(r['dag_run_id'], r['state']) for r in runs]}\n{self.diagnostics()}")
-            time.sleep(3)
 
     def task_logs(self, run_id: str, tail: int = 4000) -> str:
         out = []

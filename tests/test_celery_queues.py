@@ -20,7 +20,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import quote
 
-import httpx
 import postgres
 import pytest
 
@@ -88,7 +87,7 @@ def test_merge_tasks_run_only_on_the_spark_queue(stack, tmp_path):
         svc.start()
         spark_worker = svc.start_worker("spark")
         other_worker = svc.start_worker("default", env=no_spark_env)
-        token = svc.wait_ready(DAG_ID)
+        svc.token = svc.wait_ready(DAG_ID)
         for worker in (spark_worker, other_worker):
             svc.wait_worker(worker)
         before, content_before = table.result()
@@ -103,24 +102,18 @@ def test_merge_tasks_run_only_on_the_spark_queue(stack, tmp_path):
         assert "None" not in subprocess.run(["python", "-c", probe], env=env, capture_output=True, text=True,
                                             check=True).stdout.split()
 
-        def api(method, path, **kw):
-            r = httpx.request(method, f"{svc.url}/api/v2{path}", headers={"Authorization": f"Bearer {token}"},
-                              timeout=60, **kw)
-            assert r.status_code < 300, f"{method} {path}: {r.status_code} {r.text}"
-            return r.json()
-
         # Triggered while the DAG is paused, then unpaused. Unpausing also queues the latest
         # scheduled run (catchup is off; it plans nothing of this table, whose dates are far from
         # today). One run at a time (max_active_runs): the scheduler starts queued runs in order of
         # run_after, so this run, given an earlier one than the scheduled run's, goes first and the
         # test does not wait for the other.
-        run_id = api("POST", f"/dags/{DAG_ID}/dagRuns", json={
+        run_id = svc.api("POST", f"/dags/{DAG_ID}/dagRuns", json={
             "logical_date": None, "run_after": "2026-01-02T00:00:00Z",
             "conf": {"tables": [f"{DB}.{TABLE}"], "partition_date": DATES[0], "partition_date_to": DATES[-1]}
         })["dag_run_id"]
-        assert api("PATCH", f"/dags/{DAG_ID}", json={"is_paused": False})["is_paused"] is False
+        assert svc.api("PATCH", f"/dags/{DAG_ID}", json={"is_paused": False})["is_paused"] is False
         deadline = time.monotonic() + 300
-        while (run := api("GET", f"/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}"))["state"] not in (
+        while (run := svc.api("GET", f"/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}"))["state"] not in (
                 "success", "failed"):
             svc.check_alive()
             assert time.monotonic() < deadline, f"run {run_id} not done after 300 s\n{svc.logs()}"
@@ -128,7 +121,7 @@ def test_merge_tasks_run_only_on_the_spark_queue(stack, tmp_path):
         t_run = time.monotonic()
         print(f"\ncelery test: table, services and workers ready {t_ready - t_start:.0f}s, "
               f"the run {t_run - t_ready:.0f}s")
-        tis = api("GET", f"/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}/taskInstances")["task_instances"]
+        tis = svc.api("GET", f"/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}/taskInstances")["task_instances"]
         logs = {name: svc.service_log(name, tail=10**7) for name in (spark_worker, other_worker)}
         assert run["state"] == "success", (
             f"{[(t['task_id'], t['map_index'], t['state'], t['queue']) for t in tis]}\n"
