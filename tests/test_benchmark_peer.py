@@ -150,12 +150,23 @@ def test_the_fixed_start_of_a_run_the_scheduler_drove():
                {"timestamp": "2026-11-28T17:00:09.000000Z",
                 "event": f"{local('17:00:08')} INFO hive_compaction: Spark ready 3.9s after the driver's JVM started"},
                {"timestamp": "2026-11-28T17:00:10.000000Z",
-                "event": f"{local('17:00:09')} INFO hive_compaction: prepared 8 partition(s) in 0.4s: ..."}]
+                "event": f"{local('17:00:09')} INFO hive_compaction: prepared 8 partition(s) in 0.4s: ..."},
+               {"timestamp": "2026-11-28T17:00:11.000000Z",
+                "event": f"{local('17:00:10')} INFO hive_compaction: Spark SQL session made for the rewrites in 2.0s"},
+               {"timestamp": "2026-11-28T17:00:12.000000Z",
+                "event": f"{local('17:00:11')} INFO hive_compaction: the first merge began (rewrite)"}]
     got = merge_speed.scheduled_start_phases(tis, records)
+    # preparing ended at :09, the session was made at :10, the first rewrite began at :11
     assert got == {"start_airflow_seconds": 2.5, "start_plan_task_seconds": 1.5, "start_spark_seconds": 4.5,
-                   "start_driver_ours_seconds": 1.0, "start_scheduling_seconds": 2.0,
-                   "dag_fixed_start_seconds": 9.5, "dag_fixed_start_ours_seconds": 2.5}
-    assert merge_speed.scheduled_start_phases(tis, records[:2]) == {}  # no merge byte yet: no figure
+                   "start_spark_sql_seconds": 1.0, "start_driver_ours_seconds": 2.0, "start_prepare_seconds": 1.0,
+                   "start_scheduling_seconds": 2.0, "dag_fixed_start_seconds": 11.5,
+                   "dag_fixed_start_ours_seconds": 3.5}
+    assert merge_speed.scheduled_start_phases(tis, records[:3]) == {}  # no merge byte yet: no figure
+    # a first merge that copies: no session to wait for, however late it was made
+    copy = records[:3] + [{"timestamp": "2026-11-28T17:00:10.000000Z",
+                           "event": f"{local('17:00:09')} INFO hive_compaction: the first merge began (copy)"}]
+    got = merge_speed.scheduled_start_phases(tis, copy + [records[3]])
+    assert got["start_spark_sql_seconds"] == 0.0 and got["dag_fixed_start_ours_seconds"] == 2.5, got
     figures = merge_speed.ratios({"dag_scheduled": got}, 1000, 10)["targets"]
-    assert figures["scheduled_fixed_start_seconds"]["result"] == "HIT"
+    assert figures["scheduled_fixed_start_seconds"]["result"] == "HIT"  # 9.5 s
     assert figures["scheduled_fixed_start_ours_seconds"]["result"] == "MISS"

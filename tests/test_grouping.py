@@ -218,3 +218,14 @@ def test_the_note_names_every_difference_reading_ones_first():
                            "changes how values read")
     assert note.endswith("compression (2 kinds); meta:owner (a: 2, b: 1). auto rewrote the partition: copying "
                          "would make 3 file(s) of the small ones (their footers differ), a rewrite 1")
+
+
+def test_a_tables_rewrite_groups_go_in_jobs_growing_from_a_small_first_one():
+    from hive_compaction.merge.rewrite import job_chunks
+    big, small = list(range(250)), ["a", "b", "c"]
+    chunks = job_chunks([big, small], per_job=100, first=8)
+    assert [len(c) for c in chunks] == [8, 3, 32, 100, 100, 10]
+    # every table's first job before any second one; nothing lost, nothing twice, in order
+    assert chunks[0] == big[:8] and chunks[1] == small and chunks[2] == big[8:40]
+    assert [x for c in chunks if c[0] != "a" for x in c] == big
+    assert job_chunks([], per_job=100, first=8) == [] and job_chunks([[1]], per_job=100, first=8) == [[1]]

@@ -36,3 +36,15 @@ def test_threads_add_up_and_a_step_that_raises_is_still_timed():
         t.join()
     m = re.fullmatch(r"commit ([0-9.]+), statistics ([0-9.]+) ms per partition \(of 8\)", steps.summary())
     assert m and float(m.group(1)) == 100.0 and 0 <= float(m.group(2)) < 1000
+
+
+def test_the_first_merge_is_logged_once_whichever_engine_and_thread_begins_it(caplog):
+    steps = StepTimes()
+    caplog.set_level("INFO", logger="hive_compaction.merge.step_times")
+    threads = [threading.Thread(target=steps.first_merge, args=(engine,)) for engine in ("copy", "rewrite") * 8]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and re.fullmatch(r"the first merge began \((copy|rewrite)\)", lines[0]), lines

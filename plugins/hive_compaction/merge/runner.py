@@ -79,8 +79,8 @@ class BatchRunner:
         # Copy merges at once: each holds a buffer of its largest stripe (up to the small-file limit).
         self._copies = threading.BoundedSemaphore(cores)
         self.preparer = Preparer(spark, self.fs, self.metastore, run, self.attempt, self.owner, dry_run)
-        self.rewrites = RewriteEngine(spark, self.fs, run, cores)
         self.steps = StepTimes()
+        self.rewrites = RewriteEngine(spark, self.fs, run, cores, self.steps)
         self.finisher = Finisher(spark, self.fs, self.metastore, run, self.attempt, self.owner, self.steps)
 
     def maintain(self, areas: list[dict], tasks: list[PartitionTask]) -> list[PartitionResult]:
@@ -157,6 +157,7 @@ class BatchRunner:
         for n, g in enumerate(work.groups):
             if work.error or g.engine is not Engine.COPY:
                 continue
+            self.steps.first_merge("copy")
             name = f"{listing.MERGED_PREFIX}{uuid.uuid4().hex[:12]}-c{n:04d}{staged_suffix(g.files[0].name)}"
             try:
                 verified += copy_merge.stage(self.spark, work.task.storage_format, g, work.staging, name)

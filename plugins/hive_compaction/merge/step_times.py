@@ -1,13 +1,16 @@
 """Where a merge job's per-partition driver time goes, step by step (prepare, copy, the lock, the
 commit, ...): summed over the job's partitions and driver threads, logged once at its end as
 milliseconds per partition, so a slow step shows in the task's log (and ``benchmarks/merge_speed.py``
-reads the line)."""
+reads the line), and when its first merge began: the end of the job's fixed start."""
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import defaultdict
 from contextlib import contextmanager
+
+log = logging.getLogger(__name__)
 
 
 class StepTimes:
@@ -15,6 +18,16 @@ class StepTimes:
         self._lock = threading.Lock()
         self._seconds: dict[str, float] = defaultdict(float)
         self._partitions: set[int] = set()
+        self._merging = False
+
+    def first_merge(self, engine: str) -> None:
+        """Log, the first time only, that merging began (``engine``: the first copy, or the
+        first rewrite job's write): everything before it is the job's fixed start."""
+        with self._lock:
+            if self._merging:
+                return
+            self._merging = True
+        log.info("the first merge began (%s)", engine)
 
     def add(self, step: str, seconds: float, partition: object) -> None:
         with self._lock:

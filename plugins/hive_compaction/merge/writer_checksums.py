@@ -15,10 +15,7 @@ cannot be added) makes the rewrite fall back to scanning its inputs, and says so
 """
 from __future__ import annotations
 
-import atexit
 import logging
-import shutil
-import tempfile
 import threading
 import zipfile
 from pathlib import Path
@@ -33,6 +30,7 @@ log = logging.getLogger(__name__)
 
 SOURCES = ("HiveCompactionChecksums", "HiveCompactionChecksumOrc", "HiveCompactionChecksumParquet",
            "HiveCompactionChecksumWriterFactory", "HiveCompactionChecksumWriter")
+JAR = "hive-compaction-checksums.jar"
 FORMATS = {"orc": "HiveCompactionChecksumOrc", "parquet": "HiveCompactionChecksumParquet"}
 _lock = threading.Lock()
 _loaders: dict[int, tuple[object, object]] = {}  # id(py4j gateway client) -> (that client, loader or None)
@@ -47,9 +45,9 @@ def _loader(spark):
         if key not in _loaders or _loaders[key][0] is not client:
             try:
                 loader, files = jvm_helper.load_classes(spark, SOURCES, __package__)
-                folder = Path(tempfile.mkdtemp(prefix="hive-compaction-checksums-"))
-                atexit.register(shutil.rmtree, folder, True)
-                jar = folder / "hive-compaction-checksums.jar"
+                # In the application's own temporary folder (SparkFiles'), which Spark removes
+                # when the driver stops: the jar must outlive every executor's fetch of it.
+                jar = Path(str(spark._jvm.org.apache.spark.SparkFiles.getRootDirectory())) / JAR
                 with zipfile.ZipFile(jar, "w") as z:
                     for name, data in sorted(files.items()):
                         z.writestr(name, data)
