@@ -8,7 +8,7 @@ import contextlib
 import json
 import threading
 
-from hive_compaction.storage.metastore_lock import CommitConflict, MetastoreLocks, reconnecting
+from hive_compaction.storage.metastore_lock import CommitConflict, MetastoreLocks, java_list, reconnecting
 
 
 class DescriptorChanged(CommitConflict):
@@ -63,6 +63,11 @@ def _first_difference(a: str, b: str) -> str:
     at = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
     start = max(0, at - 40)
     return f"...{a[start:at + 60]}... is now ...{b[start:at + 60]}..."
+
+
+def values_of(partition) -> tuple[str, ...]:
+    """A Java Partition's values."""
+    return tuple(str(v) for v in java_list(partition.getValues()))
 
 
 def _unless_missing(call, *args):
@@ -192,7 +197,7 @@ class JobMetastore:
         keyed by their values; a partition that does not exist is left out."""
         db, tbl = table.split(".", 1)
         found = reconnecting(self._client, lambda client: client.getPartitionsByNames(db, tbl, list(partitions)))
-        return {tuple(str(v) for v in p.getValues()): self._state_of(p) for p in found}
+        return {values_of(p): self._state_of(p) for p in java_list(found)}
 
     def switch(self, table: str, values: list[str], old: str, new: str, parameters: dict[str, str | None],
                descriptor: str | None = None) -> bool:
@@ -258,8 +263,8 @@ class JobMetastore:
         def update(client) -> set[str]:
             found = client.getPartitionsByNames(db, tbl, [name for name, _, _ in updates])
             written, targets = set(), []
-            for p in found:
-                name, parameters = by_values.get(tuple(str(v) for v in p.getValues()), (None, None))
+            for p in java_list(found):
+                name, parameters = by_values.get(values_of(p), (None, None))
                 if name is not None:
                     self._merge_parameters(p, parameters)
                     targets.append(p)

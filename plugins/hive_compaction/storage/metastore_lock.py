@@ -369,6 +369,14 @@ def lock_component(api, table: str, partition: str):
     return component
 
 
+def java_list(items) -> list:
+    """A Java List's items, read by index. Iterated through py4j, a list ends with a Java
+    exception (its iterator's NoSuchElementException), which PySpark's handler, installed once a
+    SparkSession exists, converts at ~25 ms each: a commit chunk's state read of 16 partitions
+    iterated 17 lists (0.45-0.6 s against 0.03 s, 2026-11-28)."""
+    return [items.get(i) for i in range(items.size())]
+
+
 def _release_dead(client, api, db: str, tbl: str, partition: str, ours: int,
                   seen: dict[int, tuple[int, float]]) -> None:
     """Release locks on the partition held by merge jobs of this package that stopped
@@ -384,7 +392,7 @@ def _release_dead(client, api, db: str, tbl: str, partition: str, ours: int,
     request.setTablename(tbl)
     if partition:
         request.setPartname(partition)
-    locks = list(client.showLocks(request).getLocks())
+    locks = java_list(client.showLocks(request).getLocks())
     now_ms = max((lock.getLastheartbeat() for lock in locks if lock.getLockid() == ours), default=0)
     for lock in locks:
         lock_id = lock.getLockid()
