@@ -80,7 +80,9 @@ class BatchRunner:
         self._copies = threading.BoundedSemaphore(cores)
         self.preparer = Preparer(spark, self.fs, self.metastore, run, self.attempt, self.owner, dry_run)
         self.steps = StepTimes()
-        self.rewrites = RewriteEngine(spark, self.fs, run, cores, self.steps)
+        # One rewrite thread more than the cores: while jobs keep the executors busy, the next
+        # job's plan is built (two threads left them idle for 3-4 s at 200 partitions here).
+        self.rewrites = RewriteEngine(spark, self.fs, run, cores + 1, self.steps)
         self.finisher = Finisher(spark, self.fs, self.metastore, run, self.attempt, self.owner, self.steps)
 
     def maintain(self, areas: list[dict], tasks: list[PartitionTask]) -> list[PartitionResult]:

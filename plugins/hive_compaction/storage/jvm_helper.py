@@ -236,6 +236,14 @@ def helper(spark):
         return _helpers[key][1]
 
 
+def java_list(items) -> list:
+    """A Java List's items, read by index. Iterated through py4j, a list ends with a Java
+    exception (its iterator's NoSuchElementException), which PySpark's handler, installed once a
+    SparkSession exists, converts at ~25 ms each: a commit chunk's state read of 16 partitions
+    iterated 17 lists (0.45-0.6 s against 0.03 s, 2026-11-28)."""
+    return [items.get(i) for i in range(items.size())]
+
+
 def call(spark, method: str, *args):
     """``helper.method(*args)`` with list / dict arguments sent as JSON; the JSON result parsed."""
     sent = [json.dumps(a) if isinstance(a, (list, dict)) else a for a in args]

@@ -8,7 +8,8 @@ import contextlib
 import json
 import threading
 
-from hive_compaction.storage.metastore_lock import CommitConflict, MetastoreLocks, java_list, reconnecting
+from hive_compaction.storage.jvm_helper import java_list
+from hive_compaction.storage.metastore_lock import CommitConflict, MetastoreLocks, reconnecting
 
 
 class DescriptorChanged(CommitConflict):
