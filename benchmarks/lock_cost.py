@@ -62,13 +62,15 @@ def metastore(version: str, state: Path):
         pg.stop(remove=True)
 
 
-def make_table(uri: str, partitions: int) -> list[str]:
-    """The table's partition names (``dt=<n>``), registered through Thrift without files."""
+def make_table(uri: str, partitions: int, folder: Path) -> list[str]:
+    """The table's partition names (``dt=<n>``), registered through Thrift without files, its
+    locations in ``folder``."""
     from hmsclient import hmsclient
     from hmsclient.genthrift.hive_metastore import ttypes
     from thrift_tables import storage_descriptor
     host, port = uri.removeprefix("thrift://").split(":")
-    root = f"file://{tempfile.mkdtemp(prefix='lock-cost-')}"
+    folder.mkdir(parents=True, exist_ok=True)
+    root = f"file://{folder}"
     with hmsclient.HMSClient(host=host, port=int(port)) as c:
         with contextlib.suppress(ttypes.AlreadyExistsException):
             c.create_database(ttypes.Database(name=DB, locationUri=root, parameters={}))
@@ -110,11 +112,11 @@ def one_request(metastore, names: list[str]) -> float:
     return time.monotonic() - began
 
 
-def measure(uri: str, partitions: int, rounds: int) -> dict:
+def measure(uri: str, partitions: int, rounds: int, folder: Path) -> dict:
     from pyspark import SparkConf, SparkContext
     from hive_compaction.merge.job_spark import JobSpark
     from hive_compaction.storage.metastore_client import JobMetastore
-    names = make_table(uri, partitions)
+    names = make_table(uri, partitions, folder)
     conf = (SparkConf().setMaster("local[1]").setAppName("lock-cost").set("spark.ui.enabled", "false")
             .set("spark.driver.host", "127.0.0.1").set("spark.hadoop.hive.metastore.uris", uri))
     sc = SparkContext(conf=conf)
@@ -147,7 +149,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="lock-cost-") as tmp:
         with (contextlib.nullcontext(args.uris) if args.uris else metastore(args.metastore, Path(tmp))) as uri:
             try:
-                out = {"metastore": "given" if args.uris else args.metastore, **measure(uri, args.partitions, args.rounds)}
+                out = {"metastore": "given" if args.uris else args.metastore,
+                       **measure(uri, args.partitions, args.rounds, Path(tmp) / "tables")}
             except Exception as e:  # noqa: BLE001 - the benchmark's answer: it failed, and why
                 print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
                 return 1
