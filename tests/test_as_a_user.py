@@ -25,7 +25,7 @@ from suite_budget import started
 import postgres
 import pytest
 
-from airflow_services import AirflowServices, service_env
+from airflow_services import DAG_ID, AirflowServices, service_env
 from hive_compaction.storage.paths import run_tag
 from local_stack import free_port
 from test_end_to_end import files_with_times
@@ -34,7 +34,6 @@ ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.integration
 
-DAG_ID = "hive_compaction"
 DOWNSTREAM_ID = "hive_compaction_downstream_example"
 DB = "user"
 FORM_TABLE, FORM_DATES = "events", ["2026-09-01", "2026-09-02"]

@@ -23,12 +23,11 @@ from urllib.parse import quote
 import postgres
 import pytest
 
-from airflow_services import AirflowServices, Redis, service_env
+from airflow_services import DAG_ID, AirflowServices, Redis, service_env
 from local_stack import free_port
 
 pytestmark = pytest.mark.integration
 
-DAG_ID = "hive_compaction"
 DB, TABLE = "routed", "events"
 DATES = ["2026-08-01", "2026-08-02"]
 MERGE_PRIORITY = 5
@@ -112,12 +111,7 @@ def test_merge_tasks_run_only_on_the_spark_queue(stack, tmp_path):
             "conf": {"tables": [f"{DB}.{TABLE}"], "partition_date": DATES[0], "partition_date_to": DATES[-1]}
         })["dag_run_id"]
         assert svc.api("PATCH", f"/dags/{DAG_ID}", json={"is_paused": False})["is_paused"] is False
-        deadline = time.monotonic() + 300
-        while (run := svc.api("GET", f"/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}"))["state"] not in (
-                "success", "failed"):
-            svc.check_alive()
-            assert time.monotonic() < deadline, f"run {run_id} not done after 300 s\n{svc.logs()}"
-            time.sleep(1)
+        run = svc.wait_for_runs(lambda r: r["dag_run_id"] == run_id, 1, timeout=300, poll=1)[0]
         t_run = time.monotonic()
         print(f"\ncelery test: table, services and workers ready {t_ready - t_start:.0f}s, "
               f"the run {t_run - t_ready:.0f}s")
