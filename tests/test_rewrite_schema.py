@@ -36,6 +36,22 @@ def test_the_footers_schema_is_the_one_spark_reads(spark, tmp_path, fmt, caplog)
     assert got.fieldNames()[:2] == ["a", "b c"] and all(f.nullable for f in got.fields)
 
 
+def test_a_hive_written_orc_footer_keeps_its_char_and_varchar_as_spark_reads_them(spark, tmp_path, caplog):
+    """Hive's ORC writer names columns _col0.. and records CHAR and VARCHAR types, which Spark reads
+    as strings marked with their declared type."""
+    jvm, conf = spark._jvm, spark._jsc.hadoopConfiguration()
+    orc = jvm.org.apache.orc
+    schema = orc.TypeDescription.fromString(
+        "struct<_col0:varchar(5),_col1:char(3),_col2:decimal(10,2),_col3:timestamp,_col4:map<string,array<int>>>")
+    path = f"file://{tmp_path}/000000_0"
+    orc.OrcFile.createWriter(jvm.org.apache.hadoop.fs.Path(path), orc.OrcFile.writerOptions(conf).setSchema(schema)).close()
+    with caplog.at_level(logging.WARNING, logger="hive_compaction.merge.rewrite"):
+        got = footer_schema(JobSpark(spark.sparkContext), "orc", path)
+    assert not caplog.records
+    assert got == spark.read.orc(path).schema
+    assert got["_col0"].metadata == {"__CHAR_VARCHAR_TYPE_STRING": "varchar(5)"}
+
+
 def test_a_format_without_a_footer_conversion_is_read_by_spark(spark, tmp_path):
     spark.sql("select id, cast(id as string) s from range(2)").coalesce(1).write.json(f"file://{tmp_path}/t")
     path = one_file(tmp_path / "t")
