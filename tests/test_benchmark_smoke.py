@@ -1,5 +1,6 @@
 """Smoke runs of benchmarks/planning_scale.py (the session's Metastore, two small tables, the plan task),
-benchmarks/scan_cost.py (on the session's stack) and benchmarks/checksum_cost.py (Spark only)."""
+benchmarks/scan_cost.py (on the session's stack), benchmarks/checksum_cost.py (Spark only), benchmarks/lock_cost.py
+and benchmarks/thread_cpu.py (a process of its own)."""
 from __future__ import annotations
 
 import json
@@ -107,3 +108,49 @@ def test_lock_cost_smoke(stack, tmp_path):
     with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
         locks = c.show_locks(ttypes.ShowLocksRequest(dbname="lock_cost")).locks or []
     assert [lock for lock in locks if lock.tablename == "events"] == []
+
+
+def test_thread_cpu_sample_and_report(tmp_path):
+    """benchmarks/thread_cpu.py samples a process by its command line and splits its CPU between its
+    log's lines: a process that spins for a second between two lines shows about a second there, and
+    next to nothing between the lines around its sleeps."""
+    marker = f"thread-cpu-smoke-{tmp_path.name}"
+    log = tmp_path / "job.log"
+    job = (
+        "import logging, sys, time\n"
+        f"logging.basicConfig(filename={str(log)!r}, level=logging.INFO,"
+        " format='%(asctime)s %(levelname)s hive_compaction: %(message)s')\n"
+        "time.sleep(1.0); logging.info('Spark ready 1.0s after the driver JVM started')\n"
+        "end = time.process_time() + 1.0\n"
+        "while time.process_time() < end: pass\n"
+        "logging.info('prepared 2 partition(s) in 1.0s')\n"
+        "time.sleep(0.6); logging.info('the first merge began (copy)')\n"
+        "time.sleep(0.4)\n"
+    )
+    samples = tmp_path / "samples.jsonl"
+    sampler = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "thread_cpu.py"), "sample", str(samples),
+                                "--match", marker, "--seconds", "30", "--until-gone"], stdout=subprocess.PIPE, text=True)
+    subprocess.run([sys.executable, "-c", job, marker], check=True, timeout=60)
+    assert sampler.wait(timeout=30) == 0, "no process was sampled"
+    out = tmp_path / "rows.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "thread_cpu.py"), "report", str(samples), str(log),
+                           "--json", str(out)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    spin, idle = json.loads(out.read_text())
+    assert spin["to"].startswith("prepared") and idle["to"].startswith("the first merge began")
+    assert 0.7 <= spin["by_kind"]["our Python"] <= 1.3, spin
+    assert idle["cpu"] < 0.3, idle
+    assert "our Python" in proc.stdout
+
+
+def test_thread_cpu_kinds():
+    from importlib import util
+    spec = util.spec_from_file_location("thread_cpu", ROOT / "benchmarks" / "thread_cpu.py")
+    thread_cpu = util.module_from_spec(spec)
+    spec.loader.exec_module(thread_cpu)
+    kinds = {name: thread_cpu.kind_of("java", name) for name in
+             ("C2 CompilerThre", "C1 CompilerThre", "G1 Conc#0", "VM Thread", "Executor task l", "Thread-7", "java")}
+    assert kinds == {"C2 CompilerThre": "JIT compilers", "C1 CompilerThre": "JIT compilers", "G1 Conc#0": "GC and VM",
+                     "VM Thread": "GC and VM", "Executor task l": "executor tasks",
+                     "Thread-7": "JVM threads of our py4j calls", "java": "other JVM threads"}
+    assert thread_cpu.kind_of("python", "python3") == "our Python"
