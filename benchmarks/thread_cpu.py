@@ -2,18 +2,19 @@
 job's driver (its JVM's JIT compilers, the JVM threads running our py4j calls, the executors' task
 threads in ``local`` mode, our Python), as in docs/performance.md's "where a cold driver's CPU goes".
 
-    .venv/bin/python benchmarks/thread_cpu.py sample OUT.jsonl [--match compact_partitions.py] [--seconds 600]
+    .venv/bin/python benchmarks/thread_cpu.py sample OUT.jsonl [--match compact_partitions.py ...] [--seconds 600]
                                                  [--until-gone]
     .venv/bin/python benchmarks/thread_cpu.py report OUT.jsonl JOB.log [--marks REGEX] [--json PATH]
 
 ``sample`` records, every ``--period`` seconds, the CPU time (user + system, from ``/proc``) of
-every thread of each process whose command line contains ``--match`` (by default the merge job's:
-its driver JVM and its Python), and of each process as a whole (threads that ended included),
+every thread of each process whose command line contains one of ``--match`` (by default the merge
+job's: its driver JVM and its Python; ``naive_coalesce.py`` is ``merge_speed.py``'s loop), and of each process as a whole (threads that ended included),
 until ``--seconds`` pass (``--until-gone``: or they have all ended); it waits for such a process
 to appear. Start it, then the job (e.g.
 ``merge_speed.py --only auto --logs DIR``). ``report`` splits the CPU between the job log's lines
 that match ``--marks`` (by default the merge job's phase lines; their times are read as this
-machine's local time, as the job writes them) by kind of thread. Linux only.
+machine's local time, as the job writes them) by kind of thread, then each process's whole CPU
+(a log without such lines, e.g. the loop's, gives the latter only). Linux only.
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ RESCAN = 1.0  # seconds between two looks for new matching processes
 def kind_of(process: str, thread: str) -> str:
     """What a thread does, from its process's kind and the thread's name (``/proc/.../comm``)."""
     if process != "java":
-        return "our Python" if process == "python" else process
+        return "the Python driver" if process == "python" else process
     if thread.startswith(("C1 CompilerThre", "C2 CompilerThre")):
         return "JIT compilers"
     if thread.startswith(("GC Thread", "G1 ", "VM Thread", "VM Periodic")):
@@ -54,7 +55,8 @@ def _cpu(stat: str) -> tuple[str, int]:
     return stat[stat.index("(") + 1:stat.rindex(")")], int(fields[11]) + int(fields[12])
 
 
-def _processes(match: str) -> dict[str, str]:
+def _processes(matches: list[str]) -> dict[str, tuple[str, str]]:
+    """pid -> (kind of program, the first of ``matches`` in its command line)."""
     found = {}
     for pid in os.listdir("/proc"):
         if pid.isdigit() and pid != str(os.getpid()):
@@ -62,13 +64,15 @@ def _processes(match: str) -> dict[str, str]:
                 cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
             except OSError:
                 continue
-            if any(match.encode() in part for part in cmd):
+            match = next((m for m in matches if any(m.encode() in part for part in cmd)), None)
+            if match is not None:
                 program = os.path.basename(cmd[0].decode(errors="replace"))
-                found[pid] = "java" if program == "java" else "python" if program.startswith("python") else program
+                kind = "java" if program == "java" else "python" if program.startswith("python") else program
+                found[pid] = (kind, match)
     return found
 
 
-def sample(out: str, match: str, seconds: float, period: float, until_gone: bool = False) -> int:
+def sample(out: str, matches: list[str], seconds: float, period: float, until_gone: bool = False) -> int:
     """Sample until ``seconds`` pass (or, ``until_gone``, the matching processes have all ended);
     the number of samples that found a matching process."""
     taken, found, scanned = 0, {}, 0.0
@@ -77,9 +81,9 @@ def sample(out: str, match: str, seconds: float, period: float, until_gone: bool
         while time.time() < end:
             at = time.time()
             if at - scanned >= RESCAN:  # reading every process's command line costs the sampler most of its CPU
-                found, scanned = _processes(match), at
+                found, scanned = _processes(matches), at
             record = {"t": at, "processes": {}}
-            for pid, kind in found.items():
+            for pid, (kind, match) in found.items():
                 try:
                     tids = os.listdir(f"/proc/{pid}/task")
                     _, total = _cpu(open(f"/proc/{pid}/stat").read())
@@ -91,7 +95,7 @@ def sample(out: str, match: str, seconds: float, period: float, until_gone: bool
                         threads[tid] = _cpu(open(f"/proc/{pid}/task/{tid}/stat").read())
                     except OSError:  # ended meanwhile
                         continue
-                record["processes"][pid] = {"kind": kind, "total": total, "threads": threads}
+                record["processes"][pid] = {"kind": kind, "match": match, "total": total, "threads": threads}
             if record["processes"]:
                 f.write(json.dumps(record) + "\n")
                 f.flush()
@@ -141,12 +145,34 @@ def report(samples: list[dict], log_marks: list[tuple[float, str]]) -> list[dict
     return rows
 
 
+def whole(samples: list[dict]) -> dict[str, dict[str, float]]:
+    """Each sampled process's CPU over its life up to its last sample, by kind of thread: each
+    thread's last figure seen (a thread that ended counts what it had when last sampled; the
+    process's CPU beyond those: ``ENDED``), under the match that found the process."""
+    last: dict[str, dict] = {}
+    seen: dict[str, dict[str, tuple[str, int]]] = {}  # pid -> tid -> (name, ticks when last seen)
+    for s in samples:
+        for pid, p in s["processes"].items():
+            last[pid] = p
+            seen.setdefault(pid, {}).update(p["threads"])
+    out: dict[str, dict[str, float]] = {}
+    for pid, p in sorted(last.items()):
+        by = out.setdefault(f"{p.get('match', '?')} ({p['kind']} {pid})", {})
+        for name, ticks in seen[pid].values():
+            kind = kind_of(p["kind"], name)
+            by[kind] = by.get(kind, 0) + ticks / TICKS
+        by[ENDED] = (p["total"] - sum(t for _, t in seen[pid].values())) / TICKS
+    return {k: {kind: round(v, 2) for kind, v in sorted(by.items(), key=lambda kv: -kv[1]) if abs(v) >= 0.01}
+            for k, by in out.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     s = sub.add_parser("sample", help="record the matching processes' threads' CPU")
     s.add_argument("out")
-    s.add_argument("--match", default="compact_partitions.py", help="a part of the processes' command lines")
+    s.add_argument("--match", nargs="+", default=["compact_partitions.py"],
+                   help="parts of the processes' command lines (e.g. naive_coalesce.py too, merge_speed.py's loop)")
     s.add_argument("--seconds", type=float, default=600.0)
     s.add_argument("--period", type=float, default=0.05)
     s.add_argument("--until-gone", action="store_true", help="stop when the matching processes have all ended")
@@ -158,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "sample":
         taken = sample(args.out, args.match, args.seconds, args.period, args.until_gone)
-        print(f"{taken} sample(s) of processes matching {args.match!r} in {args.out}")
+        print(f"{taken} sample(s) of processes matching {' or '.join(args.match)} in {args.out}")
         return 0 if taken else 1
     samples = [json.loads(line) for line in open(args.samples)]
     rows = report(samples, marks(open(args.log, errors="replace").read(), args.marks))
@@ -167,10 +193,15 @@ def main(argv: list[str] | None = None) -> int:
               f" -> {row['to']}")
         for kind, seconds in row["by_kind"].items():
             print(f"           {seconds:6.2f}  {kind}")
+    lives = whole(samples)
+    for process, by in lives.items():
+        print(f"the whole of {process}: {sum(by.values()):.2f} s CPU")
+        for kind, seconds in by.items():
+            print(f"           {seconds:6.2f}  {kind}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
-    return 0 if rows else 1
+            json.dump({"intervals": rows, "processes": lives}, f, indent=1)
+    return 0 if samples else 1
 
 
 if __name__ == "__main__":

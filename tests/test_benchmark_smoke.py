@@ -136,11 +136,14 @@ def test_thread_cpu_sample_and_report(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "thread_cpu.py"), "report", str(samples), str(log),
                            "--json", str(out)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    spin, idle = json.loads(out.read_text())
+    figures = json.loads(out.read_text())
+    spin, idle = figures["intervals"]
     assert spin["to"].startswith("prepared") and idle["to"].startswith("the first merge began")
-    assert 0.7 <= spin["by_kind"]["our Python"] <= 1.3, spin
+    assert 0.7 <= spin["by_kind"]["the Python driver"] <= 1.3, spin
     assert idle["cpu"] < 0.3, idle
-    assert "our Python" in proc.stdout
+    (life,) = figures["processes"].values()
+    assert 0.7 <= life["the Python driver"] <= 2.0, life  # the spin, its interpreter's start and stop
+    assert "the Python driver" in proc.stdout and f"the whole of {marker}" in proc.stdout
 
 
 def test_thread_cpu_kinds():
@@ -153,4 +156,4 @@ def test_thread_cpu_kinds():
     assert kinds == {"C2 CompilerThre": "JIT compilers", "C1 CompilerThre": "JIT compilers", "G1 Conc#0": "GC and VM",
                      "VM Thread": "GC and VM", "Executor task l": "executor tasks",
                      "Thread-7": "JVM threads of our py4j calls", "java": "other JVM threads"}
-    assert thread_cpu.kind_of("python", "python3") == "our Python"
+    assert thread_cpu.kind_of("python", "python3") == "the Python driver"
