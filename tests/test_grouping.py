@@ -229,3 +229,31 @@ def test_a_tables_rewrite_groups_go_in_jobs_growing_from_a_small_first_one():
     assert chunks[0] == big[:8] and chunks[1] == small and chunks[2] == big[8:40]
     assert [x for c in chunks if c[0] != "a" for x in c] == big
     assert job_chunks([], per_job=100, first=8) == [] and job_chunks([[1]], per_job=100, first=8) == [[1]]
+
+
+def test_each_partition_commits_once_its_rewrite_groups_are_staged():
+    """runner.ReadyCommits: a partition that only copies starts at once; one with rewrite groups when
+    the last of them is reported (staged or failed), in chunks of one table; each exactly once; one
+    never reported fails, its files untouched, rather than committing without its outputs."""
+    from types import SimpleNamespace as NS
+    from hive_compaction.merge.runner import ReadyCommits
+
+    def work(table: str, *engines: Engine):
+        return NS(task=NS(table_name=table), groups=[NS(engine=e) for e in engines], error=None)
+
+    copy_only, one, two, other, lost = (work("db.a", Engine.COPY), work("db.a", Engine.REWRITE),
+                                        work("db.a", Engine.REWRITE, Engine.COPY, Engine.REWRITE),
+                                        work("db.b", Engine.REWRITE), work("db.a", Engine.REWRITE))
+    started: list[list] = []
+    commits = ReadyCommits(list(enumerate([copy_only, one, two, other, lost])),
+                           lambda chunk: started.append([i for i, _ in chunk]) or "future", ways=2)
+    assert started == [[0]]
+    commits.staged([(two, two.groups[0]), (one, one.groups[0]), (other, other.groups[0])])
+    assert started == [[0], [1], [3]]  # two waits for its second rewrite group; one chunk per table
+    commits.staged([(two, two.groups[2])])
+    commits.staged([(one, one.groups[0])])  # reported again: never started twice
+    assert started == [[0], [1], [3], [2]]
+    commits.fail_unreported()
+    assert started[-1] == [4] and lost.error and not any(w.error for w in (copy_only, one, two, other))
+    commits.fail_unreported()
+    assert len(started) == 5

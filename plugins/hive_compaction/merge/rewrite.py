@@ -18,6 +18,7 @@ import re
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
 from urllib.parse import unquote
 
 from pyspark.sql import DataFrame
@@ -42,12 +43,13 @@ class RewriteEngine:
     def __init__(self, spark: JobSpark, fs: HadoopFS, run: str, threads: int, steps: StepTimes):
         self.spark, self.fs, self.run, self.threads, self.steps = spark, fs, run, threads, steps
 
-    def stage(self, works: list[Work]) -> None:
+    def stage(self, works: list[Work], done: Callable[[list[tuple[Work, Group]]], None] = lambda items: None) -> None:
         """Every rewrite group of the batch in a few Spark jobs: a table's groups in jobs of up to
         ``GROUPS_PER_JOB`` (``job_chunks``), in which each group is one task streaming its files
         into one output file, so every executor core is busy, with no shuffle and no job per
         group. The table's jobs run side by side from driver threads. A failing group fails only
-        its partition."""
+        its partition. ``done`` hears of each group once it is staged and verified, or has failed
+        (its Work's ``error``): a job's groups together, as soon as that job is over."""
         items = [(w, g) for w in works for g in w.groups if g.engine is Engine.REWRITE]
         if not items:
             return
@@ -57,19 +59,30 @@ class RewriteEngine:
         log.info("read the schema of %d table(s) in %.1fs", len({w.task.table_name for w, _ in items}),
                  time.monotonic() - began)
         jobs: dict[tuple, list[tuple[Work, Group]]] = {}
+        unreadable = []
         for w, g in items:
             schema = schemas[id(w)]
             if isinstance(schema, Exception):
                 w.error = w.error or f"cannot read the files to rewrite: {schema}"[:500]
+                unreadable.append((w, g))
                 continue
             # One job writes one format with one codec and one schema (a union needs one schema).
             jobs.setdefault((w.task.work_dir, w.task.storage_format, w.codec, id(schema)), []).append((w, g))
+        if unreadable:
+            done(unreadable)
         for job_items in jobs.values():
             # Biggest groups first: Spark starts tasks in order, so the long ones do not come last.
             job_items.sort(key=lambda item: -sum(f.size for f in item[1].files))
         chunks = job_chunks(list(jobs.values()))
+
+        def rewrite(chunk: list[tuple[Work, Group]]) -> None:
+            try:
+                self._rewrite_or_isolate(chunk, schemas[id(chunk[0][0])])
+            finally:
+                done(chunk)
+
         with ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="rewrite") as pool:
-            list(pool.map(lambda chunk: self._rewrite_or_isolate(chunk, schemas[id(chunk[0][0])]), chunks))
+            list(pool.map(rewrite, chunks))
 
     def _rewrite_or_isolate(self, chunk: list[tuple[Work, Group]], schema: T.StructType) -> None:
         """Run one rewrite job; if it fails (say a file whose footer reads fine but whose data

@@ -11,7 +11,8 @@ Three phases, so the cluster stays busy and the commit window stays short:
    inputs before any input moves.
 3. *commit* each partition with the journaled protocol of ``commit`` (driver threads;
    ``finish.Finisher``), partitions of one table in chunks under one Metastore lock
-   (``commit_chunks``).
+   (``commit_chunks``), each as soon as its groups are staged (``ReadyCommits``): a partition
+   that only copies at once, the others as their rewrite jobs end, while later jobs still write.
 
 File listings, footers and renames go through ``jvm_helper``: one py4j round trip per partition
 or group, not several per file. A failing partition never stops the others; its files stay as
@@ -59,6 +60,52 @@ def commit_chunks(works: list[tuple[int, Work]], ways: int) -> list[list[tuple[i
     return [ws[k:k + size] for ws in by_table.values() for k in range(0, len(ws), size)]
 
 
+class ReadyCommits:
+    """Each partition's copies and commit, started as soon as its rewrite groups are staged: a
+    partition with none at once, the others as their rewrite jobs end (``RewriteEngine.stage``'s
+    ``done``), in chunks of one table (``commit_chunks``). Committing while later rewrite jobs
+    write keeps the driver's threads busy where they used to wait for the last job (Iceberg's
+    rewrite commits its file groups as they finish the same way, with partial progress on)."""
+
+    def __init__(self, works: list[tuple[int, Work]], submit, ways: int):
+        self._submit, self._ways = submit, ways
+        self._index = {id(w): (i, w) for i, w in works}
+        self._pending = {id(w): sum(g.engine is Engine.REWRITE for g in w.groups) for _, w in works}
+        self._submitted: set[int] = set()
+        self._futures: list = []
+        self._lock = threading.Lock()
+        self._start([(i, w) for i, w in works if not self._pending[id(w)]])
+
+    def staged(self, items: list[tuple[Work, object]]) -> None:
+        """Rewrite groups staged (or failed): their partitions start once none of theirs is left."""
+        ready = []
+        with self._lock:
+            for w, _ in items:
+                self._pending[id(w)] -= 1
+                if self._pending[id(w)] == 0:
+                    ready.append(self._index[id(w)])
+        self._start(ready)
+
+    def fail_unreported(self) -> None:
+        """Partitions whose rewrite groups the rewrites never reported fail, their files untouched
+        (never committed without their outputs)."""
+        with self._lock:
+            left = [(i, w) for key, (i, w) in self._index.items() if self._pending[key] > 0]
+        for _, w in left:
+            w.error = w.error or "the rewrite stage ended without staging or failing its rewrite groups"
+        self._start(left)
+
+    def wait(self) -> None:
+        for future in list(self._futures):
+            future.result()
+
+    def _start(self, works: list[tuple[int, Work]]) -> None:
+        with self._lock:
+            new = sorted(((i, w) for i, w in works if id(w) not in self._submitted), key=lambda iw: iw[0])
+            self._submitted.update(id(w) for _, w in new)
+            self._futures += [self._submit(chunk) for chunk in commit_chunks(new, self._ways)]
+
+
 class BatchRunner:
     def __init__(self, spark: JobSpark, run: str, batch_id: str, dry_run: bool = False,
                  metastore_uris: str | None = None):
@@ -92,7 +139,8 @@ class BatchRunner:
 
     # --- the batch --------------------------------------------------------------------------
     def run_batch(self, tasks: list[PartitionTask]) -> list[PartitionResult]:
-        """Prepare every partition, stage all rewrites together, then copy and commit each.
+        """Prepare every partition, stage all rewrites together, and copy and commit each as soon
+        as its rewrites are staged.
 
         Partitions are prepared, copied and committed by ``threads`` driver threads side by side:
         that work is mostly waiting on the file system and the JVM, and partitions share nothing
@@ -139,8 +187,10 @@ class BatchRunner:
             log.info("prepared %d partition(s) in %.1fs: %d with files to merge (%d files in %d groups)",
                      len(tasks), time.monotonic() - began, len(works),
                      sum(len(g.files) for _, w in works for g in w.groups), sum(len(w.groups) for _, w in works))
-            self.rewrites.stage([w for _, w in works])
-            list(pool.map(copy_and_commit, commit_chunks(works, self.cores)))
+            commits = ReadyCommits(works, lambda chunk: pool.submit(copy_and_commit, chunk), self.cores)
+            self.rewrites.stage([w for _, w in works], commits.staged)
+            commits.fail_unreported()
+            commits.wait()
         summary = self.steps.summary()
         if summary:
             log.info("driver time by step: %s", summary)
