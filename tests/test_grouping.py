@@ -257,3 +257,22 @@ def test_each_partition_commits_once_its_rewrite_groups_are_staged():
     assert started[-1] == [4] and lost.error and not any(w.error for w in (copy_only, one, two, other))
     commits.fail_unreported()
     assert len(started) == 5
+
+
+def test_without_spark_sql_the_partitions_to_rewrite_fail_and_are_reported():
+    """RewriteEngine.stage: when Spark SQL's session cannot be made, each partition to rewrite fails
+    with why (its files untouched) and is reported to its commit, so the copies of the batch go on."""
+    from types import SimpleNamespace as NS
+    from hive_compaction.merge.rewrite import RewriteEngine
+
+    class NoSession:
+        def session(self):
+            raise RuntimeError("no Spark SQL here")
+
+    rewrite, copy = NS(engine=Engine.REWRITE), NS(engine=Engine.COPY)
+    works = [NS(groups=[rewrite, copy], error=None), NS(groups=[copy], error=None)]
+    reported = []
+    RewriteEngine(NoSession(), None, "run", 2, None).stage(works, reported.extend)
+    assert reported == [(works[0], rewrite)]
+    assert "Spark SQL's session for the rewrites failed: " in works[0].error and "no Spark SQL here" in works[0].error
+    assert works[1].error is None

@@ -53,7 +53,13 @@ class RewriteEngine:
         items = [(w, g) for w in works for g in w.groups if g.engine is Engine.REWRITE]
         if not items:
             return
-        self.spark.session()  # Spark SQL's, made since the first partition to rewrite was prepared
+        try:
+            self.spark.session()  # Spark SQL's, made since the first partition to rewrite was prepared
+        except Exception as e:  # each partition to rewrite fails with it; the copies go on
+            for w, _ in items:
+                w.error = w.error or f"Spark SQL's session for the rewrites failed: {error_text(e)}"[:500]
+            done(items)
+            return
         began = time.monotonic()
         schemas = _read_schemas(self.spark, items)
         log.info("read the schema of %d table(s) in %.1fs", len({w.task.table_name for w, _ in items}),
