@@ -140,9 +140,9 @@ class RewriteEngine:
                 wants = self._sums(fmt, schema, {f.path: id(g) for _, g in items for f in g.files})
                 inputs = "the inputs' checksums by a scan"
             else:
-                wants = self._written_sums(items, outputs, by_file)
+                wants = _written_sums(items, outputs, by_file)
                 inputs = "the inputs' checksums taken by the write tasks"
-            self._take_outputs(items, outputs, wants)
+            _take_outputs(items, outputs, wants)
             summed = time.monotonic()
             self._verify_rewrites(items, schema)
             log.info("%s: rewrote %d group(s) (%d files) in %.1fs, read back and verified in %.1fs (%s: %.1fs)",
@@ -174,36 +174,6 @@ class RewriteEngine:
             if m and not e.is_dir:
                 outputs.setdefault(int(m.group(1)), []).append(e)
         return outputs
-
-    @staticmethod
-    def _written_sums(items: list[tuple[Work, Group]], outputs: dict[int, list],
-                      by_file: dict[str, tuple[int, int, int]]) -> dict[int, tuple[int, int, int]]:
-        """Each group's rows and checksums as its write task took them, from its files'. A sum
-        for a file the job did not leave, or a file left without one, fails the whole job (the
-        job is then retried group by group)."""
-        listed = {e.name for files in outputs.values() for e in files}
-        if set(by_file) != listed:
-            raise RuntimeError(f"the write tasks' checksums name {sorted(set(by_file) - listed)[:3]} and not "
-                               f"{sorted(listed - set(by_file))[:3]} of the files written")
-        out: dict[int, tuple[int, int, int]] = {}
-        for i, (_, g) in enumerate(items):
-            for e in outputs.get(i, []):
-                out[id(g)] = tuple(a + b for a, b in zip(out.get(id(g), (0, 0, 0)), by_file[e.name]))
-        return out
-
-    @staticmethod
-    def _take_outputs(items: list[tuple[Work, Group]], outputs: dict[int, list],
-                      wants: dict[int, tuple[int, int, int]]) -> None:
-        """Each group's inputs' rows and checksums (``want``) and its written files (``staged``);
-        inputs Spark read a different number of rows from than their footers hold fail the partition."""
-        for i, (w, g) in enumerate(items):
-            g.want = wants.get(id(g), (0, 0, 0))
-            in_footers = sum(w.footers[f.path].rows for f in g.files)
-            if g.want[0] != in_footers and not w.error:
-                w.error = (f"verification failed: Spark read {g.want[0]} rows from inputs whose footers hold "
-                           f"{in_footers}; nothing was committed")
-            g.rows = g.want[0]
-            g.staged = [{"staged": e.path, "name": e.name, "size": e.size} for e in outputs.get(i, [])]
 
     def _move_to_staging(self, items: list[tuple[Work, Group]]) -> None:
         """Each verified output moves to its partition's staging folder, where the commit
@@ -253,6 +223,36 @@ class RewriteEngine:
                 w.error = (f"verification failed: inputs had {g.want[0]} rows (checksum {g.want[1]}/{g.want[2]}), "
                            f"the staged output has {have[0]} (checksum {have[1]}/{have[2]}); nothing was committed")
                 log.error("%s: %s", w.task.label, w.error)
+
+
+def _written_sums(items: list[tuple[Work, Group]], outputs: dict[int, list],
+                  by_file: dict[str, tuple[int, int, int]]) -> dict[int, tuple[int, int, int]]:
+    """Each group's rows and checksums as its write task took them, from its files'. A sum
+    for a file the job did not leave, or a file left without one, fails the whole job (the
+    job is then retried group by group)."""
+    listed = {e.name for files in outputs.values() for e in files}
+    if set(by_file) != listed:
+        raise RuntimeError(f"the write tasks' checksums name {sorted(set(by_file) - listed)[:3]} and not "
+                           f"{sorted(listed - set(by_file))[:3]} of the files written")
+    out: dict[int, tuple[int, int, int]] = {}
+    for i, (_, g) in enumerate(items):
+        for e in outputs.get(i, []):
+            out[id(g)] = tuple(a + b for a, b in zip(out.get(id(g), (0, 0, 0)), by_file[e.name]))
+    return out
+
+
+def _take_outputs(items: list[tuple[Work, Group]], outputs: dict[int, list],
+                  wants: dict[int, tuple[int, int, int]]) -> None:
+    """Each group's inputs' rows and checksums (``want``) and its written files (``staged``);
+    inputs Spark read a different number of rows from than their footers hold fail the partition."""
+    for i, (w, g) in enumerate(items):
+        g.want = wants.get(id(g), (0, 0, 0))
+        in_footers = sum(w.footers[f.path].rows for f in g.files)
+        if g.want[0] != in_footers and not w.error:
+            w.error = (f"verification failed: Spark read {g.want[0]} rows from inputs whose footers hold "
+                       f"{in_footers}; nothing was committed")
+        g.rows = g.want[0]
+        g.staged = [{"staged": e.path, "name": e.name, "size": e.size} for e in outputs.get(i, [])]
 
 
 # A union of this many file scans still plans in seconds; each group is one task of the job.
