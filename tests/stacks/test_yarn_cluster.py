@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import ROOT, Stack
+from harness import QUICK_JVM_START, ROOT, Stack
 from hdfs_stack import Hdfs
 from stack_sampling import require_jars
 from yarn_stack import Yarn
@@ -66,8 +66,15 @@ def yarn_config(stack, tmp_path, tables: list[dict], **top) -> Path:
     p = subprocess.run([sys.executable, str(ROOT / "plugins" / "hive_compaction" / "package.py"), str(zip_path)],
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
+    # Spark's jars as a cluster with Spark installed on every node gives them (``local:``): without
+    # it each application zips the ~400 MB of jars, uploads them to HDFS and unpacks them in its
+    # containers (~20 s a run here), which is Spark's distribution, not this package's.
     containers = {"spark.yarn.appMasterEnv.PYSPARK_PYTHON": PLAIN_PYTHON, "spark.executorEnv.PYSPARK_PYTHON": PLAIN_PYTHON,
-                  "spark.yarn.am.memory": "512m"}
+                  "spark.yarn.am.memory": "512m", "spark.yarn.jars": f"local:{spark_home()}/jars/*",
+                  # the containers' JVMs start as the tests' local jobs do (scripts/harness.py)
+                  "spark.driver.extraJavaOptions": QUICK_JVM_START, "spark.executor.extraJavaOptions": QUICK_JVM_START,
+                  # and bind to loopback, as everything the tests start does
+                  "spark.yarn.appMasterEnv.SPARK_LOCAL_IP": "127.0.0.1", "spark.executorEnv.SPARK_LOCAL_IP": "127.0.0.1"}
     return stack.write_config(tmp_path / "c.yaml", tables, py_files=str(zip_path),
                               spark_submit={"deploy_mode": "cluster", "durable": True, "yarn_track_via_rm_api": True,
                                             "driver_memory": "512m", "executor_memory": "512m", "num_executors": 1},
