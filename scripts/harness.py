@@ -64,6 +64,15 @@ def shared_class_archive() -> Path:
     return ROOT / ".state" / "class-archive" / f"driver-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
 
 
+def quick_submit_opts() -> str:
+    """SPARK_SUBMIT_OPTS for a short JVM of the tests: C1 and one GC thread, and the class archive
+    once it is there (a JVM told to map an archive that is missing maps none, the JDK's own
+    included, so it is named only when it exists)."""
+    archive = shared_class_archive()
+    shared = f" -XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off" if archive.exists() else ""
+    return QUICK_JVM_START + shared
+
+
 @dataclass
 class DagRun:
     returncode: int
@@ -143,9 +152,7 @@ class Stack:
             **self.airflow_db_env,
         })
         if self.quick_jvm_start:  # read by spark-submit for the driver's JVM (the Airflow-run jobs' too)
-            shared = (f" -XX:SharedArchiveFile={self.class_archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
-                      if self.class_archive.exists() else "")  # a JVM on another classpath ignores it
-            env.setdefault("SPARK_SUBMIT_OPTS", QUICK_JVM_START + shared)
+            env.setdefault("SPARK_SUBMIT_OPTS", quick_submit_opts())  # another classpath's JVM ignores the archive
         if config_path:
             env["HIVE_COMPACTION_CONFIG"] = str(config_path)
         env.update(extra)

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "plugins"), str(ROOT / "scripts")]
 
 import postgres  # noqa: E402
-from harness import Stack  # noqa: E402
+from harness import Stack, quick_submit_opts  # noqa: E402
 from matrix_sampling import deselect_undrawn  # noqa: E402
 from suite_budget import SuiteBudget, started  # noqa: E402
 
@@ -38,6 +38,18 @@ def pytest_collection_modifyitems(config, items):
     rank = {m: i for i, m in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda it: rank.get(it.module.__name__, len(rank)))
     deselect_undrawn(config, items)
+
+
+# Every Spark JVM the tests start (the stacks' sessions in the test processes, the table scripts,
+# the benchmarks' smokes) starts as the stacks' jobs do: C1, one GC thread and, once it is made,
+# the class archive (scripts/harness.py). A SPARK_SUBMIT_OPTS of the caller's is kept.
+_CALLERS_SUBMIT_OPTS = os.environ.get("SPARK_SUBMIT_OPTS")
+
+
+@pytest.hookimpl(tryfirst=True)  # before the test's fixtures start anything
+def pytest_runtest_setup(item):
+    if _CALLERS_SUBMIT_OPTS is None:
+        os.environ["SPARK_SUBMIT_OPTS"] = quick_submit_opts()
 
 
 def pytest_configure(config):
