@@ -50,6 +50,16 @@ def missing() -> str | None:
     return None
 
 
+def psql(port: int, sql: str, database: str = "postgres") -> str:
+    """One statement on the loopback server at ``port``, as the stack's role; its output."""
+    return subprocess.run([str(bin_dir() / "psql"), "-h", "127.0.0.1", "-p", str(port), "-U", ROLE, "-d", database,
+                           "-v", "ON_ERROR_STOP=1", "-tAc", sql], check=True, capture_output=True, text=True).stdout
+
+
+def database_exists(port: int, name: str) -> bool:
+    return psql(port, f"SELECT 1 FROM pg_database WHERE datname = '{name}'").strip() == "1"
+
+
 class Postgres:
     def __init__(self, data: Path | None = None, port: int = 5432):
         # Under root the server runs as 'postgres', which must reach its folder: pytest's
