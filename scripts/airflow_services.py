@@ -37,6 +37,7 @@ SERVICES = ("api-server", "scheduler", "dag-processor")
 DAG_ID = "hive_compaction"
 TERMINAL = {"success", "failed"}  # a DAG run's states once it has finished
 EXECUTORS = ("LocalExecutor", "CeleryExecutor")
+SIMPLE_AUTH_MANAGER = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"  # 3.x's default
 
 
 def service_env(base: dict[str, str], home: Path, port: int, executor: str = "LocalExecutor",
@@ -58,7 +59,7 @@ def service_env(base: dict[str, str], home: Path, port: int, executor: str = "Lo
         AIRFLOW_HOME=str(home),
         AIRFLOW__CORE__EXECUTOR=executor,
         AIRFLOW__CORE__PARALLELISM="4",
-        AIRFLOW__CORE__AUTH_MANAGER="airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+        AIRFLOW__CORE__AUTH_MANAGER=SIMPLE_AUTH_MANAGER,
         AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="True",
         AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"{url}/execution/",
         AIRFLOW__API__BASE_URL=url,
@@ -157,7 +158,7 @@ def migrate(env: dict[str, str]) -> None:
 def _template_key(env: dict[str, str]) -> str:
     import hashlib
     from importlib.metadata import version
-    settings = [version("apache-airflow"), env.get("AIRFLOW__CORE__AUTH_MANAGER", ""),
+    settings = [version("apache-airflow"), env.get("AIRFLOW__CORE__AUTH_MANAGER", SIMPLE_AUTH_MANAGER),
                 env.get("AIRFLOW__DATABASE__EXTERNAL_DB_MANAGERS", "")]
     return hashlib.sha256("|".join(settings).encode()).hexdigest()[:12]
 
