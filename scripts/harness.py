@@ -48,19 +48,29 @@ df = s.range(100).selectExpr("id", "cast(id AS string) AS name")
 for fmt in ("orc", "parquet"):
     df.write.format(fmt).mode("overwrite").save(f"file://{sys.argv[1]}/{fmt}")
     s.read.format(fmt).load(f"file://{sys.argv[1]}/{fmt}").count()
+df.selectExpr("sum(cast(xxhash64(id, name) AS DECIMAL(38,0)))", "max(sha2(name, 256))").collect()
+try:  # the jobs' Metastore client in the JVM (its Thrift classes, HiveConf's XML)
+    conf = s._jvm.org.apache.hadoop.hive.conf.HiveConf()
+    conf.set("hive.metastore.uris", sys.argv[2])
+    client = s._jvm.org.apache.hadoop.hive.metastore.HiveMetaStoreClient(conf)
+    client.getAllDatabases()
+    client.close()
+except Exception as e:
+    print("no Metastore client in the archive:", e)
 s.stop()
 """
 
 
 def shared_class_archive() -> Path:
     """Where this machine's driver class archive is: keyed by the Java, the Spark jars (their
-    folder's change time: a reinstalled venv makes a new one) and the JVM flags it was made with,
-    since a JVM rejects an archive made by another (it then starts as if there were none)."""
+    folder's change time: a reinstalled venv makes a new one), the JVM flags it was made with,
+    since a JVM rejects an archive made by another (it then starts as if there were none), and
+    the job that makes it."""
     import pyspark
     jars = Path(pyspark.__file__).parent / "jars"
     java = os.path.realpath(shutil.which("java") or "java")
     key = "|".join((java, os.environ.get("JAVA_HOME", ""), str(jars), str(jars.stat().st_ctime_ns),
-                    pyspark.__version__, QUICK_JVM_START))
+                    pyspark.__version__, QUICK_JVM_START, CDS_JOB))
     return ROOT / ".state" / "class-archive" / f"driver-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
 
 
@@ -164,8 +174,6 @@ class Stack:
         return env
 
     def start(self) -> None:
-        if self.quick_jvm_start:
-            self._archive_driver_classes()
         if self.postgres:
             self.postgres.start()
             if self.own_metastore:
@@ -175,6 +183,8 @@ class Stack:
         if self.object_store:
             self._add_object_store()
         self.metastore.start()
+        if self.quick_jvm_start:
+            self._archive_driver_classes()
         self.airflow_home.mkdir(parents=True, exist_ok=True)
         migrate(self.env())
 
@@ -183,8 +193,9 @@ class Stack:
         archive that the later spark-submits map instead of loading and verifying each class
         again: about a third less CPU per job start here (each job of the suite starts a JVM).
         One archive serves every stack of the machine (its name is keyed by what it was made
-        from), so only the first stack of a fresh checkout makes it; a stack that finds another
-        process making it starts without it, and its jobs use it once it is there."""
+        from), so only the first stack of a fresh checkout makes it, once its Metastore is up (the
+        job opens the Metastore client the merge jobs use); a stack that finds another process
+        making it starts without it, and its jobs use it once it is there."""
         import threading
         if self.class_archive.exists():
             return
@@ -205,7 +216,8 @@ class Stack:
         env["SPARK_SUBMIT_OPTS"] = f"{QUICK_JVM_START} -XX:ArchiveClassesAtExit={dump}"
         t0 = time.monotonic()
         proc = subprocess.Popen(["spark-submit", "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-                                 "--conf", "spark.driver.host=127.0.0.1", str(work / "job.py"), str(work)],
+                                 "--conf", "spark.driver.host=127.0.0.1", str(work / "job.py"), str(work),
+                                 self.metastore.uri],
                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
         def publish():
