@@ -139,8 +139,8 @@ class Redis:
 # CREATE DATABASE ... TEMPLATE; on SQLite a file in .state/. Keyed by Airflow's release and the
 # settings that add tables of their own (the auth manager's, external database managers').
 def migrate(env: dict[str, str]) -> None:
-    """``airflow db migrate`` for the metadata database ``env`` names (a database just created and
-    never used), or a copy of one it migrated before; StackError with its output."""
+    """``airflow db migrate`` for the metadata database ``env`` names, or, where that database is
+    new and empty, a copy of one it migrated before; StackError with its output."""
     url = env.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "")
     sqlite = None if url else Path(env["AIRFLOW_HOME"]) / "airflow.db"
     key = _template_key(env)
@@ -189,7 +189,10 @@ def _copied_template(url: str, sqlite: Path | None, key: str) -> bool:
     if server is None or not postgres.database_exists(server[0], server[2]):
         return False
     port, database, template = server
-    postgres.psql(port, f'DROP DATABASE IF EXISTS "{database}"')  # made empty by the caller, never opened
+    tables = postgres.psql(port, "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'", database)
+    if tables.strip() != "0":  # a database in use (make stack-up again): migrated in place
+        return False
+    postgres.psql(port, f'DROP DATABASE IF EXISTS "{database}"')  # empty, just made by the caller
     postgres.psql(port, f'CREATE DATABASE "{database}" TEMPLATE "{template}"')
     return True
 

@@ -29,8 +29,8 @@ def test_a_partition_larger_than_the_heap_compacts(stack, tmp_path, mode):
     spark.sql(f"CREATE TABLE {db}.{table} (id BIGINT, blob BINARY) PARTITIONED BY (dt STRING) STORED AS ORC "
               "TBLPROPERTIES ('orc.compress'='NONE')")
     rows = PARTITION_BYTES // 1024
-    # 1 KiB a row: two sha2-512 digests of the id, eight times (ORC stores BINARY as it is, and the
-    # table has no codec; hashing sixteen digests a row cost the suite ~40 s of CPU).
+    # 1 KiB a row: two sha2-512 digests of the id, eight times (ORC stores BINARY as it is and the
+    # table has no codec, so the bytes stay 1 KiB a row; sixteen digests a row only cost time).
     digests = [F.unhex(F.sha2(F.concat(F.col("id").cast("string"), F.lit(str(i))), 512)) for i in range(2)]
     blob = F.concat(*digests * 8)
     # Eight slices of the range, eight input files, without a shuffle of the 1.4 GB.
