@@ -103,10 +103,8 @@ class Postgres:
 
     def create_database(self, name: str) -> None:
         """Create the database unless it exists."""
-        psql = [str(bin_dir() / "psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", ROLE, "-d", "postgres",
-                "-tAc"]
-        if self._run(*psql, f"SELECT 1 FROM pg_database WHERE datname = '{name}'").stdout.strip() != "1":
-            self._run(*psql, f'CREATE DATABASE "{name}"')
+        if not database_exists(self.port, name):
+            psql(self.port, f'CREATE DATABASE "{name}"')
 
     def create_transaction_tables(self, database: str = "metastore") -> None:
         """The Metastore's transaction and lock tables (what Hive's schematool creates on a
