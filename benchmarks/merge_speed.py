@@ -37,7 +37,10 @@ identical bytes and statistics. The contestants:
              requirements-bench.txt). Lakekeeper compacts EXTERNAL tables only, so in a run with it
              every contestant's copy is an EXTERNAL table (our job treats both kinds alike).
 
-For each: wall seconds (the whole command), in-application seconds (after the SparkSession is up
+For each: the machine's CPU while it ran (every process's user and system time from
+``/proc/stat``: its own, and the Metastore's and PostgreSQL's work for it; so nothing else may
+run beside the benchmark) and the wall time that CPU needs at best on this machine's cores;
+wall seconds (the whole command), in-application seconds (after the SparkSession is up
 and before it stops: for our job the span of ``run_batch`` from its per-partition log lines and
 results, for the naive script its own clock), files and bytes after, and whether every row of
 every partition is still there (``content``: rows and a digest of every row, equal to the source
@@ -211,6 +214,27 @@ LAKEKEEPER_INSTALL = "pip install --no-deps lakekeeper==0.0.6"
 
 # "2026-11-21 09:41:34,123 INFO hive_compaction: [3/20] db.t dt=2026-01-03: merged ..."
 PROGRESS = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO hive_compaction: \[\d+/\d+\] (\S+) (\S+): (\w+) ")
+
+
+def machine_cpu_seconds() -> float | None:
+    """The CPU time every process of the machine has used since it started (user, nice, system,
+    interrupts, steal: all but idle and I/O wait, from ``/proc/stat``), or None off Linux."""
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_figures(before: float | None, after: float | None, wall: float | None) -> dict:
+    """A contestant's machine CPU while it ran, the cores it kept busy on average, and the least
+    wall time that CPU needs on this machine's cores (the work, however well it were scheduled)."""
+    if before is None or after is None:
+        return {}
+    cpu, cores = round(after - before, 1), os.cpu_count() or 1
+    return {"machine_cpu_seconds": cpu, "cores": cores, "cores_busy": _div(cpu, wall),
+            "cpu_bound_wall_seconds": round(cpu / cores, 1)}
 
 
 def log(msg: str = "") -> None:
@@ -766,6 +790,7 @@ def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int
         table = f"c_{key}_{tag}"
         clone_table(stack, sources.get(key, src), table, external=external)
         log(f"-- {CONTESTANTS[key]} ({DB}.{table})")
+        cpu_before = machine_cpu_seconds()
         try:
             if key == "floor":
                 rec = run_floor(stack, work, table)
@@ -784,6 +809,7 @@ def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int
                                 sample=sample)
         except Exception as e:  # noqa: BLE001 - one broken contestant must not hide the others' figures
             rec = {"wall_seconds": None, "in_app_seconds": None, "ran_ok": False, "error": f"{type(e).__name__}: {e}"}
+        rec.update(cpu_figures(cpu_before, machine_cpu_seconds(), rec.get("wall_seconds")))
         if key != "floor":
             try:
                 rec.update(after_state(stack, table, expect.get(key, expected)))
@@ -802,6 +828,8 @@ def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int
             + (f", partitions by mode {rec['partitions_by_mode']}" if rec.get("partitions_by_mode") else "")
             + (f", first partition done after {fmt_s(rec['first_partition_done_seconds'])} in-app"
                if rec.get("first_partition_done_seconds") is not None else "")
+            + (f", machine CPU {rec['machine_cpu_seconds']} s ({rec['cores_busy']} of {rec['cores']} cores busy)"
+               if rec.get("machine_cpu_seconds") is not None else "")
             + (f"\n   ERROR {rec['error'][-2000:]}" if rec.get("error") else ""))
     out["ratios"] = ratios(out["contestants"], bytes_before, files_before, partitions)
     out["peer"] = peer_figures(out["contestants"])
@@ -881,6 +909,8 @@ def ratios(c: dict, total_bytes: int, total_files: int, partitions: int | None =
         "scheduled_fixed_start_ours_seconds": get("dag_scheduled", "dag_fixed_start_ours_seconds"),
     }
     out = {"floor_mb_per_s": _div(floor_tp, 1024**2), "copy_in_app_mb_per_s": _div(copy_tp, 1024**2),
+           # The best DAG-vs-loop ratio the DAG's measured CPU allows on this machine's cores.
+           "dag_vs_loop_cpu_bound": _div(get("loop", "wall_seconds"), get("dag", "cpu_bound_wall_seconds")),
            "copy_ms_per_partition_added": partition_added, "copy_file_added_driver_ms_by_step": by_step,
            "copy_wall_mb_per_s": _div(_div(total_bytes, get("copy", "wall_seconds")), 1024**2), "targets": {}}
     for name, (bound, kind, what) in TARGETS.items():
@@ -927,6 +957,11 @@ def report(figures: dict) -> None:
             if c.get("driver_ms_per_partition_by_step"):  # summed over driver threads, so more than wall time
                 log(f"{key}: the driver's time by step, ms per partition (summed over its threads): "
                     + ", ".join(f"{k} {v}" for k, v in c["driver_ms_per_partition_by_step"].items()))
+        dag, loop = f["contestants"].get("dag", {}), f["contestants"].get("loop", {})
+        if r.get("dag_vs_loop_cpu_bound") is not None:
+            log(f"dag against loop, the CPU: the DAG's run used {dag['machine_cpu_seconds']} CPU-s of the machine "
+                f"(the loop's {loop.get('machine_cpu_seconds')}), at least {dag['cpu_bound_wall_seconds']}s on its "
+                f"{dag['cores']} cores however it were scheduled: at best {r['dag_vs_loop_cpu_bound']}x the loop's wall")
         pp = f["contestants"].get("per_partition", {})
         if pp.get("extrapolated_from"):
             log(f"one spark-submit per partition: measured on {pp['extrapolated_from']} of {f['partitions']} "

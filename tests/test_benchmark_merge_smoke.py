@@ -49,6 +49,12 @@ def test_merge_speed_scale_mode_smoke(stack, tmp_path, capsys):
     assert per_partition["spark_submits"] == 1 and per_partition["extrapolated_from"] == 1
     assert per_partition["wall_seconds"] == pytest.approx(3 * per_partition["measured_wall_seconds"], rel=1e-3)
     assert "measured on 1 of 3 partitions" in out
+    for name in ("dag", "loop"):  # the machine's CPU while each ran, and the wall it allows at best
+        c = contestants[name]
+        assert 0 < c["cpu_bound_wall_seconds"] <= c["machine_cpu_seconds"], (name, c)
+        assert c["cpu_bound_wall_seconds"] == round(c["machine_cpu_seconds"] / c["cores"], 1), (name, c)
+    assert f["ratios"]["dag_vs_loop_cpu_bound"] > 0
+    assert "dag against loop, the CPU: the DAG's run used " in out
     for name in ("dag", "copy", "rewrite"):
         assert 0 < f["contestants"][name]["fixed_seconds"] < f["contestants"][name]["wall_seconds"], name
         assert f["per_partition_seconds"][name] > 0, name

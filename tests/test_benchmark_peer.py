@@ -1,6 +1,7 @@
 """The pure logic of merge_speed.py's Lakekeeper contestant (no stack, no Lakekeeper needed):
 reading Lakekeeper's compaction report and our launcher's line, the peer ratio and verdict, the
-copy's per-file figures, and the fixed start of a run Airflow's scheduler drove.
+copy's per-file figures, the fixed start of a run Airflow's scheduler drove, and the machine's
+CPU a contestant used against the wall time it allows.
 The contestant itself runs only with ``--only ... lakekeeper`` and Lakekeeper installed by hand
 (not a project dependency), so no test runs it."""
 from __future__ import annotations
@@ -108,6 +109,21 @@ def test_copy_per_file_average_and_marginal():
     assert targets["copy_ms_per_file_marginal"]["result"] == "MISS"
     del c["copy_half"]
     assert merge_speed.ratios(c, 1000, 200)["targets"]["copy_ms_per_file_marginal"]["result"] == "-"
+
+
+def test_the_machine_cpu_bounds_the_dag_against_the_loop(monkeypatch):
+    """A contestant's machine CPU over the cores is the least wall time its work needs: a DAG run
+    that used 180 CPU-s of a 2-core machine needs 90 s at best, so against a loop of 72 s it
+    can reach 0.8x at most, whatever its own wall."""
+    monkeypatch.setattr(merge_speed.os, "cpu_count", lambda: 2)
+    dag = merge_speed.cpu_figures(1000.0, 1180.0, 100.0)
+    assert dag == {"machine_cpu_seconds": 180.0, "cores": 2, "cores_busy": 1.8, "cpu_bound_wall_seconds": 90.0}
+    assert merge_speed.cpu_figures(None, 5.0, 1.0) == {}
+    c = {"dag": {"wall_seconds": 100.0, **dag}, "loop": {"wall_seconds": 72.0}}
+    r = merge_speed.ratios(c, 1000, 200)
+    assert r["dag_vs_loop_cpu_bound"] == 0.8 and r["targets"]["dag_vs_loop_wall"]["value"] == 0.72
+    now = merge_speed.machine_cpu_seconds()
+    assert now is None or now > 0
 
 
 def test_copy_time_split_into_what_a_file_and_a_partition_add():
