@@ -53,6 +53,7 @@ def test_merge_speed_scale_mode_smoke(stack, tmp_path, capsys):
         c = contestants[name]
         assert 0 < c["cpu_bound_wall_seconds"] <= c["machine_cpu_seconds"], (name, c)
         assert c["cpu_bound_wall_seconds"] == round(c["machine_cpu_seconds"] / c["cores"], 1), (name, c)
+        assert 0 < c["cores_busy"] <= c["cores"] + 0.1, (name, c)  # measured over the span its wall is
     assert f["ratios"]["dag_vs_loop_cpu_bound"] > 0
     assert "dag against loop, the CPU: the DAG's run used " in out
     for name in ("dag", "copy", "rewrite"):
@@ -112,6 +113,8 @@ def test_merge_speed_dag_run_by_airflows_scheduler_smoke(stack, tmp_path, capsys
     assert sum(parts) + c["start_spark_sql_seconds"] == pytest.approx(c["dag_fixed_start_seconds"], abs=0.01), c
     assert 0 < c["start_scheduling_seconds"] < c["start_airflow_seconds"], c  # the merge task's start, then its operator
     assert "dag_scheduled: the DAG's fixed start, the plan task's start to the first merge byte" in out
+    # the machine's CPU from the trigger to the run's end, its services' own included
+    assert 0 < c["cpu_bound_wall_seconds"] <= c["machine_cpu_seconds"] and 0 < c["cores_busy"] <= c["cores"] + 0.1, c
     targets = figures["formats"]["orc"]["ratios"]["targets"]
     assert targets["scheduled_fixed_start_seconds"]["result"] in ("HIT", "MISS"), targets
     assert targets["scheduled_fixed_start_ours_seconds"]["result"] in ("HIT", "MISS"), targets

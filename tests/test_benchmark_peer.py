@@ -76,6 +76,13 @@ def test_peer_figures_ratio_and_verdict():
     assert peer["auto"]["in_app_ratio"] == 4.0
     assert peer["dag"]["ratio"] == 1.5 and peer["dag"]["result"] == "MISS"
     assert "HIT  auto vs Lakekeeper: 2.25x wall (20.00 s vs 45.00 s" in merge_speed.peer_line("auto", peer["auto"])
+    assert peer["auto"]["cpu_bound_ratio"] is None and "machine CPU" not in merge_speed.peer_line("auto", peer["auto"])
+    # With the machine's CPU measured: 36 CPU-s of ours need 18 s on two cores, against Lakekeeper's 45 s
+    c["auto"].update(machine_cpu_seconds=36.0, cpu_bound_wall_seconds=18.0)
+    c["lakekeeper"]["machine_cpu_seconds"] = 60.0
+    bounded = merge_speed.peer_figures(c)["auto"]
+    assert bounded["cpu_bound_ratio"] == 2.5 and bounded["lakekeeper_machine_cpu_seconds"] == 60.0
+    assert "; machine CPU 36.0 s vs 60.0 s, so at best 2.5x on these cores" in merge_speed.peer_line("auto", bounded)
     c["auto"]["files_after"] = 31  # fast but more files than Lakekeeper leaves: a miss
     assert merge_speed.peer_figures(c)["auto"]["result"] == "MISS"
     c["lakekeeper"]["ran_ok"] = False  # a failed peer has no ratio
