@@ -919,10 +919,9 @@ def ratios(c: dict, total_bytes: int, total_files: int, partitions: int | None =
         "scheduled_fixed_start_ours_seconds": get("dag_scheduled", "dag_fixed_start_ours_seconds"),
     }
     out = {"floor_mb_per_s": _div(floor_tp, 1024**2), "copy_in_app_mb_per_s": _div(copy_tp, 1024**2),
-           # The best DAG-vs-loop ratio the DAG's measured CPU allows on this machine's cores.
-           "dag_vs_loop_cpu_bound": _div(get("loop", "wall_seconds"), get("dag", "cpu_bound_wall_seconds")),
-           "dag_scheduled_vs_loop_cpu_bound": _div(get("loop", "wall_seconds"),
-                                                   get("dag_scheduled", "cpu_bound_wall_seconds")),
+           # The best DAG-vs-loop ratio each DAG contestant's measured CPU allows on this machine's cores.
+           **{f"{k}_vs_loop_cpu_bound": _div(get("loop", "wall_seconds"), get(k, "cpu_bound_wall_seconds"))
+              for k in ("dag", "dag_scheduled")},
            "copy_ms_per_partition_added": partition_added, "copy_file_added_driver_ms_by_step": by_step,
            "copy_wall_mb_per_s": _div(_div(total_bytes, get("copy", "wall_seconds")), 1024**2), "targets": {}}
     for name, (bound, kind, what) in TARGETS.items():
@@ -962,6 +961,11 @@ def report(figures: dict) -> None:
                     f"{dag['start_spark_seconds']}s + Spark SQL's session (beyond preparing) "
                     f"{dag['start_spark_sql_seconds']}s + the driver's work {dag['start_driver_ours_seconds']}s "
                     f"(of it preparing {dag['start_prepare_seconds']}s)")
+            if r.get(f"{key}_vs_loop_cpu_bound") is not None:
+                log(f"{key} against loop, the CPU: the DAG's run used {dag['machine_cpu_seconds']} CPU-s of the "
+                    f"machine (the loop's {f['contestants']['loop'].get('machine_cpu_seconds')}), at least "
+                    f"{dag['cpu_bound_wall_seconds']}s on its {dag['cores']} cores however it were scheduled: at best "
+                    f"{r[f'{key}_vs_loop_cpu_bound']}x the loop's wall")
         for key, c in f["contestants"].items():
             if c.get("driver_old_gen_peak_mb") is not None:
                 log(f"{key}: the driver's peak memory (its largest job): JVM RSS {c['driver_jvm_peak_rss_mb']} MB, "
@@ -969,14 +973,6 @@ def report(figures: dict) -> None:
             if c.get("driver_ms_per_partition_by_step"):  # summed over driver threads, so more than wall time
                 log(f"{key}: the driver's time by step, ms per partition (summed over its threads): "
                     + ", ".join(f"{k} {v}" for k, v in c["driver_ms_per_partition_by_step"].items()))
-        loop = f["contestants"].get("loop", {})
-        for key in ("dag", "dag_scheduled"):
-            dag = f["contestants"].get(key, {})
-            if r.get(f"{key}_vs_loop_cpu_bound") is not None:
-                log(f"{key} against loop, the CPU: the DAG's run used {dag['machine_cpu_seconds']} CPU-s of the "
-                    f"machine (the loop's {loop.get('machine_cpu_seconds')}), at least {dag['cpu_bound_wall_seconds']}s "
-                    f"on its {dag['cores']} cores however it were scheduled: at best "
-                    f"{r[f'{key}_vs_loop_cpu_bound']}x the loop's wall")
         pp = f["contestants"].get("per_partition", {})
         if pp.get("extrapolated_from"):
             log(f"one spark-submit per partition: measured on {pp['extrapolated_from']} of {f['partitions']} "
