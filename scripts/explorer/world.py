@@ -1,0 +1,379 @@
+"""The schedule explorer's world: a virtual clock, a file system and a Metastore held in memory,
+with the semantics the commit code relies on from the real ones, and a scheduling point before
+every call (``Scheduler.point``: the actor calling it may be paused, killed or overtaken there).
+
+``MemoryFS`` answers the calls of ``storage.hadoop_fs.HadoopFS`` that the commit code makes, as
+the JVM helper does on HDFS and the local disk: a rename keeps a file's identity (size, time,
+inode), a move never overwrites and (``create_folders=False``) never creates its folder, a
+batch of moves is one call per move and stops at the first failure, an exclusive create is
+whole and atomic. Its data files carry the rows they hold (ids), so every schedule's rows are
+checked exactly. ``MemoryMetastore`` answers ``storage.metastore_client.JobMetastore``'s calls:
+partitions with a location, parameters and a storage descriptor, the EXCLUSIVE lock as a lease
+renewed while its holder runs (its heartbeats stop while it is paused) and taken over once it is
+``DEAD_AFTER_SECONDS`` old, and a location switch that reads, compares and then writes, as the
+client does (a call may be held in flight between the two)."""
+from __future__ import annotations
+
+import contextlib
+import itertools
+from dataclasses import dataclass, field
+
+from hive_compaction.storage.hadoop_fs import Entry, FolderGone, HadoopFS
+from hive_compaction.storage import metastore_lock
+from hive_compaction.storage.metastore_lock import DEAD_AFTER_SECONDS, HeldLock, LockTimeout
+from hive_compaction.storage.metastore_client import DescriptorChanged, same_location
+
+
+class Killed(BaseException):
+    """Thrown into a killed actor: its process is gone, no ``except Exception`` catches it, and
+    every call it still makes while unwinding does nothing."""
+
+
+class Clock:
+    """Virtual time: each step takes ``STEP`` seconds; a paused actor makes it jump."""
+    STEP = 0.01
+
+    def __init__(self, start: float = 1_800_000_000.0):
+        self.now = start
+        self.sleeper = None  # Scheduler.sleep: a sleeping actor is a scheduling point
+
+    def time(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeper(seconds)
+
+
+@dataclass
+class FileNode:
+    size: int
+    mtime: int  # ms
+    inode: int
+    rows: tuple[str, ...] = ()
+    text: str | None = None  # a journal's or manifest's
+
+
+def _norm(uri: str) -> str:
+    return uri.rstrip("/")
+
+
+def _short(uri: str) -> str:
+    """A path as the trace prints it: without the scheme and the common folders."""
+    return _norm(uri).replace("file:///w/", "").replace("work/db.t/", "work/").replace("db.db/t/", "t/")
+
+
+def _parent(uri: str) -> str:
+    return _norm(uri).rsplit("/", 1)[0]
+
+
+class MemoryFS:
+    """The calls of ``HadoopFS`` the commit code makes, in memory (see the module's text)."""
+
+    def __init__(self, sched, clock: Clock):
+        self.sched, self.clock = sched, clock
+        self.files: dict[str, FileNode] = {}
+        self.dirs: set[str] = set()
+        self._inodes = itertools.count(1)
+
+    # -- world-level helpers (no scheduling point: the caller's step took one) --
+    def mkdirs(self, uri: str) -> None:
+        uri = _norm(uri)
+        while uri and uri not in self.dirs and "/" in uri.split("://", 1)[-1]:
+            self.dirs.add(uri)
+            uri = _parent(uri)
+
+    def put(self, uri: str, rows: tuple[str, ...] = (), text: str | None = None, size: int | None = None) -> FileNode:
+        uri = _norm(uri)
+        self.mkdirs(_parent(uri))
+        node = FileNode(size if size is not None else (len(text) if text is not None else 100 + 10 * len(rows)),
+                        int(self.clock.now * 1000), next(self._inodes), tuple(rows), text)
+        self.files[uri] = node
+        return node
+
+    def remove_tree(self, uri: str) -> None:
+        uri = _norm(uri)
+        for p in [p for p in self.files if p == uri or p.startswith(uri + "/")]:
+            del self.files[p]
+        for d in [d for d in self.dirs if d == uri or d.startswith(uri + "/")]:
+            self.dirs.discard(d)
+
+    def children(self, uri: str) -> list[tuple[str, FileNode | None]]:
+        uri = _norm(uri)
+        found = [(p, n) for p, n in self.files.items() if _parent(p) == uri]
+        found += [(d, None) for d in self.dirs if _parent(d) == uri]
+        return sorted(found)
+
+    def entry(self, uri: str) -> Entry | None:
+        uri = _norm(uri)
+        node = self.files.get(uri)
+        name = uri.rsplit("/", 1)[1]
+        if node is not None:
+            return Entry(uri, name, node.size, node.mtime, False, f"ino:{node.inode}")
+        if uri in self.dirs:
+            return Entry(uri, name, 0, 0, True)
+        return None
+
+    def rows_under(self, uri: str, visible_only: bool = True) -> list[str]:
+        """The rows of the data files directly in a folder (Hive's and Spark's readers skip hidden names)."""
+        rows: list[str] = []
+        for p, n in self.children(uri):
+            name = p.rsplit("/", 1)[1]
+            if n is not None and n.text is None and not (visible_only and name.startswith(("_", "."))):
+                rows += n.rows
+        return rows
+
+    # -- HadoopFS's calls --
+    def list(self, uri: str) -> list[Entry]:
+        self.sched.point(f"list {uri}")
+        return [self.entry(p) for p, _ in self.children(uri)]
+
+    def statuses(self, uris: list[str]) -> list[Entry | None]:
+        if not uris:
+            return []
+        self.sched.point(f"statuses of {len(uris)}")
+        return [self.entry(u) for u in uris]
+
+    status, exists, rename, read_text = HadoopFS.status, HadoopFS.exists, HadoopFS.rename, HadoopFS.read_text
+
+    def move_all(self, pairs: list[tuple], create_folders: bool = True) -> int:
+        moved = 0
+        for pair in pairs:
+            src, dst = _norm(pair[0]), _norm(pair[1])
+            self.sched.point(f"move {src} -> {dst}")
+            node = self.files.get(src)
+            if node is None:
+                continue
+            if len(pair) > 3 and (node.size != pair[2] or node.mtime != pair[3]):
+                continue
+            if len(pair) > 4 and pair[4] is not None and pair[4] != f"ino:{node.inode}":
+                continue
+            if dst in self.files or dst in self.dirs:
+                raise OSError(f"will not overwrite {dst} (moving {src})")
+            if _parent(dst) not in self.dirs:
+                if not create_folders:
+                    raise FolderGone(f"no such folder to move into: {_parent(dst)}")
+                self.mkdirs(_parent(dst))
+            self.files[dst] = self.files.pop(src)
+            self.sched.note(f"moved {_short(src)} -> {_short(dst)}")
+            moved += 1
+        return moved
+
+    def rename_folder(self, src: str, dst: str) -> bool:
+        """Rename a folder and what it holds in one step; False if src is missing or dst exists."""
+        src, dst = _norm(src), _norm(dst)
+        self.sched.point(f"rename folder {src} -> {dst}")
+        if src not in self.dirs or dst in self.dirs or dst in self.files or _parent(dst) not in self.dirs:
+            return False
+        for p in [p for p in self.files if p.startswith(src + "/")]:
+            self.files[dst + p[len(src):]] = self.files.pop(p)
+        for d in [d for d in self.dirs if d == src or d.startswith(src + "/")]:
+            self.dirs.discard(d)
+            self.dirs.add(dst + d[len(src):])
+        self.sched.note(f"renamed folder {_short(src)} -> {_short(dst)}")
+        return True
+
+    def copy(self, src: str, dst: str) -> None:
+        src, dst = _norm(src), _norm(dst)
+        self.sched.point(f"copy {src} -> {dst}")
+        node = self.files.get(src)
+        if node is None or dst in self.files:
+            raise OSError(f"copy {src} -> {dst} failed")
+        self.put(dst, node.rows, node.text, node.size)
+        self.sched.note(f"copied {_short(src)} -> {_short(dst)}")
+
+    def touch(self, uri: str) -> None:
+        self.sched.point(f"touch {uri}")
+        node = self.files.get(_norm(uri))
+        if node is None:
+            raise FileNotFoundError(uri)
+        node.mtime = int(self.clock.now * 1000)
+
+    def delete(self, uri: str, recursive: bool = False) -> bool:
+        uri = _norm(uri)
+        self.sched.point(f"delete {uri}")
+        if uri in self.files:
+            del self.files[uri]
+            self.sched.note(f"deleted {_short(uri)}")
+            return True
+        if uri in self.dirs:
+            if not recursive and any(True for _ in self.children(uri)):
+                raise OSError(f"{uri} is not empty")
+            self.remove_tree(uri)
+            self.sched.note(f"deleted folder {_short(uri)}")
+            return True
+        return False
+
+    def read_text_if_exists(self, uri: str) -> str | None:
+        self.sched.point(f"read {uri}")
+        node = self.files.get(_norm(uri))
+        return None if node is None else (node.text or "")
+
+    def create_exclusive(self, uri: str, text: str) -> bool:
+        self.sched.point(f"create exclusive {uri}")
+        if _norm(uri) in self.files:
+            return False
+        self.put(uri, text=text)
+        self.sched.note(f"published {_short(uri)}")
+        return True
+
+    def write_text_atomic(self, uri: str, text: str) -> None:
+        self.sched.point(f"write {uri}")
+        self.put(uri, text=text)
+        self.sched.note(f"wrote {_short(uri)}")
+
+    def write_data(self, uri: str, rows: tuple[str, ...]) -> None:
+        """A merge job writing a staged output (one step)."""
+        self.sched.point(f"stage {uri}")
+        self.put(uri, rows)
+
+    def resolved_scheme(self, uri: str) -> str:
+        return "file"
+
+    def make_private_folder(self, uri: str) -> bool:
+        self.sched.point(f"mkdirs {uri}")
+        if _norm(uri) in self.dirs:
+            return False
+        self.mkdirs(uri)
+        return True
+
+    def permission(self, uri: str) -> int:
+        return 0o700
+
+
+@dataclass
+class Partition:
+    location: str
+    parameters: dict[str, str] = field(default_factory=dict)
+    descriptor: str = "sd:orc"
+
+
+@dataclass
+class LockEntry:
+    holder: object  # the actor
+    held: HeldLock
+
+
+class MemoryMetastore:
+    """The calls of ``JobMetastore`` the commit code makes, in memory (see the module's text).
+    One table, ``table``, whose partitions are keyed by their values."""
+
+    def __init__(self, sched, clock: Clock, table: str, table_location: str):
+        self.sched, self.clock = sched, clock
+        self.table, self._table_location = table, table_location
+        self.partitions: dict[tuple[str, ...], Partition] = {}
+        self.locks: dict[str, LockEntry] = {}
+        self._ids = itertools.count(1)
+
+    def _part(self, values) -> Partition | None:
+        return self.partitions.get(tuple(values))
+
+    def heartbeat(self, actor) -> None:
+        """The holder's heartbeats while it runs: renewed if the Metastore still has its lock, else lost."""
+        for entry in self.locks.values():
+            if entry.holder is actor:
+                entry.held.last_beat = self.clock.now
+        for held in getattr(actor, "locks", ()):
+            if not any(e.held is held for e in self.locks.values()) and held.lost is None:
+                held.lost = "the Metastore released it (taken over by another job)"
+
+    @contextlib.contextmanager
+    def lock(self, table: str, partition: str, wait_seconds: float, required: bool = True, chunk=None):
+        me = self.sched.current
+        label = f"{table}/{partition}" if partition else table
+        self.sched.point(f"lock {label}")
+        waited = 0.0
+        while True:
+            entry = self.locks.get(partition)
+            if entry is None or entry.holder is me:
+                break
+            if self.clock.now - entry.held.last_beat > DEAD_AFTER_SECONDS:
+                entry.held.lost = "its heartbeats stopped: released by the next job that waited"
+                del self.locks[partition]
+                break
+            if waited >= wait_seconds:
+                raise LockTimeout(f"{label}: another holder kept the Metastore's lock past {wait_seconds} s")
+            self.clock.sleep(2.0)
+            waited += 2.0
+        held = HeldLock(next(self._ids), label)
+        held.last_beat = self.clock.now
+        self.locks[partition] = LockEntry(me, held)
+        me.locks.append(held)
+        token = metastore_lock._held_here.set((held, label))
+        try:
+            yield held
+        finally:
+            metastore_lock._held_here.reset(token)
+            if not me.killed:
+                entry = self.locks.get(partition)
+                if entry is not None and entry.held is held:
+                    del self.locks[partition]
+
+    @contextlib.contextmanager
+    def lock_chunk(self, table: str, partitions: list[str]):
+        yield None  # each partition locks on its own
+
+    def location(self, table: str, values) -> str | None:
+        self.sched.point("get_partition (location)")
+        p = self._part(values)
+        return None if p is None else p.location
+
+    def state(self, table: str, values) -> tuple[dict | None, str | None]:
+        self.sched.point("get_partition (state)")
+        p = self._part(values)
+        return (None, None) if p is None else (dict(p.parameters), p.descriptor)
+
+    def states(self, table: str, partitions: list[str]) -> dict:
+        self.sched.point("get_partitions_by_names")
+        return {k: (dict(p.parameters), p.descriptor) for k, p in self.partitions.items()
+                if "/".join(f"dt={v}" for v in k) in partitions}
+
+    def table_location(self, table: str) -> str | None:
+        return self._table_location
+
+    def switch(self, table: str, values, old: str, new: str, parameters: dict, descriptor: str | None = None) -> bool:
+        """Read, compare, write: the write carries the partition as it was read (a call held in
+        flight between the two lands over whatever happened meanwhile)."""
+        self.sched.point("get_partition (switch)")
+        p = self._part(values)
+        if p is None or not same_location(p.location, old):
+            return False
+        if descriptor is not None and p.descriptor != descriptor:
+            raise DescriptorChanged("the partition's storage descriptor changed since the commit read it")
+        written = Partition(new, _merged(p.parameters, parameters), p.descriptor)
+        self.sched.point(f"alter_partition (location {new})")
+        self._alter(values, written)
+        self.sched.note(f"alter_partition: the partition reads {_short(new)}")
+        return True
+
+    def _alter(self, values, written: Partition) -> None:
+        """alter_partition: the whole partition as the caller read it (a missing one is refused)."""
+        if tuple(values) not in self.partitions:
+            raise RuntimeError("InvalidOperationException(message:alter is not possible: the partition does not exist)")
+        self.partitions[tuple(values)] = written
+
+    def update_parameters(self, table: str, partition: str, parameters: dict) -> bool:
+        values = tuple(kv.split("=", 1)[1] for kv in partition.split("/"))
+        self.sched.point("get_partition (statistics)")
+        p = self._part(values)
+        if p is None:
+            return False
+        written = Partition(p.location, _merged(p.parameters, parameters), p.descriptor)
+        self.sched.point("alter_partition (statistics)")
+        self._alter(values, written)
+        return True
+
+    def update_parameters_all(self, table: str, updates: list) -> set[str]:
+        return {name for name, _, params in updates if self.update_parameters(table, name, params)}
+
+
+def _merged(params: dict, changes: dict) -> dict:
+    out = dict(params)
+    for k, v in changes.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = v
+    return out
