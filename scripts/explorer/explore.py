@@ -30,6 +30,12 @@ class Figures:
     seconds: float = 0.0
     by_kind: dict[str, Outcome] = field(default_factory=dict)  # the first schedule of each kind
     counts: dict[str, int] = field(default_factory=dict)
+    # Schedules in which something no lease fences happened (a writer took a paused job's lock, a
+    # Metastore write landed after its job's lock was taken), and of those, the ones violating.
+    beyond_lease: int = 0
+    beyond_lease_violating: int = 0
+    beyond_lease_kinds: dict[str, int] = field(default_factory=dict)
+    beyond_lease_seeds: list[int] = field(default_factory=list)
 
 
 def kind_of(violation) -> str:
@@ -46,7 +52,14 @@ def explore(schedules: int, seed: int, mode: str | None = None, deadline: float 
             outcome = run_schedule(seed * 1_000_003 + i, mode)
             figures.schedules += 1
             figures.steps += len(outcome.decisions)
-            if outcome.violations:
+            if outcome.beyond_lease:
+                figures.beyond_lease += 1
+                if outcome.violations:
+                    figures.beyond_lease_violating += 1
+                    for v in outcome.violations:
+                        figures.beyond_lease_kinds[v.kind] = figures.beyond_lease_kinds.get(v.kind, 0) + 1
+                    figures.beyond_lease_seeds.append(outcome.seed)
+            elif outcome.violations:
                 figures.violating += 1
                 for v in outcome.violations:
                     k = kind_of(v)
@@ -86,6 +99,10 @@ def print_figures(figures: Figures, show: int = 3) -> None:
     rate = figures.schedules / figures.seconds if figures.seconds else 0
     print(f"schedule explorer: seed {figures.seed}: {figures.schedules} schedules, {figures.steps} steps, "
           f"{figures.seconds:.1f} s ({rate:.0f} schedules/s); {figures.violating} violated an invariant")
+    print(f"  beyond the lease (a writer took a paused job's lock, or a Metastore call landed after its job's lock "
+          f"was taken): {figures.beyond_lease} schedules, {figures.beyond_lease_violating} of them violating "
+          f"({', '.join(f'{n} x {k}' for k, n in sorted(figures.beyond_lease_kinds.items())) or 'none'}"
+          f"{'; replay: --replay ' + str(figures.beyond_lease_seeds[0]) if figures.beyond_lease_seeds else ''})")
     for n, (k, outcome) in enumerate(sorted(figures.by_kind.items(), key=lambda kv: -figures.counts[kv[0]])):
         print(f"  {figures.counts[k]:6d} x {k}")
         if n < show:

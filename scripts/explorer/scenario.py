@@ -34,6 +34,7 @@ from hive_compaction.merge.step_times import StepTimes
 from hive_compaction.model.batch import PartitionTask
 from hive_compaction.model.results import PartitionResult, Status
 from hive_compaction.storage import metastore_lock
+from hive_compaction.storage.metastore_lock import LockTimeout
 from hive_compaction.storage.listing import MERGED_PREFIX, data_files
 from hive_compaction.storage.paths import partition_id
 
@@ -48,6 +49,11 @@ INPUT_NAMES = tuple(f"00000{i}_0" for i in range(4))
 
 WRITERS = ("append", "append_reuse", "overwrite", "overwrite_reuse", "truncate", "drop", "drop_recreate",
            "set_location")
+# Writers that take no Metastore lock (Spark's inserts), where the mode claims to be safe with them:
+# in place, the commit's checks must see what they did. The others (Hive's DDL and, for a
+# location switch, every writer: that mode is for tables whose writers go through the Metastore)
+# wait for the partition's lock.
+LOCKLESS = {"in_place": {"append", "append_reuse", "overwrite", "overwrite_reuse"}, "location_switch": set()}
 MODES = ("in_place", "location_switch")
 
 # The modules whose clock is the world's while a schedule runs.
@@ -64,6 +70,7 @@ class World:
         sched.on_resume = self.hms.heartbeat
         self.intent: Counter | None = Counter()
         self.left_by_writers: set[str] = set()  # folders a writer moved its partition away from
+        self.writes = 0  # writers' statements so far
         self.reports: list[tuple[str, Status, str]] = []
         self.violations: list[str] = []
         self._rows = (f"r{n}" for n in itertools.count())
@@ -121,12 +128,15 @@ class World:
         if twice:
             self.violated("a reader saw a row twice", f"{who}: a reader saw row(s) {twice[:4]} twice")
 
-    def report(self, who: str, result: PartitionResult) -> None:
+    def report(self, who: str, result: PartitionResult, writes_before: int | None = None) -> None:
+        """An actor's result; a success must be true now, unless another commit is in flight or
+        a writer wrote since the actor began committing (the end checks what lasts)."""
         status = result.status
         self.reports.append((who, status, result.reason))
         self.sched.trace.append(f"{who}: reported {status.value.upper()}"
                                 + (f" ({result.reason[:160]})" if result.reason else ""))
-        if status in (Status.MERGED, Status.NOTHING_TO_DO) and not self.commit_in_flight():
+        quiet = writes_before is None or writes_before == self.writes
+        if status in (Status.MERGED, Status.NOTHING_TO_DO) and quiet and not self.commit_in_flight():
             self.check_rows(who, f"reported {status.value.upper()}")
             if status is Status.MERGED and self.location() and result.location.rstrip("/") != self.location():
                 self.violated("reported MERGED: at a folder the partition does not read",
@@ -201,7 +211,7 @@ def merge_job(world: World, run: str, attempt: str):
     """A merge job's work on the partition: plan (the Metastore's location), replay a journal
     left behind, list, stage one output of every file's rows, commit (``Finisher.finish``)."""
     def program():
-        fs, owner = world.fs, f"{run}/{attempt}"
+        fs, owner, writes = world.fs, f"{run}/{attempt}", world.writes
         location = world.hms.location(TABLE, VALUES)
         if location is None:
             world.sched.note("planned nothing: no partition")
@@ -210,12 +220,12 @@ def merge_job(world: World, run: str, attempt: str):
         preparer = Preparer(None, fs, world.hms, run, attempt, owner, dry_run=False)
         got = preparer._recover(task, area, PID)
         if isinstance(got, PartitionResult):
-            return world.report(owner, got)
+            return world.report(owner, got, writes)
         files, folders = data_files(fs.list(task.location))
         result = PartitionResult(TABLE, PARTITION, task.location, Status.NOTHING_TO_DO, files_before=len(files),
                                  files_after=len(files), listed=True)
         if folders or len(files) < 2:
-            return world.report(owner, result)
+            return world.report(owner, result, writes)
         staging = f"{area.staging(run, PID)}/{attempt}"
         rows: list[str] = []
         for f in files:  # the job reads every input (a file gone since the listing fails it)
@@ -230,7 +240,7 @@ def merge_job(world: World, run: str, attempt: str):
         staged = [{"staged": f"{staging}/{name}", "name": name, "size": fs.files[f"{staging}/{name}"].size}]
         work = Work(task, PID, area, result, files, {}, [Group(Engine.COPY, files, staged, rows=len(rows))], "zlib",
                     world.clock.monotonic(), staging=staging)
-        world.report(owner, Finisher(None, fs, world.hms, run, attempt, owner, StepTimes()).finish(work))
+        world.report(owner, Finisher(None, fs, world.hms, run, attempt, owner, StepTimes()).finish(work), writes)
     return program
 
 
@@ -259,9 +269,20 @@ def rollback_job(world: World, run: str):
 
 
 def writer(world: World, kind: str):
-    """One writer's statement, in one step: it changes the partition and the intent."""
+    """One writer's statement, in one step: it changes the partition and the intent (under the
+    partition's Metastore lock unless it is ``LOCKLESS`` in the world's mode)."""
     def program():
+        if kind in LOCKLESS[world.mode]:
+            return write()
+        try:
+            with world.hms.lock(TABLE, PARTITION, 600, writer=True):
+                write()
+        except LockTimeout:
+            world.sched.note(f"{kind}: gave up waiting for the lock")
+
+    def write():
         world.sched.point(f"writer: {kind}")
+        world.writes += 1
         fs, hms, loc = world.fs, world.hms, world.location()
         if loc is None and kind != "drop_recreate":
             world.sched.note(f"{kind}: no partition, nothing written")
@@ -289,7 +310,9 @@ def writer(world: World, kind: str):
             if kind == "drop_recreate":  # then INSERT INTO: the partition again, at its default path
                 fs.put(f"{DEFAULT_LOCATION}/{next(world._names)}", rows)
                 hms.partitions[VALUES] = Partition(DEFAULT_LOCATION)
-                world.intent = Counter(rows)
+                # What another writer left at the default path is read again: that writer's doing.
+                left = DEFAULT_LOCATION in world.left_by_writers
+                world.intent = Counter(fs.rows_under(DEFAULT_LOCATION)) if left else Counter(rows)
         elif kind == "set_location":  # ALTER TABLE ... PARTITION ... SET LOCATION to a folder with its own rows
             moved = f"{TABLE_LOCATION}/dt=1-moved"
             if moved != loc:
@@ -317,6 +340,7 @@ class Outcome:
     decisions: list[Decision]
     trace: list[str]
     violations: list[Violation] = field(default_factory=list)
+    beyond_lease: list[str] = field(default_factory=list)  # what no lease fences happened (world.MemoryMetastore)
 
 
 def cast_for(rng: random.Random) -> tuple[str, ...]:
@@ -413,7 +437,7 @@ def run_schedule(seed: int | None = None, mode: str | None = None, cast: tuple[s
         world.check_end()
     except ScheduleTooLong as e:
         world.violated("the schedule did not end", str(e))
-    return Outcome(seed, mode, cast, sched.decisions, sched.trace, world.violations)
+    return Outcome(seed, mode, cast, sched.decisions, sched.trace, world.violations, world.hms.beyond_lease)
 
 
 # The settling run starts once every journal left behind is an orphan's.

@@ -116,8 +116,10 @@ class Scheduler:
             if steps > self.max_steps:
                 raise ScheduleTooLong(f"more than {self.max_steps} steps")
             d = self._decide(ready)
-            self.decisions.append(d)
             actor = ready[d.pick]
+            if d.action != "step" and actor.glet is None:  # a replayed list edited by the shrinker
+                d = Decision(d.pick)
+            self.decisions.append(d)
             if d.action == "kill":
                 self.trace.append(f"{actor.name}: killed (at: {self._last.get(actor.name, 'start')})")
                 actor.killed = True

@@ -21,7 +21,12 @@ from dataclasses import dataclass, field
 from hive_compaction.storage.hadoop_fs import Entry, FolderGone, HadoopFS
 from hive_compaction.storage import metastore_lock
 from hive_compaction.storage.metastore_lock import DEAD_AFTER_SECONDS, HeldLock, LockTimeout
-from hive_compaction.storage.metastore_client import DescriptorChanged, same_location
+
+# When the Metastore's housekeeping releases a lock whose heartbeats stopped (hive.txn.timeout):
+# a writer that waits for a lock gets it then; this package's jobs take their own dead jobs' locks
+# after DEAD_AFTER_SECONDS.
+TXN_TIMEOUT_SECONDS = 300.0
+from hive_compaction.storage.metastore_client import MISSING, DescriptorChanged, PartitionState, same_location
 
 
 class Killed(BaseException):
@@ -175,6 +180,10 @@ class MemoryFS:
         self.sched.note(f"renamed folder {_short(src)} -> {_short(dst)}")
         return True
 
+    def make_folders(self, uri: str) -> None:
+        self.sched.point(f"mkdirs {uri}")
+        self.mkdirs(uri)
+
     def copy(self, src: str, dst: str) -> None:
         src, dst = _norm(src), _norm(dst)
         self.sched.point(f"copy {src} -> {dst}")
@@ -266,6 +275,9 @@ class MemoryMetastore:
         self.partitions: dict[tuple[str, ...], Partition] = {}
         self.locks: dict[str, LockEntry] = {}
         self._ids = itertools.count(1)
+        # What no lease can fence, seen in this schedule: a writer taking the lock of a paused
+        # merge job, a Metastore write landing after its job's lock was taken.
+        self.beyond_lease: list[str] = []
 
     def _part(self, values) -> Partition | None:
         return self.partitions.get(tuple(values))
@@ -280,7 +292,8 @@ class MemoryMetastore:
                 held.lost = "the Metastore released it (taken over by another job)"
 
     @contextlib.contextmanager
-    def lock(self, table: str, partition: str, wait_seconds: float, required: bool = True, chunk=None):
+    def lock(self, table: str, partition: str, wait_seconds: float, required: bool = True, chunk=None,
+             writer: bool = False):
         me = self.sched.current
         label = f"{table}/{partition}" if partition else table
         self.sched.point(f"lock {label}")
@@ -289,9 +302,13 @@ class MemoryMetastore:
             entry = self.locks.get(partition)
             if entry is None or entry.holder is me:
                 break
-            if self.clock.now - entry.held.last_beat > DEAD_AFTER_SECONDS:
+            if self.clock.now - entry.held.last_beat > (TXN_TIMEOUT_SECONDS if writer else DEAD_AFTER_SECONDS):
                 entry.held.lost = "its heartbeats stopped: released by the next job that waited"
                 del self.locks[partition]
+                if writer:  # hive.txn.timeout passed with no replay: the holder was killed or paused that long
+                    self.beyond_lease.append(f"{me.name} got the lock of {entry.holder.name} from the Metastore's "
+                                             f"housekeeping ({'killed' if entry.holder.killed else 'paused'})")
+                self.sched.note(f"took over the lock of {entry.holder.name}")
                 break
             if waited >= wait_seconds:
                 raise LockTimeout(f"{label}: another holder kept the Metastore's lock past {wait_seconds} s")
@@ -320,14 +337,14 @@ class MemoryMetastore:
         p = self._part(values)
         return None if p is None else p.location
 
-    def state(self, table: str, values) -> tuple[dict | None, str | None]:
+    def state(self, table: str, values) -> PartitionState:
         self.sched.point("get_partition (state)")
         p = self._part(values)
-        return (None, None) if p is None else (dict(p.parameters), p.descriptor)
+        return MISSING if p is None else PartitionState(dict(p.parameters), p.descriptor, p.location)
 
     def states(self, table: str, partitions: list[str]) -> dict:
         self.sched.point("get_partitions_by_names")
-        return {k: (dict(p.parameters), p.descriptor) for k, p in self.partitions.items()
+        return {k: PartitionState(dict(p.parameters), p.descriptor, p.location) for k, p in self.partitions.items()
                 if "/".join(f"dt={v}" for v in k) in partitions}
 
     def table_location(self, table: str) -> str | None:
@@ -350,6 +367,9 @@ class MemoryMetastore:
 
     def _alter(self, values, written: Partition) -> None:
         """alter_partition: the whole partition as the caller read it (a missing one is refused)."""
+        me = self.sched.current
+        if me is not None and me.locks and not any(e.holder is me for e in self.locks.values()):
+            self.beyond_lease.append(f"{me.name}'s alter_partition landed after its lock was taken")
         if tuple(values) not in self.partitions:
             raise RuntimeError("InvalidOperationException(message:alter is not possible: the partition does not exist)")
         self.partitions[tuple(values)] = written

@@ -33,10 +33,11 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import dataclass
 
 from hive_compaction.commit.record import CommitRecord, PurgeHold
 from hive_compaction.commit.work_area import (WorkArea, check_record, journal_holder, publish_journal, read_journal,
-                                              replace_journal)
+                                              release_journal, replace_journal)
 from hive_compaction.storage.hadoop_fs import FolderGone, HadoopFS
 from hive_compaction.storage.listing import MERGED_PREFIX, is_hidden
 from hive_compaction.storage.metastore_lock import CommitConflict, check_lock_held, holding_lock
@@ -81,11 +82,21 @@ def commit(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> CommitRecord:
     The journal also records the partition's whole listing as it is now (``listing``: every
     visible file's ``identity()``): before any output is published, on the first pass and on a
     replay, a file in the partition that is neither an input, nor an output, nor that listing's
-    (a new name, or a known name with another identity) stops the commit (``_check_partition``)."""
+    (a new name, or a known name with another identity) stops the commit (``_check_partition``).
+
+    The inputs move into the staging folder's ``trash`` (``moving_trash``), made before the
+    journal is published: a replay that takes the commit over renames the staging folder
+    (``_fence``), and from then on every move of the first holder from or into it fails."""
     if record.listing is None:
         record = record.but(listing=[e.identity() for e in _visible(fs, record.location)])
+    record = record.but(moving_trash=f"{record.staging}/{MOVING_TRASH}")
+    fs.make_folders(record.moving_trash)
     hold(fs, area, record)
     return _apply(fs, area, record, first=True)
+
+
+# The folder of a commit's staging folder its inputs move into while it runs.
+MOVING_TRASH = "trash"
 
 
 def hold(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> None:
@@ -102,7 +113,8 @@ def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | 
     ``location``: the partition's folder as planned (the record must name the same); else the
     record's folder must lie inside ``table_location``. ``switch(record)`` finishes a location
     switch's journal (``location_switch``: it needs the Metastore); without it such a journal
-    is left for a job that has one."""
+    is left for a job that has one. A commit that stopped with files it could not account for
+    (``stopped``) is never replayed: CommitHeld says what is where, until a person decides."""
     journal = area.journal(pid)
     if not fs.exists(journal):
         return None
@@ -116,11 +128,15 @@ def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | 
         if st is None or recent(st):
             raise CommitConflict(f"the purge of run {record.run} holds {journal}; nothing was moved")
         log.warning("removing the journal %s of a purge that is gone (its deletes are idempotent)", journal)
-        fs.delete(journal)
+        release_journal(fs, area, record)
         return None
     if record.rollback:
         raise CommitHeld(f"a rollback of {record.label} holds it ({journal}): run that rollback again to "
                          "finish it; nothing was moved")
+    stopped = _stopped(fs, area, record)
+    if stopped:
+        raise CommitHeld(f"{stopped}. Nothing is merged in {record.label} until a person decides: once the files are "
+                         f"where the partition's rows belong, delete {journal} and {area.stopped_mark(pid)}")
     if record.switched:
         if switch is None:
             raise CommitHeld(f"the location switch of {record.label} by run {record.run} is unfinished "
@@ -144,13 +160,40 @@ def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | 
     try:
         log.warning("recovering the interrupted commit of %s (run %s) from %s",
                     record.partition or record.table, record.run, journal)
-        # The journal names this job from now on: its first committer, if only paused, sees
-        # that before its next step and stops.
-        record = record.but(owner=owner)
-        replace_journal(fs, area, record)
+        # The journal names this job from now on, and the staging folder is renamed: its first
+        # committer, if only paused, sees that before its next step and stops, and any move it
+        # had already decided fails.
+        record = take_over(fs, area, record, owner)
         return _apply(fs, area, record)
     finally:
         fs.delete(claim)
+
+
+def take_over(fs: HadoopFS, area: WorkArea, record: CommitRecord, owner: str) -> CommitRecord:
+    """Make the journal this job's: replaced in one step, naming the staging folder's next
+    generation (``<staging>~<n>``), then the folder renamed to it (from the newest generation
+    that exists: a takeover killed between its two steps left an older one). From the replace
+    on, the earlier holder can no longer release the journal; from the rename on, none of its
+    moves from or into the staging folder happen, and this job reads what they did after it."""
+    base = record.staging.split("~", 1)[0]
+
+    def folder(n: int) -> str:
+        return base if n == 0 else f"{base}~{n}"
+
+    current, nxt = record.generation, folder(record.generation + 1)
+
+    def moved(path: str) -> str:
+        return nxt + path[len(record.staging):] if path.startswith(record.staging) else path
+
+    taken = record.but(owner=owner, generation=current + 1, staging=nxt,
+                       moving_trash=moved(record.moving_trash) if record.moving_trash else "",
+                       outputs=[{**o, "staged": moved(o["staged"])} for o in record.outputs])
+    replace_journal(fs, area, taken)
+    found = fs.statuses([folder(n) for n in range(current, -1, -1)])
+    newest = next((folder(current - k) for k, st in enumerate(found) if st is not None), None)
+    if newest is not None:
+        fs.rename_folder(newest, nxt)
+    return taken
 
 
 def _visible(fs: HadoopFS, location: str) -> list:
@@ -168,36 +211,56 @@ def _committed(fs: HadoopFS, record: CommitRecord, trash: str) -> bool:
             and all(st is not None and st.size == o.get("size", st.size) for o, st in zip(outputs, found[len(inputs):])))
 
 
-def _check_partition(fs: HadoopFS, area: WorkArea, record: CommitRecord, first: bool, moved: bool) -> None:
-    """Before any output is published: every file in the partition is accounted for. An input
-    must be there unchanged (size, time, version) or, once moves may have happened (``moved``),
-    in this commit's trash (size, version); any other visible file must be an output or a file of
-    the journal's ``listing`` with its recorded identity, and no listed file that is not an input
-    may be gone (an INSERT OVERWRITE deletes every file and writes new names). A journal without
-    a listing (written before it was recorded) is checked on its inputs only.
+@dataclass
+class Accounting:
+    """The partition against the journal: what of the commit moved, and what no move of it explains."""
+    in_trash: list[str]
+    published: list[str]
+    here: int
+    problem: str  # "" when every file is accounted for
 
-    Otherwise another writer changed the partition after the commit was decided, and the commit
-    stops: the journal goes, nothing more moves. If none of its moves happened yet (no input in
-    the trash, no output published), the partition is exactly as that writer left it:
-    ``CommitConflict``. Else ``InputsChanged`` says what is where: without a lock an append
-    cannot be told from an overwrite, so the merged output is not published beside the writer's
-    files, and the old inputs are not moved back over them."""
-    location, trash, label = record.location.rstrip("/"), area.trash_of(record), record.label
-    inputs, outputs = record.inputs, record.outputs
+
+def _account(fs: HadoopFS, record: CommitRecord, trash: str, moved: bool, outputs_known: bool = True) -> Accounting:
+    """Every file in the partition accounted for: an input must be there unchanged (size, time,
+    version) or, once moves may have happened (``moved``), in this commit's trash (size,
+    version); any other visible file must be an output or a file of the journal's ``listing``
+    with its recorded identity, and no listed file that is not an input may be gone (an INSERT
+    OVERWRITE deletes every file and writes new names). ``outputs_known`` False: an output is
+    neither staged nor published (a writer may have deleted it after it moved in), which counts
+    as unexplained once anything moved. A journal without a listing (written before it was
+    recorded) is checked on its inputs only."""
+    location, inputs, outputs = record.location.rstrip("/"), record.inputs, record.outputs
     here = {e.name: e for e in _visible(fs, location)}
     trashed = fs.statuses([f"{trash}/{f['name']}" for f in inputs]) if moved else [None] * len(inputs)
     in_trash = [f["name"] for f, st in zip(inputs, trashed) if st is not None and st.matches(f, mtime=False)]
     changed = [f["name"] for f in inputs
                if (f["name"] in here and not here[f["name"]].matches(f)) or (f["name"] not in here and f["name"] not in in_trash)]
     strangers, vanished = _unlisted(record, here)
-    if not (changed or strangers or vanished):
-        return
-    what = " and ".join(x for x in (f"input(s) {changed[:3]}" if changed else "",
-                                    f"file(s) {strangers[:3]} it did not list" if strangers else "",
-                                    f"listed file(s) {vanished[:3]} now gone" if vanished else "") if x)
     published = [o["name"] for o in outputs if o["name"] in here]
-    fs.delete(area.journal(record.pid))
-    if not in_trash and not published:
+    lost = [] if outputs_known or not (in_trash or published) else [o["name"] for o in outputs if o["name"] not in here]
+    problem = " and ".join(x for x in (f"input(s) {changed[:3]}" if changed else "",
+                                       f"file(s) {strangers[:3]} it did not list" if strangers else "",
+                                       f"listed file(s) {vanished[:3]} now gone" if vanished else "",
+                                       f"output(s) {lost[:3]} gone from staging and partition" if lost else "") if x)
+    return Accounting(in_trash, published, len(here), problem)
+
+
+def _check_partition(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, first: bool, moved: bool) -> None:
+    """Before any output is published: every file in the partition is accounted for (``_account``).
+
+    Otherwise another writer changed the partition after the commit was decided, and the commit
+    stops: nothing more moves. If none of its moves happened yet (no input in the trash, no
+    output published), the partition is exactly as that writer left it: the journal goes,
+    ``CommitConflict``. Else ``InputsChanged`` says what is where and the journal stays, marked
+    stopped: without a lock an append cannot be told from an overwrite, so the merged output is
+    not published beside the writer's files, nor are the old inputs moved back over them, and no
+    run merges the partition until a person decided."""
+    seen = _account(fs, record, trash, moved)
+    if not seen.problem:
+        return
+    label, what = record.label, seen.problem
+    if not seen.in_trash and not seen.published:
+        _release(fs, area, record)
         if first:
             raise CommitConflict(f"{what} of {label} changed while it was being merged; nothing was committed, the "
                                  "next run will plan it again")
@@ -205,15 +268,45 @@ def _check_partition(fs: HadoopFS, area: WorkArea, record: CommitRecord, first: 
             f"{label}: the interrupted commit of run {record.run} was not finished: {what} changed or vanished "
             "since it was decided (another writer rewrote the partition); none of its moves had happened, so the "
             "partition is exactly as that writer left it")
-    staged = [o["name"] for o in outputs if o["name"] not in here]
-    raise InputsChanged(
+    staged = [o["name"] for o in record.outputs if o["name"] not in seen.published]
+    _stop(fs, area, record, InputsChanged(
         f"{label}: {what} changed since the commit of run {record.run} was decided (another writer, after "
-        f"{len(in_trash)} of {len(inputs)} input(s) had moved): stopped before publishing anything more, since "
-        f"without a lock an append cannot be told from an overwrite. What is where: {len(in_trash)} input(s) in the "
-        f"trash {trash}; {len(staged)} output(s) {staged[:3]} in staging {record.staging}; "
-        f"{len(published)} output(s) published {published[:3]}; the partition holds {len(here)} file(s). Check the "
-        "partition's rows: if the writer appended, move the staged outputs in; the trash is purged when its "
-        "retention ends")
+        f"{len(seen.in_trash)} of {len(record.inputs)} input(s) had moved): stopped before publishing anything more, "
+        f"since without a lock an append cannot be told from an overwrite. What is where: {len(seen.in_trash)} "
+        f"input(s) in the trash {trash}; {len(staged)} output(s) {staged[:3]} in staging {record.staging}; "
+        f"{len(seen.published)} output(s) published {seen.published[:3]}; the partition holds {seen.here} file(s). "
+        "Check the partition's rows: if the writer appended, move the staged outputs in"))
+
+
+def _stop(fs: HadoopFS, area: WorkArea, record: CommitRecord, error: Exception) -> None:
+    """Stop with files this commit cannot account for: the merged outputs go back to staging
+    (the partition keeps only what its writers and the inputs not moved make of it), the journal
+    stays and a mark beside it says what is where (``recover`` refuses such a journal until a
+    person decides); ``error`` is raised. The mark names this holder: one a paused earlier holder
+    leaves beside a later holder's journal is not that journal's."""
+    check_owner(fs, area, record)
+    unpublish(fs, record, record.location)
+    text = f"{error}; the merged output(s) are in staging {record.staging}"
+    fs.create_exclusive(area.stopped_mark(record.pid), json.dumps(
+        {"owner": record.owner, "generation": record.generation, "what": text}))
+    raise type(error)(text)
+
+
+def _stopped(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> str | None:
+    """What is where, if the journal's holder stopped its commit (its mark, naming it)."""
+    text = fs.read_text_if_exists(area.stopped_mark(record.pid))
+    try:
+        mark = json.loads(text) if text else None
+    except ValueError:
+        return None
+    if isinstance(mark, dict) and (mark.get("owner"), mark.get("generation")) == (record.owner, record.generation):
+        return str(mark.get("what", ""))
+    return None
+
+
+def _release(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> None:
+    if not release_journal(fs, area, record):
+        raise CommitConflict(f"{record.label}: this job no longer holds the partition's journal; it stopped")
 
 
 def _unlisted(record: CommitRecord, here: dict) -> tuple[list[str], list[str]]:
@@ -237,14 +330,14 @@ def _stop_if_dropped(fs: HadoopFS, area: WorkArea, record: CommitRecord, first: 
 
 def _dropped(fs: HadoopFS, area: WorkArea, record: CommitRecord, first: bool) -> None:
     location = record.location.rstrip("/")
-    fs.delete(area.journal(record.pid))
+    _release(fs, area, record)
     raise (CommitStopped if first else InputsChanged)(
         f"the folder of {record.label} is gone ({location}): dropped while it was being merged? nothing was "
-        f"moved into it; replaced file(s) stay in {area.trash_of(record)} until the trash "
+        f"moved into it; replaced file(s) stay in {_trash(record, area)} until the trash "
         "retention ends")
 
 
-def _stop_if_rewritten(fs: HadoopFS, area: WorkArea, record: CommitRecord, all_moved: bool = True) -> None:
+def _stop_if_rewritten(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, all_moved: bool = True) -> None:
     """On the first pass, once the outputs are in (or once an input turned out gone): another
     writer's files in the partition, written between the last check and the moves. Hive's INSERT
     OVERWRITE deletes everything and reuses 000000_0, Spark's writes ``part-<uuid>`` names, and an
@@ -252,11 +345,12 @@ def _stop_if_rewritten(fs: HadoopFS, area: WorkArea, record: CommitRecord, all_m
     putting the inputs back could too, or clash with its files. Without a Metastore lock the
     writers cannot be told apart, so nothing more moves: the merged output goes back to staging
     (this commit's own moves, not yet finished: its manifest is not written), the inputs stay in
-    the trash, the journal goes, and the error says what is where. ``all_moved``: every input is
-    in the trash, so a file under an input's name is the writer's whatever its identity; else
-    another merge's output (``MERGED_PREFIX``: another table's run over the same folder, which
-    merged the inputs this one had not moved yet) is no writer's, and what moved goes back. A replay
-    never does this: past the commit point it only finishes (``_committed``)."""
+    the trash, the journal stays, marked stopped, and the error says what is where.
+    ``all_moved``: every input is in the trash, so a file under an input's name is the writer's
+    whatever its identity; else another merge's output (``MERGED_PREFIX``: another table's run
+    over the same folder, which merged the inputs this one had not moved yet) is no writer's, and
+    what moved goes back. A replay never does this: past the commit point it only finishes
+    (``_committed``)."""
     location = record.location.rstrip("/")
     here = {e.name: e for e in _visible(fs, location)}
     reused = [f["name"] for f in record.inputs if f["name"] in here and (all_moved or not here[f["name"]].matches(f))]
@@ -268,13 +362,18 @@ def _stop_if_rewritten(fs: HadoopFS, area: WorkArea, record: CommitRecord, all_m
     what = " and ".join(x for x in (f"wrote {reused[:3]} (an input's name)" if reused else "",
                                     f"wrote {strangers[:3]}" if strangers else "",
                                     f"removed {vanished[:3]}" if vanished else "") if x)
+    check_owner(fs, area, record)
     unpublish(fs, record, location)
-    fs.delete(area.journal(record.pid))
-    raise InputsChanged(
+    _stop(fs, area, record, InputsChanged(
         f"{record.label}: a writer {what} in the partition while its commit ran (an INSERT OVERWRITE or an "
         f"append?); the merged output(s) {[o['name'] for o in record.outputs][:3]} were taken out again into "
-        f"staging {record.staging} and the input(s) moved so far stay in the trash "
-        f"{area.trash_of(record)} until its retention ends: check the partition's rows")
+        f"staging {record.staging} and the input(s) moved so far stay in the trash {trash}: check the "
+        "partition's rows"))
+
+
+def _trash(record: CommitRecord, area: WorkArea) -> str:
+    """Where the commit's inputs move: its staging folder's trash (the run's, for an older journal)."""
+    return record.moving_trash or area.trash_of(record)
 
 
 def _apply(fs: HadoopFS, area: WorkArea, record: CommitRecord, first: bool = False) -> CommitRecord:
@@ -283,22 +382,33 @@ def _apply(fs: HadoopFS, area: WorkArea, record: CommitRecord, first: bool = Fal
     leaving the inputs in the trash with an output missing. Replays skip what already moved,
     and one that finds the commit point passed only finishes."""
     run, location = record.run, record.location.rstrip("/")
-    trash = area.trash_of(record)
+    trash = _trash(record, area)
+    if not first and record.moving_trash and not fs.exists(trash) and fs.exists(area.trash_of(record)):
+        trash = area.trash_of(record)  # its finish had moved the trash to the run's before it was killed
     # Roll forward only if every output still exists, staged or already published.
     outputs = record.outputs
     found = fs.statuses([o["staged"] for o in outputs] + [f"{location}/{o['name']}" for o in outputs])
     missing = [o["name"] for o, staged, published in zip(outputs, found, found[len(outputs):])
                if staged is None and published is None]
     if missing:
-        _abandon(fs, area, record, trash, location, f"staged outputs {missing} are gone")
+        _abandon(fs, area, record, trash, location, f"staged outputs {missing} are gone", outputs_known=False)
     _stop_if_dropped(fs, area, record, first)
     # Files already moved by an interrupted attempt are skipped: every step can be replayed.
     check_owner(fs, area, record)
     if not first and _committed(fs, record, trash):
+        # Finished only if nothing else arrived meanwhile: a file under an input's name or a new
+        # one may be an overwrite's, and the merged rows beside it would be the rows it replaced.
+        seen = _account(fs, record, trash, moved=True)
+        if seen.problem:
+            _stop(fs, area, record, InputsChanged(
+                f"{record.label}: the interrupted commit of run {record.run} had published its outputs, but "
+                f"{seen.problem} changed since it was decided (another writer: an append, or an overwrite whose "
+                f"rows the merged outputs {seen.published[:3]} would double): not finished, nothing moved. What is "
+                f"where: {len(seen.in_trash)} input(s) in the trash {trash}; the partition holds {seen.here} file(s)"))
         log.warning("%s: the interrupted commit of run %s had passed its commit point (every input in the trash, "
                     "every output published): finishing it", record.label, run)
         return _finish(fs, area, record, trash, None)
-    _check_partition(fs, area, record, first, moved=not first)
+    _check_partition(fs, area, record, trash, first, moved=not first)
     try:
         window_ms = _swap(fs, area, record, trash, first)
     except (CommitConflict, CommitStopped, InputsChanged):
@@ -320,10 +430,11 @@ def _swap(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, first:
     moves = [(f"{location}/{f['name']}", f"{trash}/{f['name']}") +
              ((f["size"], f["mtime"], f.get("version")) if "mtime" in f else ()) for f in record.inputs]
     window_start = time.monotonic()  # readers listing from here to the last output's arrival miss the groups' rows
-    moved = fs.move_all(moves)
+    # Into the staging folder's trash, which exists: one renamed by a takeover is never re-created.
+    moved = fs.move_all(moves, create_folders=not record.moving_trash)
     if first and moved != len(moves):
         # Gone, or changed: only if no writer's file arrived beside them do the moved ones go back.
-        _stop_if_rewritten(fs, area, record, all_moved=False)
+        _stop_if_rewritten(fs, area, record, trash, all_moved=False)
         _abandon(fs, area, record, trash, location, f"{len(moves) - moved} input(s) vanished or changed before "
                                                     "they moved")
     moves = [(o["staged"], f"{location}/{o['name']}") for o in outputs]
@@ -331,7 +442,7 @@ def _swap(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, first:
     _stop_if_dropped(fs, area, record, first)
     # The last look before publishing: a writer that changed the partition since the journal
     # (an INSERT OVERWRITE under new names, an append) stops the commit here.
-    _check_partition(fs, area, record, first, moved=True)
+    _check_partition(fs, area, record, trash, first, moved=True)
     try:
         moved = fs.move_all(moves, create_folders=False)
     except FolderGone:  # dropped since the check above: it stays dropped
@@ -343,18 +454,24 @@ def _swap(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, first:
     if first:
         # Again once they are in: a writer that replaced the partition after the check above (an
         # INSERT OVERWRITE, whatever names it writes) must not get the merged rows back beside its own.
-        _stop_if_rewritten(fs, area, record)
+        _stop_if_rewritten(fs, area, record, trash)
     return window_ms
 
 
 def _finish(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, window_ms: float | None) -> CommitRecord:
-    """After the commit point: the manifest (what rollback and purge read), then the journal and
-    the staging folder go."""
-    run, pid = record.run, record.pid
-    manifest = record.but(committed_at=time.time(), trash=trash, reader_window_ms=window_ms)
+    """After the commit point: the inputs' trash becomes the run's (a rename out of the staging
+    folder: it fails for a holder whose staging a replay renamed), the manifest (what rollback
+    and purge read), then the journal and the staging folder go."""
+    final = area.trash_of(record)
+    if trash != final:
+        fs.make_folders(final.rsplit("/", 1)[0])
+        if not fs.rename_folder(trash, final):
+            raise CommitConflict(f"{record.label}: this job's trash {trash} is gone (a replay took the commit "
+                                 "over?); it stopped before writing its manifest")
+    manifest = record.but(committed_at=time.time(), trash=final, reader_window_ms=window_ms)
     fs.write_text_atomic(area.manifest_of(record), manifest.to_json())
-    fs.delete(area.journal(pid))
-    fs.delete(record.staging or area.staging(run, pid), recursive=True)
+    release_journal(fs, area, record)
+    fs.delete(record.staging or area.staging(record.run, record.pid), recursive=True)
     return manifest
 
 
@@ -369,21 +486,39 @@ def check_owner(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> None:
                              f"{holder or 'nobody'}); it stopped before moving more")
 
 
-def _abandon(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, location: str, why: str) -> None:
+def _abandon(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, location: str, why: str,
+             outputs_known: bool = True) -> None:
+    """Put back what this commit moved and give the partition up, only if the partition holds
+    exactly what its journal and its own moves explain; else nothing moves (a writer replaced or
+    changed it since: the old inputs must not come back beside its rows) and the journal stays,
+    stopped, saying what is where."""
     # A job that lost the journal to a replay (it paused too long) must not undo that replay's moves.
     check_owner(fs, area, record)
-    _roll_back(fs, record, trash, location)
-    fs.delete(area.journal(record.pid))
+    if fs.status(location) is not None:
+        seen = _account(fs, record, trash, moved=True, outputs_known=outputs_known)
+        if seen.problem:
+            _stop(fs, area, record, InputsChanged(
+                f"{record.label}: {why}, and {seen.problem} changed since the commit of run {record.run} was decided "
+                f"(another writer): nothing was put back, since the writer's rows could be doubled or old rows "
+                f"brought back. What is where: {len(seen.in_trash)} input(s) in the trash {trash}; "
+                f"{len(seen.published)} output(s) published; the partition holds {seen.here} file(s)"))
+        _roll_back(fs, record, trash, location)
+    _release(fs, area, record)
     raise CommitStopped(f"{record.label}: {why}; every file was put back, nothing was committed")
 
 
 def unpublish(fs: HadoopFS, record: CommitRecord, folder: str) -> None:
     """The one way a commit puts its outputs back: each output published in ``folder`` returns to
-    its staging name (one already back, or never moved, stays where it is)."""
+    its staging name (one already back, or never moved, stays where it is). Never into a staging
+    folder that is gone (a replay renamed it: this job was taken over): CommitConflict."""
     for o in record.outputs:
         published = f"{folder.rstrip('/')}/{o['name']}"
         if fs.exists(published) and not fs.exists(o["staged"]):
-            fs.rename(published, o["staged"])
+            try:
+                fs.rename(published, o["staged"], create_folders=False)
+            except FolderGone:
+                raise CommitConflict(f"{record.label}: its staging folder is gone (a replay took the commit "
+                                     "over?); it stopped before taking any output out") from None
 
 
 def _roll_back(fs: HadoopFS, record: CommitRecord, trash: str, location: str) -> None:

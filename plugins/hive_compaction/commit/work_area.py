@@ -5,6 +5,7 @@ Beside the table, never inside a partition (Hive and ``MSCK REPAIR`` do not read
     <root>/staging/<run>/<partition id>/<attempt>/  merged outputs before they are committed
     <root>/journal/<partition id>.json       a decided commit, until it is fully applied
     <root>/journal/<partition id>.replay     held by the one job replaying that journal
+    <root>/journal/<partition id>.stopped    its commit stopped: what is where, until a person decides
     <root>/trash/<run>/<partition id>/<attempt>/   replaced inputs, kept for rollback
     <root>/manifests/<run>/<partition id>/<attempt>.json  what a committed merge replaced (rollback, purge)
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+import uuid
 from dataclasses import dataclass
 
 from hive_compaction.commit.record import CommitRecord, PurgeHold, UnsafeRecord, parse
@@ -32,6 +34,8 @@ log = logging.getLogger(__name__)
 
 # The folders that hold per-run content, each ``<folder>/<run>``; purged together.
 RUN_FOLDERS = ("trash", "manifests", "staging")
+# Where a released journal goes for a moment, in the journals' folder (``release_journal``).
+RELEASED = ".released"
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,10 @@ class WorkArea:
 
     def replay_claim(self, pid: str) -> str:
         return f"{self.journals}/{pid}.replay"
+
+    def stopped_mark(self, pid: str) -> str:
+        """Beside a journal whose commit stopped with files it cannot account for: what is where."""
+        return f"{self.journals}/{pid}.stopped"
 
     def trash(self, run: str, pid: str, attempt: str = "") -> str:
         return f"{self.root}/trash/{run}/{pid}" + (f"/{attempt}" if attempt else "")
@@ -107,6 +115,8 @@ def check_record(record: CommitRecord, area: WorkArea, pid: str, location: str |
         problems.append(f"file names {bad[:3]} are not plain names")
     staging = f"{area.root}/staging"
     outside = [o.get("staged") for o in record.outputs if not is_within(str(o.get("staged")), staging)]
+    if record.moving_trash and not is_within(record.moving_trash, staging):
+        outside.append(record.moving_trash)
     if outside:
         problems.append(f"staged files {outside[:3]} lie outside {staging}")
     where = record.location
@@ -172,6 +182,33 @@ def replace_journal(fs, area: WorkArea, record: CommitRecord) -> None:
     fs.write_text_atomic(area.journal(record.pid), record.to_json())
 
 
+def release_journal(fs, area: WorkArea, record: CommitRecord | PurgeHold) -> bool:
+    """Remove the partition's journal only while it is the one ``record``'s holder published:
+    its status is read, then whom it names, then it is moved aside only if it still has that
+    status (a journal another job took over or published since is another file: it stays), and
+    deleted there. False, removing nothing, when it is not (or no longer) this holder's. A holder
+    that paused past its lease can so never remove a later holder's journal."""
+    journal = area.journal(record.pid)
+    st = fs.status(journal)
+    if st is None or not _held_by(fs, journal, record):
+        return False
+    aside = f"{area.journals}/{RELEASED}/{record.pid}.{uuid.uuid4().hex[:12]}.json"
+    if not fs.move_all([(journal, aside, st.size, st.modification_time, st.version)]):
+        return False
+    fs.delete(aside)
+    return True
+
+
+def _held_by(fs, journal: str, record: CommitRecord | PurgeHold) -> bool:
+    try:
+        now = read_journal_if_exists(fs, journal)
+    except UnsafeRecord:
+        return False
+    if isinstance(record, PurgeHold):
+        return isinstance(now, PurgeHold) and (now.run, now.at) == (record.run, record.at)
+    return isinstance(now, CommitRecord) and now.owner == record.owner
+
+
 def journal_holder(fs, area: WorkArea, pid: str) -> str | None:
     """Who holds the partition's journal now: the owner its record names (None: nobody, a torn
     journal, a purge's hold; a journal that is no record is nobody's this job knows)."""
@@ -207,6 +244,10 @@ def purge_expired(fs, area: WorkArea, retention_days: int, keep_runs: set[str], 
         # A journal's hidden temporary name, left by a job killed while publishing it.
         if e.name.startswith(".") and e.name.endswith(TEMP_SUFFIX) and e.modification_time < cutoff_ms:
             fs.delete(e.path)
+        elif e.name == RELEASED and e.is_dir:  # a released journal whose deletion a kill interrupted
+            for left in fs.list(e.path):
+                if left.modification_time < cutoff_ms:
+                    fs.delete(left.path)
     for run, changed in sorted(newest.items()):
         if changed >= cutoff_ms or run in keep_runs:
             continue
@@ -262,7 +303,8 @@ def _purge_partition(fs, area: WorkArea, run: str, pid: str, retire) -> bool:
     work-area files; a held journal (or an old folder not retired yet) keeps them, False. The
     hold costs a commit that starts in those milliseconds its partition for this run."""
     journal = area.journal(pid)
-    if not publish_journal(fs, area, PurgeHold(run, pid, time.time())):
+    hold = PurgeHold(run, pid, time.time())
+    if not publish_journal(fs, area, hold):
         log.info("%s: run %s is kept for now: its partition %s is held (%s)", area.root, run, pid, journal)
         return False
     try:
@@ -275,4 +317,4 @@ def _purge_partition(fs, area: WorkArea, run: str, pid: str, retire) -> bool:
             fs.delete(path, recursive=True)
         return True
     finally:
-        fs.delete(journal)
+        release_journal(fs, area, hold)

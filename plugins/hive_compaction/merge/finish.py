@@ -25,8 +25,8 @@ from hive_compaction.model.batch import PartitionTask
 from hive_compaction.model.results import PartitionResult, STATISTICS_KEYS, Status, statistics_update
 from hive_compaction.storage import listing
 from hive_compaction.storage.hadoop_fs import HadoopFS
-from hive_compaction.storage.metastore_client import JobMetastore
-from hive_compaction.storage.metastore_lock import HeldLock, LockTimeout, summary
+from hive_compaction.storage.metastore_client import JobMetastore, PartitionState, same_location
+from hive_compaction.storage.metastore_lock import CommitConflict, HeldLock, LockTimeout, summary
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ class Chunk:
     """Partitions of one table committed under one Metastore lock: the lock, their state read
     under it (keyed by their values), and the statistics their commits left to write at its end."""
     lock: HeldLock
-    states: dict[tuple[str, ...], tuple[dict[str, str] | None, str]]
+    states: dict[tuple[str, ...], PartitionState]
     statistics: list[tuple[PartitionTask, PartitionResult, dict[str, str]]] = field(default_factory=list)
 
 
@@ -108,11 +108,12 @@ class Finisher:
                 # What a rollback restores: the statistics just before the commit, read under the
                 # lock (the plan's may have changed since: another run's refresh, a Hive writer).
                 if chunk is not None and tuple(task.values) in chunk.states:
-                    current, descriptor = chunk.states[tuple(task.values)]
+                    state = chunk.states[tuple(task.values)]
                 else:
                     with step("state read"):
-                        current, descriptor = self.metastore.state(task.table_name, list(task.values))
-                current = current or task.statistics
+                        state = self.metastore.state(task.table_name, list(task.values))
+                _check_location(task, state)
+                current, descriptor = state.parameters or task.statistics, state.descriptor
                 record.stats_before = {k: current.get(k) for k in STATISTICS_KEYS}
                 with step("commit"):
                     if task.commit_mode == location_switch.MODE:
@@ -130,7 +131,7 @@ class Finisher:
                 released = time.monotonic()
             if chunk is None:
                 self.steps.add("unlock", time.monotonic() - released, task)
-        except LockTimeout as e:  # a writer is at work: nothing moved, the backlog looks again
+        except (LockTimeout, PartitionMoved) as e:  # a writer is at work: nothing moved, the backlog looks again
             log.warning("%s", e)
             result.status, result.reason = Status.SKIPPED, str(e)[:500]
         except Exception as e:
@@ -220,6 +221,20 @@ class Finisher:
             self.fs, work.area, self.metastore, record,
             lambda files: partition_rows(self.spark, fmt, files, new_footers))
         return manifest.new_location
+
+
+class PartitionMoved(CommitConflict):
+    """The partition's location changed since it was planned (``ALTER TABLE ... SET LOCATION``):
+    the folder that was merged is no longer the partition's; nothing was committed."""
+
+
+def _check_location(task: PartitionTask, state: PartitionState) -> None:
+    """Under the commit's lock: the partition still reads the folder that was merged (a dropped
+    one is the commit's to see: it stops without re-creating the folder)."""
+    if state.location is not None and not same_location(state.location, task.location):
+        raise PartitionMoved(f"{task.label}: the partition reads {state.location} now, not the folder that was "
+                             f"merged ({task.location}): moved since it was planned; nothing was committed, the next "
+                             "run plans it at its new folder")
 
 
 def _footers_by_name(work: Work) -> tuple[dict, dict]:

@@ -10,6 +10,7 @@ import time
 
 from hive_compaction.commit import location_switch
 from hive_compaction.commit.in_place import CommitHeld, InputsChanged, recover
+from hive_compaction.commit.record import UnsafeRecord
 from hive_compaction.commit.work_area import WorkArea
 from hive_compaction.merge import grouping
 from hive_compaction.merge.copy import partition_rows, readable_footers
@@ -77,9 +78,10 @@ class Preparer:
                     manifest = recover(self.fs, area, pid, self.owner, location=task.location, switch=lambda record:
                                        location_switch.recover_switch(self.fs, area, self.metastore, record,
                                                                       task.table_location))
-        except (CommitHeld, InputsChanged, *LOCK_FAILURES) as e:
-            # Left mid-commit (readers may miss rows), or a replay that stopped with files it cannot
-            # account for: never a success; the task fails and says what is where.
+        except (CommitHeld, InputsChanged, UnsafeRecord, *LOCK_FAILURES) as e:
+            # Left mid-commit (readers may miss rows), a replay that stopped with files it cannot
+            # account for, or a journal naming another folder (the partition was moved since it was
+            # written): never a success; the task fails and says what is where.
             log.error("%s", e)
             why = "a commit of it is unfinished: " if isinstance(e, LOCK_FAILURES) else ""
             return PartitionResult(task.table_name, task.partition, task.location, Status.FAILED,

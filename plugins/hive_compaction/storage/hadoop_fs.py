@@ -149,6 +149,18 @@ class HadoopFS(SmallFiles):
         if not file_util.copy(self.fs(src), self.path(src), self.fs(dst), self.path(dst), False, False, self._conf):
             raise OSError(f"copy {src} -> {dst} failed")
 
+    def make_folders(self, uri: str) -> None:
+        """Create a folder and its missing parents, if missing."""
+        self._make_folder(uri)
+
+    def rename_folder(self, src: str, dst: str) -> bool:
+        """Rename a folder with what it holds, in one step; False (nothing changed) when ``src``
+        does not exist or ``dst`` does (Hadoop's rename would move ``src`` into an existing folder)."""
+        fs = self.fs(src)
+        if not fs.exists(self.path(src)) or fs.exists(self.path(dst)):
+            return False
+        return bool(fs.rename(self.path(src), self.path(dst)))
+
     def touch(self, uri: str) -> None:
         """Set a file's modification time to now (a lease's renewal; a no-op on object stores)."""
         self.fs(uri).setTimes(self.path(uri), int(time.time() * 1000), -1)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+from dataclasses import dataclass
 
 from hive_compaction.storage.jvm_helper import java_list
 from hive_compaction.storage.metastore_lock import CommitConflict, MetastoreLocks, reconnecting
@@ -15,6 +16,18 @@ from hive_compaction.storage.metastore_lock import CommitConflict, MetastoreLock
 class DescriptorChanged(CommitConflict):
     """The partition's storage descriptor (columns, formats, SerDe) is not the one the commit read
     under its lock: someone altered the partition meanwhile; nothing was switched."""
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """A partition (or a table without partitions) as one read returns it: its parameters, its
+    storage descriptor but the location (``descriptor_text``; None for a table) and its location."""
+    parameters: dict[str, str] | None
+    descriptor: str | None
+    location: str | None
+
+
+MISSING = PartitionState(None, None, None)
 
 
 def same_location(a: str | None, b: str | None) -> bool:
@@ -173,27 +186,26 @@ class JobMetastore:
     def parameters(self, table: str, values: list[str]) -> dict[str, str] | None:
         """The partition's parameters now (the table's, for a table without partitions); None
         when the partition does not exist."""
-        return self.state(table, values)[0]
+        return self.state(table, values).parameters
 
-    def state(self, table: str, values: list[str]) -> tuple[dict[str, str] | None, str | None]:
-        """The partition's parameters and its storage descriptor but its location
-        (``descriptor_text``), in one read; (None, None) when it does not exist. A table without
-        partitions: its parameters, and None."""
+    def state(self, table: str, values: list[str]) -> PartitionState:
+        """The partition's parameters, storage descriptor and location in one read (``MISSING``
+        when it does not exist). A table without partitions: its parameters and location."""
         def read(client):
             if values:
                 return self._get(client, table, values)
             return get_table(client, self._api, *table.split(".", 1))
         target = reconnecting(self._client, read)
-        return (None, None) if target is None else self._state_of(target, bool(values))
+        return MISSING if target is None else self._state_of(target, bool(values))
 
-    def _state_of(self, target, partition: bool = True) -> tuple[dict[str, str] | None, str | None]:
-        """A Java Partition's (or, not ``partition``, Table's) parameters, and a partition's
-        storage descriptor but its location."""
+    def _state_of(self, target, partition: bool = True) -> PartitionState:
+        """A Java Partition's (or, not ``partition``, Table's) state."""
         params = target.getParameters()
-        return (None if params is None else self._as_dict(params),
-                descriptor_text(target.getSd()) if partition else None)
+        return PartitionState(None if params is None else self._as_dict(params),
+                              descriptor_text(target.getSd()) if partition else None,
+                              str(target.getSd().getLocation()))
 
-    def states(self, table: str, partitions: list[str]) -> dict[tuple[str, ...], tuple[dict[str, str] | None, str]]:
+    def states(self, table: str, partitions: list[str]) -> dict[tuple[str, ...], PartitionState]:
         """As ``state``, for the ``partitions`` (names, ``k=v/...``) of ``table`` in one read,
         keyed by their values; a partition that does not exist is left out."""
         db, tbl = table.split(".", 1)
