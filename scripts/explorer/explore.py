@@ -77,6 +77,8 @@ def shrink(outcome: Outcome) -> Outcome:
     def fails(cast, decisions) -> Outcome | None:
         with world_clock():
             again = run_schedule(None, outcome.mode, cast, decisions)
+        if outcome.beyond_lease == [] and again.beyond_lease:
+            return None  # the shrunk schedule must stay within the lease, as the one it shrinks
         return again if kinds & {kind_of(v) for v in again.violations} else None
 
     best = fails(outcome.cast, outcome.decisions) or outcome

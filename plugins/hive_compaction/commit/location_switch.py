@@ -24,19 +24,25 @@ one. Per partition, after its outputs are staged and verified as in place:
    folder.
 6. Files a writer added to the old folder since step 4 (one that looked the location up before
    the switch, and wrote by path) are moved into the new folder, where they are read (named in
-   the log and the manifest's ``adopted``); the manifest is written, the journal removed. The
-   old folder is deleted when the run's trash expires (``trash_retention_days``, at least a day:
-   longer than queries and listing caches), file by file as the manifest names them, and only
-   while no partition points at it; a file added there since is moved into the partition's
-   folder then, and one that replaced a known file is kept and reported.
+   the log and the manifest's ``adopted``). The old folder's files the journal names move to the
+   run's trash (outside the table, kept for ``trash_retention_days``, purged with the run): the
+   old folder is usually the partition's default path, and a partition dropped and written again
+   there, or re-added by ``MSCK REPAIR``, must not read them again beside the new rows. (A query
+   that listed the old folder before the switch and opens its files afterwards fails, and is
+   retried, as it would after any rewrite of the folder.) The manifest is written, the journal
+   released. When the run expires, a file a writer added to the old folder since is moved into the
+   partition's folder, and the old folder is removed if empty (``retire``).
 
 Recovery of a journal asks the Metastore which location is current: the new folder, the switch
-happened (finish step 6); the old one, it did not (the new folder is deleted, once the journal is
-older than a live commit can be); a later switch's folder (the journal was published late by a
-job that hung while its retry merged and switched), the journal and its never-named new folder are
-removed; neither (the partition was dropped or moved by someone else), the journal is removed and
-both folders are left.
-Rollback (``rollback_switch``) is one ``alter_partition`` back to the old folder while it is whole.
+happened (finish step 6); the old one, it did not, or its ``alter_partition`` is still in flight
+(a job that lost its connection or paused may still have one on the way): the new folder is
+left as it is until the journal is ``IN_FLIGHT_SECONDS`` old, then deleted; a later switch's folder
+(the journal was published late by a job that hung while its retry merged and switched), the
+journal and its never-named new folder are removed; neither (the partition was dropped or moved by
+someone else), the journal is removed and both folders are left. A job taking a journal over
+renames its staging folder first (``in_place.take_over``), so the earlier holder's moves fail.
+Rollback (``rollback_switch``) moves the old files back from the trash, then one
+``alter_partition`` points the partition at the old folder again.
 """
 from __future__ import annotations
 
@@ -44,14 +50,14 @@ import logging
 import time
 from typing import Callable
 
-from hive_compaction.commit.in_place import InputsChanged, check_owner, recent, unpublish
+from hive_compaction.commit.in_place import InputsChanged, check_owner, take_over, unpublish
 from hive_compaction.commit.record import CommitRecord
-from hive_compaction.commit.work_area import WorkArea, check_record
+from hive_compaction.commit.work_area import WorkArea, check_record, release_journal
 from hive_compaction.storage.capabilities import LOCATION_SWITCH, is_object_store
 from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.listing import data_files
 from hive_compaction.storage.metastore_client import DescriptorChanged, JobMetastore, same_location
-from hive_compaction.storage.metastore_lock import CommitConflict, check_lock_held, holding_lock
+from hive_compaction.storage.metastore_lock import CommitConflict, check_lock_held
 from hive_compaction.storage.paths import is_within, versions_folder
 
 log = logging.getLogger(__name__)
@@ -61,6 +67,22 @@ PREVIOUS_LOCATION = "hive_compaction.previousLocation"
 # While files are copied into the new folder, its journal's time is renewed this often, so that no
 # job that commits without the lock (require_locks: false) takes a long copy for a dead job's.
 RENEW_SECONDS = 60
+# How long after its journal last changed a switch's alter_partition may still land: a call the
+# client sent is answered or dropped within the Metastore client's socket timeout
+# (hive.metastore.client.socket.timeout, 600 s by default), and the journal is renewed until the
+# call is sent. Until then recovery leaves the new folder as it is.
+IN_FLIGHT_SECONDS = 1800
+
+
+class SwitchedBack(RuntimeError):
+    """A rollback switched the partition back, and its old files are not all back yet."""
+
+
+class SwitchInFlight(CommitConflict):
+    """The partition is still at its old folder, but the switch that a journal records may still
+    land (its job may only be slow): nothing was changed; a run after ``IN_FLIGHT_SECONDS`` undoes it."""
+
+
 def new_folder(table_location: str, partition: str, run: str, attempt: str) -> str:
     return f"{versions_folder(table_location, partition)}/{run}-{attempt}"
 
@@ -73,6 +95,11 @@ def build_and_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: Co
     (the journal is kept: the next run asks the Metastore and finishes or undoes it)."""
     try:
         _build(fs, area, record, rows_of)
+    except (SwitchAborted, CommitConflict):
+        raise
+    except Exception as e:  # the file system failed before the switch: undo the new folder
+        _abort(fs, area, record, f"{type(e).__name__}: {e}".splitlines()[0][:300])
+    try:
         switched = hms.switch(record.table, record.values, record.location, record.new_location, {
             "numFiles": str(len(record.outputs) + len(record.copies)),
             "totalSize": str(sum(o["size"] for o in record.outputs)
@@ -80,11 +107,11 @@ def build_and_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: Co
             "numRows": str(record.rows), PREVIOUS_LOCATION: record.location}, record.descriptor)
     except DescriptorChanged as e:
         _abort(fs, area, record, str(e), conflict=True)
-    except (SwitchAborted, CommitConflict):
-        raise
-    except Exception as e:  # the Metastore or the file system failed before the switch: undo the new folder
-        if not same_location(hms.location(record.table, record.values), record.new_location):
-            _abort(fs, area, record, f"{type(e).__name__}: {e}".splitlines()[0][:300])
+    except Exception:
+        # The call may have gone through, or may still land: the journal and the new folder stay
+        # for the next run, which asks the Metastore (recover_switch).
+        if same_location(hms.location(record.table, record.values), record.new_location):
+            return _finish(fs, area, record)
         raise
     if not switched:
         _abort(fs, area, record, "the Metastore's partition is no longer at the folder that was merged "
@@ -96,7 +123,7 @@ def _build(fs: HadoopFS, area: WorkArea, record: CommitRecord, rows_of: Callable
     old, new = record.location.rstrip("/"), record.new_location
     label = record.label
     if fs.exists(new):  # not this job's: left alone
-        fs.delete(area.journal(record.pid))
+        release_journal(fs, area, record)
         raise SwitchAborted(f"{label}: the new folder {new} exists already; nothing was switched")
     moved = fs.move_all([(o["staged"], f"{new}/{o['name']}") for o in record.outputs])
     if moved != len(record.outputs):
@@ -153,43 +180,54 @@ def _abort(fs: HadoopFS, area: WorkArea, record: CommitRecord, why: str, conflic
 
 
 def _undo(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> None:
-    """Staged outputs back to staging (the run's purge removes them), the new folder deleted,
-    the journal removed."""
+    """Staged outputs back to staging (the run's purge removes them; a staging folder a takeover
+    renamed is never re-created: this job stops first), the new folder deleted, the journal
+    released."""
     new = record.new_location
     unpublish(fs, record, new)
     fs.delete(new, recursive=True)
-    fs.delete(area.journal(record.pid))
+    release_journal(fs, area, record)
 
 
 def _finish(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> CommitRecord:
-    """After the switch: late files adopted, the manifest, the journal and staging removed (a
-    replay does it all again: each step is idempotent)."""
-    label = record.label
+    """After the switch: late files adopted, the old folder's files moved to the run's trash (each
+    only while it is the file the journal names), the manifest, the journal released and staging
+    removed (a replay does it all again: each step is idempotent)."""
+    label, old = record.label, record.location.rstrip("/")
     adopted = adopt_late_files(fs, record.location, record.new_location, record.files, label)
-    manifest = record.but(committed_at=time.time(), adopted=adopted)
+    trash = area.trash_of(record)
+    fs.move_all([(f"{old}/{f['name']}", f"{trash}/{f['name']}") +
+                 ((f["size"], f["mtime"], f.get("version")) if "mtime" in f else ()) for f in record.files])
+    manifest = record.but(committed_at=time.time(), adopted=adopted, trash=trash)
     fs.write_text_atomic(area.manifest_of(record), manifest.to_json())
-    fs.delete(area.journal(record.pid))
+    release_journal(fs, area, record)
     fs.delete(record.staging, recursive=True)
     return manifest
 
 
 def recover_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: CommitRecord,
-                   table_location: str) -> CommitRecord | None:
+                   table_location: str, owner: str = "") -> CommitRecord | None:
     """A switch a crashed job left: the Metastore says whether it happened. The record is
-    checked first (``work_area.check_record``) against the table's location as planned."""
+    checked first (``work_area.check_record``) against the table's location as planned; a
+    journal this job finishes or undoes is taken over first (``owner``: this job)."""
     check_record(record, area, record.pid, table_location=table_location)
     label = record.label
     current = hms.location(record.table, record.values)
     if same_location(current, record.new_location):
         log.warning("%s: the location switch of run %s happened; finishing it", label, record.run)
-        return _finish(fs, area, record)
+        return _finish(fs, area, take_over(fs, area, record, owner or record.owner))
     if same_location(current, record.location):
+        if _finish_began(fs, area, record):
+            return _recreated_since(fs, area, take_over(fs, area, record, owner or record.owner))
         st = fs.status(area.journal(record.pid))
-        if recent(st) and not holding_lock():  # under the lock, its job is gone or stops at its next step
-            raise CommitConflict(f"{label}: run {record.run} is switching its location now (journal written "
-                                 f"{time.time() - st.modification_time / 1000:.0f}s ago); left to it")
+        if st is not None and st.modification_time > (time.time() - IN_FLIGHT_SECONDS) * 1000:
+            raise SwitchInFlight(f"{label}: the location switch of run {record.run} has not happened, but its "
+                                 f"alter_partition may still land (journal written "
+                                 f"{time.time() - st.modification_time / 1000:.0f} s ago): its new folder "
+                                 f"{record.new_location} is left as it is, the partition reads its old folder; a run "
+                                 f"{IN_FLIGHT_SECONDS} s after the journal removes it")
         log.warning("%s: the location switch of run %s did not happen; removing its new folder", label, record.run)
-        _undo(fs, area, record)
+        _undo(fs, area, take_over(fs, area, record, owner or record.owner))
         return None
     if _switched_since(current, record, table_location):
         # A job that hung before publishing its journal, whose lock a retry took over: the retry
@@ -197,11 +235,46 @@ def recover_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: Comm
         log.warning("%s: the journal of run %s names the folder %s, but a later location switch moved the "
                     "partition to %s; removing that journal and its never-used new folder", label, record.run,
                     record.location, current)
-        _undo(fs, area, record)
+        _undo(fs, area, take_over(fs, area, record, owner or record.owner))
         return None
-    fs.delete(area.journal(record.pid))
+    old = record.location.rstrip("/")
+    if current is None and not fs.exists(record.new_location) and fs.exists(old):
+        # Dropped with its folder after the switch (a managed table's DROP deletes the folder it
+        # reads; had it still read the old one, that would be gone): the old files are the
+        # switch's superseded copies, and must not come back with MSCK REPAIR or a re-created partition.
+        record = take_over(fs, area, record, owner or record.owner)
+        fs.move_all([(f"{old}/{f['name']}", f"{area.trash_of(record)}/{f['name']}") +
+                     ((f["size"], f["mtime"], f.get("version")) if "mtime" in f else ()) for f in record.files])
+        release_journal(fs, area, record)
+        raise CommitConflict(f"{label}: dropped after the location switch of run {record.run}, before that switch was "
+                             f"finished: the old folder's files it replaced went to the trash {area.trash_of(record)}")
+    release_journal(fs, area, record)
     raise InputsChanged(f"{label}: the Metastore's partition is at {current or 'nothing (dropped)'}, neither the folder "
                         f"run {record.run} merged nor the one it built; both were left as they are")
+
+
+def _finish_began(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> bool:
+    """Whether any of the old folder's files is in the run's trash: only a finish, after the
+    switch, moves them there."""
+    trash = area.trash_of(record)
+    return any(st is not None for st in fs.statuses([f"{trash}/{f['name']}" for f in record.files]))
+
+
+def _recreated_since(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> None:
+    """The switch happened (its finish had begun), and the partition reads its old folder again:
+    dropped and written again there, or pointed back by hand. The switch's superseded files still
+    there go to the trash, as the finish would have moved them (a re-created partition must not
+    read them beside its new rows); a manifest lets the purge remove the new folder no one reads."""
+    old = record.location.rstrip("/")
+    trash = area.trash_of(record)
+    fs.move_all([(f"{old}/{f['name']}", f"{trash}/{f['name']}") +
+                 ((f["size"], f["mtime"], f.get("version")) if "mtime" in f else ()) for f in record.files])
+    fs.write_text_atomic(area.manifest_of(record), record.but(committed_at=time.time(), trash=trash).to_json())
+    release_journal(fs, area, record)
+    fs.delete(record.staging, recursive=True)
+    raise CommitConflict(f"{record.label}: its location switch by run {record.run} happened, and the partition reads "
+                         f"its old folder {old} again (re-created there?): the files that switch replaced went to the "
+                         f"trash {trash}; what else is there is the partition's")
 
 
 def _switched_since(current: str | None, record: CommitRecord, table_location: str) -> bool:
@@ -226,11 +299,18 @@ def retire(fs: HadoopFS, hms: JobMetastore, manifest: CommitRecord) -> bool:
             _delete_known(fs, manifest.new_location, new_folder_files(manifest), label, manifest.run)
         return True
     if same_location(current, old):
-        log.warning("%s: the partition points at %s again (rolled back?): the folder is kept", label, old)
+        # Written again at its old folder (dropped and re-created, or re-added): what is there is
+        # its writers'. The merged copy no partition reads goes.
+        log.warning("%s: the partition reads %s again (re-created there since the switch): left as it is", label, old)
+        _delete_known(fs, manifest.new_location, new_folder_files(manifest), label, manifest.run)
         return True
     if same_location(current, manifest.new_location):
         adopt_late_files(fs, old, manifest.new_location, manifest.files, label)
-    if _delete_known(fs, old, manifest.files, label, manifest.run):
+    if manifest.trash:  # the old files left the folder at the switch: it is removed if nothing came since
+        if not data_files(fs.list(old))[0] and fs.exists(old):
+            fs.delete(old, recursive=True)
+            log.info("%s: retired %s (the partition reads %s)", label, old, manifest.new_location)
+    elif _delete_known(fs, old, manifest.files, label, manifest.run):  # a switch that left them there
         log.info("%s: retired %s (the partition reads %s)", label, old, manifest.new_location)
     return True
 
@@ -295,23 +375,57 @@ def _delete_known(fs: HadoopFS, folder: str, known: list[dict], label: str, run:
     return True
 
 
-def rollback_switch(fs: HadoopFS, hms: JobMetastore, manifest: CommitRecord) -> str:
-    """Point the partition back at its old folder, if it is still whole and the partition is
-    still at the new one; the statistics as they were before."""
+def rollback_switch(fs: HadoopFS, hms: JobMetastore, manifest: CommitRecord, resuming: bool = False) -> str:
+    """Point the partition back at its old folder, if it is still at the new one and that holds
+    only what the switch put there, then move the old folder's files back from the trash (the
+    statistics as they were before). Readers of the partition miss its rows between the two
+    steps, as in an in-place commit; a rollback interrupted there holds the partition (its
+    journal) until it is run again (``resuming``), which finds the partition at the old folder
+    and goes on. A partition found at its old folder otherwise was written there again since:
+    nothing is moved into it."""
     old, new = manifest.location.rstrip("/"), manifest.new_location
     label = manifest.label
+    current = hms.location(manifest.table, manifest.values)
+    if same_location(current, new):
+        written, folders = data_files(fs.list(new))
+        added = changed_files(written, new_folder_files(manifest))
+        if added or folders:
+            # Switching back would hide what a writer added since the switch (and retire would delete it).
+            raise RuntimeError(f"{label}: the partition's folder {new} holds {(added or folders)[:3]} written since "
+                               "the switch (a writer after the merge): switching back to the old folder would hide "
+                               "their rows; not switched back")
+        _check_restorable(fs, manifest, old, label)
+        stats = {**manifest.stats_before, PREVIOUS_LOCATION: None}
+        if not hms.switch(manifest.table, manifest.values, new, old, stats):
+            raise RuntimeError(f"{manifest.label}: the partition is no longer at {new}: not switched back")
+    elif not (resuming and same_location(current, old)):
+        raise RuntimeError(f"{label}: the partition is no longer at {new} (it reads {current or 'nothing'}): "
+                           "not switched back")
+    if manifest.trash:  # the old files went to the trash at the switch
+        names = [f["name"] for f in manifest.files]
+        fs.move_all([(f"{manifest.trash.rstrip('/')}/{n}", f"{old}/{n}") for n in names], create_folders=False)
     files, _ = data_files(fs.list(old))
-    if changed_files(files, manifest.files):
-        raise RuntimeError(f"{label}: the old folder {old} is no longer whole (retired?): cannot switch back")
-    written, folders = data_files(fs.list(new))
-    added = changed_files(written, new_folder_files(manifest))
-    if added or folders:
-        # Switching back would hide what a writer added since the switch (and retire would delete it).
-        raise RuntimeError(f"{label}: the partition's folder {new} holds {(added or folders)[:3]} written since the "
-                           "switch (a writer after the merge): switching back to the old folder would hide their rows; "
-                           "not switched back")
-    stats = {**manifest.stats_before, PREVIOUS_LOCATION: None}
-    if not hms.switch(manifest.table, manifest.values, new, old, stats):
-        raise RuntimeError(f"{manifest.label}: the partition is no longer at {new}: "
-                           "not switched back")
+    missing = changed_files(files, manifest.files)
+    missing = [n for n in missing if n in {f["name"] for f in manifest.files}]
+    if missing:
+        raise SwitchedBack(f"{label}: the partition reads its old folder {old} again, which misses {missing[:3]} "
+                           f"(not in the trash {manifest.trash} either?)")
     return old
+
+
+def _check_restorable(fs: HadoopFS, manifest: CommitRecord, old: str, label: str) -> None:
+    """Before switching back: the old folder exists and every file it had is in the trash (or
+    still in the folder, for a switch that left them there), with none of their names taken."""
+    if fs.status(old) is None:
+        raise RuntimeError(f"{label}: the old folder {old} is gone (dropped?): cannot switch back")
+    names = [f["name"] for f in manifest.files]
+    trash = (manifest.trash or old).rstrip("/")
+    found = fs.statuses([f"{trash}/{n}" for n in names] + [f"{old}/{n}" for n in names])
+    gone = [n for n, t, o in zip(names, found, found[len(names):]) if t is None and o is None]
+    if gone:
+        raise RuntimeError(f"{label}: the old file(s) {gone[:3]} are no longer in the trash {trash} (purged?): "
+                           "cannot switch back")
+    if manifest.trash:
+        clash = [n for n, t, o in zip(names, found, found[len(names):]) if t is not None and o is not None]
+        if clash:
+            raise RuntimeError(f"{label}: the old folder {old} holds {clash[:3]} again (a writer?): cannot switch back")

@@ -82,7 +82,7 @@ def _recover_orphan(fs, area: WorkArea, pid: str, record: CommitRecord, owner: s
                     partitions: JobMetastore | None) -> PartitionResult:
     result = PartitionResult(record.table, record.partition, record.location, Status.MERGED,
                              reason=f"finished the commit run {record.run} left behind", recovered=True)
-    switch = (lambda r: location_switch.recover_switch(fs, area, partitions, r, table_location or "")) \
+    switch = (lambda r: location_switch.recover_switch(fs, area, partitions, r, table_location or "", owner)) \
         if partitions else None
     try:
         # Held like a merge's own replay: a Hive writer waits, and so does a rollback.

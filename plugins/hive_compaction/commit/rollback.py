@@ -16,7 +16,7 @@ from hive_compaction.commit import location_switch
 from hive_compaction.commit.in_place import recent
 from hive_compaction.commit.record import CommitRecord, UnsafeRecord
 from hive_compaction.commit.work_area import (WorkArea, check_record, journal_holder, publish_journal, read_journal,
-                                              read_manifest, replace_journal)
+                                              read_manifest, release_journal, replace_journal)
 from hive_compaction.model.results import NUM_FILES, SPARK_TOTAL_SIZE, TOTAL_SIZE
 from hive_compaction.storage.hadoop_fs import FolderGone, HadoopFS
 from hive_compaction.storage.listing import data_files
@@ -30,6 +30,11 @@ LOCK_WAIT_SECONDS = 60
 
 class RollbackError(RuntimeError):
     pass
+
+
+class RollbackUnfinished(RollbackError):
+    """A rollback that stopped after it began moving: it keeps holding the partition (its journal)
+    until it is run again, which goes on from where it stopped."""
 
 
 def manifests(fs: HadoopFS, area: WorkArea, run: str) -> list[CommitRecord]:
@@ -71,12 +76,15 @@ def rollback_partition(fs: HadoopFS, area: WorkArea, manifest: CommitRecord, tab
     if not switched and trash.rstrip("/") != area.trash_of(manifest):
         raise RollbackError(f"{label}: the manifest's trash {trash} is not this work area's; nothing was changed")
     # Hold the partition as a commit would: no merge or replay can start while files move back.
-    journal = area.journal(pid)
-    _hold(fs, area, manifest.but(owner=owner, rollback=True), label, locked)
+    hold = manifest.but(owner=owner, rollback=True)
+    resuming = _hold(fs, area, hold, label, locked)
+    unfinished = False
     try:
-        if switched:  # one alter_partition back to the old folder, while it is whole
+        if switched:  # one alter_partition back to the old folder, then its files back
             try:
-                location_switch.rollback_switch(fs, partitions, manifest)
+                location_switch.rollback_switch(fs, partitions, manifest, resuming)
+            except location_switch.SwitchedBack as e:
+                raise RollbackUnfinished(f"{e}; run the rollback again to finish it") from None
             except RuntimeError as e:
                 raise RollbackError(f"{e}; nothing was changed") from None
         else:
@@ -84,9 +92,12 @@ def rollback_partition(fs: HadoopFS, area: WorkArea, manifest: CommitRecord, tab
         done = manifest.but(rolled_back_at=time.time())
         # Before the journal goes: a purge (which holds it too) never deletes a manifest being written.
         fs.write_text_atomic(area.manifest_of(manifest), done.to_json())
+    except RollbackUnfinished:
+        unfinished = True
+        raise
     finally:
-        if journal_holder(fs, area, pid) == owner:
-            fs.delete(journal)
+        if not unfinished:
+            release_journal(fs, area, hold)
     if switched:
         log.info("rolled back %s: the partition reads %s again", label, location)
     else:
@@ -95,14 +106,14 @@ def rollback_partition(fs: HadoopFS, area: WorkArea, manifest: CommitRecord, tab
     return done
 
 
-def _hold(fs: HadoopFS, area: WorkArea, record: CommitRecord, label: str, locked: bool) -> None:
-    """Take the partition's journal, or refuse. A rollback journal left by a rollback that is
+def _hold(fs: HadoopFS, area: WorkArea, record: CommitRecord, label: str, locked: bool) -> bool:
+    """Take the partition's journal, or refuse; True when it finishes an interrupted rollback. A rollback journal left by a rollback that is
     gone is taken over (the rollback is finished: each step is idempotent), one of a live
     rollback never: two would move the same files and the first to finish would delete the
     other's journal. Gone means: this job holds the Metastore lock every rollback holds, or
     (a Metastore that serves no locks) the journal is older than a rollback runs."""
     if publish_journal(fs, area, record):
-        return
+        return False
     journal = area.journal(record.pid)
     current, st = read_journal(fs, journal), fs.status(journal)
     if not getattr(current, "rollback", False):
@@ -112,6 +123,7 @@ def _hold(fs: HadoopFS, area: WorkArea, record: CommitRecord, label: str, locked
         raise RollbackError(f"{label}: another rollback ({current.owner}) holds it ({journal}); nothing was changed")
     log.warning("%s: finishing the interrupted rollback of %s (%s)", label, current.owner, journal)
     replace_journal(fs, area, record)  # replaced in one step: no gap for a rival
+    return True
 
 
 def _check_owner(fs: HadoopFS, area: WorkArea, pid: str, owner: str, label: str) -> None:
@@ -144,13 +156,16 @@ def _check_and_move(fs: HadoopFS, manifest: CommitRecord, label: str, location: 
     # Outputs leave before the originals return: never both visible at once.
     check_owner()
     fs.move_all([(f"{location}/{o['name']}", f"{trash}/rolled-back/{o['name']}") for o in outputs])
-    check_owner()
     try:
+        check_owner()
         restored = fs.move_all([(f"{trash}/{f['name']}", f"{location}/{f['name']}") for f in inputs],
                                create_folders=False)
     except FolderGone:
         raise RollbackError(f"{label}: the partition's folder {location} is gone (dropped meanwhile?): it was not "
                             f"re-created, the original files stay in {trash}") from None
+    except Exception as e:  # the merged files are out, the originals not all back: hold on, run it again
+        raise RollbackUnfinished(f"{label}: the rollback stopped after the merged files left the partition "
+                                 f"({type(e).__name__}: {e}); run it again to move the originals back from {trash}") from e
     back_before = sum(1 for t, p in zip(in_trash, in_place) if t is None and p is not None)  # an earlier try's
     if restored + back_before != n:
         raise RollbackError(f"{label}: {n - restored - back_before} original file(s) left {trash} while the rollback "

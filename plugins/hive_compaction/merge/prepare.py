@@ -77,7 +77,7 @@ class Preparer:
                                          task.require_locks):
                     manifest = recover(self.fs, area, pid, self.owner, location=task.location, switch=lambda record:
                                        location_switch.recover_switch(self.fs, area, self.metastore, record,
-                                                                      task.table_location))
+                                                                      task.table_location, self.owner))
         except (CommitHeld, InputsChanged, UnsafeRecord, *LOCK_FAILURES) as e:
             # Left mid-commit (readers may miss rows), a replay that stopped with files it cannot
             # account for, or a journal naming another folder (the partition was moved since it was
