@@ -245,13 +245,27 @@ def merge_job(world: World, run: str, attempt: str):
 
 
 def maintain_job(world: World, run: str, days: float = 0.0):
-    """A later run's merge job looking after the work area: orphaned journals of other runs, the
-    purge of expired runs (``days`` later) and the retirement of switched-away folders."""
+    """A later run's merge job looking after the work area: orphaned journals of other runs (of
+    partitions it does not plan itself), the purge of expired runs (``days`` later) and the
+    retirement of switched-away folders."""
     def program():
-        world.sched.sleep(days * 86400)
+        if days:
+            world.sched.sleep(days * 86400)
+        location = world.location()
         area = {"table": TABLE, "table_location": TABLE_LOCATION, "work_dir": WORK_DIR, "trash_retention_days": 1}
-        for result in recovery.maintain(world.fs, run, f"{run}/1", [area], [], world.hms):
+        planned = [task_at(world, location)] if location else []
+        for result in recovery.maintain(world.fs, run, f"{run}/1", [area], planned, world.hms):
             world.report(f"{run}/1 (maintain)", result)
+    return program
+
+
+def next_run(world: World, run: str):
+    """The next run's merge job: it looks after the work area, then merges the partition."""
+    maintain, merge = maintain_job(world, run), merge_job(world, run, "1")
+
+    def program():
+        maintain()
+        merge()
     return program
 
 
@@ -309,7 +323,7 @@ def writer(world: World, kind: str):
                 world.intent = None
             if kind == "drop_recreate":  # then INSERT INTO: the partition again, at its default path
                 fs.put(f"{DEFAULT_LOCATION}/{next(world._names)}", rows)
-                hms.partitions[VALUES] = Partition(DEFAULT_LOCATION)
+                hms.partitions[VALUES] = Partition(DEFAULT_LOCATION, created=int(world.clock.now) + 1)
                 # What another writer left at the default path is read again: that writer's doing.
                 left = DEFAULT_LOCATION in world.left_by_writers
                 world.intent = Counter(fs.rows_under(DEFAULT_LOCATION)) if left else Counter(rows)
@@ -433,7 +447,7 @@ def run_schedule(seed: int | None = None, mode: str | None = None, cast: tuple[s
         world.fs.sched = world.hms.sched = settle
         settle.on_resume = world.hms.heartbeat
         clock.sleeper = settle.sleep
-        settle.run([Actor("merge run9/1", merge_job(world, "run9", "1"), start_after=ORPHAN_WAIT)])
+        settle.run([Actor("merge run9/1", next_run(world, "run9"), start_after=ORPHAN_WAIT)])
         world.check_end()
     except ScheduleTooLong as e:
         world.violated("the schedule did not end", str(e))

@@ -257,6 +257,7 @@ class Partition:
     location: str
     parameters: dict[str, str] = field(default_factory=dict)
     descriptor: str = "sd:orc"
+    created: int = 0  # epoch seconds
 
 
 @dataclass
@@ -314,6 +315,11 @@ class MemoryMetastore:
                 raise LockTimeout(f"{label}: another holder kept the Metastore's lock past {wait_seconds} s")
             self.clock.sleep(2.0)
             waited += 2.0
+        if writer:
+            for other in self.sched.actors:
+                if other is not me and not other.done and any(h.lost for h in other.locks):
+                    self.beyond_lease.append(f"{me.name} wrote under the lock while {other.name}, whose lock was "
+                                             "taken, still ran")
         held = HeldLock(next(self._ids), label)
         held.last_beat = self.clock.now
         self.locks[partition] = LockEntry(me, held)
@@ -340,11 +346,11 @@ class MemoryMetastore:
     def state(self, table: str, values) -> PartitionState:
         self.sched.point("get_partition (state)")
         p = self._part(values)
-        return MISSING if p is None else PartitionState(dict(p.parameters), p.descriptor, p.location)
+        return MISSING if p is None else PartitionState(dict(p.parameters), p.descriptor, p.location, p.created)
 
     def states(self, table: str, partitions: list[str]) -> dict:
         self.sched.point("get_partitions_by_names")
-        return {k: PartitionState(dict(p.parameters), p.descriptor, p.location) for k, p in self.partitions.items()
+        return {k: PartitionState(dict(p.parameters), p.descriptor, p.location, p.created) for k, p in self.partitions.items()
                 if "/".join(f"dt={v}" for v in k) in partitions}
 
     def table_location(self, table: str) -> str | None:
@@ -359,7 +365,7 @@ class MemoryMetastore:
             return False
         if descriptor is not None and p.descriptor != descriptor:
             raise DescriptorChanged("the partition's storage descriptor changed since the commit read it")
-        written = Partition(new, _merged(p.parameters, parameters), p.descriptor)
+        written = Partition(new, _merged(p.parameters, parameters), p.descriptor, p.created)
         self.sched.point(f"alter_partition (location {new})")
         self._alter(values, written)
         self.sched.note(f"alter_partition: the partition reads {_short(new)}")
@@ -380,7 +386,7 @@ class MemoryMetastore:
         p = self._part(values)
         if p is None:
             return False
-        written = Partition(p.location, _merged(p.parameters, parameters), p.descriptor)
+        written = Partition(p.location, _merged(p.parameters, parameters), p.descriptor, p.created)
         self.sched.point("alter_partition (statistics)")
         self._alter(values, written)
         return True

@@ -60,6 +60,11 @@ class CommitHeld(CommitConflict):
     replay after the orphan age, finishes it. Not a success: the partition is FAILED."""
 
 
+class JournalHeld(CommitConflict):
+    """The partition's journal was there when this commit went to publish its own: another job's
+    commit, running or interrupted; nothing was moved."""
+
+
 class CommitStopped(RuntimeError):
     """A first pass that stopped on its own and said why: every file it had moved is back (or the
     partition was dropped meanwhile), its journal is gone, nothing is left to undo or replay."""
@@ -103,8 +108,8 @@ def hold(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> None:
     """Publish the partition's journal exclusively (CommitConflict if another job holds it)."""
     check_record(record, area, record.pid, location=record.location, table_location=record.table_location)
     if not publish_journal(fs, area, record):
-        raise CommitConflict(f"another run is committing {record.label} (journal {area.journal(record.pid)}); "
-                             "nothing was moved, the next run will look at it again")
+        raise JournalHeld(f"another run is committing {record.label} (journal {area.journal(record.pid)}); "
+                          "nothing was moved, the next run will look at it again")
 
 
 def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | None = None,

@@ -56,7 +56,7 @@ from hive_compaction.commit.work_area import WorkArea, check_record, release_jou
 from hive_compaction.storage.capabilities import LOCATION_SWITCH, is_object_store
 from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.listing import data_files
-from hive_compaction.storage.metastore_client import DescriptorChanged, JobMetastore, same_location
+from hive_compaction.storage.metastore_client import DescriptorChanged, JobMetastore, PartitionState, same_location
 from hive_compaction.storage.metastore_lock import CommitConflict, check_lock_held
 from hive_compaction.storage.paths import is_within, versions_folder
 
@@ -212,12 +212,13 @@ def recover_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: Comm
     journal this job finishes or undoes is taken over first (``owner``: this job)."""
     check_record(record, area, record.pid, table_location=table_location)
     label = record.label
-    current = hms.location(record.table, record.values)
+    state = hms.state(record.table, record.values)
+    current = state.location
     if same_location(current, record.new_location):
         log.warning("%s: the location switch of run %s happened; finishing it", label, record.run)
         return _finish(fs, area, take_over(fs, area, record, owner or record.owner))
     if same_location(current, record.location):
-        if _finish_began(fs, area, record):
+        if _finish_began(fs, area, record) or _recreated(fs, record, state):
             return _recreated_since(fs, area, take_over(fs, area, record, owner or record.owner))
         st = fs.status(area.journal(record.pid))
         if st is not None and st.modification_time > (time.time() - IN_FLIGHT_SECONDS) * 1000:
@@ -258,6 +259,17 @@ def _finish_began(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> bool:
     switch, moves them there."""
     trash = area.trash_of(record)
     return any(st is not None for st in fs.statuses([f"{trash}/{f['name']}" for f in record.files]))
+
+
+def _recreated(fs: HadoopFS, record: CommitRecord, state: PartitionState) -> bool:
+    """Whether the partition, at its old folder now, was created after the switch was decided while
+    the new folder, which was built, is gone: dropped with the folder it read (the new one: had it
+    read the old one, that would be gone) and written again at the old one. The switch had happened."""
+    if record.decided_at is None or state.created is None or state.created <= record.decided_at:
+        return False
+    # Built (its staged outputs had left staging for it), and gone since.
+    built = all(st is None for st in fs.statuses([o["staged"] for o in record.outputs]))
+    return built and not fs.exists(record.new_location)
 
 
 def _recreated_since(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> None:

@@ -54,6 +54,7 @@ class CommitRecord:
     copies: list[str] = field(default_factory=list)
     rows: int = 0
     descriptor: str | None = None
+    decided_at: float | None = None  # when the switch's journal was written (epoch seconds)
     # A manifest: when the commit passed its commit point, where its inputs went, how long readers
     # could miss rows, the late files a switch moved into its new folder, when it was rolled back.
     committed_at: float | None = None

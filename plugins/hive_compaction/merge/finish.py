@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from hive_compaction.commit import location_switch
-from hive_compaction.commit.in_place import commit, hold
+from hive_compaction.commit.in_place import JournalHeld, commit, hold, recover
 from hive_compaction.commit.record import CommitRecord
 from hive_compaction.merge.copy import partition_rows
 from hive_compaction.merge.grouping import Work
@@ -116,11 +116,16 @@ class Finisher:
                 current, descriptor = state.parameters or task.statistics, state.descriptor
                 record.stats_before = {k: current.get(k) for k in STATISTICS_KEYS}
                 with step("commit"):
-                    if task.commit_mode == location_switch.MODE:
-                        result.location = self._switch(work, record, descriptor)
-                        result.reader_window_ms = 0.0
-                    else:
-                        result.reader_window_ms = commit(self.fs, work.area, record).reader_window_ms
+                    try:
+                        if task.commit_mode == location_switch.MODE:
+                            result.location = self._switch(work, record, descriptor)
+                            result.reader_window_ms = 0.0
+                        else:
+                            result.reader_window_ms = commit(self.fs, work.area, record).reader_window_ms
+                    except JournalHeld:
+                        if held is None:
+                            raise
+                        self._finish_left(work)
                 with step("listing after"):
                     self._describe_merged(work, result, outputs)
                 if chunk is not None:
@@ -131,7 +136,7 @@ class Finisher:
                 released = time.monotonic()
             if chunk is None:
                 self.steps.add("unlock", time.monotonic() - released, task)
-        except (LockTimeout, PartitionMoved) as e:  # a writer is at work: nothing moved, the backlog looks again
+        except (LockTimeout, PartitionMoved, LeftCommitFinished) as e:  # nothing of this job's moved: the next run looks again
             log.warning("%s", e)
             result.status, result.reason = Status.SKIPPED, str(e)[:500]
         except Exception as e:
@@ -142,6 +147,19 @@ class Finisher:
             result.sizes_before = result.sizes_after = work.result.sizes_before
         result.seconds = round(time.monotonic() - work.started, 3)
         return result
+
+    def _finish_left(self, work: Work) -> None:
+        """Another job's journal was found at the commit, and this job holds the partition's lock:
+        that job is gone (a live one would hold the lock, or stop at its next step), so its commit
+        is finished here, under the lock, before any writer that waits for the lock comes in
+        (``recover``, as a replay at the start of a merge). This job's merge of the partition,
+        made from files that commit replaced, is given up: LeftCommitFinished."""
+        task = work.task
+        recover(self.fs, work.area, work.pid, self.owner, location=task.location, switch=lambda record:
+                location_switch.recover_switch(self.fs, work.area, self.metastore, record, task.table_location,
+                                               self.owner))
+        raise LeftCommitFinished(f"{task.label}: an interrupted commit of another run was found and finished under "
+                                 "the lock; this job's merge of the partition is left for the next run")
 
     def _describe_merged(self, work: Work, result: PartitionResult, outputs: list[dict]) -> None:
         """The committed partition's files, sizes and rows, listed again where it now reads."""
@@ -214,6 +232,7 @@ class Finisher:
             new_location=location_switch.new_folder(task.table_location, task.partition, self.run, self.attempt),
             files=[f.identity() for f in work.files],
             descriptor=descriptor,  # compared with the partition's when it is switched
+            decided_at=time.time(),
             copies=[f.name for f in work.files if f.name not in merged],
             rows=partition_rows(self.spark, fmt, work.files, old_footers))
         hold(self.fs, work.area, record)
@@ -221,6 +240,11 @@ class Finisher:
             self.fs, work.area, self.metastore, record,
             lambda files: partition_rows(self.spark, fmt, files, new_footers))
         return manifest.new_location
+
+
+class LeftCommitFinished(CommitConflict):
+    """This job found another job's interrupted commit of the partition and finished it instead
+    of its own (``Finisher._finish_left``)."""
 
 
 class PartitionMoved(CommitConflict):

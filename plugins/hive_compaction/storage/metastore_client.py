@@ -21,10 +21,12 @@ class DescriptorChanged(CommitConflict):
 @dataclass(frozen=True)
 class PartitionState:
     """A partition (or a table without partitions) as one read returns it: its parameters, its
-    storage descriptor but the location (``descriptor_text``; None for a table) and its location."""
+    storage descriptor but the location (``descriptor_text``; None for a table), its location and
+    when it was created (epoch seconds, as the Metastore keeps it)."""
     parameters: dict[str, str] | None
     descriptor: str | None
     location: str | None
+    created: int | None = None
 
 
 MISSING = PartitionState(None, None, None)
@@ -203,7 +205,7 @@ class JobMetastore:
         params = target.getParameters()
         return PartitionState(None if params is None else self._as_dict(params),
                               descriptor_text(target.getSd()) if partition else None,
-                              str(target.getSd().getLocation()))
+                              str(target.getSd().getLocation()), int(target.getCreateTime()))
 
     def states(self, table: str, partitions: list[str]) -> dict[tuple[str, ...], PartitionState]:
         """As ``state``, for the ``partitions`` (names, ``k=v/...``) of ``table`` in one read,
