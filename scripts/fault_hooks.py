@@ -176,8 +176,10 @@ def _kind(pairs: list) -> str | None:
     src, dst = str(pairs[0][0]), str(pairs[0][1])
     if "/rolled-back/" in dst:
         return "rolled_back"
-    if "/trash/" in dst and "/trash/" not in src:
+    if "/trash/" in dst and "/trash/" not in src:  # into the staging folder's trash (or the run's)
         return "inputs"
+    if "/trash/" in src:  # a roll back, or a switch's old files back
+        return None
     if "/staging/" in src and VERSIONS_FOLDER in dst:
         return "build"
     if "/staging/" in src and "/staging/" not in dst:

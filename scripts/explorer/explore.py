@@ -18,7 +18,7 @@ sys.path[:0] = [os.path.join(os.path.dirname(__file__), ".."), os.path.join(os.p
                                                                            "plugins")]
 
 from explorer.scenario import Outcome, run_schedule, world_clock  # noqa: E402
-from explorer.scheduler import Decision  # noqa: E402
+from explorer.scheduler import Decision, render  # noqa: E402
 
 
 @dataclass
@@ -110,7 +110,7 @@ def print_figures(figures: Figures, show: int = 3) -> None:
         if n < show:
             small = shrink(outcome)
             print(f"    shrunk ({small.mode}, cast {', '.join(small.cast)}; replay: --replay {outcome.seed}):")
-            for line in small.trace:
+            for line in render(small.trace):
                 print(f"      {line}")
 
 
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         with world_clock():
             outcome = run_schedule(args.replay, args.mode)
         print(f"{outcome.mode}, cast {', '.join(outcome.cast)}")
-        print("\n".join(outcome.trace))
+        print("\n".join(render(outcome.trace)))
         return 1 if outcome.violations else 0
     seed = args.seed if args.seed is not None else int(time.time()) % 1_000_000
     figures = explore(args.schedules, seed, args.mode)

@@ -167,8 +167,8 @@ class World:
                           f"belong{_difference(here, self.intent)}")
         if missing:
             failed = [r for r in self.reports if r[1] is Status.FAILED]
-            kept = Counter(r for p, n in self.fs.files.items() if p.startswith(WORK_DIR) or "/_compacted/" in p
-                           for r in n.rows)
+            loc = self.location()
+            kept = Counter(r for p, n in self.fs.files.items() if not (loc and p.startswith(loc + "/")) for r in n.rows)
             if not failed:
                 self.violated("at the end: rows missing, no FAILED",
                               f"at the end: {sum(missing.values())} row(s) missing and no run reported FAILED")
@@ -229,7 +229,7 @@ def merge_job(world: World, run: str, attempt: str):
         staging = f"{area.staging(run, PID)}/{attempt}"
         rows: list[str] = []
         for f in files:  # the job reads every input (a file gone since the listing fails it)
-            fs.sched.point(f"read {f.path}")
+            fs.sched.point("read {}", f.path)
             node = fs.files.get(f.path)
             if node is None:
                 result.status, result.reason = Status.FAILED, f"{f.path} vanished while it was read"
@@ -274,9 +274,9 @@ def rollback_job(world: World, run: str):
         try:
             rollback_run(world.fs, WorkArea(WORK_DIR), run, TABLE_LOCATION, metastore=world.hms)
         except RollbackError as e:
-            world.sched.note(f"rollback refused: {str(e)[:160]}")
+            world.sched.note("rollback refused: {}", str(e)[:160])
             return
-        world.sched.note(f"rolled back run {run}")
+        world.sched.note("rolled back run {}", run)
         if not world.commit_in_flight():
             world.check_rows("rollback", f"rolled back run {run}")
     return program
@@ -292,14 +292,14 @@ def writer(world: World, kind: str):
             with world.hms.lock(TABLE, PARTITION, 600, writer=True):
                 write()
         except LockTimeout:
-            world.sched.note(f"{kind}: gave up waiting for the lock")
+            world.sched.note("{}: gave up waiting for the lock", kind)
 
     def write():
-        world.sched.point(f"writer: {kind}")
+        world.sched.point("writer: {}", kind)
         world.writes += 1
         fs, hms, loc = world.fs, world.hms, world.location()
         if loc is None and kind != "drop_recreate":
-            world.sched.note(f"{kind}: no partition, nothing written")
+            world.sched.note("{}: no partition, nothing written", kind)
             return
         rows = world.new_rows(3)
         if kind in ("append", "append_reuse"):
@@ -310,7 +310,7 @@ def writer(world: World, kind: str):
         elif kind in ("overwrite", "overwrite_reuse", "truncate"):
             for p, n in fs.children(loc):
                 if n is not None and not p.rsplit("/", 1)[1].startswith(("_", ".")):
-                    del fs.files[p]
+                    fs.drop_file(p)
             if kind == "truncate":
                 rows = ()
             else:
@@ -334,8 +334,8 @@ def writer(world: World, kind: str):
                 fs.put(f"{moved}/{next(world._names)}", rows)
                 hms.partitions[VALUES].location = moved
                 world.intent = Counter(fs.rows_under(moved))
-        world.sched.note(f"{kind} done: the partition's writers' rows are now "
-                         f"{'none (dropped)' if world.intent is None else sum(world.intent.values())}")
+        world.sched.note("{} done: the partition's writers' rows are now {}", kind,
+                         "none (dropped)" if world.intent is None else sum(world.intent.values()))
     return program
 
 

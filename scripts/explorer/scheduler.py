@@ -12,7 +12,7 @@ from typing import Callable
 
 import greenlet
 
-from explorer.world import Clock, Killed
+from explorer.world import Clock, Killed, short
 
 # How long a pause lasts (virtual seconds): the lock's heartbeats are lost (LOST_AFTER), the
 # lock may be taken over (DEAD_AFTER), the journal becomes an orphan's (ORPHAN_AGE_SECONDS).
@@ -52,7 +52,7 @@ class Scheduler:
         self.replay = list(decisions) if decisions is not None else None
         self.kill_rate, self.pause_rate, self.max_steps = kill_rate, pause_rate, max_steps
         self.decisions: list[Decision] = []
-        self.trace: list[str] = []
+        self.trace: list = []  # lines, or (actor, template, arguments) to format when printed
         self.current: Actor | None = None
         self.actors: list[Actor] = []
         self.on_resume: Callable[[Actor], None] = lambda actor: None
@@ -60,18 +60,19 @@ class Scheduler:
         self._last: dict[str, str] = {}
         clock.sleeper = self.sleep
 
-    def note(self, text: str) -> None:
-        who = self.current.name if self.current else "-"
-        self.trace.append(f"{who}: {text}")
+    def note(self, template: str, *args) -> None:
+        """A line of the trace, formatted only if it is printed (``render``)."""
+        self.trace.append((self.current.name if self.current else "-", template, args))
 
-    def point(self, what: str) -> None:
-        """Called by the world before each call: control goes back to the scheduler."""
+    def point(self, what: str, *args) -> None:
+        """Called by the world before each call (``what`` formatted with ``args``, when printed):
+        control goes back to the scheduler."""
         actor = self.current
         if actor is None:  # the world set up or checked outside any actor
             return
         if actor.killed:
             raise Killed()
-        self._last[actor.name] = what
+        self._last[actor.name] = (what, args)
         self._main.switch()
         if actor.killed:
             raise Killed()
@@ -83,7 +84,7 @@ class Scheduler:
             self.clock.now += seconds
             return
         actor.wake_at = self.clock.now + seconds
-        self.point(f"sleep {seconds:g} s")
+        self.point("sleep {:g} s", seconds)
 
     def _decide(self, ready: list[Actor]) -> Decision:
         if self.replay is not None:
@@ -98,18 +99,19 @@ class Scheduler:
         return Decision(pick)
 
     def run(self, actors: list[Actor]) -> None:
-        self.actors = actors
+        actors = self.actors = sorted(actors, key=lambda a: a.name)
         self._main = greenlet.getcurrent()
         start = self.clock.now
         for a in actors:
             a.wake_at = start + a.start_after
         steps = 0
         while True:
-            alive = [a for a in actors if not a.done]
-            if not alive:
-                return
-            ready = sorted((a for a in alive if a.wake_at <= self.clock.now), key=lambda a: a.name)
+            now = self.clock.now
+            ready = [a for a in actors if not a.done and a.wake_at <= now]
             if not ready:
+                alive = [a for a in actors if not a.done]
+                if not alive:
+                    return
                 self.clock.now = min(a.wake_at for a in alive)
                 continue
             steps += 1
@@ -121,19 +123,23 @@ class Scheduler:
                 d = Decision(d.pick)
             self.decisions.append(d)
             if d.action == "kill":
-                self.trace.append(f"{actor.name}: killed (at: {self._last.get(actor.name, 'start')})")
+                self.trace.append((actor.name, "killed (at: {})", (self._before(actor),)))
                 actor.killed = True
                 self._enter(actor, lambda: actor.glet.throw(Killed()))
                 continue
             if d.action.startswith("pause:"):
                 seconds = float(d.action.split(":", 1)[1])
-                self.trace.append(f"{actor.name}: paused {seconds:g} s (before: {self._last.get(actor.name, 'start')})")
+                self.trace.append((actor.name, "paused {:g} s (before: {})", (seconds, self._before(actor))))
                 actor.wake_at = self.clock.now + seconds
                 continue
             if actor.glet is None:
                 actor.glet = greenlet.greenlet(self._body(actor))
             self._enter(actor, actor.glet.switch)
             self.clock.now += Clock.STEP
+
+    def _before(self, actor: Actor) -> str:
+        what, args = self._last.get(actor.name, ("start", ()))
+        return what.format(*args)
 
     def _enter(self, actor: Actor, how) -> None:
         self.current = actor
@@ -153,3 +159,8 @@ class Scheduler:
             finally:
                 actor.done = True
         return body
+
+
+def render(trace: list) -> list[str]:
+    """The trace's lines as a person reads them."""
+    return [short(line if isinstance(line, str) else f"{line[0]}: {line[1].format(*line[2])}") for line in trace]

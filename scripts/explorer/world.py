@@ -65,9 +65,9 @@ def _norm(uri: str) -> str:
     return uri.rstrip("/")
 
 
-def _short(uri: str) -> str:
-    """A path as the trace prints it: without the scheme and the common folders."""
-    return _norm(uri).replace("file:///w/", "").replace("work/db.t/", "work/").replace("db.db/t/", "t/")
+def short(uri: str) -> str:
+    """Paths in a trace line as it prints them: without the scheme and the common folders."""
+    return uri.replace("file:///w/", "").replace("work/db.t/", "work/").replace("db.db/t/", "t/")
 
 
 def _parent(uri: str) -> str:
@@ -81,35 +81,54 @@ class MemoryFS:
         self.sched, self.clock = sched, clock
         self.files: dict[str, FileNode] = {}
         self.dirs: set[str] = set()
+        self.kids: dict[str, set[str]] = {}  # folder -> the paths directly in it
         self._inodes = itertools.count(1)
+
+    def _link(self, path: str, node: FileNode | None = None) -> None:
+        """Add a file (``node``) or a folder at ``path``, whose folder exists."""
+        if node is None:
+            self.dirs.add(path)
+        else:
+            self.files[path] = node
+        self.kids.setdefault(_parent(path), set()).add(path)
+
+    def _unlink(self, path: str) -> FileNode | None:
+        self.kids.get(_parent(path), set()).discard(path)
+        if path in self.dirs:
+            self.dirs.discard(path)
+            self.kids.pop(path, None)
+            return None
+        return self.files.pop(path)
 
     # -- world-level helpers (no scheduling point: the caller's step took one) --
     def mkdirs(self, uri: str) -> None:
         uri = _norm(uri)
+        missing = []
         while uri and uri not in self.dirs and "/" in uri.split("://", 1)[-1]:
-            self.dirs.add(uri)
+            missing.append(uri)
             uri = _parent(uri)
+        for d in reversed(missing):
+            self._link(d)
 
     def put(self, uri: str, rows: tuple[str, ...] = (), text: str | None = None, size: int | None = None) -> FileNode:
         uri = _norm(uri)
         self.mkdirs(_parent(uri))
         node = FileNode(size if size is not None else (len(text) if text is not None else 100 + 10 * len(rows)),
                         int(self.clock.now * 1000), next(self._inodes), tuple(rows), text)
-        self.files[uri] = node
+        if uri in self.files:
+            self._unlink(uri)
+        self._link(uri, node)
         return node
 
     def remove_tree(self, uri: str) -> None:
         uri = _norm(uri)
-        for p in [p for p in self.files if p == uri or p.startswith(uri + "/")]:
-            del self.files[p]
-        for d in [d for d in self.dirs if d == uri or d.startswith(uri + "/")]:
-            self.dirs.discard(d)
+        for p in list(self.kids.get(uri, ())):
+            self.remove_tree(p)
+        if uri in self.files or uri in self.dirs:
+            self._unlink(uri)
 
     def children(self, uri: str) -> list[tuple[str, FileNode | None]]:
-        uri = _norm(uri)
-        found = [(p, n) for p, n in self.files.items() if _parent(p) == uri]
-        found += [(d, None) for d in self.dirs if _parent(d) == uri]
-        return sorted(found)
+        return sorted((p, self.files.get(p)) for p in self.kids.get(_norm(uri), ()))
 
     def entry(self, uri: str) -> Entry | None:
         uri = _norm(uri)
@@ -132,13 +151,13 @@ class MemoryFS:
 
     # -- HadoopFS's calls --
     def list(self, uri: str) -> list[Entry]:
-        self.sched.point(f"list {uri}")
+        self.sched.point("list {}", uri)
         return [self.entry(p) for p, _ in self.children(uri)]
 
     def statuses(self, uris: list[str]) -> list[Entry | None]:
         if not uris:
             return []
-        self.sched.point(f"statuses of {len(uris)}")
+        self.sched.point("statuses of {}", len(uris))
         return [self.entry(u) for u in uris]
 
     status, exists, rename, read_text = HadoopFS.status, HadoopFS.exists, HadoopFS.rename, HadoopFS.read_text
@@ -147,7 +166,7 @@ class MemoryFS:
         moved = 0
         for pair in pairs:
             src, dst = _norm(pair[0]), _norm(pair[1])
-            self.sched.point(f"move {src} -> {dst}")
+            self.sched.point("move {} -> {}", src, dst)
             node = self.files.get(src)
             if node is None:
                 continue
@@ -161,40 +180,51 @@ class MemoryFS:
                 if not create_folders:
                     raise FolderGone(f"no such folder to move into: {_parent(dst)}")
                 self.mkdirs(_parent(dst))
-            self.files[dst] = self.files.pop(src)
-            self.sched.note(f"moved {_short(src)} -> {_short(dst)}")
+            self._link(dst, self._unlink(src))
+            self.sched.note("moved {} -> {}", src, dst)
             moved += 1
         return moved
 
     def rename_folder(self, src: str, dst: str) -> bool:
         """Rename a folder and what it holds in one step; False if src is missing or dst exists."""
         src, dst = _norm(src), _norm(dst)
-        self.sched.point(f"rename folder {src} -> {dst}")
+        self.sched.point("rename folder {} -> {}", src, dst)
         if src not in self.dirs or dst in self.dirs or dst in self.files or _parent(dst) not in self.dirs:
             return False
-        for p in [p for p in self.files if p.startswith(src + "/")]:
-            self.files[dst + p[len(src):]] = self.files.pop(p)
-        for d in [d for d in self.dirs if d == src or d.startswith(src + "/")]:
-            self.dirs.discard(d)
-            self.dirs.add(dst + d[len(src):])
-        self.sched.note(f"renamed folder {_short(src)} -> {_short(dst)}")
+        self._move_tree(src, dst)
+        self.sched.note("renamed folder {} -> {}", src, dst)
         return True
 
     def make_folders(self, uri: str) -> None:
-        self.sched.point(f"mkdirs {uri}")
+        self.sched.point("mkdirs {}", uri)
         self.mkdirs(uri)
+
+    def _move_tree(self, src: str, dst: str) -> None:
+        children = sorted(self.kids.get(src, ()))
+        self._unlink(src)
+        self._link(dst)
+        for p in children:
+            if p in self.files:
+                node = self._unlink(p)
+                self._link(dst + p[len(src):], node)
+            else:
+                self._move_tree(p, dst + p[len(src):])
+
+    def drop_file(self, uri: str) -> None:
+        """A writer deleting a file (part of its one step)."""
+        self._unlink(_norm(uri))
 
     def copy(self, src: str, dst: str) -> None:
         src, dst = _norm(src), _norm(dst)
-        self.sched.point(f"copy {src} -> {dst}")
+        self.sched.point("copy {} -> {}", src, dst)
         node = self.files.get(src)
         if node is None or dst in self.files:
             raise OSError(f"copy {src} -> {dst} failed")
         self.put(dst, node.rows, node.text, node.size)
-        self.sched.note(f"copied {_short(src)} -> {_short(dst)}")
+        self.sched.note("copied {} -> {}", src, dst)
 
     def touch(self, uri: str) -> None:
-        self.sched.point(f"touch {uri}")
+        self.sched.point("touch {}", uri)
         node = self.files.get(_norm(uri))
         if node is None:
             raise FileNotFoundError(uri)
@@ -202,47 +232,47 @@ class MemoryFS:
 
     def delete(self, uri: str, recursive: bool = False) -> bool:
         uri = _norm(uri)
-        self.sched.point(f"delete {uri}")
+        self.sched.point("delete {}", uri)
         if uri in self.files:
-            del self.files[uri]
-            self.sched.note(f"deleted {_short(uri)}")
+            self._unlink(uri)
+            self.sched.note("deleted {}", uri)
             return True
         if uri in self.dirs:
             if not recursive and any(True for _ in self.children(uri)):
                 raise OSError(f"{uri} is not empty")
             self.remove_tree(uri)
-            self.sched.note(f"deleted folder {_short(uri)}")
+            self.sched.note("deleted folder {}", uri)
             return True
         return False
 
     def read_text_if_exists(self, uri: str) -> str | None:
-        self.sched.point(f"read {uri}")
+        self.sched.point("read {}", uri)
         node = self.files.get(_norm(uri))
         return None if node is None else (node.text or "")
 
     def create_exclusive(self, uri: str, text: str) -> bool:
-        self.sched.point(f"create exclusive {uri}")
+        self.sched.point("create exclusive {}", uri)
         if _norm(uri) in self.files:
             return False
         self.put(uri, text=text)
-        self.sched.note(f"published {_short(uri)}")
+        self.sched.note("published {}", uri)
         return True
 
     def write_text_atomic(self, uri: str, text: str) -> None:
-        self.sched.point(f"write {uri}")
+        self.sched.point("write {}", uri)
         self.put(uri, text=text)
-        self.sched.note(f"wrote {_short(uri)}")
+        self.sched.note("wrote {}", uri)
 
     def write_data(self, uri: str, rows: tuple[str, ...]) -> None:
         """A merge job writing a staged output (one step)."""
-        self.sched.point(f"stage {uri}")
+        self.sched.point("stage {}", uri)
         self.put(uri, rows)
 
     def resolved_scheme(self, uri: str) -> str:
         return "file"
 
     def make_private_folder(self, uri: str) -> bool:
-        self.sched.point(f"mkdirs {uri}")
+        self.sched.point("mkdirs {}", uri)
         if _norm(uri) in self.dirs:
             return False
         self.mkdirs(uri)
@@ -285,6 +315,8 @@ class MemoryMetastore:
 
     def heartbeat(self, actor) -> None:
         """The holder's heartbeats while it runs: renewed if the Metastore still has its lock, else lost."""
+        if not actor.locks:
+            return
         for entry in self.locks.values():
             if entry.holder is actor:
                 entry.held.last_beat = self.clock.now
@@ -297,7 +329,7 @@ class MemoryMetastore:
              writer: bool = False):
         me = self.sched.current
         label = f"{table}/{partition}" if partition else table
-        self.sched.point(f"lock {label}")
+        self.sched.point("lock {}", label)
         waited = 0.0
         while True:
             entry = self.locks.get(partition)
@@ -309,12 +341,13 @@ class MemoryMetastore:
                 if writer:  # hive.txn.timeout passed with no replay: the holder was killed or paused that long
                     self.beyond_lease.append(f"{me.name} got the lock of {entry.holder.name} from the Metastore's "
                                              f"housekeeping ({'killed' if entry.holder.killed else 'paused'})")
-                self.sched.note(f"took over the lock of {entry.holder.name}")
+                self.sched.note("took over the lock of {}", entry.holder.name)
                 break
             if waited >= wait_seconds:
                 raise LockTimeout(f"{label}: another holder kept the Metastore's lock past {wait_seconds} s")
-            self.clock.sleep(2.0)
-            waited += 2.0
+            step = 10.0 if writer else 2.0  # a writer's long wait in fewer steps
+            self.clock.sleep(step)
+            waited += step
         if writer:
             for other in self.sched.actors:
                 if other is not me and not other.done and any(h.lost for h in other.locks):
@@ -333,6 +366,7 @@ class MemoryMetastore:
                 entry = self.locks.get(partition)
                 if entry is not None and entry.held is held:
                     del self.locks[partition]
+                me.locks.remove(held)
 
     @contextlib.contextmanager
     def lock_chunk(self, table: str, partitions: list[str]):
@@ -366,9 +400,9 @@ class MemoryMetastore:
         if descriptor is not None and p.descriptor != descriptor:
             raise DescriptorChanged("the partition's storage descriptor changed since the commit read it")
         written = Partition(new, _merged(p.parameters, parameters), p.descriptor, p.created)
-        self.sched.point(f"alter_partition (location {new})")
+        self.sched.point("alter_partition (location {})", new)
         self._alter(values, written)
-        self.sched.note(f"alter_partition: the partition reads {_short(new)}")
+        self.sched.note("alter_partition: the partition reads {}", new)
         return True
 
     def _alter(self, values, written: Partition) -> None:

@@ -84,7 +84,7 @@ class CommitRecord:
         return replace(self, **changes)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=1)
+        return json.dumps(vars(self))  # every field is plain JSON: no deep copy (asdict), and the C encoder
 
 
 @dataclass
