@@ -47,8 +47,8 @@ class ScheduleTooLong(RuntimeError):
 
 class Scheduler:
     def __init__(self, clock: Clock, rng: random.Random | None, decisions: list[Decision] | None = None,
-                 kill_rate: float = 0.0, pause_rate: float = 0.0, max_steps: int = 3000):
-        self.clock, self.rng = clock, rng
+                 kill_rate: float = 0.0, pause_rate: float = 0.0, max_steps: int = 3000, policy=None):
+        self.clock, self.rng, self.policy = clock, rng, policy
         self.replay = list(decisions) if decisions is not None else None
         self.kill_rate, self.pause_rate, self.max_steps = kill_rate, pause_rate, max_steps
         self.decisions: list[Decision] = []
@@ -87,6 +87,8 @@ class Scheduler:
         self.point("sleep {:g} s", seconds)
 
     def _decide(self, ready: list[Actor]) -> Decision:
+        if self.policy is not None:
+            return self.policy(ready)
         if self.replay is not None:
             d = self.replay.pop(0) if self.replay else Decision(0)
             return Decision(d.pick % len(ready), d.action)
@@ -119,7 +121,7 @@ class Scheduler:
                 raise ScheduleTooLong(f"more than {self.max_steps} steps")
             d = self._decide(ready)
             actor = ready[d.pick]
-            if d.action != "step" and actor.glet is None:  # a replayed list edited by the shrinker
+            if d.action == "kill" and actor.glet is None:  # a replayed list edited by the shrinker
                 d = Decision(d.pick)
             self.decisions.append(d)
             if d.action == "kill":

@@ -317,7 +317,7 @@ def retire(fs: HadoopFS, hms: JobMetastore, manifest: CommitRecord) -> bool:
         _delete_known(fs, manifest.new_location, new_folder_files(manifest), label, manifest.run)
         return True
     if same_location(current, manifest.new_location):
-        adopt_late_files(fs, old, manifest.new_location, manifest.files, label)
+        adopt_late_files(fs, old, manifest.new_location, manifest.files, label, moved_out=bool(manifest.trash))
     if manifest.trash:  # the old files left the folder at the switch: it is removed if nothing came since
         if not data_files(fs.list(old))[0] and fs.exists(old):
             fs.delete(old, recursive=True)
@@ -334,15 +334,27 @@ def new_folder_files(manifest: CommitRecord) -> list[dict]:
         [{"name": f["name"], "size": f["size"]} for f in manifest.files if f["name"] in copies]
 
 
-def adopt_late_files(fs: HadoopFS, old: str, new: str, known: list[dict], label: str) -> list[str]:
+def adopt_late_files(fs: HadoopFS, old: str, new: str, known: list[dict], label: str,
+                     moved_out: bool = False) -> list[str]:
     """Move the data files of ``old`` (a folder no partition reads any more) under a name it did
     not hold before (``known``) into ``new``, the partition's folder, where readers see their
     rows: a writer that looked the location up before the switch appended them. A name that
-    is taken in ``new`` gets a ``_copy_<n>`` suffix, as Hive names a second file. The new names."""
+    is taken in ``new`` gets a ``_copy_<n>`` suffix, as Hive names a second file. The new names.
+    Only an append is adopted: when a ``known`` file changed or went (not ``moved_out`` by the
+    switch's finish), nothing moves and the error says what is where."""
     then = {f["name"] for f in known}
     files, _ = data_files(fs.list(old.rstrip("/")))
     late = [f for f in files if f.name not in then]
     if not late:
+        return []
+    replaced = changed_files([f for f in files if f.name in then], [f for f in known if f["name"] in {g.name for g in files}])
+    gone = then - {f.name for f in files}
+    if replaced or (gone and not moved_out):
+        # Not an append: a writer replaced or removed files the switch had copied (an overwrite by
+        # path); its new files beside the merged copy of the rows they replaced could double them.
+        log.error("%s: %d file(s) %s arrived in the old folder %s after its location switch while known file(s) "
+                  "%s changed or went: not an append, so they were not moved into %s; decide from their rows",
+                  label, len(late), [f.name for f in late][:5], old, sorted(set(replaced) | gone)[:5], new)
         return []
     taken = {f.name: f.size for f in fs.list(new.rstrip("/"))}
     # On an object store a move is a copy then a delete: one that stopped in between left the file

@@ -1,0 +1,159 @@
+"""The commit protocol under the schedule explorer (``scripts/explorer``): the real commit,
+recovery, rollback, retire and purge code of both modes, run by actors that may be killed or
+paused before any storage or Metastore call, against a file system and a Metastore in memory.
+
+- a seeded sample of schedules (at least 20,000; ``SUITE_MATRIX_SEED`` replays it), none of which
+  may violate an invariant within the lease (what no lease can fence is counted and printed:
+  docs/safety.md);
+- the five schedules of issue 53, written out, each of which violated an invariant on f9600e7.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import Counter
+
+import pytest
+
+from explorer.explore import explore, print_figures, shrink
+from explorer.scenario import DEFAULT_LOCATION, INPUT_NAMES, Rule, Script, run_schedule, world_clock
+from explorer.scheduler import render
+from hive_compaction.model.results import Status
+
+SAMPLE = int(os.environ.get("SUITE_EXPLORER_SCHEDULES", "20000"))
+
+
+@pytest.fixture(autouse=True)
+def quiet_logs():
+    logging.disable(logging.CRITICAL)
+    yield
+    logging.disable(logging.NOTSET)
+
+
+def test_sampled_schedules_keep_every_invariant(matrix_rng, capsys):
+    seed, _ = matrix_rng
+    started = time.monotonic()
+    figures = explore(SAMPLE, seed)
+    with capsys.disabled():
+        print()
+        print_figures(figures, show=0)
+        print(f"  replay this sample: SUITE_MATRIX_SEED={seed}; {time.monotonic() - started:.1f} s")
+    assert figures.schedules == SAMPLE
+    if figures.violating:
+        shown = []
+        for kind, outcome in figures.by_kind.items():
+            small = shrink(outcome)
+            shown.append(f"{figures.counts[kind]} x {kind} (--replay {outcome.seed}):\n  "
+                         + "\n  ".join(render(small.trace)))
+        pytest.fail(f"seed {seed}: {figures.violating} of {figures.schedules} schedules violated an invariant:\n"
+                    + "\n".join(shown))
+
+
+def actor(world, name: str):
+    return next(a for a in world.sched.actors if a.name == name)
+
+
+def gone(name: str):
+    return lambda world: actor(world, name).done
+
+
+def paused(name: str):
+    return lambda world: actor(world, name).wake_at > world.clock.now + 1
+
+
+def waiting_at(name: str, text: str):
+    return lambda world: text in world.sched._before(actor(world, name))
+
+
+def output_published(world) -> bool:
+    return any(p.rsplit("/", 1)[1].startswith("part-compacted-run1-1") for p, _ in world.fs.children(DEFAULT_LOCATION))
+
+
+def scripted(mode: str, cast: tuple[str, ...], rules: list[Rule], starts: dict | None = None):
+    with world_clock():
+        outcome = run_schedule(None, mode, cast, script=Script(rules, starts))
+    trace = "\n  ".join(render(outcome.trace))
+    return outcome, trace
+
+
+def test_a_replay_after_an_overwrite_puts_no_old_row_back():
+    """Finding 1: killed once its output moved in, an INSERT OVERWRITE, then the next run."""
+    outcome, trace = scripted("in_place", ("merge run1/1", "writer overwrite", "merge run2/1"),
+                              [Rule("merge run1/1", output_published)],
+                              {"writer overwrite": gone("merge run1/1"), "merge run2/1": gone("writer overwrite")})
+    world = outcome.world
+    assert not outcome.violations, trace
+    assert world.partition_rows() == world.intent and sum(world.intent.values()) == 3, trace
+    assert any(who.startswith("run2/1") and status is Status.FAILED for who, status, _ in world.reports), trace
+
+
+def test_a_takeover_never_deletes_the_folder_a_switch_in_flight_names():
+    """Finding 2: a switch's alter_partition in flight while a retry takes over."""
+    outcome, trace = scripted("location_switch", ("merge run1/1", "merge run1/2"),
+                              [Rule("merge run1/1", waiting_at("merge run1/1", "alter_partition (location"),
+                                    "pause:30")],
+                              {"merge run1/2": paused("merge run1/1")})
+    world = outcome.world
+    assert not outcome.violations, trace
+    assert world.location() in world.fs.dirs and world.partition_rows() == world.intent, trace
+
+
+def test_a_paused_committer_never_unpublishes_a_later_owners_commit():
+    """Finding 3: A paused with its output in, B takes over and finishes, a writer appends, A resumes."""
+    outcome, trace = scripted("in_place", ("merge run1/1", "merge run1/2", "writer append"),
+                              [Rule("merge run1/1", output_published, "pause:700")],
+                              {"merge run1/2": paused("merge run1/1"), "writer append": gone("merge run1/2")})
+    world = outcome.world
+    assert not outcome.violations, trace
+    assert world.partition_rows() == world.intent and sum(world.intent.values()) == 11, trace
+    assert not [s for who, s, _ in world.reports if who.startswith("run1/2") and s is Status.FAILED], trace
+
+
+def test_a_partition_dropped_and_written_again_at_its_old_folder_reads_no_merged_row():
+    """Finding 4: after a location switch, DROP PARTITION then INSERT INTO at the default path."""
+    outcome, trace = scripted("location_switch", ("merge run1/1", "writer drop_recreate"), [],
+                              {"writer drop_recreate": gone("merge run1/1")})
+    world = outcome.world
+    assert not outcome.violations, trace
+    assert world.location() == DEFAULT_LOCATION and world.partition_rows() == world.intent, trace
+    assert sum(world.intent.values()) == 3, trace
+
+
+def test_an_in_place_commit_rereads_the_location_under_its_lock():
+    """Finding 5: ALTER TABLE ... SET LOCATION between the plan and the commit."""
+    outcome, trace = scripted("in_place", ("merge run1/1", "writer set_location"),
+                              [Rule("merge run1/1", waiting_at("merge run1/1", "lock "), "pause:6")],
+                              {"writer set_location": paused("merge run1/1")})
+    world = outcome.world
+    assert not outcome.violations, trace
+    first = [status for who, status, _ in world.reports if who.startswith("run1/1")]
+    assert first == [Status.SKIPPED], trace
+    # The folder the partition left is not touched, and the partition keeps its writer's statistics.
+    left = Counter(p.rsplit("/", 1)[1] for p, n in world.fs.children(DEFAULT_LOCATION) if n is not None)
+    assert sorted(left) == sorted(INPUT_NAMES), trace
+    assert "numFiles" not in world.hms.partitions[("1",)].parameters or \
+        world.hms.partitions[("1",)].parameters["numFiles"] != "1", trace
+
+
+TWINS = int(os.environ.get("SUITE_EXPLORER_TWINS", "16"))
+
+
+def test_the_double_ends_where_the_real_file_system_does(spark, tmp_path, matrix_rng):
+    """A sample of the explored schedules runs again on the local disk through HadoopFS (the JVM
+    helper, Hadoop's local file system), replaying the same decisions: both end in the same state
+    (every file and its rows, the partition's location, every report), so the in-memory double the
+    sample relies on keeps the real file system's semantics."""
+    from explorer.real_fs import RealFS
+    from explorer.scenario import twin_differences
+    seed, rng = matrix_rng
+    picked = [seed * 1_000_003 + rng.randrange(1_000_000) for _ in range(TWINS)]
+    with world_clock():
+        for n, schedule in enumerate(picked):
+            memory = run_schedule(schedule)
+            root = tmp_path / f"s{n}"
+            real = run_schedule(None, memory.mode, memory.cast, list(memory.decisions),
+                                fs_factory=lambda sched, clock: RealFS(sched, clock, spark, root))
+            apart = twin_differences(memory, real)
+            assert not apart, (f"schedule {schedule} (seed {seed}) ends apart on the double and on the disk:\n  "
+                               + "\n  ".join(apart[:12]) + "\n on the disk:\n  " + "\n  ".join(render(real.trace)))
