@@ -23,5 +23,5 @@ def decided_commit(tmp_path: Path, table: str, partition: str, run: str, folder:
                           location=f"file://{folder}", table_location=f"file://{folder.parent}", inputs=inputs,
                           outputs=[{"staged": f"file://{staged / n}", "name": n, "size": (staged / n).stat().st_size}
                                    for n in outputs],
-                          staging=area.staging(run, pid))
+                          staging=f"file://{staged}")  # the attempt's own staging folder, as a merge job names it
     return area, record, staged

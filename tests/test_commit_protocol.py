@@ -83,7 +83,11 @@ def test_a_replay_never_acts_on_inputs_a_writer_replaced_since_the_commit_was_de
         assert "input(s) in the trash" in run.log and "in staging" in run.log
     assert [f.name for f in data_files(folder)] == [inputs[0]] and (folder / inputs[0]).read_bytes() == written
     assert stack.content(db, table)[f"dt={dt}"] == writer_content
-    assert not list((work_area(stack, db, table) / "journal").glob("*.json"))
+    journals = work_area(stack, db, table) / "journal"
+    if point == "journaled":
+        assert not list(journals.glob("*.json"))
+    else:  # the journal stays, marked stopped, until a person decides (every later run fails the partition)
+        assert len(list(journals.glob("*.json"))) == 1 and len(list(journals.glob("*.stopped"))) == 1
 
 
 def test_a_tampered_journal_moves_nothing(stack, tmp_path):
@@ -188,7 +192,7 @@ def decided(fs, tmp_path: Path, table: str, partition: str, run: str, outputs: t
         table_location=f"file://{folder.parent}",
         inputs=[e.identity() for e in fs.list(f"file://{folder}") if not e.name.startswith(".")],
         outputs=[{"staged": f"file://{staged / n}", "name": n, "size": (staged / n).stat().st_size} for n in outputs],
-        staging=area.staging(run, pid))
+        staging=f"file://{staged}")  # the attempt's own staging folder, as a merge job's commit names it
     return folder, area, staged, record
 
 
@@ -233,9 +237,12 @@ def test_an_overwrite_under_new_names_mid_commit_keeps_only_the_writers_rows(spa
         commit.commit(fs, area, record)
     assert {f.name: f.read_text() for f in data_files(folder)} == {writer: "written\n"}
     moved = {"input_moved": {"000000_0"}, "outputs_moving": {"000000_0", "000001_0"}}[step]
-    assert {f.name for f in data_files(Path(area.trash_of(record)[len("file://"):]))} == moved
+    assert {f.name for f in data_files(staged / "trash")} == moved  # the staging folder's trash
     assert {f.name for f in data_files(staged)} == {"part-compacted-0"}
-    assert not fs.exists(area.journal(record.pid))
+    # The journal stays, marked stopped with what is where: no run merges the partition until a person decides.
+    assert fs.exists(area.journal(record.pid)) and "what is where" in fs.read_text(area.stopped_mark(record.pid))
+    with pytest.raises(commit.CommitHeld, match="until a person decides"):
+        commit.recover(fs, area, record.pid, "run2/1", location=record.location)
 
 
 def test_a_journal_being_taken_over_never_stops_existing(spark, tmp_path):

@@ -41,6 +41,9 @@ class Decision:
     action: str = "step"  # "step", "kill" or "pause:<seconds>"
 
 
+_STEPS = tuple(Decision(n) for n in range(16))
+
+
 class ScheduleTooLong(RuntimeError):
     pass
 
@@ -92,13 +95,14 @@ class Scheduler:
         if self.replay is not None:
             d = self.replay.pop(0) if self.replay else Decision(0)
             return Decision(d.pick % len(ready), d.action)
-        pick = self.rng.randrange(len(ready))
-        actor, r = ready[pick], self.rng.random()
+        rand = self.rng.random
+        pick = int(rand() * len(ready))
+        actor, r = ready[pick], rand()
         if actor.glet is not None and actor.killable and r < self.kill_rate:
             return Decision(pick, "kill")
         if actor.glet is not None and actor.pausable and r < self.kill_rate + self.pause_rate:
-            return Decision(pick, f"pause:{self.rng.choice(PAUSES):g}")
-        return Decision(pick)
+            return Decision(pick, f"pause:{PAUSES[int(rand() * len(PAUSES))]:g}")
+        return _STEPS[pick] if pick < len(_STEPS) else Decision(pick)
 
     def run(self, actors: list[Actor]) -> None:
         actors = self.actors = sorted(actors, key=lambda a: a.name)

@@ -346,6 +346,11 @@ class MemoryMetastore:
             if waited >= wait_seconds:
                 raise LockTimeout(f"{label}: another holder kept the Metastore's lock past {wait_seconds} s")
             step = 10.0 if writer else 2.0  # a writer's long wait in fewer steps
+            if entry.holder.wake_at > self.clock.now + step:  # a paused holder: nothing changes before it wakes,
+                # its lease ends, or the wait does (unless another takes it, seen on waking)
+                expiry = entry.held.last_beat + (TXN_TIMEOUT_SECONDS if writer else DEAD_AFTER_SECONDS)
+                step = max(step, min(entry.holder.wake_at, expiry + 0.01, self.clock.now + wait_seconds - waited)
+                           - self.clock.now)
             self.clock.sleep(step)
             waited += step
         if writer:

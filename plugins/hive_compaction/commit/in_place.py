@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from hive_compaction.commit.record import CommitRecord, PurgeHold
 from hive_compaction.commit.work_area import (WorkArea, check_record, journal_holder, publish_journal, read_journal,
-                                              release_journal, replace_journal)
+                                              read_manifest, release_journal, replace_journal)
 from hive_compaction.storage.hadoop_fs import FolderGone, HadoopFS
 from hive_compaction.storage.listing import MERGED_PREFIX, is_hidden
 from hive_compaction.storage.metastore_lock import CommitConflict, check_lock_held, holding_lock
@@ -400,6 +400,15 @@ def _apply(fs: HadoopFS, area: WorkArea, record: CommitRecord, first: bool = Fal
     _stop_if_dropped(fs, area, record, first)
     # Files already moved by an interrupted attempt are skipped: every step can be replayed.
     check_owner(fs, area, record)
+    if not first:
+        done = read_manifest(fs, area.manifest_of(record))
+        if done is not None and done.committed_at and not done.rolled_back_at:
+            # Its manifest is written: the first pass (or a replay) had found the partition as its
+            # moves made it, outputs in, so whatever arrived since is a writer's that came after.
+            log.warning("%s: the interrupted commit of run %s had written its manifest: finishing it", record.label, run)
+            release_journal(fs, area, record)
+            fs.delete(record.staging or area.staging(record.run, record.pid), recursive=True)
+            return done
     if not first and _committed(fs, record, trash):
         # Finished only if nothing else arrived meanwhile: a file under an input's name or a new
         # one may be an overwrite's, and the merged rows beside it would be the rows it replaced.

@@ -115,19 +115,25 @@ def parse(text: str) -> CommitRecord | PurgeHold | None:
     if not isinstance(data, dict):
         raise UnsafeRecord(f"not a commit record: a JSON {type(data).__name__}")
     cls = PurgeHold if data.get("purge") else CommitRecord
-    known = {f.name: f for f in fields(cls)}
-    problems = [f"{f.name} is missing" for f in known.values()
-                if f.name not in data and f.default is MISSING and f.default_factory is MISSING]
+    known, required = _SCHEMA[cls]
+    problems = [f"{name} is missing" for name in required if name not in data]
     for name, value in data.items():
-        f = known.get(name)
-        if f is None:
+        declared = known.get(name)
+        if declared is None:
             continue  # a field of a newer version: not needed here
-        if not isinstance(value, _TYPES[f.type]) or (isinstance(value, bool) and bool not in _TYPES[f.type]):
-            problems.append(f"{name} is {type(value).__name__}, not {f.type}")
-        elif f.type.startswith("list[dict]") and value and not all(isinstance(v, dict) for v in value):
+        types = _TYPES[declared]
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            problems.append(f"{name} is {type(value).__name__}, not {declared}")
+        elif declared.startswith("list[dict]") and value and not all(isinstance(v, dict) for v in value):
             problems.append(f"{name} holds items that are not objects")
     if problems:
         table, partition = str(data.get("table", "")), str(data.get("partition", ""))
         raise UnsafeRecord(f"the commit record of {table}/{partition} is refused, nothing was moved: "
                            f"{'; '.join(problems)}", table, partition)
     return cls(**{k: v for k, v in data.items() if k in known})
+
+
+# Each record class's fields (name -> declared type) and the names it cannot do without, read once.
+_SCHEMA = {cls: ({f.name: f.type for f in fields(cls)},
+                 [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING])
+           for cls in (CommitRecord, PurgeHold)}
