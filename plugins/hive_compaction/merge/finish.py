@@ -116,16 +116,7 @@ class Finisher:
                 current, descriptor = state.parameters or task.statistics, state.descriptor
                 record.stats_before = {k: current.get(k) for k in STATISTICS_KEYS}
                 with step("commit"):
-                    try:
-                        if task.commit_mode == location_switch.MODE:
-                            result.location = self._switch(work, record, descriptor)
-                            result.reader_window_ms = 0.0
-                        else:
-                            result.reader_window_ms = commit(self.fs, work.area, record).reader_window_ms
-                    except JournalHeld:
-                        if held is None:
-                            raise
-                        self._finish_left(work)
+                    self._commit(work, record, descriptor, locked=held is not None)
                 with step("listing after"):
                     self._describe_merged(work, result, outputs)
                 if chunk is not None:
@@ -147,6 +138,21 @@ class Finisher:
             result.sizes_before = result.sizes_after = work.result.sizes_before
         result.seconds = round(time.monotonic() - work.started, 3)
         return result
+
+    def _commit(self, work: Work, record: CommitRecord, descriptor: str | None, locked: bool) -> None:
+        """The partition's commit, by its mode; a dead job's journal found there is finished
+        first when this job holds the lock (``_finish_left``)."""
+        result = work.result
+        try:
+            if work.task.commit_mode == location_switch.MODE:
+                result.location = self._switch(work, record, descriptor)
+                result.reader_window_ms = 0.0
+            else:
+                result.reader_window_ms = commit(self.fs, work.area, record).reader_window_ms
+        except JournalHeld:
+            if not locked:
+                raise
+            self._finish_left(work)
 
     def _finish_left(self, work: Work) -> None:
         """Another job's journal was found at the commit, and this job holds the partition's lock:
