@@ -4,23 +4,29 @@ Per partition, after the merged outputs are staged outside the partition and ver
 
 1. ``journal/<partition-id>.json`` is written (atomically) with the planned inputs and the
    staged outputs. From here on the commit is decided: it will be rolled forward.
-2. Each input is moved from the partition into ``trash/<run>/<partition-id>/``.
+2. Each input is moved from the partition into the staging folder's ``trash/`` (made before 1).
 3. Each staged output is moved into the partition under a visible name.
-4. A manifest (the record used by rollback and trash cleanup) is written, the journal and the
-   staging folder are removed.
+4. That trash becomes the run's (``trash/<run>/<partition-id>/<attempt>``), a manifest (the record
+   used by rollback and trash cleanup) is written, the journal is released and the staging
+   folder removed.
 
 The journal is published whole and exclusively (``HadoopFS.create_exclusive``: only on storage
 whose primitives make that atomic, see ``storage``), so of two committers exactly one holds a
 partition. Its record names its owner (the job's attempt); before each step the committer reads
-the journal again and stops if another job took it over.
+the journal again and stops if another job took it over. A job that takes a journal over renames
+the staging folder (``take_over``), so a paused earlier holder's next move fails whatever it had
+checked; a journal is released only while it is the file its holder published
+(``work_area.release_journal``).
 
 A crash before 1 leaves only staging garbage outside the partition. A crash after 1 is finished
 by ``recover`` at the start of the next attempt on that partition, which replays steps 2-4 (each
 step is idempotent) only after checking the record (``work_area.check_record``: names, folders)
 and every input's identity (size, modification time and, where the storage has one, its etag
 or file id: ``Entry.version``; in the partition or in the trash): a
-partition another writer changed since is not touched further and is reported. A replay is
-claimed exclusively too (``<partition-id>.replay``), so two jobs never replay one journal.
+partition another writer changed since is not touched further: nothing is moved into it, the
+outputs go back to staging, and a mark beside the journal (``<partition-id>.stopped``) says what
+is where until a person decides. A replay is claimed exclusively too (``<partition-id>.replay``),
+so two jobs never replay one journal.
 
 Only the files named in the journal are ever moved, and each only while it has the size and
 time the journal names, so files that arrive while a merge runs stay where they are. Readers
@@ -91,7 +97,7 @@ def commit(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> CommitRecord:
 
     The inputs move into the staging folder's ``trash`` (``moving_trash``), made before the
     journal is published: a replay that takes the commit over renames the staging folder
-    (``_fence``), and from then on every move of the first holder from or into it fails."""
+    (``take_over``), and from then on every move of the first holder from or into it fails."""
     if record.listing is None:
         record = record.but(listing=[e.identity() for e in _visible(fs, record.location)])
     record = record.but(moving_trash=f"{record.staging}/{MOVING_TRASH}")
@@ -119,7 +125,8 @@ def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | 
     record's folder must lie inside ``table_location``. ``switch(record)`` finishes a location
     switch's journal (``location_switch``: it needs the Metastore); without it such a journal
     is left for a job that has one. A commit that stopped with files it could not account for
-    (``stopped``) is never replayed: CommitHeld says what is where, until a person decides."""
+    (its mark, ``WorkArea.stopped_mark``) is never replayed: CommitHeld says what is where, until
+    a person decides."""
     journal = area.journal(pid)
     if not fs.exists(journal):
         return None
@@ -180,7 +187,7 @@ def take_over(fs: HadoopFS, area: WorkArea, record: CommitRecord, owner: str) ->
     that exists: a takeover killed between its two steps left an older one). From the replace
     on, the earlier holder can no longer release the journal; from the rename on, none of its
     moves from or into the staging folder happen, and this job reads what they did after it."""
-    base = record.staging.split("~", 1)[0]
+    base = record.staging[:-len(f"~{record.generation}")] if record.generation else record.staging
 
     def folder(n: int) -> str:
         return base if n == 0 else f"{base}~{n}"
@@ -354,8 +361,8 @@ def _stop_if_rewritten(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash
     ``all_moved``: every input is in the trash, so a file under an input's name is the writer's
     whatever its identity; else another merge's output (``MERGED_PREFIX``: another table's run
     over the same folder, which merged the inputs this one had not moved yet) is no writer's, and
-    what moved goes back. A replay never does this: past the commit point it only finishes
-    (``_committed``)."""
+    what moved goes back. A replay past the commit point stops the same way when anything else is
+    in the partition (``_apply``)."""
     location = record.location.rstrip("/")
     here = {e.name: e for e in _visible(fs, location)}
     reused = [f["name"] for f in record.inputs if f["name"] in here and (all_moved or not here[f["name"]].matches(f))]
@@ -367,8 +374,6 @@ def _stop_if_rewritten(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash
     what = " and ".join(x for x in (f"wrote {reused[:3]} (an input's name)" if reused else "",
                                     f"wrote {strangers[:3]}" if strangers else "",
                                     f"removed {vanished[:3]}" if vanished else "") if x)
-    check_owner(fs, area, record)
-    unpublish(fs, record, location)
     _stop(fs, area, record, InputsChanged(
         f"{record.label}: a writer {what} in the partition while its commit ran (an INSERT OVERWRITE or an "
         f"append?); the merged output(s) {[o['name'] for o in record.outputs][:3]} were taken out again into "
@@ -417,8 +422,8 @@ def _apply(fs: HadoopFS, area: WorkArea, record: CommitRecord, first: bool = Fal
             _stop(fs, area, record, InputsChanged(
                 f"{record.label}: the interrupted commit of run {record.run} had published its outputs, but "
                 f"{seen.problem} changed since it was decided (another writer: an append, or an overwrite whose "
-                f"rows the merged outputs {seen.published[:3]} would double): not finished, nothing moved. What is "
-                f"where: {len(seen.in_trash)} input(s) in the trash {trash}; the partition holds {seen.here} file(s)"))
+                f"rows the merged outputs {seen.published[:3]} would double): not finished. What is where: "
+                f"{len(seen.in_trash)} input(s) in the trash {trash}; the partition holds {seen.here} file(s)"))
         log.warning("%s: the interrupted commit of run %s had passed its commit point (every input in the trash, "
                     "every output published): finishing it", record.label, run)
         return _finish(fs, area, record, trash, None)
