@@ -12,7 +12,7 @@ import logging
 import time
 
 from hive_compaction.commit import location_switch
-from hive_compaction.commit.in_place import CommitHeld, InputsChanged, ORPHAN_AGE_SECONDS, recover
+from hive_compaction.commit.in_place import CommitHeld, CommitStopped, InputsChanged, ORPHAN_AGE_SECONDS, recover
 from hive_compaction.commit.record import CommitRecord, PurgeHold, UnsafeRecord
 from hive_compaction.commit.work_area import WorkArea, journal_files, purge_expired, read_journal
 from hive_compaction.model.batch import PartitionTask
@@ -105,7 +105,7 @@ def _recover_orphan(fs, area: WorkArea, pid: str, record: CommitRecord, owner: s
         why = "a commit of it is unfinished: " if isinstance(e, LOCK_FAILURES) else ""
         result.status, result.reason, result.recovered = Status.FAILED, f"{why}{e}"[:FAILED_REASON_CHARS], False
         return result
-    except CommitConflict as e:  # nothing of the commit had moved: the partition is as another writer left it
+    except (CommitConflict, CommitStopped) as e:  # nothing of the commit is in: the partition is as it was
         log.warning("%s", e)
         result.status, result.reason, result.recovered = Status.SKIPPED, str(e)[:REASON_CHARS], False
         return result

@@ -9,7 +9,7 @@ import threading
 import time
 
 from hive_compaction.commit import location_switch
-from hive_compaction.commit.in_place import CommitHeld, InputsChanged, recover
+from hive_compaction.commit.in_place import CommitHeld, CommitStopped, InputsChanged, recover
 from hive_compaction.commit.record import UnsafeRecord
 from hive_compaction.commit.work_area import WorkArea
 from hive_compaction.merge import grouping
@@ -87,7 +87,7 @@ class Preparer:
             return PartitionResult(task.table_name, task.partition, task.location, Status.FAILED,
                                    reason=f"{why}{e}", listed=False, stats_files=task.num_files,
                                    stats_bytes=task.total_size)
-        except CommitConflict as e:  # nothing of the commit had moved: the partition is as another writer left it
+        except (CommitConflict, CommitStopped) as e:  # nothing of the commit is in: the partition is as it was
             return PartitionResult(task.table_name, task.partition, task.location, Status.SKIPPED, reason=str(e),
                                    listed=False, stats_files=task.num_files, stats_bytes=task.total_size)
         if manifest is not None and manifest.switched:
