@@ -134,8 +134,9 @@ def test_a_replay_past_its_commit_point_stops_beside_a_file_written_under_an_inp
     assert [f.name for f in data_files(folder)] == [inputs[0]] and (folder / inputs[0]).read_bytes() == written
     assert stack.rows(db, table)[partition] == stack.rows(db, "writer")[partition]
     assert len(list((area / "journal").glob("*.json"))) == 1 and len(list((area / "journal").glob("*.stopped"))) == 1
-    staged = [f.name for f in (area / "staging" / "killed").rglob("part-compacted-*")]
-    assert staged == outputs  # the merged rows, kept for the person who decides
+    journal = json.loads(next((area / "journal").glob("*.json")).read_text())
+    staged = [Path(o["staged"][len("file://"):]) for o in journal["outputs"]]
+    assert [o["name"] for o in journal["outputs"]] == outputs and all(p.is_file() for p in staged), staged  # kept
 
 
 def test_an_overwrite_with_new_names_after_the_inputs_moved_is_never_joined_by_the_old_rows(stack, tmp_path):

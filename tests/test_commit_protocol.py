@@ -240,7 +240,7 @@ def test_an_overwrite_under_new_names_mid_commit_keeps_only_the_writers_rows(spa
     assert {f.name for f in data_files(staged / "trash")} == moved  # the staging folder's trash
     assert {f.name for f in data_files(staged)} == {"part-compacted-0"}
     # The journal stays, marked stopped with what is where: no run merges the partition until a person decides.
-    assert fs.exists(area.journal(record.pid)) and "what is where" in fs.read_text(area.stopped_mark(record.pid))
+    assert fs.exists(area.journal(record.pid)) and "are in staging" in fs.read_text(area.stopped_mark(record.pid))
     with pytest.raises(commit.CommitHeld, match="until a person decides"):
         commit.recover(fs, area, record.pid, "run2/1", location=record.location)
 

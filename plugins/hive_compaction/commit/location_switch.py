@@ -217,9 +217,9 @@ def recover_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: Comm
     if same_location(current, record.new_location):
         log.warning("%s: the location switch of run %s happened; finishing it", label, record.run)
         return _finish(fs, area, take_over(fs, area, record, owner or record.owner))
+    if _finish_began(fs, area, record) or (same_location(current, record.location) and _recreated(fs, record, state)):
+        return _superseded(fs, area, take_over(fs, area, record, owner or record.owner), current)
     if same_location(current, record.location):
-        if _finish_began(fs, area, record) or _recreated(fs, record, state):
-            return _recreated_since(fs, area, take_over(fs, area, record, owner or record.owner))
         st = fs.status(area.journal(record.pid))
         if st is not None and st.modification_time > (time.time() - IN_FLIGHT_SECONDS) * 1000:
             raise SwitchInFlight(f"{label}: the location switch of run {record.run} has not happened, but its "
@@ -272,11 +272,13 @@ def _recreated(fs: HadoopFS, record: CommitRecord, state: PartitionState) -> boo
     return built and not fs.exists(record.new_location)
 
 
-def _recreated_since(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> None:
-    """The switch happened (its finish had begun), and the partition reads its old folder again:
-    dropped and written again there, or pointed back by hand. The switch's superseded files still
-    there go to the trash, as the finish would have moved them (a re-created partition must not
-    read them beside its new rows); a manifest lets the purge remove the new folder no one reads."""
+def _superseded(fs: HadoopFS, area: WorkArea, record: CommitRecord, current: str | None) -> None:
+    """The switch happened (its finish had begun, or the partition was dropped with the new
+    folder and written again at the old one), and the partition no longer reads the new folder:
+    it reads its old folder again (re-created there, or pointed back by hand), another one, or
+    none (dropped). The switch's superseded files still in the old folder go to the trash, as the
+    finish would have moved them (a partition there again must not read them beside its new
+    rows); a manifest lets the purge look after the new folder."""
     old = record.location.rstrip("/")
     trash = area.trash_of(record)
     fs.move_all([(f"{old}/{f['name']}", f"{trash}/{f['name']}") +
@@ -285,8 +287,8 @@ def _recreated_since(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> None
     release_journal(fs, area, record)
     fs.delete(record.staging, recursive=True)
     raise CommitConflict(f"{record.label}: its location switch by run {record.run} happened, and the partition reads "
-                         f"its old folder {old} again (re-created there?): the files that switch replaced went to the "
-                         f"trash {trash}; what else is there is the partition's")
+                         f"{current or 'nothing (dropped)'} now: the files that switch replaced went from {old} to the "
+                         f"trash {trash}; what else is there is its writers'")
 
 
 def _switched_since(current: str | None, record: CommitRecord, table_location: str) -> bool:
