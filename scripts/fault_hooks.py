@@ -199,7 +199,7 @@ def _wrap_storage(cls) -> dict:
     """Wrap HadoopFS's storage calls; returns the originals."""
     originals = {name: inspect.getattr_static(cls, name) for name in (
         "list", "statuses", "move_all", "copy", "delete", "read_text_if_exists", "_write", "_publish_new",
-        "_replace", "_delete_temporary", "_make_folder", "create_exclusive", "write_text_atomic")}
+        "_replace", "_delete_temporary", "_make_folder", "create_exclusive", "write_text_atomic", "rename_folder")}
     o = originals
 
     def list_(self, uri):
@@ -268,6 +268,10 @@ def _wrap_storage(cls) -> dict:
         _count("delete", uri)
         return o["delete"](self, uri, recursive)
 
+    def rename_folder(self, src, dst):
+        _count("rename folder", src)
+        return o["rename_folder"](self, src, dst)
+
     def read_text_if_exists(self, uri):
         _count("read", uri)
         return o["read_text_if_exists"](self, uri)
@@ -309,7 +313,7 @@ def _wrap_storage(cls) -> dict:
                "read_text_if_exists": read_text_if_exists, "_write": _write, "_publish_new": _publish_new,
                "_replace": _replace, "_delete_temporary": _delete_temporary,
                "_make_folder": _make_folder, "create_exclusive": create_exclusive,
-               "write_text_atomic": write_text_atomic}
+               "write_text_atomic": write_text_atomic, "rename_folder": rename_folder}
     for name, f in wrapped.items():
         setattr(cls, name, f)
     return originals

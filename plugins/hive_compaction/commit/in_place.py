@@ -147,8 +147,9 @@ def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | 
                          "finish it; nothing was moved")
     stopped = _stopped(fs, area, record)
     if stopped:
-        raise CommitHeld(f"{stopped}. Nothing is merged in {record.label} until a person decides: once the files are "
-                         f"where the partition's rows belong, delete {journal} and {area.stopped_mark(pid)}")
+        raise CommitHeld(f"{record.label}: nothing is merged until a person decides (once the files are where the "
+                         f"partition's rows belong, delete {journal} and {area.stopped_mark(pid)}); its commit by run "
+                         f"{record.run} stopped: {stopped}")
     if record.switched:
         if switch is None:
             raise CommitHeld(f"the location switch of {record.label} by run {record.run} is unfinished "
