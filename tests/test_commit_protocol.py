@@ -211,7 +211,7 @@ def test_a_partition_dropped_while_outputs_move_in_stays_dropped(spark, tmp_path
     with pytest.raises(RuntimeError, match="is gone .*nothing was moved into it"):
         commit.commit(fs, area, record)
     assert not folder.exists()
-    trash = staged / "trash"  # the staging folder's trash, where the inputs move while the commit runs
+    trash = Path(area.trash_of(record)[len("file://"):] + commit.MOVING_TRASH)  # where inputs move while it runs
     assert {f.name: f.read_text() for f in data_files(trash)} == {"000000_0": "input 000000_0",
                                                                   "000001_0": "input 000001_0"}
     assert {f.name: f.read_text() for f in data_files(staged)} == {"part-1": "output part-1"}
@@ -237,7 +237,7 @@ def test_an_overwrite_under_new_names_mid_commit_keeps_only_the_writers_rows(spa
         commit.commit(fs, area, record)
     assert {f.name: f.read_text() for f in data_files(folder)} == {writer: "written\n"}
     moved = {"input_moved": {"000000_0"}, "outputs_moving": {"000000_0", "000001_0"}}[step]
-    assert {f.name for f in data_files(staged / "trash")} == moved  # the staging folder's trash
+    assert {f.name for f in data_files(Path(area.trash_of(record)[len("file://"):] + commit.MOVING_TRASH))} == moved
     assert {f.name for f in data_files(staged)} == {"part-compacted-0"}
     # The journal stays, marked stopped with what is where: no run merges the partition until a person decides.
     assert fs.exists(area.journal(record.pid)) and "are in staging" in fs.read_text(area.stopped_mark(record.pid))

@@ -512,7 +512,7 @@ def end_state(world: World) -> dict:
 def _released(path: str) -> str:
     """A released journal's name without its random part (work_area.release_journal)."""
     folder, name = path.rsplit("/", 1)
-    return f"{folder}/{name.split('.')[0]}.<released>" if folder.endswith("/.released") else path
+    return f"{folder}/{name.rsplit('.', 2)[0]}.<released>" if name.endswith(".released") else path
 
 
 def twin_differences(a: Outcome, b: Outcome) -> list[str]:

@@ -4,9 +4,10 @@ Per partition, after the merged outputs are staged outside the partition and ver
 
 1. ``journal/<partition-id>.json`` is written (atomically) with the planned inputs and the
    staged outputs. From here on the commit is decided: it will be rolled forward.
-2. Each input is moved from the partition into the staging folder's ``trash/`` (made before 1).
+2. Each input is moved from the partition into the moving trash
+   (``trash/<run>/<partition-id>/<attempt>.moving``, made before 1).
 3. Each staged output is moved into the partition under a visible name.
-4. That trash becomes the run's (``trash/<run>/<partition-id>/<attempt>``), a manifest (the record
+4. That folder becomes the run's trash (``.../<attempt>``), a manifest (the record
    used by rollback and trash cleanup) is written, the journal is released and the staging
    folder removed.
 
@@ -14,8 +15,8 @@ The journal is published whole and exclusively (``HadoopFS.create_exclusive``: o
 whose primitives make that atomic, see ``storage``), so of two committers exactly one holds a
 partition. Its record names its owner (the job's attempt); before each step the committer reads
 the journal again and stops if another job took it over. A job that takes a journal over renames
-the staging folder (``take_over``), so a paused earlier holder's next move fails whatever it had
-checked; a journal is released only while it is the file its holder published
+the staging folder and the moving trash (``take_over``), so a paused earlier holder's next move
+fails whatever it had checked; a journal is released only while it is the file its holder published
 (``work_area.release_journal``).
 
 A crash before 1 leaves only staging garbage outside the partition. A crash after 1 is finished
@@ -95,19 +96,19 @@ def commit(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> CommitRecord:
     replay, a file in the partition that is neither an input, nor an output, nor that listing's
     (a new name, or a known name with another identity) stops the commit (``_check_partition``).
 
-    The inputs move into the staging folder's ``trash`` (``moving_trash``), made before the
-    journal is published: a replay that takes the commit over renames the staging folder
-    (``take_over``), and from then on every move of the first holder from or into it fails."""
+    The inputs move into a trash folder of their own (``moving_trash``), made before the journal
+    is published: a replay that takes the commit over renames it and the staging folder
+    (``take_over``), and from then on every move of the first holder from or into them fails."""
     if record.listing is None:
         record = record.but(listing=[e.identity() for e in _visible(fs, record.location)])
-    record = record.but(moving_trash=f"{record.staging}/{MOVING_TRASH}")
+    record = record.but(moving_trash=f"{area.trash_of(record)}{MOVING_TRASH}")
     fs.make_folders(record.moving_trash)
     hold(fs, area, record)
     return _apply(fs, area, record, first=True)
 
 
-# The folder of a commit's staging folder its inputs move into while it runs.
-MOVING_TRASH = "trash"
+# Beside the run's trash folder of the attempt: the folder its inputs move into while it commits.
+MOVING_TRASH = ".moving"
 
 
 def hold(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> None:
@@ -123,10 +124,8 @@ def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | 
     """Finish a commit a crashed attempt left behind for this partition; None if there was none.
     ``location``: the partition's folder as planned (the record must name the same); else the
     record's folder must lie inside ``table_location``. ``switch(record)`` finishes a location
-    switch's journal (``location_switch``: it needs the Metastore); without it such a journal
-    is left for a job that has one. A commit that stopped with files it could not account for
-    (its mark, ``WorkArea.stopped_mark``) is never replayed: CommitHeld says what is where, until
-    a person decides."""
+    switch's journal (``location_switch``); without it such a journal is left for a job that has
+    one. A stopped commit (``WorkArea.stopped_mark``) is never replayed: CommitHeld says why."""
     journal = area.journal(pid)
     if not fs.exists(journal):
         return None
@@ -183,30 +182,34 @@ def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | 
 
 
 def take_over(fs: HadoopFS, area: WorkArea, record: CommitRecord, owner: str) -> CommitRecord:
-    """Make the journal this job's: replaced in one step, naming the staging folder's next
-    generation (``<staging>~<n>``), then the folder renamed to it (from the newest generation
-    that exists: a takeover killed between its two steps left an older one). From the replace
-    on, the earlier holder can no longer release the journal; from the rename on, none of its
-    moves from or into the staging folder happen, and this job reads what they did after it."""
-    base = record.staging[:-len(f"~{record.generation}")] if record.generation else record.staging
+    """Make the journal this job's: replaced in one step, naming the next generation
+    (``<folder>~<n>``) of the staging folder and of the moving trash, then both folders renamed
+    to it (from the newest generation that exists: a takeover killed between its steps left an
+    older one). From the replace on, the earlier holder can no longer release the journal; from
+    the renames on, none of its moves from or into those folders happen, and this job reads what
+    they did after it."""
+    n = record.generation
 
-    def folder(n: int) -> str:
-        return base if n == 0 else f"{base}~{n}"
+    def moved(path: str, folder: str) -> str:
+        return _generation(folder, n, n + 1) + path[len(folder):] if folder and path.startswith(folder) else path
 
-    current, nxt = record.generation, folder(record.generation + 1)
-
-    def moved(path: str) -> str:
-        return nxt + path[len(record.staging):] if path.startswith(record.staging) else path
-
-    taken = record.but(owner=owner, generation=current + 1, staging=nxt,
-                       moving_trash=moved(record.moving_trash) if record.moving_trash else "",
-                       outputs=[{**o, "staged": moved(o["staged"])} for o in record.outputs])
+    taken = record.but(owner=owner, generation=n + 1, staging=_generation(record.staging, n, n + 1),
+                       moving_trash=_generation(record.moving_trash, n, n + 1) if record.moving_trash else "",
+                       outputs=[{**o, "staged": moved(o["staged"], record.staging)} for o in record.outputs])
     replace_journal(fs, area, taken)
-    found = fs.statuses([folder(n) for n in range(current, -1, -1)])
-    newest = next((folder(current - k) for k, st in enumerate(found) if st is not None), None)
-    if newest is not None:
-        fs.rename_folder(newest, nxt)
+    for folder in (record.staging, record.moving_trash):
+        if folder:
+            found = fs.statuses([_generation(folder, n, k) for k in range(n, -1, -1)])
+            newest = next((_generation(folder, n, n - k) for k, st in enumerate(found) if st is not None), None)
+            if newest is not None:
+                fs.rename_folder(newest, _generation(folder, n, n + 1))
     return taken
+
+
+def _generation(folder: str, current: int, wanted: int) -> str:
+    """``folder`` (of generation ``current``: ``<base>~<current>``, or the base for 0) at generation ``wanted``."""
+    base = folder[:-len(f"~{current}")] if current else folder
+    return base if wanted == 0 else f"{base}~{wanted}"
 
 
 def _visible(fs: HadoopFS, location: str) -> list:
@@ -383,7 +386,7 @@ def _stop_if_rewritten(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash
 
 
 def _trash(record: CommitRecord, area: WorkArea) -> str:
-    """Where the commit's inputs move: its staging folder's trash (the run's, for an older journal)."""
+    """Where the commit's inputs move: its moving trash (the run's trash, for an older journal)."""
     return record.moving_trash or area.trash_of(record)
 
 
@@ -450,7 +453,7 @@ def _swap(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, first:
     moves = [(f"{location}/{f['name']}", f"{trash}/{f['name']}") +
              ((f["size"], f["mtime"], f.get("version")) if "mtime" in f else ()) for f in record.inputs]
     window_start = time.monotonic()  # readers listing from here to the last output's arrival miss the groups' rows
-    # Into the staging folder's trash, which exists: one renamed by a takeover is never re-created.
+    # Into the moving trash, which exists: one renamed by a takeover is never re-created.
     moved = fs.move_all(moves, create_folders=not record.moving_trash)
     if first and moved != len(moves):
         # Gone, or changed: only if no writer's file arrived beside them do the moved ones go back.
@@ -479,9 +482,9 @@ def _swap(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, first:
 
 
 def _finish(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, window_ms: float | None) -> CommitRecord:
-    """After the commit point: the inputs' trash becomes the run's (a rename out of the staging
-    folder: it fails for a holder whose staging a replay renamed), the manifest (what rollback
-    and purge read), then the journal and the staging folder go."""
+    """After the commit point: the moving trash becomes the run's trash (a rename: it fails for a
+    holder whose moving trash a replay renamed), the manifest (what rollback and purge read),
+    then the journal and the staging folder go."""
     final = area.trash_of(record)
     if trash != final:
         fs.make_folders(final.rsplit("/", 1)[0])

@@ -63,11 +63,11 @@ class CommitRecord:
     adopted: list[str] = field(default_factory=list)
     rolled_back_at: float | None = None
     rollback: bool = False  # the journal is a rollback's hold of the partition
-    # In place: where the inputs move while the commit runs, inside its staging folder (the run's
-    # trash once it is finished); "" in an older journal, whose inputs move to the run's trash.
+    # In place: where the inputs move while the commit runs (renamed to the run's trash once it is
+    # finished); "" in an older journal, whose inputs move to the run's trash directly.
     moving_trash: str = ""
-    # How many replays took the commit over: each renamed the staging folder (``<staging>~<n>``),
-    # so that a paused earlier holder's moves from or into it fail.
+    # How many replays took the commit over: each renamed the staging folder and the moving trash
+    # (``<folder>~<n>``), so that a paused earlier holder's moves from or into them fail.
     generation: int = 0
 
     @property

@@ -7,6 +7,7 @@ Beside the table, never inside a partition (Hive and ``MSCK REPAIR`` do not read
     <root>/journal/<partition id>.replay     held by the one job replaying that journal
     <root>/journal/<partition id>.stopped    its commit stopped: what is where, until a person decides
     <root>/trash/<run>/<partition id>/<attempt>/   replaced inputs, kept for rollback
+    <root>/trash/<run>/<partition id>/<attempt>.moving[~<n>]/  the same while the commit runs
     <root>/manifests/<run>/<partition id>/<attempt>.json  what a committed merge replaced (rollback, purge)
 
 Trash and manifests are per attempt of the merge job: a retry of the same run that merges the
@@ -34,7 +35,7 @@ log = logging.getLogger(__name__)
 
 # The folders that hold per-run content, each ``<folder>/<run>``; purged together.
 RUN_FOLDERS = ("trash", "manifests", "staging")
-# Where a released journal goes for a moment, in the journals' folder (``release_journal``).
+# The end of the hidden name a released journal has for a moment (``release_journal``).
 RELEASED = ".released"
 
 
@@ -115,7 +116,7 @@ def check_record(record: CommitRecord, area: WorkArea, pid: str, location: str |
         problems.append(f"file names {bad[:3]} are not plain names")
     staging = f"{area.root}/staging"
     outside = [o.get("staged") for o in record.outputs if not is_within(str(o.get("staged")), staging)]
-    if record.moving_trash and not is_within(record.moving_trash, staging):
+    if record.moving_trash and not is_within(record.moving_trash, f"{area.root}/trash"):
         outside.append(record.moving_trash)
     if outside:
         problems.append(f"staged files {outside[:3]} lie outside {staging}")
@@ -192,7 +193,7 @@ def release_journal(fs, area: WorkArea, record: CommitRecord | PurgeHold) -> boo
     st = fs.status(journal)
     if st is None or not _held_by(fs, journal, record):
         return False
-    aside = f"{area.journals}/{RELEASED}/{record.pid}.{uuid.uuid4().hex[:12]}.json"
+    aside = f"{area.journals}/.{record.pid}.{uuid.uuid4().hex[:12]}{RELEASED}"
     if not fs.move_all([(journal, aside, st.size, st.modification_time, st.version)]):
         return False
     fs.delete(aside)
@@ -241,13 +242,10 @@ def purge_expired(fs, area: WorkArea, retention_days: int, keep_runs: set[str], 
         newest = {run: _record_age(fs, area, run) for run in newest}
     deleted = []
     for e in fs.list(area.journals):
-        # A journal's hidden temporary name, left by a job killed while publishing it.
-        if e.name.startswith(".") and e.name.endswith(TEMP_SUFFIX) and e.modification_time < cutoff_ms:
+        # A journal's hidden temporary name, left by a job killed while publishing it, or a
+        # released journal whose deletion a kill interrupted.
+        if e.name.startswith(".") and e.name.endswith((TEMP_SUFFIX, RELEASED)) and e.modification_time < cutoff_ms:
             fs.delete(e.path)
-        elif e.name == RELEASED and e.is_dir:  # a released journal whose deletion a kill interrupted
-            for left in fs.list(e.path):
-                if left.modification_time < cutoff_ms:
-                    fs.delete(left.path)
     for run, changed in sorted(newest.items()):
         if changed >= cutoff_ms or run in keep_runs:
             continue
