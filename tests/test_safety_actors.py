@@ -46,7 +46,7 @@ def test_other_actors_during_a_location_switch_never_lose_or_duplicate_a_row(sta
     """The same sampled matrix with commit_mode location_switch (two costly actors drawn of the
     restarting Metastore and the four jobs), plus a reader that lists the
     partition at the step and reads what it listed after the run: it gets exactly the rows
-    before. Writers by path and a DROP PARTITION after the switch's commit point are that mode's
+    before, or finds the files gone to the trash (a query that fails and is retried), never a mix. Writers by path and a DROP PARTITION after the switch's commit point are that mode's
     documented limits (``switch_case_allowed``), never sampled."""
     seed, rng = matrix_rng
     points = SWITCH_POINTS + call_sample("location_switch", rng)
