@@ -143,8 +143,9 @@ def test_the_whole_dag_on_s3a_switches_locations_and_refuses_in_place(s3, s3_sta
                 ("1", str(sum(size for size, _ in p["files"].values()))), (t, name, p)
             # The old folder's files left for the run's trash (a partition written again there must not read them).
             assert files_at(s3, old["location"]) == {}, (t, name)
+            pid = name.replace("=", "_") + "."  # the partition's id in the work area: <k>_<v>.<hash>
             trashed = {k.rsplit("/", 1)[1]: o["size"] for k, o in s3.list(BUCKET, area(t) + "trash/").items()
-                       if k.rsplit("/", 1)[1] in old["files"]}
+                       if f"/{pid}" in k and k.rsplit("/", 1)[1] in old["files"]}
             assert trashed == {n: size for n, (size, _) in old["files"].items()}, (t, name)
         objects = s3.list(BUCKET, area(t))
         assert not [k for k in objects if "/journal/" in k and k.endswith(".json")], objects  # every commit finished
