@@ -450,8 +450,7 @@ def _apply(fs: HadoopFS, area: WorkArea, record: CommitRecord, first: bool = Fal
 def _swap(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, first: bool) -> float:
     """Inputs to the trash, the last checks, outputs in; returns how long readers missed rows (ms)."""
     location, outputs = record.location.rstrip("/"), record.outputs
-    moves = [(f"{location}/{f['name']}", f"{trash}/{f['name']}") +
-             ((f["size"], f["mtime"], f.get("version")) if "mtime" in f else ()) for f in record.inputs]
+    moves = identity_moves(location, trash, record.inputs)
     window_start = time.monotonic()  # readers listing from here to the last output's arrival miss the groups' rows
     # Into the moving trash, which exists: one renamed by a takeover is never re-created.
     moved = fs.move_all(moves, create_folders=not record.moving_trash)
@@ -479,6 +478,13 @@ def _swap(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, first:
         # INSERT OVERWRITE, whatever names it writes) must not get the merged rows back beside its own.
         _stop_if_rewritten(fs, area, record, trash)
     return window_ms
+
+
+def identity_moves(src: str, dst: str, files: list[dict]) -> list[tuple]:
+    """``HadoopFS.move_all`` pairs moving recorded files (``Entry.identity()``) from folder ``src``
+    to ``dst``, each only while it is the file recorded (size, time and version, where recorded)."""
+    return [(f"{src}/{f['name']}", f"{dst}/{f['name']}") +
+            ((f["size"], f["mtime"], f.get("version")) if "mtime" in f else ()) for f in files]
 
 
 def _finish(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, window_ms: float | None) -> CommitRecord:

@@ -50,7 +50,7 @@ import logging
 import time
 from typing import Callable
 
-from hive_compaction.commit.in_place import InputsChanged, check_owner, take_over, unpublish
+from hive_compaction.commit.in_place import InputsChanged, check_owner, identity_moves, take_over, unpublish
 from hive_compaction.commit.record import CommitRecord
 from hive_compaction.commit.work_area import WorkArea, check_record, release_journal
 from hive_compaction.storage.capabilities import LOCATION_SWITCH, is_object_store
@@ -196,8 +196,7 @@ def _finish(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> CommitRecord:
     label, old = record.label, record.location.rstrip("/")
     adopted = adopt_late_files(fs, record.location, record.new_location, record.files, label)
     trash = area.trash_of(record)
-    fs.move_all([(f"{old}/{f['name']}", f"{trash}/{f['name']}") +
-                 ((f["size"], f["mtime"], f.get("version")) if "mtime" in f else ()) for f in record.files])
+    fs.move_all(identity_moves(old, trash, record.files))
     manifest = record.but(committed_at=time.time(), adopted=adopted, trash=trash)
     fs.write_text_atomic(area.manifest_of(record), manifest.to_json())
     release_journal(fs, area, record)
@@ -244,8 +243,7 @@ def recover_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: Comm
         # reads; had it still read the old one, that would be gone): the old files are the
         # switch's superseded copies, and must not come back with MSCK REPAIR or a re-created partition.
         record = take_over(fs, area, record, owner or record.owner)
-        fs.move_all([(f"{old}/{f['name']}", f"{area.trash_of(record)}/{f['name']}") +
-                     ((f["size"], f["mtime"], f.get("version")) if "mtime" in f else ()) for f in record.files])
+        fs.move_all(identity_moves(old, area.trash_of(record), record.files))
         release_journal(fs, area, record)
         raise CommitConflict(f"{label}: dropped after the location switch of run {record.run}, before that switch was "
                              f"finished: the old folder's files it replaced went to the trash {area.trash_of(record)}")
@@ -281,8 +279,7 @@ def _superseded(fs: HadoopFS, area: WorkArea, record: CommitRecord, current: str
     rows); a manifest lets the purge look after the new folder."""
     old = record.location.rstrip("/")
     trash = area.trash_of(record)
-    fs.move_all([(f"{old}/{f['name']}", f"{trash}/{f['name']}") +
-                 ((f["size"], f["mtime"], f.get("version")) if "mtime" in f else ()) for f in record.files])
+    fs.move_all(identity_moves(old, trash, record.files))
     fs.write_text_atomic(area.manifest_of(record), record.but(committed_at=time.time(), trash=trash).to_json())
     release_journal(fs, area, record)
     fs.delete(record.staging, recursive=True)
