@@ -12,7 +12,7 @@ import os
 import shutil
 from pathlib import Path
 
-from explorer.world import FileNode, _norm, _parent
+from explorer.world import FileNode, _norm, _parent, rows_in
 from hive_compaction.storage.hadoop_fs import Entry, HadoopFS
 
 VIRTUAL = "file:///w"
@@ -156,13 +156,8 @@ class RealFS:
         return sorted((f"{_norm(uri)}/{c.name}", None if c.is_dir() else self._node(c))
                       for c in p.iterdir() if not c.name.endswith(".crc"))
 
-    def rows_under(self, uri: str, visible_only: bool = True) -> list[str]:
-        rows: list[str] = []
-        for path, node in self.children(uri):
-            name = path.rsplit("/", 1)[1]
-            if node is not None and node.text is None and not (visible_only and name.startswith(("_", "."))):
-                rows += node.rows
-        return rows
+    def rows_under(self, uri: str) -> list[str]:
+        return rows_in(self.children(uri))
 
     @property
     def files(self) -> dict[str, FileNode]:

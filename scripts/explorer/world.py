@@ -65,6 +65,16 @@ def _norm(uri: str) -> str:
     return uri.rstrip("/")
 
 
+def rows_in(children: list) -> list[str]:
+    """The rows of the data files among a folder's ``children`` ((path, node) pairs): Hive's and
+    Spark's readers skip hidden names and folders."""
+    rows: list[str] = []
+    for path, node in children:
+        if node is not None and node.text is None and not path.rsplit("/", 1)[1].startswith(("_", ".")):
+            rows += node.rows
+    return rows
+
+
 def short(uri: str) -> str:
     """Paths in a trace line as it prints them: without the scheme and the common folders."""
     return uri.replace("file:///w/", "").replace("work/db.t/", "work/").replace("db.db/t/", "t/")
@@ -140,14 +150,9 @@ class MemoryFS:
             return Entry(uri, name, 0, 0, True)
         return None
 
-    def rows_under(self, uri: str, visible_only: bool = True) -> list[str]:
-        """The rows of the data files directly in a folder (Hive's and Spark's readers skip hidden names)."""
-        rows: list[str] = []
-        for p, n in self.children(uri):
-            name = p.rsplit("/", 1)[1]
-            if n is not None and n.text is None and not (visible_only and name.startswith(("_", "."))):
-                rows += n.rows
-        return rows
+    def rows_under(self, uri: str) -> list[str]:
+        """The rows of the data files directly in a folder."""
+        return rows_in(self.children(uri))
 
     # -- HadoopFS's calls --
     def list(self, uri: str) -> list[Entry]:
