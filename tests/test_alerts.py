@@ -125,3 +125,35 @@ def test_a_rollback_failure_names_the_forms_table_and_partitions():
     assert f["tables"] == ["db.t"] and f["partitions"] == ["db.t/dt=2026-01-01"], f
     whole = alerts.describe({"ti": ti, "params": {**params, "partitions": None}, "run_id": "manual__r"})
     assert whole["tables"] == ["db.t"] and whole["partitions"] == [], whole
+
+
+def test_a_merge_alert_reads_the_jobs_results_through_the_config_beside_the_dag(tmp_path, monkeypatch):
+    """Installed from the wheel, the config is the YAML beside the DAG file and no
+    HIVE_COMPACTION_CONFIG is set: the failed merge's recorded results are read through the
+    Metastore connection that file names (not the package's default path), so the alert says why."""
+    from hive_compaction.airflow import metastore_hook, results_reader
+    from hive_compaction.model.results import PartitionResult, Status, encode_results
+    monkeypatch.delenv("HIVE_COMPACTION_CONFIG", raising=False)
+    config = tmp_path / "dags" / "hive_compaction.yaml"
+    config.parent.mkdir()
+    config.write_text("metastore_conn_id: team_hms\ntables: [{name: db.t}]\n")
+    connections = []
+
+    class Recorded:  # the Metastore hook, as far as _recorded uses it
+        def __init__(self, metastore_conn_id=None):
+            connections.append(metastore_conn_id)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    failed = PartitionResult("db.t", "dt=2026-01-01", "/t/dt=2026-01-01", Status.FAILED, reason="checksum mismatch")
+    monkeypatch.setattr(metastore_hook, "Metastore", Recorded)
+    monkeypatch.setattr(results_reader, "read", lambda hms, table, run, batches: {0: encode_results([failed])})
+    ti = SimpleNamespace(task_id="merge", map_index=0, try_number=1, run_id="r", rendered_map_index="db.t",
+                         xcom_pull=lambda **kw: PLAN)
+    f = alerts.describe({"ti": ti, "run_id": "r", "exception": RuntimeError("Cannot execute: spark-submit")}, config)
+    assert connections == ["team_hms"]
+    assert f["reason"] == "db.t/dt=2026-01-01: checksum mismatch", f

@@ -158,7 +158,7 @@ def describe(context: dict, config_path: str | Path | None = None) -> dict:
             plan = ti.xcom_pull(task_ids="plan", key="plan", map_indexes=-1)
         except Exception as e:  # noqa: BLE001
             log.warning("could not read the plan from XCom: %s", e)
-    results = _recorded(plan, map_index) if task_id == "merge" and plan else None
+    results = _recorded(plan, map_index, config_path) if task_id == "merge" and plan else None
     tables = None
     if plan is None:
         params = context.get("params") or {}
@@ -173,12 +173,14 @@ def describe(context: dict, config_path: str | Path | None = None) -> dict:
                    try_number=getattr(ti, "try_number", None), asked=asked)
 
 
-def _recorded(plan: dict, batch: int) -> list[dict] | None:
+def _recorded(plan: dict, batch: int, config_path: str | Path | None) -> list[dict] | None:
+    """A merge job's results as it recorded them, read through the Metastore connection of the
+    DAG's config (``config_path``: the file beside the DAG, wherever the package is installed)."""
     from hive_compaction.airflow.metastore_hook import Metastore
     from hive_compaction.airflow import results_reader
     from hive_compaction.model.results import decode_results
     try:
-        settings = config_mod.load()
+        settings = config_mod.load(config_path)
         with Metastore(metastore_conn_id=settings.metastore_conn_id) as hms:
             recorded = results_reader.read(hms, plan["results_table"], plan["run"], [batch])
         return [r.to_dict() for r in decode_results(recorded[batch])] if batch in recorded else None
