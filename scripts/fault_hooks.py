@@ -23,7 +23,9 @@ the harness puts on its PYTHONPATH when a test sets one of these variables:
   ``HIVE_COMPACTION_PARTITION_DIR``; several entries separated by ``;`` give each partition its
   own step (the sampled adversary matrix pauses every case of one job at its own step).
 
-The steps, as the wrappers see them:
+The commit protocol's steps are ``hive_compaction.commit.steps.Step`` (the code reports them to its
+step timer; ``tests/test_commit_protocol.py`` checks that these wrappers see each one the code
+reports, where the code reports it); the others are the harness's own. As the wrappers see them:
 
 - ``staged``: the partition's outputs are staged; its commit asks for the Metastore lock next
   (also when a job asks for it to replay a journal), or its commit chunk asks for one lock on
@@ -52,20 +54,23 @@ import subprocess
 import threading
 from urllib.parse import unquote, urlsplit
 
+from hive_compaction.commit.steps import IN_PLACE_STEPS, SWITCH_STEPS, Step
+
 KILL_ENV = "HIVE_COMPACTION_TEST_KILL_AT"
 KILL_AT_CALL_ENV = "HIVE_COMPACTION_TEST_KILL_AT_CALL"
 FAIL_AT_CALL_ENV = "HIVE_COMPACTION_TEST_FAIL_AT_CALL"
 HOOK_ENV = "HIVE_COMPACTION_TEST_HOOK_AT"
 HOOK_CMD_ENV = "HIVE_COMPACTION_TEST_HOOK_CMD"
 
-# The in-place commit's steps where the kill matrix kills the job, in order.
-KILL_POINTS = ("staged", "journaled", "input_moved", "inputs_moved", "output_moved", "outputs_moved",
-               "manifest_written")
+# The in-place commit's steps where the kill matrix kills the job, in order (a kill at
+# outputs_moving leaves what one at inputs_moved does: only checks lie between them).
+KILL_POINTS = tuple(s.value for s in IN_PLACE_STEPS if s is not Step.OUTPUTS_MOVING)
 # A location switch's.
-SWITCH_POINTS = ("staged", "journaled", "folder_built", "switched", "manifest_written")
+SWITCH_POINTS = tuple(s.value for s in SWITCH_STEPS)
 # After the first move of a batch (only these need a batch split in two).
-_FIRST_OF = {"inputs": "input_moved", "outputs": "output_moved"}
-_ALL_OF = {"inputs": "inputs_moved", "outputs": "outputs_moved", "rolled_back": "rollback_outputs_moved"}
+_FIRST_OF = {"inputs": Step.INPUT_MOVED.value, "outputs": Step.OUTPUT_MOVED.value}
+_ALL_OF = {"inputs": Step.INPUTS_MOVED.value, "outputs": Step.OUTPUTS_MOVED.value,
+           "rolled_back": "rollback_outputs_moved"}
 CALL = "call:"
 VERSIONS_FOLDER = "/_compacted/"  # storage.paths.VERSIONS_FOLDER: a location switch's new folders
 
@@ -169,7 +174,7 @@ def _begin_commit(metastore, table: str, partition: str, staged: bool = True) ->
     _now.listed, _now.new_folder = False, None
     _now.calls = 0 if _counting_wanted() else None
     if staged:
-        _step("staged", _now.label)
+        _step(Step.STAGED.value, _now.label)
 
 
 def _kind(pairs: list) -> str | None:
@@ -207,7 +212,7 @@ def _wrap_storage(cls) -> dict:
         path = _path(uri)
         if _now.new_folder and path == _now.new_folder:
             _now.new_folder = None
-            _step("folder_built", f"{_now.label} {uri}")
+            _step(Step.FOLDER_BUILT.value, f"{_now.label} {uri}")
         if re.search(r"/staging/[^/]+/rewrite-[0-9a-f]+$", path):
             _step("rewritten", f"{_now.label} {uri}")
         if path.endswith("/journal"):
@@ -239,7 +244,7 @@ def _wrap_storage(cls) -> dict:
         haystack = f"{_now.label} {src} {dst}"
         folder = _path(src).rsplit("/", 1)[0] if kind in ("inputs", "rolled_back") else _path(dst).rsplit("/", 1)[0]
         if kind == "outputs":
-            _step("outputs_moving", haystack, folder)
+            _step(Step.OUTPUTS_MOVING.value, haystack, folder)
         if kind == "build":
             _now.new_folder = _path(dst).rsplit("/", 1)[0]
         if _now.calls is not None:
@@ -300,14 +305,14 @@ def _wrap_storage(cls) -> dict:
         published = o["create_exclusive"](self, uri, text)
         if published and re.search(r"/journal/[^/]+\.json$", str(uri)):
             haystack, folder = _record_label(text)
-            _step("journaled", f"{_now.label} {haystack}", folder)
+            _step(Step.JOURNALED.value, f"{_now.label} {haystack}", folder)
         return published
 
     def write_text_atomic(self, uri, text):
         o["write_text_atomic"](self, uri, text)
         if re.search(r"/manifests/[^/]+/[^/]+(/[^/]+)?\.json$", str(uri)):
             haystack, folder = _record_label(text)
-            _step("manifest_written", f"{_now.label} {haystack}", folder)
+            _step(Step.MANIFEST_WRITTEN.value, f"{_now.label} {haystack}", folder)
 
     wrapped = {"list": list_, "statuses": statuses, "move_all": move_all, "copy": copy, "delete": delete,
                "read_text_if_exists": read_text_if_exists, "_write": _write, "_publish_new": _publish_new,
@@ -337,7 +342,7 @@ def _wrap_metastore(cls) -> dict:
     def switch(self, table, values, old, new, parameters, *more):
         switched = originals["switch"](self, table, values, old, new, parameters, *more)
         if switched:
-            _step("switched", f"{_now.label} {table} {old} {new}", _path(old))
+            _step(Step.SWITCHED.value, f"{_now.label} {table} {old} {new}", _path(old))
         return switched
 
     cls.lock, cls.lock_chunk, cls.switch = lock, lock_chunk, switch

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from commit_records import decided_commit
 
-from hive_compaction.commit import in_place as commit
+from hive_compaction.commit import in_place as commit, steps
+from hive_compaction.commit.steps import Step
 from hive_compaction.storage import metastore_client
 from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.paths import partition_id
@@ -243,6 +244,32 @@ def test_an_overwrite_under_new_names_mid_commit_keeps_only_the_writers_rows(spa
     assert fs.exists(area.journal(record.pid)) and "are in staging" in fs.read_text(area.stopped_mark(record.pid))
     with pytest.raises(commit.CommitHeld, match="until a person decides"):
         commit.recover(fs, area, record.pid, "run2/1", location=record.location)
+
+
+def test_the_fault_injection_sees_every_step_the_commit_reports(spark, tmp_path, monkeypatch, fault_injection):
+    """The protocol's steps are named once (``commit.steps.Step``): a commit reports each step it
+    passes to its step timer, and the tests' fault injection, which recognises the steps from the
+    storage calls, must see the same steps in the same order (plus the first move of each batch,
+    which only it can split), so a step the code adds cannot go unkilled by the matrices."""
+    fs = HadoopFS(spark)
+    folder, area, staged, record = decided(fs, tmp_path, "stepped.events", "dt=2026-05-07", "run1",
+                                           ("part-compacted-0", "part-compacted-1"))
+    seen_by_hooks = []
+    recognised = fault_injection._step
+
+    def step(point, haystack, folder=None):
+        seen_by_hooks.append(point)
+        recognised(point, haystack, folder)
+    monkeypatch.setattr(fault_injection, "_step", step)
+    # Named, so that the injection splits each batch after its first move (as the kill matrix's entries do).
+    monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_AT", f"{Step.INPUT_MOVED};{Step.OUTPUT_MOVED}")
+    monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD", "true")
+    reported = []
+    with steps.observed(lambda s, label: reported.append(s)):
+        commit.commit(fs, area, record)
+    assert reported == [s for s in steps.IN_PLACE_STEPS[1:] if s not in steps.WITHIN_A_BATCH]
+    assert [s for s in seen_by_hooks if s in {m.value for m in Step}] == [s.value for s in steps.IN_PLACE_STEPS[1:]]
+    assert {f.name for f in data_files(folder)} == {"part-compacted-0", "part-compacted-1"}
 
 
 def test_a_journal_being_taken_over_never_stops_existing(spark, tmp_path):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 import threading
+from types import SimpleNamespace
 
 from hive_compaction.merge.step_times import StepTimes
 
@@ -48,3 +49,22 @@ def test_the_first_merge_is_logged_once_whichever_engine_and_thread_begins_it(ca
         t.join()
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1 and re.fullmatch(r"the first merge began \((copy|rewrite)\)", lines[0]), lines
+
+
+def test_a_commits_protocol_steps_are_timed_each_from_the_one_before(monkeypatch):
+    """``laps``: the commit code's reports (``commit.steps.reached``) in the committing thread
+    time each step from the step before it; another thread's commit is not this one's."""
+    from hive_compaction.commit import steps as protocol
+    from hive_compaction.merge import step_times
+    clock = iter([10.0, 10.004, 10.010, 10.011])
+    monkeypatch.setattr(step_times, "time", SimpleNamespace(monotonic=lambda: next(clock)))
+    timer, partition = StepTimes(), object()
+    with protocol.observed(timer.laps(partition)):
+        other = threading.Thread(target=protocol.reached, args=(protocol.Step.JOURNALED, "db.t/other"))
+        other.start()
+        other.join()
+        for step in (protocol.Step.STAGED, protocol.Step.JOURNALED, protocol.Step.INPUTS_MOVED,
+                     protocol.Step.OUTPUTS_MOVED):
+            protocol.reached(step, "db.t/dt=1")
+    protocol.reached(protocol.Step.MANIFEST_WRITTEN, "db.t/dt=1")  # outside the block: not timed
+    assert timer.summary() == "journaled 4.0, inputs_moved 6.0, outputs_moved 1.0 ms per partition (of 1)"

@@ -24,7 +24,7 @@ from typing import Callable
 from explorer.scheduler import Actor, Decision, Scheduler, ScheduleTooLong
 from explorer.world import Clock, MemoryFS, MemoryMetastore, Partition
 
-from hive_compaction.commit import in_place, location_switch, recovery, rollback, work_area
+from hive_compaction.commit import in_place, location_switch, recovery, rollback, steps, work_area
 from hive_compaction.commit.rollback import RollbackError, rollback_run
 from hive_compaction.commit.work_area import WorkArea
 from hive_compaction.merge import finish, prepare
@@ -403,7 +403,8 @@ def _actors(world: World, cast: tuple[str, ...]) -> list[Actor]:
 @contextlib.contextmanager
 def world_clock():
     """The commit modules read time from the world's clock while schedules run (each schedule's:
-    ``run_schedule`` sets it)."""
+    ``run_schedule`` sets it), and every protocol step the code reports (``commit.steps``) is a
+    line of the trace and a scheduling point: an actor may be killed or paused right at it."""
     class Proxy:
         def time(self):
             return _CLOCK[0].time()
@@ -420,12 +421,20 @@ def world_clock():
     for m in _TIMED:
         m.time = proxy
     finish.partition_rows = prepare.partition_rows = counting
+    steps.observe_all(_at_step)
     try:
         yield
     finally:
+        steps.stop_observing(_at_step)
         for m, t in saved:
             m.time = t
         finish.partition_rows, prepare.partition_rows = rows_saved
+
+
+def _at_step(step: steps.Step, label: str) -> None:
+    sched = CURRENT[0].sched
+    sched.note("reached {}", step.value)
+    sched.point("step {}", step.value)
 
 
 CURRENT: list[World] = []

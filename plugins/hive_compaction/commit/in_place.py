@@ -43,6 +43,7 @@ import time
 from dataclasses import dataclass
 
 from hive_compaction.commit.record import CommitRecord, PurgeHold
+from hive_compaction.commit.steps import Step, reached
 from hive_compaction.commit.work_area import (WorkArea, check_record, journal_holder, publish_journal, read_journal,
                                               read_manifest, release_journal, replace_journal)
 from hive_compaction.storage.hadoop_fs import FolderGone, HadoopFS
@@ -117,6 +118,7 @@ def hold(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> None:
     if not publish_journal(fs, area, record):
         raise JournalHeld(f"another run is committing {record.label} (journal {area.journal(record.pid)}); "
                           "nothing was moved, the next run will look at it again")
+    reached(Step.JOURNALED, record.label)
 
 
 def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | None = None,
@@ -454,6 +456,7 @@ def _swap(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, first:
     window_start = time.monotonic()  # readers listing from here to the last output's arrival miss the groups' rows
     # Into the moving trash, which exists: one renamed by a takeover is never re-created.
     moved = fs.move_all(moves, create_folders=not record.moving_trash)
+    reached(Step.INPUTS_MOVED, record.label)
     if first and moved != len(moves):
         # Gone, or changed: only if no writer's file arrived beside them do the moved ones go back.
         _stop_if_rewritten(fs, area, record, trash, all_moved=False)
@@ -465,6 +468,7 @@ def _swap(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, first:
     # The last look before publishing: a writer that changed the partition since the journal
     # (an INSERT OVERWRITE under new names, an append) stops the commit here.
     _check_partition(fs, area, record, trash, first, moved=True)
+    reached(Step.OUTPUTS_MOVING, record.label)
     try:
         moved = fs.move_all(moves, create_folders=False)
     except FolderGone:  # dropped since the check above: it stays dropped
@@ -473,6 +477,7 @@ def _swap(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, first:
         _abandon(fs, area, record, trash, location, f"{len(moves) - moved} staged output(s) vanished before "
                                                     "they moved")
     window_ms = round((time.monotonic() - window_start) * 1000, 1)
+    reached(Step.OUTPUTS_MOVED, record.label)
     if first:
         # Again once they are in: a writer that replaced the partition after the check above (an
         # INSERT OVERWRITE, whatever names it writes) must not get the merged rows back beside its own.
@@ -499,6 +504,7 @@ def _finish(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, wind
                                  "over?); it stopped before writing its manifest")
     manifest = record.but(committed_at=time.time(), trash=final, reader_window_ms=window_ms)
     fs.write_text_atomic(area.manifest_of(record), manifest.to_json())
+    reached(Step.MANIFEST_WRITTEN, record.label)
     release_journal(fs, area, record)
     fs.delete(record.staging or area.staging(record.run, record.pid), recursive=True)
     return manifest

@@ -52,6 +52,7 @@ from typing import Callable
 
 from hive_compaction.commit.in_place import InputsChanged, check_owner, identity_moves, take_over, unpublish
 from hive_compaction.commit.record import CommitRecord
+from hive_compaction.commit.steps import Step, reached
 from hive_compaction.commit.work_area import WorkArea, check_record, release_journal
 from hive_compaction.storage.capabilities import LOCATION_SWITCH, is_object_store
 from hive_compaction.storage.hadoop_fs import HadoopFS
@@ -111,11 +112,13 @@ def build_and_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: Co
         # The call may have gone through, or may still land: the journal and the new folder stay
         # for the next run, which asks the Metastore (recover_switch).
         if same_location(hms.location(record.table, record.values), record.new_location):
+            reached(Step.SWITCHED, record.label)
             return _finish(fs, area, record)
         raise
     if not switched:
         _abort(fs, area, record, "the Metastore's partition is no longer at the folder that was merged "
                                  "(dropped or moved meanwhile)", conflict=True)
+    reached(Step.SWITCHED, record.label)
     return _finish(fs, area, record)
 
 
@@ -135,6 +138,7 @@ def _build(fs: HadoopFS, area: WorkArea, record: CommitRecord, rows_of: Callable
             fs.touch(area.journal(record.pid))
             renewed = time.monotonic()
         fs.copy(f"{old}/{name}", f"{new}/{name}")
+    reached(Step.FOLDER_BUILT, label)
     expected = {f["name"]: f["size"] for f in new_folder_files(record)}
     built, folders = data_files(fs.list(new))
     found = {f.name: f.size for f in built}
@@ -199,6 +203,7 @@ def _finish(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> CommitRecord:
     fs.move_all(identity_moves(old, trash, record.files))
     manifest = record.but(committed_at=time.time(), adopted=adopted, trash=trash)
     fs.write_text_atomic(area.manifest_of(record), manifest.to_json())
+    reached(Step.MANIFEST_WRITTEN, label)
     release_journal(fs, area, record)
     fs.delete(record.staging, recursive=True)
     return manifest

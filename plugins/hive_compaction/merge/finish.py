@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from hive_compaction.commit import location_switch
 from hive_compaction.commit.in_place import JournalHeld, commit, hold, recover
 from hive_compaction.commit.record import CommitRecord
+from hive_compaction.commit.steps import Step, observed, reached
 from hive_compaction.merge.copy import partition_rows
 from hive_compaction.merge.grouping import Work
 from hive_compaction.merge.job_spark import JobSpark
@@ -70,7 +71,7 @@ class Finisher:
                 if lock is not None:
                     locked = time.monotonic()
                     log.info("%s: committing %d partitions under one Metastore lock (%s)", table, n, lock.lock_id)
-                    chunk = Chunk(lock, self._states(table, members))
+                    chunk = Chunk(lock, _chunk_states(self.metastore, table, members))
                     read = time.monotonic()
                     for w in members:
                         done[id(w)] = self.finish(w, chunk)
@@ -86,8 +87,13 @@ class Finisher:
 
     def finish(self, work: Work, chunk: Chunk | None = None) -> PartitionResult:
         """Commit one partition under its own lock, or under its ``chunk``'s (which reads its
-        state and writes its statistics for it)."""
+        state and writes its statistics for it); its protocol's steps timed (``StepTimes.laps``)."""
+        with observed(self.steps.laps(work.task)):
+            return self._finish(work, chunk)
+
+    def _finish(self, work: Work, chunk: Chunk | None) -> PartitionResult:
         task, result = work.task, work.result
+        reached(Step.STAGED, task.label)
         try:
             if work.error:
                 raise RuntimeError(work.error)
@@ -192,15 +198,6 @@ class Finisher:
             log.warning("%s: the statistics were not written with the commit (the refresh task writes them): %s",
                         task.label, summary(e))
 
-    def _states(self, table: str, members: list[Work]) -> dict:
-        """The chunk's partitions' state in one read; none if that failed (each is read alone)."""
-        try:
-            return self.metastore.states(table, [w.task.partition for w in members])
-        except Exception as e:  # noqa: BLE001 - each commit reads its partition's then
-            log.warning("%s: could not read %d partitions' state at once (each is read alone): %s", table,
-                        len(members), summary(e))
-            return {}
-
     def _write_chunk_statistics(self, table: str, chunk: Chunk) -> None:
         """``_write_statistics`` for the chunk's committed partitions, in one read and one alter,
         while its lock is held. If the lock was lost or the write fails, the refresh task writes
@@ -256,6 +253,16 @@ class LeftCommitFinished(CommitConflict):
 class PartitionMoved(CommitConflict):
     """The partition's location changed since it was planned (``ALTER TABLE ... SET LOCATION``):
     the folder that was merged is no longer the partition's; nothing was committed."""
+
+
+def _chunk_states(metastore: JobMetastore, table: str, members: list[Work]) -> dict:
+    """The chunk's partitions' state in one read; none if that failed (each is read alone)."""
+    try:
+        return metastore.states(table, [w.task.partition for w in members])
+    except Exception as e:  # noqa: BLE001 - each commit reads its partition's then
+        log.warning("%s: could not read %d partitions' state at once (each is read alone): %s", table,
+                    len(members), summary(e))
+        return {}
 
 
 def _check_location(task: PartitionTask, state: PartitionState) -> None:

@@ -1,7 +1,10 @@
 """Where a merge job's per-partition driver time goes, step by step (prepare, copy, the lock, the
 commit, ...): summed over the job's partitions and driver threads, logged once at its end as
 milliseconds per partition, so a slow step shows in the task's log (and ``benchmarks/merge_speed.py``
-reads the line), and when its first merge began: the end of the job's fixed start."""
+reads the line), and when its first merge began: the end of the job's fixed start. Within a
+commit, the protocol's steps (``commit.steps``) are timed too, each from the step before it
+(``laps``): "journaled" is the time from the staged outputs to the published journal (the lock,
+the state read, the listing), "inputs_moved" the moves of the inputs, and so on."""
 from __future__ import annotations
 
 import logging
@@ -9,6 +12,8 @@ import threading
 import time
 from collections import defaultdict
 from contextlib import contextmanager
+
+from hive_compaction.commit.steps import Observer, Step
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +46,18 @@ class StepTimes:
             yield
         finally:
             self.add(name, time.monotonic() - began, partition)
+
+    def laps(self, partition: object) -> Observer:
+        """An observer of one partition's commit steps (``commit.steps.observed``) that times each
+        from the one before it; the first seen starts the clock."""
+        last: list[float] = []
+
+        def lap(step: Step, label: str) -> None:
+            now = time.monotonic()
+            if last:
+                self.add(step.value, now - last[0], partition)
+            last[:] = [now]
+        return lap
 
     def summary(self) -> str | None:
         """"prepare 20.1, copy 15.0, ... ms per partition (of N)", the steps in the order first
