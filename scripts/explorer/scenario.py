@@ -27,7 +27,7 @@ from explorer.world import Clock, MemoryFS, MemoryMetastore, Partition
 from hive_compaction.commit import in_place, location_switch, recovery, rollback, steps, work_area
 from hive_compaction.commit.rollback import RollbackError, rollback_run
 from hive_compaction.commit.work_area import WorkArea
-from hive_compaction.merge import finish, prepare
+from hive_compaction.merge import committers, finish, prepare
 from hive_compaction.merge.finish import Finisher
 from hive_compaction.merge.grouping import Engine, Group, Work
 from hive_compaction.merge.prepare import Preparer
@@ -58,7 +58,8 @@ LOCKLESS = {"in_place": {"append", "append_reuse", "overwrite", "overwrite_reuse
 MODES = ("in_place", "location_switch")
 
 # The modules whose clock is the world's while a schedule runs.
-_TIMED = (in_place, location_switch, work_area, rollback, recovery, metastore_lock, finish, prepare, hadoop_fs)
+_TIMED = (in_place, location_switch, work_area, rollback, recovery, metastore_lock, finish, committers, prepare,
+          hadoop_fs)
 
 
 class World:
@@ -416,11 +417,11 @@ def world_clock():
             _CLOCK[0].sleep(seconds)
 
     proxy, saved = Proxy(), [(m, m.time) for m in _TIMED]
-    rows_saved = (finish.partition_rows, prepare.partition_rows)
+    rows_saved = (finish.partition_rows, committers.partition_rows, prepare.partition_rows)
     counting = lambda spark, fmt, files, footers=None: CURRENT[0].rows_of(files)  # noqa: E731
     for m in _TIMED:
         m.time = proxy
-    finish.partition_rows = prepare.partition_rows = counting
+    finish.partition_rows = committers.partition_rows = prepare.partition_rows = counting
     steps.observe_all(_at_step)
     try:
         yield
@@ -428,7 +429,7 @@ def world_clock():
         steps.stop_observing(_at_step)
         for m, t in saved:
             m.time = t
-        finish.partition_rows, prepare.partition_rows = rows_saved
+        finish.partition_rows, committers.partition_rows, prepare.partition_rows = rows_saved
 
 
 def _at_step(step: steps.Step, label: str) -> None:

@@ -10,9 +10,9 @@ added here and reported by the code is timed, killable and traced without anothe
 one storage call (``HadoopFS.move_all``): the fault injection splits that batch to reach them."""
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from enum import Enum
 
 
@@ -41,12 +41,14 @@ WITHIN_A_BATCH = (Step.INPUT_MOVED, Step.OUTPUT_MOVED)
 
 Observer = Callable[[Step, str], None]  # (step, the partition's label)
 _observers: list[Observer] = []  # for every thread (the fault injection)
-_thread = threading.local()  # the committing thread's own (the step timer)
+# The committing thread's own (the step timer): a context variable, so that each thread (and each
+# greenlet or task sharing one) has its own.
+_mine: ContextVar[Observer | None] = ContextVar("commit_step_observer", default=None)
 
 
 def reached(step: Step, label: str) -> None:
     """The commit of ``label`` (``table/partition``) passed ``step``."""
-    mine = getattr(_thread, "observer", None)
+    mine = _mine.get()
     if mine is not None:
         mine(step, label)
     for observer in _observers:
@@ -56,12 +58,11 @@ def reached(step: Step, label: str) -> None:
 @contextmanager
 def observed(observer: Observer) -> Iterator[None]:
     """Report the steps this thread's commits pass to ``observer`` while in the block."""
-    before = getattr(_thread, "observer", None)
-    _thread.observer = observer
+    token = _mine.set(observer)
     try:
         yield
     finally:
-        _thread.observer = before
+        _mine.reset(token)
 
 
 def observe_all(observer: Observer) -> None:

@@ -1,6 +1,6 @@
 """Phase 3 of the merge job, for one partition: commit its staged outputs under the Metastore's
-lock, by the journaled in-place protocol (``commit.in_place``) or a location switch
-(``commit.location_switch``), then describe the partition as it now is.
+lock, by its mode's committer (``merge.committers``: the journaled in-place protocol or a location
+switch), then describe the partition as it now is.
 
 Partitions of one table whose copies are done commit in chunks (``Finisher.finish_chunk``): one
 Metastore lock request, one read of their state, one write of their statistics and one release
@@ -14,9 +14,11 @@ import time
 from dataclasses import dataclass, field
 
 from hive_compaction.commit import location_switch
-from hive_compaction.commit.in_place import JournalHeld, commit, hold, recover
+from hive_compaction.commit.in_place import JournalHeld, recover
 from hive_compaction.commit.record import CommitRecord
 from hive_compaction.commit.steps import Step, observed, reached
+from hive_compaction.merge import committers
+from hive_compaction.merge.committers import footers_by_name
 from hive_compaction.merge.copy import partition_rows
 from hive_compaction.merge.grouping import Work
 from hive_compaction.merge.job_spark import JobSpark
@@ -42,9 +44,9 @@ class Chunk:
 
 
 def in_chunks(work: Work) -> bool:
-    """Whether a partition's commit may run in a chunk: an in-place commit of a partition (a
-    location switch and a table without partitions go alone) whose outputs are staged."""
-    return not work.error and bool(work.task.partition) and work.task.commit_mode != location_switch.MODE
+    """Whether a partition's commit may run in a chunk: a partition (a table without partitions
+    goes alone) whose outputs are staged and whose committer commits in chunks."""
+    return not work.error and bool(work.task.partition) and committers.for_mode(work.task.commit_mode).chunked
 
 
 class Finisher:
@@ -146,15 +148,12 @@ class Finisher:
         return result
 
     def _commit(self, work: Work, record: CommitRecord, descriptor: str | None, locked: bool) -> None:
-        """The partition's commit, by its mode; a dead job's journal found there is finished
-        first when this job holds the lock (``_finish_left``)."""
+        """The partition's commit, by its mode's committer; a dead job's journal found there is
+        finished first when this job holds the lock (``_finish_left``)."""
         result = work.result
         try:
-            if work.task.commit_mode == location_switch.MODE:
-                result.location = self._switch(work, record, descriptor)
-                result.reader_window_ms = 0.0
-            else:
-                result.reader_window_ms = commit(self.fs, work.area, record).reader_window_ms
+            done = committers.for_mode(work.task.commit_mode).commit(self, work, record, descriptor)
+            result.location, result.reader_window_ms = done.location, done.reader_window_ms
         except JournalHeld:
             if not locked:
                 raise
@@ -183,7 +182,7 @@ class Finisher:
         result.files_after, result.bytes_after = len(after), sum(f.size for f in after)
         result.sizes_after = histogram(task, after)
         # Footers known by file name: the untouched files' from prepare, the outputs' from staging.
-        old_footers, new_footers = _footers_by_name(work)
+        old_footers, new_footers = footers_by_name(work)
         result.rows = partition_rows(self.spark, task.storage_format, after, {**old_footers, **new_footers})
 
     def _write_statistics(self, task, result: PartitionResult, current: dict[str, str]) -> None:
@@ -223,27 +222,6 @@ class Finisher:
             if task.partition in written:
                 result.statistics_written = True
 
-    def _switch(self, work: Work, record: CommitRecord, descriptor: str | None) -> str:
-        """Commit by a location switch (``location_switch``); returns the partition's new folder.
-        ``descriptor``: the partition's storage descriptor as read under the lock."""
-        task = work.task
-        merged = {f.name for g in work.groups for f in g.files}
-        fmt = task.storage_format
-        old_footers, new_footers = _footers_by_name(work)
-        record = record.but(
-            mode=location_switch.MODE, values=list(task.values), table_location=task.table_location,
-            new_location=location_switch.new_folder(task.table_location, task.partition, self.run, self.attempt),
-            files=[f.identity() for f in work.files],
-            descriptor=descriptor,  # compared with the partition's when it is switched
-            decided_at=time.time(),
-            copies=[f.name for f in work.files if f.name not in merged],
-            rows=partition_rows(self.spark, fmt, work.files, old_footers))
-        hold(self.fs, work.area, record)
-        manifest = location_switch.build_and_switch(
-            self.fs, work.area, self.metastore, record,
-            lambda files: partition_rows(self.spark, fmt, files, new_footers))
-        return manifest.new_location
-
 
 class LeftCommitFinished(CommitConflict):
     """This job found another job's interrupted commit of the partition and finished it instead
@@ -272,11 +250,3 @@ def _check_location(task: PartitionTask, state: PartitionState) -> None:
         raise PartitionMoved(f"{task.label}: the partition reads {state.location} now, not the folder that was "
                              f"merged ({task.location}): moved since it was planned; nothing was committed, the next "
                              "run plans it at its new folder")
-
-
-def _footers_by_name(work: Work) -> tuple[dict, dict]:
-    """The footers known by file name: the partition's files' (read while preparing) and the
-    staged outputs' (read while staging, where they were)."""
-    old = {f.name: work.footers[f.path] for f in work.files if f.path in work.footers}
-    new = {o["name"]: g.footers[k] for g in work.groups for k, o in enumerate(g.staged) if k < len(g.footers)}
-    return old, new

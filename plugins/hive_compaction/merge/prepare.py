@@ -12,7 +12,7 @@ from hive_compaction.commit import location_switch
 from hive_compaction.commit.in_place import CommitHeld, CommitStopped, InputsChanged, recover
 from hive_compaction.commit.record import UnsafeRecord
 from hive_compaction.commit.work_area import WorkArea
-from hive_compaction.merge import grouping
+from hive_compaction.merge import committers, grouping
 from hive_compaction.merge.copy import partition_rows, readable_footers
 from hive_compaction.merge.grouping import Group, Work
 from hive_compaction.merge.job_spark import JobSpark
@@ -136,9 +136,7 @@ class Preparer:
     def _refusal(self, task: PartitionTask) -> str | None:
         """Why the partition's storage or configured modes cannot merge it, known before a footer
         is read (a dry run says so too)."""
-        if task.commit_mode == location_switch.MODE and not task.partition:
-            return "commit_mode location_switch switches a partition's location: the table is not partitioned"
-        return storage.commit_refusal(self.fs.resolved_scheme(task.location), task.commit_mode,
+        return committers.for_mode(task.commit_mode).refusal(task) or storage.commit_refusal(self.fs.resolved_scheme(task.location), task.commit_mode,
                                       mounted=storage.scheme(task.location) in storage.MOUNT_SCHEMES) \
             or grouping.copy_refused(task)
 
