@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hive_compaction.commit.record import CommitRecord
+from hive_compaction.commit.record import CommitRecord, StagedOutput
+from hive_compaction.storage.listing import RecordedFile
 from hive_compaction.commit.work_area import WorkArea
 from hive_compaction.storage.paths import partition_id
 
 
-def decided_commit(tmp_path: Path, table: str, partition: str, run: str, folder: Path, inputs: list[dict],
+def decided_commit(tmp_path: Path, table: str, partition: str, run: str, folder: Path, inputs: list[RecordedFile],
                    outputs: dict[str, str]) -> tuple[WorkArea, CommitRecord, Path]:
     """(work area, record, staged folder) of a commit of ``folder``'s ``inputs`` (identities)
     into ``outputs`` (name -> text, written into the staging folder)."""
@@ -21,7 +22,6 @@ def decided_commit(tmp_path: Path, table: str, partition: str, run: str, folder:
         (staged / name).write_text(text)
     record = CommitRecord(run=run, pid=pid, owner=f"{run}/1", table=table, partition=partition,
                           location=f"file://{folder}", table_location=f"file://{folder.parent}", inputs=inputs,
-                          outputs=[{"staged": f"file://{staged / n}", "name": n, "size": (staged / n).stat().st_size}
-                                   for n in outputs],
+                          outputs=[StagedOutput(f"file://{staged / n}", n, (staged / n).stat().st_size) for n in outputs],
                           staging=f"file://{staged}")  # the attempt's own staging folder, as a merge job names it
     return area, record, staged

@@ -18,7 +18,7 @@ from hive_compaction.commit.steps import Step
 from hive_compaction.storage import metastore_client
 from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.paths import partition_id
-from hive_compaction.commit.record import CommitRecord
+from hive_compaction.commit.record import CommitRecord, StagedOutput
 from hive_compaction.commit.work_area import WorkArea
 from matrix_sampling import variants
 
@@ -192,7 +192,7 @@ def decided(fs, tmp_path: Path, table: str, partition: str, run: str, outputs: t
         run=run, pid=pid, owner=f"{run}/1", table=table, partition=partition, location=f"file://{folder}",
         table_location=f"file://{folder.parent}",
         inputs=[e.identity() for e in fs.list(f"file://{folder}") if not e.name.startswith(".")],
-        outputs=[{"staged": f"file://{staged / n}", "name": n, "size": (staged / n).stat().st_size} for n in outputs],
+        outputs=[StagedOutput(f"file://{staged / n}", n, (staged / n).stat().st_size) for n in outputs],
         staging=f"file://{staged}")  # the attempt's own staging folder, as a merge job's commit names it
     return folder, area, staged, record
 

@@ -14,7 +14,8 @@ from hmsclient import hmsclient
 from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.paths import partition_id
 from hive_compaction.model.results import LISTED_AT, STATISTICS_KEYS
-from hive_compaction.commit.record import CommitRecord
+from hive_compaction.commit.record import CommitRecord, StagedOutput
+from hive_compaction.storage.listing import RecordedFile
 from hive_compaction.commit.rollback import RollbackError, rollback_partition
 from hive_compaction.commit.work_area import WorkArea, read_journal
 
@@ -182,8 +183,8 @@ def test_a_rollback_never_acts_beside_a_live_one(spark, tmp_path):
     (folder / "part-0").write_text("merged")
     manifest = CommitRecord(
         run=run, pid=pid, owner=f"{run}/1", table=table, partition=partition, location=f"file://{folder}",
-        inputs=[{"name": n, "size": len(f"original {n}")} for n in ("000000_0", "000001_0")],
-        outputs=[{"staged": f"{area.staging(run, pid)}/1/part-0", "name": "part-0", "size": 6}],
+        inputs=[RecordedFile(n, len(f"original {n}")) for n in ("000000_0", "000001_0")],
+        outputs=[StagedOutput(f"{area.staging(run, pid)}/1/part-0", "part-0", 6)],
         trash=area.trash(run, pid))
     journal = area.journal(pid)
     assert fs.create_exclusive(journal, manifest.but(owner="rollback/live", rollback=True).to_json())
@@ -245,8 +246,8 @@ def test_a_rollback_says_so_when_an_original_left_the_trash_while_it_ran(spark, 
     (folder / "part-0").write_text("merged")
     manifest = CommitRecord(
         run=run, pid=pid, owner=f"{run}/1", table=table, partition=partition, location=f"file://{folder}",
-        inputs=[{"name": n, "size": len(f"original {n}")} for n in ("000000_0", "000001_0")],
-        outputs=[{"staged": f"{area.staging(run, pid)}/1/part-0", "name": "part-0", "size": 6}],
+        inputs=[RecordedFile(n, len(f"original {n}")) for n in ("000000_0", "000001_0")],
+        outputs=[StagedOutput(f"{area.staging(run, pid)}/1/part-0", "part-0", 6)],
         trash=area.trash(run, pid))
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_AT", "rollback_outputs_moved")
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD", f"rm '{trash / '000001_0'}'")

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from hive_compaction.commit.record import CommitRecord, PurgeHold, UnsafeRecord, parse
+from hive_compaction.commit.record import CommitRecord, PurgeHold, StagedOutput, UnsafeRecord, parse
+from hive_compaction.storage.listing import RecordedFile
 from hive_compaction.commit.work_area import WorkArea, check_record, journal_files, purge_expired, read_journal
 from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.paths import partition_id
@@ -23,8 +24,8 @@ def _age(path, days: float) -> None:
 def record(**changes) -> CommitRecord:
     area = WorkArea("file:///w/.hive_compaction/events")
     return CommitRecord(run="r1", pid=partition_id("db.events", "dt=1"), owner="r1/a1", table="db.events",
-                        partition="dt=1", location="file:///w/events/dt=1", inputs=[{"name": "000000_0"}],
-                        outputs=[{"name": "part-0", "staged": f"{area.root}/staging/r1/x"}]).but(**changes)
+                        partition="dt=1", location="file:///w/events/dt=1", inputs=[RecordedFile("000000_0", 1)],
+                        outputs=[StagedOutput(f"{area.root}/staging/r1/x", "part-0", 1)]).but(**changes)
 
 
 def test_torn_journals_read_as_none_whole_ones_as_records(spark, tmp_path):
@@ -50,8 +51,11 @@ def test_a_record_of_an_older_version_reads_with_the_defaults_and_a_newer_ones_e
 
 
 @pytest.mark.parametrize("change, problem", [
-    ({"inputs": "000000_0"}, "inputs is str, not list[dict]"),
+    ({"inputs": "000000_0"}, "inputs is str, not list[RecordedFile]"),
     ({"outputs": ["part-0"]}, "outputs holds items that are not objects"),
+    ({"inputs": [{"name": "000000_0", "size": "1"}]}, "inputs[0]: size is str"),
+    ({"outputs": [{"name": "part-0", "size": 1}]}, "outputs[0]: staged is missing"),
+    ({"files": [{"size": 1, "mtime": 1.5}]}, "files[0]: name is missing; files[0]: mtime is float"),
     ({"location": None}, "location is NoneType, not str"),
     ({"rows": True}, "rows is bool, not int"),
     ({"run": None, "owner": 3}, "run is NoneType, not str; owner is int, not str"),
@@ -151,6 +155,6 @@ def test_a_journal_that_is_no_record_is_reported_and_holds_back_the_purge(spark,
     [result] = maintain(HadoopFS(spark), "now", "now/1", [{"table": "db.events", "table_location": "file:///w/events",
                                                            "work_dir": area.root, "trash_retention_days": 7}], [])
     assert (result.table, result.partition, result.status) == ("db.events", "dt=1", Status.FAILED)
-    assert "inputs is str, not list[dict]" in result.reason
+    assert "inputs is str, not list[RecordedFile]" in result.reason
     assert (tmp_path / "trash" / "old" / "p1" / "f").read_text() == "kept"
     assert (tmp_path / "journal" / f"{bad['pid']}.json").exists()

@@ -25,6 +25,7 @@ from explorer.scheduler import Actor, Decision, Scheduler, ScheduleTooLong
 from explorer.world import Clock, MemoryFS, MemoryMetastore, Partition
 
 from hive_compaction.commit import in_place, location_switch, recovery, rollback, steps, work_area
+from hive_compaction.commit.record import StagedOutput
 from hive_compaction.commit.rollback import RollbackError, rollback_run
 from hive_compaction.commit.work_area import WorkArea
 from hive_compaction.merge import committers, finish, prepare
@@ -242,7 +243,7 @@ def merge_job(world: World, run: str, attempt: str):
             rows += node.rows
         name = f"{MERGED_PREFIX}{run}-{attempt}-0"
         fs.write_data(f"{staging}/{name}", tuple(rows))
-        staged = [{"staged": f"{staging}/{name}", "name": name, "size": fs.files[f"{staging}/{name}"].size}]
+        staged = [StagedOutput(f"{staging}/{name}", name, fs.files[f"{staging}/{name}"].size)]
         work = Work(task, PID, area, result, files, {}, [Group(Engine.COPY, files, staged, rows=len(rows))], "zlib",
                     world.clock.monotonic(), staging=staging)
         world.report(owner, Finisher(None, fs, world.hms, run, attempt, owner, StepTimes()).finish(work), writes)

@@ -40,14 +40,14 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hive_compaction.commit.record import CommitRecord, PurgeHold
 from hive_compaction.commit.steps import Step, reached
 from hive_compaction.commit.work_area import (WorkArea, check_record, journal_holder, publish_journal, read_journal,
                                               read_manifest, release_journal, replace_journal)
 from hive_compaction.storage.hadoop_fs import FolderGone, HadoopFS
-from hive_compaction.storage.listing import MERGED_PREFIX, is_hidden
+from hive_compaction.storage.listing import MERGED_PREFIX, RecordedFile, is_hidden
 from hive_compaction.storage.metastore_lock import CommitConflict, check_lock_held, holding_lock
 
 log = logging.getLogger(__name__)
@@ -197,7 +197,7 @@ def take_over(fs: HadoopFS, area: WorkArea, record: CommitRecord, owner: str) ->
 
     taken = record.but(owner=owner, generation=n + 1, staging=_generation(record.staging, n, n + 1),
                        moving_trash=_generation(record.moving_trash, n, n + 1) if record.moving_trash else "",
-                       outputs=[{**o, "staged": moved(o["staged"], record.staging)} for o in record.outputs])
+                       outputs=[replace(o, staged=moved(o.staged, record.staging)) for o in record.outputs])
     replace_journal(fs, area, taken)
     for folder in (record.staging, record.moving_trash):
         if folder:
@@ -224,9 +224,9 @@ def _committed(fs: HadoopFS, record: CommitRecord, trash: str) -> bool:
     every output published. From there a replay only finishes (manifest, journal removed): a
     file a writer added since, under whatever name, is that writer's, and stays."""
     location, inputs, outputs = record.location.rstrip("/"), record.inputs, record.outputs
-    found = fs.statuses([f"{trash}/{f['name']}" for f in inputs] + [f"{location}/{o['name']}" for o in outputs])
+    found = fs.statuses([f"{trash}/{f.name}" for f in inputs] + [f"{location}/{o.name}" for o in outputs])
     return (all(st is not None and st.matches(f, mtime=False) for f, st in zip(inputs, found))
-            and all(st is not None and st.size == o.get("size", st.size) for o, st in zip(outputs, found[len(inputs):])))
+            and all(st is not None and st.size == o.size for o, st in zip(outputs, found[len(inputs):])))
 
 
 @dataclass
@@ -249,13 +249,13 @@ def _account(fs: HadoopFS, record: CommitRecord, trash: str, moved: bool, output
     recorded) is checked on its inputs only."""
     location, inputs, outputs = record.location.rstrip("/"), record.inputs, record.outputs
     here = {e.name: e for e in _visible(fs, location)}
-    trashed = fs.statuses([f"{trash}/{f['name']}" for f in inputs]) if moved else [None] * len(inputs)
-    in_trash = [f["name"] for f, st in zip(inputs, trashed) if st is not None and st.matches(f, mtime=False)]
-    changed = [f["name"] for f in inputs
-               if (f["name"] in here and not here[f["name"]].matches(f)) or (f["name"] not in here and f["name"] not in in_trash)]
+    trashed = fs.statuses([f"{trash}/{f.name}" for f in inputs]) if moved else [None] * len(inputs)
+    in_trash = [f.name for f, st in zip(inputs, trashed) if st is not None and st.matches(f, mtime=False)]
+    changed = [f.name for f in inputs
+               if (f.name in here and not here[f.name].matches(f)) or (f.name not in here and f.name not in in_trash)]
     strangers, vanished = _unlisted(record, here)
-    published = [o["name"] for o in outputs if o["name"] in here]
-    lost = [] if outputs_known or not (in_trash or published) else [o["name"] for o in outputs if o["name"] not in here]
+    published = [o.name for o in outputs if o.name in here]
+    lost = [] if outputs_known or not (in_trash or published) else [o.name for o in outputs if o.name not in here]
     problem = " and ".join(x for x in (f"input(s) {changed[:3]}" if changed else "",
                                        f"file(s) {strangers[:3]} it did not list" if strangers else "",
                                        f"listed file(s) {vanished[:3]} now gone" if vanished else "",
@@ -286,7 +286,7 @@ def _check_partition(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: 
             f"{label}: the interrupted commit of run {record.run} was not finished: {what} changed or vanished "
             "since it was decided (another writer rewrote the partition); none of its moves had happened, so the "
             "partition is exactly as that writer left it")
-    staged = [o["name"] for o in record.outputs if o["name"] not in seen.published]
+    staged = [o.name for o in record.outputs if o.name not in seen.published]
     _stop(fs, area, record, InputsChanged(
         f"{label}: {what} changed since the commit of run {record.run} was decided (another writer, after "
         f"{len(seen.in_trash)} of {len(record.inputs)} input(s) had moved): stopped before publishing anything more, "
@@ -333,8 +333,8 @@ def _unlisted(record: CommitRecord, here: dict) -> tuple[list[str], list[str]]:
     writer's work (none for a journal written before the listing was recorded)."""
     if record.listing is None:
         return [], []
-    named = {f["name"] for f in record.inputs} | {o["name"] for o in record.outputs}
-    listed = {f["name"]: f for f in record.listing}
+    named = {f.name for f in record.inputs} | {o.name for o in record.outputs}
+    listed = {f.name: f for f in record.listing}
     return (sorted(n for n, e in here.items() if n not in named and not e.matches(listed.get(n))),
             sorted(n for n in listed if n not in named and n not in here))
 
@@ -371,7 +371,7 @@ def _stop_if_rewritten(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash
     in the partition (``_apply``)."""
     location = record.location.rstrip("/")
     here = {e.name: e for e in _visible(fs, location)}
-    reused = [f["name"] for f in record.inputs if f["name"] in here and (all_moved or not here[f["name"]].matches(f))]
+    reused = [f.name for f in record.inputs if f.name in here and (all_moved or not here[f.name].matches(f))]
     strangers, vanished = _unlisted(record, here)
     if not all_moved:  # another table's merge over the same folder took the inputs still here: rows kept
         strangers = [n for n in strangers if not n.startswith(MERGED_PREFIX)]
@@ -382,7 +382,7 @@ def _stop_if_rewritten(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash
                                     f"removed {vanished[:3]}" if vanished else "") if x)
     _stop(fs, area, record, InputsChanged(
         f"{record.label}: a writer {what} in the partition while its commit ran (an INSERT OVERWRITE or an "
-        f"append?); the merged output(s) {[o['name'] for o in record.outputs][:3]} were taken out again into "
+        f"append?); the merged output(s) {[o.name for o in record.outputs][:3]} were taken out again into "
         f"staging {record.staging} and the input(s) moved so far stay in the trash {trash}: check the "
         "partition's rows"))
 
@@ -403,8 +403,8 @@ def _apply(fs: HadoopFS, area: WorkArea, record: CommitRecord, first: bool = Fal
         trash = area.trash_of(record)  # its finish had moved the trash to the run's before it was killed
     # Roll forward only if every output still exists, staged or already published.
     outputs = record.outputs
-    found = fs.statuses([o["staged"] for o in outputs] + [f"{location}/{o['name']}" for o in outputs])
-    missing = [o["name"] for o, staged, published in zip(outputs, found, found[len(outputs):])
+    found = fs.statuses([o.staged for o in outputs] + [f"{location}/{o.name}" for o in outputs])
+    missing = [o.name for o, staged, published in zip(outputs, found, found[len(outputs):])
                if staged is None and published is None]
     if missing:
         _abandon(fs, area, record, trash, location, f"staged outputs {missing} are gone", outputs_known=False)
@@ -462,7 +462,7 @@ def _swap(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, first:
         _stop_if_rewritten(fs, area, record, trash, all_moved=False)
         _abandon(fs, area, record, trash, location, f"{len(moves) - moved} input(s) vanished or changed before "
                                                     "they moved")
-    moves = [(o["staged"], f"{location}/{o['name']}") for o in outputs]
+    moves = [(o.staged, f"{location}/{o.name}") for o in outputs]
     check_owner(fs, area, record)
     _stop_if_dropped(fs, area, record, first)
     # The last look before publishing: a writer that changed the partition since the journal
@@ -485,11 +485,11 @@ def _swap(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, first:
     return window_ms
 
 
-def identity_moves(src: str, dst: str, files: list[dict]) -> list[tuple]:
-    """``HadoopFS.move_all`` pairs moving recorded files (``Entry.identity()``) from folder ``src``
+def identity_moves(src: str, dst: str, files: list[RecordedFile]) -> list[tuple]:
+    """``HadoopFS.move_all`` pairs moving recorded files from folder ``src``
     to ``dst``, each only while it is the file recorded (size, time and version, where recorded)."""
-    return [(f"{src}/{f['name']}", f"{dst}/{f['name']}") +
-            ((f["size"], f["mtime"], f.get("version")) if "mtime" in f else ()) for f in files]
+    return [(f"{src}/{f.name}", f"{dst}/{f.name}") +
+            ((f.size, f.mtime, f.version) if f.mtime is not None else ()) for f in files]
 
 
 def _finish(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, window_ms: float | None) -> CommitRecord:
@@ -547,10 +547,10 @@ def unpublish(fs: HadoopFS, record: CommitRecord, folder: str) -> None:
     its staging name (one already back, or never moved, stays where it is). Never into a staging
     folder that is gone (a replay renamed it: this job was taken over): CommitConflict."""
     for o in record.outputs:
-        published = f"{folder.rstrip('/')}/{o['name']}"
-        if fs.exists(published) and not fs.exists(o["staged"]):
+        published = f"{folder.rstrip('/')}/{o.name}"
+        if fs.exists(published) and not fs.exists(o.staged):
             try:
-                fs.rename(published, o["staged"], create_folders=False)
+                fs.rename(published, o.staged, create_folders=False)
             except FolderGone:
                 raise CommitConflict(f"{record.label}: its staging folder is gone (a replay took the commit "
                                      "over?); it stopped before taking any output out") from None
@@ -561,9 +561,9 @@ def _roll_back(fs: HadoopFS, record: CommitRecord, trash: str, location: str) ->
         return
     unpublish(fs, record, location)
     for f in record.inputs:
-        moved = f"{trash}/{f['name']}"
-        if fs.exists(moved) and not fs.exists(f"{location}/{f['name']}"):
+        moved = f"{trash}/{f.name}"
+        if fs.exists(moved) and not fs.exists(f"{location}/{f.name}"):
             try:
-                fs.rename(moved, f"{location}/{f['name']}", create_folders=False)
+                fs.rename(moved, f"{location}/{f.name}", create_folders=False)
             except FolderGone:  # dropped meanwhile: the rest stays in the trash too
                 return

@@ -56,7 +56,7 @@ from hive_compaction.commit.steps import Step, reached
 from hive_compaction.commit.work_area import WorkArea, check_record, release_journal
 from hive_compaction.storage.capabilities import LOCATION_SWITCH, is_object_store
 from hive_compaction.storage.hadoop_fs import HadoopFS
-from hive_compaction.storage.listing import data_files
+from hive_compaction.storage.listing import RecordedFile, data_files
 from hive_compaction.storage.metastore_client import DescriptorChanged, JobMetastore, PartitionState, same_location
 from hive_compaction.storage.metastore_lock import CommitConflict, check_lock_held
 from hive_compaction.storage.paths import is_within, versions_folder
@@ -103,8 +103,8 @@ def build_and_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: Co
     try:
         switched = hms.switch(record.table, record.values, record.location, record.new_location, {
             "numFiles": str(len(record.outputs) + len(record.copies)),
-            "totalSize": str(sum(o["size"] for o in record.outputs)
-                             + sum(f["size"] for f in record.files if f["name"] in set(record.copies))),
+            "totalSize": str(sum(o.size for o in record.outputs)
+                             + sum(f.size for f in record.files if f.name in set(record.copies))),
             "numRows": str(record.rows), PREVIOUS_LOCATION: record.location}, record.descriptor)
     except DescriptorChanged as e:
         _abort(fs, area, record, str(e), conflict=True)
@@ -128,7 +128,7 @@ def _build(fs: HadoopFS, area: WorkArea, record: CommitRecord, rows_of: Callable
     if fs.exists(new):  # not this job's: left alone
         release_journal(fs, area, record)
         raise SwitchAborted(f"{label}: the new folder {new} exists already; nothing was switched")
-    moved = fs.move_all([(o["staged"], f"{new}/{o['name']}") for o in record.outputs])
+    moved = fs.move_all([(o.staged, f"{new}/{o.name}") for o in record.outputs])
     if moved != len(record.outputs):
         _abort(fs, area, record, f"{len(record.outputs) - moved} staged output(s) vanished")
     renewed = time.monotonic()
@@ -139,7 +139,7 @@ def _build(fs: HadoopFS, area: WorkArea, record: CommitRecord, rows_of: Callable
             renewed = time.monotonic()
         fs.copy(f"{old}/{name}", f"{new}/{name}")
     reached(Step.FOLDER_BUILT, label)
-    expected = {f["name"]: f["size"] for f in new_folder_files(record)}
+    expected = {f.name: f.size for f in new_folder_files(record)}
     built, folders = data_files(fs.list(new))
     found = {f.name: f.size for f in built}
     if found != expected or folders:
@@ -163,9 +163,9 @@ def _check_old_folder(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> Non
                                         f"({changed[:3]})", conflict=True)
 
 
-def changed_files(files: list, recorded: list[dict]) -> list[str]:
+def changed_files(files: list, recorded: list[RecordedFile]) -> list[str]:
     """Names of files that are not as recorded (``Entry.identity()``), added or gone, sorted."""
-    then = {f["name"]: f for f in recorded}
+    then = {f.name: f for f in recorded}
     now = {f.name: f for f in files}
     return sorted(n for n in set(now) | set(then) if n not in now or not now[n].matches(then.get(n)))
 
@@ -261,7 +261,7 @@ def _finish_began(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> bool:
     """Whether any of the old folder's files is in the run's trash: only a finish, after the
     switch, moves them there."""
     trash = area.trash_of(record)
-    return any(st is not None for st in fs.statuses([f"{trash}/{f['name']}" for f in record.files]))
+    return any(st is not None for st in fs.statuses([f"{trash}/{f.name}" for f in record.files]))
 
 
 def _recreated(fs: HadoopFS, record: CommitRecord, state: PartitionState) -> bool:
@@ -271,7 +271,7 @@ def _recreated(fs: HadoopFS, record: CommitRecord, state: PartitionState) -> boo
     if record.decided_at is None or state.created is None or state.created <= record.decided_at:
         return False
     # Built (its staged outputs had left staging for it), and gone since.
-    built = all(st is None for st in fs.statuses([o["staged"] for o in record.outputs]))
+    built = all(st is None for st in fs.statuses([o.staged for o in record.outputs]))
     return built and not fs.exists(record.new_location)
 
 
@@ -331,14 +331,14 @@ def retire(fs: HadoopFS, hms: JobMetastore, manifest: CommitRecord) -> bool:
     return True
 
 
-def new_folder_files(manifest: CommitRecord) -> list[dict]:
+def new_folder_files(manifest: CommitRecord) -> list[RecordedFile]:
     """What the switch put in its new folder: the outputs and the copied files (name, size)."""
     copies = set(manifest.copies)
-    return [{"name": o["name"], "size": o["size"]} for o in manifest.outputs] + \
-        [{"name": f["name"], "size": f["size"]} for f in manifest.files if f["name"] in copies]
+    return [RecordedFile(o.name, o.size) for o in manifest.outputs] + \
+        [RecordedFile(f.name, f.size) for f in manifest.files if f.name in copies]
 
 
-def adopt_late_files(fs: HadoopFS, old: str, new: str, known: list[dict], label: str,
+def adopt_late_files(fs: HadoopFS, old: str, new: str, known: list[RecordedFile], label: str,
                      moved_out: bool = False) -> list[str]:
     """Move the data files of ``old`` (a folder no partition reads any more) under a name it did
     not hold before (``known``) into ``new``, the partition's folder, where readers see their
@@ -346,12 +346,12 @@ def adopt_late_files(fs: HadoopFS, old: str, new: str, known: list[dict], label:
     is taken in ``new`` gets a ``_copy_<n>`` suffix, as Hive names a second file. The new names.
     Only an append is adopted: when a ``known`` file changed or went (not ``moved_out`` by the
     switch's finish), nothing moves and the error says what is where."""
-    then = {f["name"] for f in known}
+    then = {f.name for f in known}
     files, _ = data_files(fs.list(old.rstrip("/")))
     late = [f for f in files if f.name not in then]
     if not late:
         return []
-    replaced = changed_files([f for f in files if f.name in then], [f for f in known if f["name"] in {g.name for g in files}])
+    replaced = changed_files([f for f in files if f.name in then], [f for f in known if f.name in {g.name for g in files}])
     gone = then - {f.name for f in files}
     if replaced or (gone and not moved_out):
         # Not an append: a writer replaced or removed files the switch had copied (an overwrite by
@@ -383,12 +383,12 @@ def adopt_late_files(fs: HadoopFS, old: str, new: str, known: list[dict], label:
     return adopted
 
 
-def _delete_known(fs: HadoopFS, folder: str, known: list[dict], label: str, run: str) -> bool:
+def _delete_known(fs: HadoopFS, folder: str, known: list[RecordedFile], label: str, run: str) -> bool:
     """Delete the files of a folder no partition reads that are as ``known`` says (name, size,
     and time or version where recorded), then the folder if that emptied it. A file that is not
     (a writer that wrote by path, after the switch or its rollback) is kept, and so is the
     folder: False, with a warning naming them."""
-    then = {f["name"]: f for f in known}
+    then = {f.name: f for f in known}
     extra = []
     for f in fs.list(folder):
         if not f.is_dir and f.matches(then.get(f.name)):
@@ -430,11 +430,11 @@ def rollback_switch(fs: HadoopFS, hms: JobMetastore, manifest: CommitRecord, res
         raise RuntimeError(f"{label}: the partition is no longer at {new} (it reads {current or 'nothing'}): "
                            "not switched back")
     if manifest.trash:  # the old files went to the trash at the switch
-        names = [f["name"] for f in manifest.files]
+        names = [f.name for f in manifest.files]
         fs.move_all([(f"{manifest.trash.rstrip('/')}/{n}", f"{old}/{n}") for n in names], create_folders=False)
     files, _ = data_files(fs.list(old))
     missing = changed_files(files, manifest.files)
-    missing = [n for n in missing if n in {f["name"] for f in manifest.files}]
+    missing = [n for n in missing if n in {f.name for f in manifest.files}]
     if missing:
         raise SwitchedBack(f"{label}: the partition reads its old folder {old} again, which misses {missing[:3]} "
                            f"(not in the trash {manifest.trash} either?)")
@@ -446,7 +446,7 @@ def _check_restorable(fs: HadoopFS, manifest: CommitRecord, old: str, label: str
     still in the folder, for a switch that left them there), with none of their names taken."""
     if fs.status(old) is None:
         raise RuntimeError(f"{label}: the old folder {old} is gone (dropped?): cannot switch back")
-    names = [f["name"] for f in manifest.files]
+    names = [f.name for f in manifest.files]
     trash = (manifest.trash or old).rstrip("/")
     found = fs.statuses([f"{trash}/{n}" for n in names] + [f"{old}/{n}" for n in names])
     gone = [n for n, t, o in zip(names, found, found[len(names):]) if t is None and o is None]

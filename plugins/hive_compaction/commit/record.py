@@ -12,6 +12,7 @@ import json
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 
 from hive_compaction.storage.capabilities import IN_PLACE, LOCATION_SWITCH
+from hive_compaction.storage.listing import RecordedFile
 
 
 class UnsafeRecord(RuntimeError):
@@ -20,6 +21,17 @@ class UnsafeRecord(RuntimeError):
     def __init__(self, message: str, table: str = "", partition: str = ""):
         super().__init__(message)
         self.table, self.partition = table, partition
+
+
+@dataclass(frozen=True)
+class StagedOutput:
+    """A merged output waiting for the commit: where it is staged, its name in the partition, its size."""
+    staged: str
+    name: str
+    size: int
+
+    def to_json(self) -> dict:
+        return {"staged": self.staged, "name": self.name, "size": self.size}
 
 
 @dataclass
@@ -32,8 +44,8 @@ class CommitRecord:
     table: str
     partition: str
     location: str  # the partition's folder that was merged
-    inputs: list[dict]  # Entry.identity(): what a replay checks
-    outputs: list[dict]  # {"staged", "name", "size"}
+    inputs: list[RecordedFile]  # what a replay checks
+    outputs: list[StagedOutput]
     owner: str = ""  # the job that holds the journal (a replay or rollback takes it over)
     attempt: str = ""  # the merge job's attempt: its trash and manifest are its own
     staging: str = ""
@@ -43,13 +55,13 @@ class CommitRecord:
     # its replay and rollback need none either.
     unlocked: bool = False
     mode: str = IN_PLACE
-    # The partition's every visible file when the journal was written (in place; Entry.identity()):
-    # any other file found before publishing stops the commit. None: an older journal.
-    listing: list[dict] | None = None
+    # The partition's every visible file when the journal was written (in place): any other file
+    # found before publishing stops the commit. None: an older journal.
+    listing: list[RecordedFile] | None = None
     # A location switch: the partition's values, its old folder's files, the new folder, the files
     # copied into it unmerged, the rows in the old folder, its storage descriptor under the lock.
     values: list[str] = field(default_factory=list)
-    files: list[dict] = field(default_factory=list)
+    files: list[RecordedFile] = field(default_factory=list)
     new_location: str = ""
     copies: list[str] = field(default_factory=list)
     rows: int = 0
@@ -84,7 +96,11 @@ class CommitRecord:
         return replace(self, **changes)
 
     def to_json(self) -> str:
-        return json.dumps(vars(self))  # every field is plain JSON: no deep copy (asdict), and the C encoder
+        return json.dumps(vars(self), default=_entry_json)  # no deep copy (asdict), and the C encoder
+
+
+def _entry_json(entry: RecordedFile | StagedOutput) -> dict:
+    return entry.to_json()
 
 
 @dataclass
@@ -99,9 +115,12 @@ class PurgeHold:
         return json.dumps(asdict(self))
 
 
-_TYPES = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "list[dict]": (list,),
-          "list[str]": (list,), "dict": (dict,), "str | None": (str, type(None)),
-          "float | None": (int, float, type(None)), "list[dict] | None": (list, type(None))}
+_TYPES = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "list[RecordedFile]": (list,),
+          "list[StagedOutput]": (list,), "list[str]": (list,), "dict": (dict,), "str | None": (str, type(None)),
+          "float | None": (int, float, type(None)), "list[RecordedFile] | None": (list, type(None))}
+# The typed entries of a record's file lists: each JSON object's fields and their types.
+_ENTRIES = {"RecordedFile": (RecordedFile, {"name": (str,), "size": (int,)}, {"mtime": (int,), "version": (str,)}),
+            "StagedOutput": (StagedOutput, {"staged": (str,), "name": (str,), "size": (int,)}, {})}
 
 
 def parse(text: str) -> CommitRecord | PurgeHold | None:
@@ -124,13 +143,34 @@ def parse(text: str) -> CommitRecord | PurgeHold | None:
         types = _TYPES[declared]
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             problems.append(f"{name} is {type(value).__name__}, not {declared}")
-        elif declared.startswith("list[dict]") and value and not all(isinstance(v, dict) for v in value):
-            problems.append(f"{name} holds items that are not objects")
+        elif declared.startswith("list[") and declared[5:].split("]")[0] in _ENTRIES and value:
+            entry = _ENTRIES[declared[5:].split("]")[0]]
+            if not all(isinstance(v, dict) for v in value):
+                problems.append(f"{name} holds items that are not objects")
+            else:
+                problems += [f"{name}[{i}]: {p}" for i, v in enumerate(value) for p in _entry_problems(v, entry)]
     if problems:
         table, partition = str(data.get("table", "")), str(data.get("partition", ""))
         raise UnsafeRecord(f"the commit record of {table}/{partition} is refused, nothing was moved: "
                            f"{'; '.join(problems)}", table, partition)
-    return cls(**{k: v for k, v in data.items() if k in known})
+    fields_ = {k: v for k, v in data.items() if k in known}
+    for name, value in fields_.items():
+        kind = known[name][5:].split("]")[0] if known[name].startswith("list[") else None
+        if kind in _ENTRIES and value is not None:
+            entry_cls, required_, optional = _ENTRIES[kind]
+            fields_[name] = [entry_cls(**{k: v[k] for k in (*required_, *optional) if k in v}) for v in value]
+    return cls(**fields_)
+
+
+def _entry_problems(item: dict, entry: tuple) -> list[str]:
+    """What is wrong with one item of a record's file list: a field missing or of another type."""
+    _, required, optional = entry
+    problems = [f"{k} is missing" for k in required if k not in item]
+    for k, types in (*required.items(), *optional.items()):
+        v = item.get(k)
+        if k in item and v is not None and (not isinstance(v, types) or isinstance(v, bool)):
+            problems.append(f"{k} is {type(v).__name__}")
+    return problems
 
 
 # Each record class's fields (name -> declared type) and the names it cannot do without, read once.

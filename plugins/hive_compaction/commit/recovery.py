@@ -116,8 +116,8 @@ def _recover_orphan(fs, area: WorkArea, pid: str, record: CommitRecord, owner: s
     result.listed = True
     result.files_after, result.bytes_after = len(files), sum(f.size for f in files)
     result.files_before = result.files_after - len(record.outputs) + len(record.inputs)
-    result.bytes_before = (result.bytes_after - sum(o["size"] for o in record.outputs)
-                           + sum(f["size"] for f in record.inputs))
+    result.bytes_before = (result.bytes_after - sum(o.size for o in record.outputs)
+                           + sum(f.size for f in record.inputs))
     log.info("%s %s: %s (%d -> %d files)", result.table, result.partition or "(table)", result.reason,
              result.files_before, result.files_after)
     return result

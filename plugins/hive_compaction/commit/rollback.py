@@ -134,31 +134,31 @@ def _check_owner(fs: HadoopFS, area: WorkArea, pid: str, owner: str, label: str)
 
 def _check_and_move(fs: HadoopFS, manifest: CommitRecord, label: str, location: str, trash: str, check_owner) -> None:
     inputs, outputs = manifest.inputs, manifest.outputs
-    paths = ([f"{trash}/{f['name']}" for f in inputs] + [f"{location}/{f['name']}" for f in inputs]
-             + [f"{location}/{o['name']}" for o in outputs] + [f"{trash}/rolled-back/{o['name']}" for o in outputs])
+    paths = ([f"{trash}/{f.name}" for f in inputs] + [f"{location}/{f.name}" for f in inputs]
+             + [f"{location}/{o.name}" for o in outputs] + [f"{trash}/rolled-back/{o.name}" for o in outputs])
     found = fs.statuses(paths)
     n, m = len(inputs), len(outputs)
     in_trash, in_place = found[:n], found[n:2 * n]
     published, retired = found[2 * n:2 * n + m], found[2 * n + m:]
-    gone = [f["name"] for f, t, p in zip(inputs, in_trash, in_place) if t is None and p is None]
+    gone = [f.name for f, t, p in zip(inputs, in_trash, in_place) if t is None and p is None]
     if gone:
         raise RollbackError(f"{label}: original file(s) {gone[:3]} are no longer in the trash (purged after the "
                             "retention?); nothing was changed")
-    clash = [f["name"] for f, t, p in zip(inputs, in_trash, in_place) if t is not None and p is not None]
-    clash += [o["name"] for o, p, r in zip(outputs, published, retired) if p is not None and r is not None]
+    clash = [f.name for f, t, p in zip(inputs, in_trash, in_place) if t is not None and p is not None]
+    clash += [o.name for o, p, r in zip(outputs, published, retired) if p is not None and r is not None]
     if clash:
         raise RollbackError(f"{label}: file name(s) {clash[:3]} exist both in the partition and where rollback "
                             "would move them (a writer reused the names?); nothing was changed")
-    replaced = [o["name"] for o, p, r in zip(outputs, published, retired) if p is None and r is None]
+    replaced = [o.name for o, p, r in zip(outputs, published, retired) if p is None and r is None]
     if replaced:
         raise RollbackError(f"{label}: merged file(s) {replaced[:3]} are gone from the partition (a later "
                             "compaction replaced them? roll that run back first); nothing was changed")
     # Outputs leave before the originals return: never both visible at once.
     check_owner()
-    fs.move_all([(f"{location}/{o['name']}", f"{trash}/rolled-back/{o['name']}") for o in outputs])
+    fs.move_all([(f"{location}/{o.name}", f"{trash}/rolled-back/{o.name}") for o in outputs])
     try:
         check_owner()
-        restored = fs.move_all([(f"{trash}/{f['name']}", f"{location}/{f['name']}") for f in inputs],
+        restored = fs.move_all([(f"{trash}/{f.name}", f"{location}/{f.name}") for f in inputs],
                                create_folders=False)
     except FolderGone:
         raise RollbackError(f"{label}: the partition's folder {location} is gone (dropped meanwhile?): it was not "

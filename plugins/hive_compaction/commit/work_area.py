@@ -110,12 +110,12 @@ def check_record(record: CommitRecord, area: WorkArea, pid: str, location: str |
         problems.append(f"run {record.run!r} is not a plain name")
     if record.attempt and not _SEGMENT.match(record.attempt):  # it names trash and manifest folders
         problems.append(f"attempt {record.attempt!r} is not a plain name")
-    names = [f.get("name", "") for f in record.inputs] + [o.get("name", "") for o in record.outputs]
+    names = [f.name for f in record.inputs] + [o.name for o in record.outputs]
     bad = [n for n in names if not _SEGMENT.match(str(n))]
     if bad:
         problems.append(f"file names {bad[:3]} are not plain names")
     staging = f"{area.root}/staging"
-    outside = [o.get("staged") for o in record.outputs if not is_within(str(o.get("staged")), staging)]
+    outside = [o.staged for o in record.outputs if not is_within(o.staged, staging)]
     if record.moving_trash and not is_within(record.moving_trash, f"{area.root}/trash"):
         outside.append(record.moving_trash)
     if outside:
@@ -129,7 +129,7 @@ def check_record(record: CommitRecord, area: WorkArea, pid: str, location: str |
         if why:
             problems.append(f"folder: {why}")
     if record.switched:  # its new folder lies in the table's VERSIONS_FOLDER
-        names = [f.get("name", "") for f in record.files] + list(record.copies)
+        names = [f.name for f in record.files] + list(record.copies)
         bad = [n for n in names if not _SEGMENT.match(str(n))]
         if bad:
             problems.append(f"file names {bad[:3]} are not plain names")

@@ -114,10 +114,10 @@ def _described(m: CommitRecord, state: str, stats: dict | None = None) -> dict:
     inputs = m.inputs
     if stats is None:  # a dry run: what the rollback would write (the disk's counts, as the manifest knows them)
         stats = {**m.stats_before, NUM_FILES: str(len(inputs)),
-                 TOTAL_SIZE: str(sum(f.get("size", 0) for f in inputs))}
+                 TOTAL_SIZE: str(sum(f.size for f in inputs))}
     return {"partition": m.partition, "location": m.location, "mode": m.mode,
-            "state": state, "files_back": len(inputs), "bytes_back": sum(f.get("size", 0) for f in inputs),
-            "outputs_out": len(m.outputs), "names_back": sorted(f["name"] for f in inputs)[:20],
+            "state": state, "files_back": len(inputs), "bytes_back": sum(f.size for f in inputs),
+            "outputs_out": len(m.outputs), "names_back": sorted(f.name for f in inputs)[:20],
             "statistics": {k: stats.get(k) for k in (NUM_FILES, TOTAL_SIZE, NUM_ROWS)}}
 
 
@@ -149,7 +149,7 @@ class _Refused(RollbackError):
 
 def _gone(fs: HadoopFS, m: CommitRecord) -> list[str]:
     """Original files of an in-place commit neither in the trash nor back in the partition."""
-    names = [f["name"] for f in m.inputs]
+    names = [f.name for f in m.inputs]
     found = fs.statuses([f"{m.trash}/{n}" for n in names] + [f"{m.location}/{n}" for n in names])
     return [n for n, t, p in zip(names, found[:len(names)], found[len(names):]) if t is None and p is None]
 
@@ -164,9 +164,9 @@ def _print_would(table: str, m: CommitRecord) -> None:
         print(f"dry run: {label} would get {len(m.inputs)} original file(s) back from {m.trash} and "
               f"{len(m.outputs)} merged file(s) out:", flush=True)
         for f in m.inputs:
-            print(f"  back: {m.location}/{f['name']} ({f.get('size')} bytes)", flush=True)
+            print(f"  back: {m.location}/{f.name} ({f.size} bytes)", flush=True)
         for o in m.outputs:
-            print(f"  out:  {m.location}/{o['name']}", flush=True)
+            print(f"  out:  {m.location}/{o.name}", flush=True)
 
 
 if __name__ == "__main__":

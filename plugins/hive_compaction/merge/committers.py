@@ -100,5 +100,5 @@ def footers_by_name(work: Work) -> tuple[dict, dict]:
     """The footers known by file name: the partition's files' (read while preparing) and the
     staged outputs' (read while staging, where they were)."""
     old = {f.name: work.footers[f.path] for f in work.files if f.path in work.footers}
-    new = {o["name"]: g.footers[k] for g in work.groups for k, o in enumerate(g.staged) if k < len(g.footers)}
+    new = {o.name: g.footers[k] for g in work.groups for k, o in enumerate(g.staged) if k < len(g.footers)}
     return old, new

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from hive_compaction.commit.record import StagedOutput
 from hive_compaction.merge.grouping import FileFooter, Group
 from hive_compaction.storage import jvm_helper
 from hive_compaction.storage.hadoop_fs import HadoopFS
@@ -164,7 +165,7 @@ def stage(spark, fmt: str, group: Group, staging: str, name: str) -> float:
     spent verifying."""
     staged = f"{staging}/{name}"
     footer, size, verified = copy_and_verify(spark, fmt, [f.path for f in group.files], staged)
-    group.staged = [{"staged": staged, "name": name, "size": size}]
+    group.staged = [StagedOutput(staged, name, size)]
     group.rows, group.footers = footer.rows, [footer]
     return verified
 

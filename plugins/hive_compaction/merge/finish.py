@@ -177,7 +177,7 @@ class Finisher:
         task = work.task
         after, _ = listing.data_files(self.fs.list(result.location))
         result.status = Status.MERGED
-        result.outputs = [o["name"] for o in outputs]
+        result.outputs = [o.name for o in outputs]
         result.rows_merged = sum(g.rows for g in work.groups)
         result.files_after, result.bytes_after = len(after), sum(f.size for f in after)
         result.sizes_after = histogram(task, after)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from hive_compaction.commit.record import StagedOutput
 from hive_compaction.commit.work_area import WorkArea
 from hive_compaction.merge.sizing import pack_small_files
 from hive_compaction.model.batch import PartitionTask
@@ -85,7 +86,7 @@ class FileFooter:
 class Group:
     engine: Engine
     files: list[DataFile]
-    staged: list[dict] = field(default_factory=list)  # {"staged", "name", "size"}
+    staged: list[StagedOutput] = field(default_factory=list)
     rows: int = 0
     want: tuple[int, int, int] = (0, 0, 0)  # rows and content checksums of the inputs, seen while writing
     footers: list[FileFooter] = field(default_factory=list)  # of the staged outputs, where read

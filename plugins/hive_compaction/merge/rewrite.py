@@ -24,6 +24,7 @@ from urllib.parse import unquote
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
+from hive_compaction.commit.record import StagedOutput
 from hive_compaction.merge.checksum import content, content_metrics
 from hive_compaction.merge.copy import error_text
 from hive_compaction.merge.grouping import Engine, Group, Work, staged_suffix
@@ -185,10 +186,9 @@ class RewriteEngine:
             tag = uuid.uuid4().hex[:12]
             staged = []
             for k, o in enumerate(g.staged):
-                target = f"{w.staging}/rewrite-{tag}-{k}{staged_suffix(o['name'])}"
-                moves.append((o["staged"], target))
-                staged.append({"staged": target, "name": f"{MERGED_PREFIX}{tag}-{k:05d}{staged_suffix(o['name'])}",
-                               "size": o["size"]})
+                target = f"{w.staging}/rewrite-{tag}-{k}{staged_suffix(o.name)}"
+                moves.append((o.staged, target))
+                staged.append(StagedOutput(target, f"{MERGED_PREFIX}{tag}-{k:05d}{staged_suffix(o.name)}", o.size))
             g.staged = staged
         self.fs.move_all(moves)
 
@@ -214,7 +214,7 @@ class RewriteEngine:
         fraction of one read per group (100 groups of 20,000 rows here: 6 s against 23 s)."""
         written = [(w, g) for w, g in items if g.staged and not w.error]
         got = self._sums(written[0][0].task.storage_format, schema,
-                         {o["staged"]: id(g) for _, g in written for o in g.staged}) if written else {}
+                         {o.staged: id(g) for _, g in written for o in g.staged}) if written else {}
         for w, g in items:
             if w.error:
                 continue
@@ -252,7 +252,7 @@ def _take_outputs(items: list[tuple[Work, Group]], outputs: dict[int, list],
             w.error = (f"verification failed: Spark read {g.want[0]} rows from inputs whose footers hold "
                        f"{in_footers}; nothing was committed")
         g.rows = g.want[0]
-        g.staged = [{"staged": e.path, "name": e.name, "size": e.size} for e in outputs.get(i, [])]
+        g.staged = [StagedOutput(e.path, e.name, e.size) for e in outputs.get(i, [])]
 
 
 # A union of this many file scans still plans in seconds; each group is one task of the job.

@@ -11,20 +11,33 @@ MERGED_PREFIX = "part-compacted-"
 WRITER_STAGING = (".hive-staging", "_temporary", ".spark-staging")
 
 
+@dataclass(frozen=True)
+class RecordedFile:
+    """A file as a journal or manifest records it (``FileIdentity.identity``): its name, size and,
+    where recorded, its modification time (epoch milliseconds) and version (an etag or file id)."""
+    name: str
+    size: int
+    mtime: int | None = None
+    version: str | None = None
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "size": self.size, **({"mtime": self.mtime} if self.mtime is not None else {}),
+                **({"version": self.version} if self.version else {})}
+
+
 class FileIdentity:
     """What a journal records of a file it will move (``identity``), checked again before every
     move and replay (``matches``). Needs ``name``, ``size``, ``modification_time``, ``version``."""
 
-    def identity(self) -> dict:
-        return {"name": self.name, "size": self.size, "mtime": self.modification_time,
-                **({"version": self.version} if self.version else {})}
+    def identity(self) -> RecordedFile:
+        return RecordedFile(self.name, self.size, self.modification_time, self.version or None)
 
-    def matches(self, recorded: dict | None, mtime: bool = True) -> bool:
-        """Whether this is the file ``recorded`` (an ``identity()``) names: same size, time (unless
-        ``mtime`` is False) and version, each as far as the record has it."""
-        return (recorded is not None and self.size == recorded["size"]
-                and (not mtime or recorded.get("mtime", self.modification_time) == self.modification_time)
-                and recorded.get("version", self.version) == self.version)
+    def matches(self, recorded: RecordedFile | None, mtime: bool = True) -> bool:
+        """Whether this is the file ``recorded`` names: same size, time (unless ``mtime`` is
+        False) and version, each as far as the record has it."""
+        return (recorded is not None and self.size == recorded.size
+                and (not mtime or recorded.mtime is None or recorded.mtime == self.modification_time)
+                and (recorded.version is None or recorded.version == self.version))
 
 
 @dataclass(frozen=True)
