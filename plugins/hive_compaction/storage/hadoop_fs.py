@@ -1,7 +1,8 @@
 """The Hadoop FileSystem API reached from PySpark through py4j.
 
-All file work of the Spark job goes through here, so the same code runs on HDFS, S3A, ABFS or
-the local file system: whatever scheme the partition location has.
+All file work of the Spark job goes through here, so the same code runs on HDFS, viewfs, S3A or
+the local file system: whatever scheme the partition location has (``capabilities`` says which
+ones a commit may use).
 """
 from __future__ import annotations
 
