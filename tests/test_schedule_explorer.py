@@ -120,6 +120,34 @@ def test_a_partition_dropped_and_written_again_at_its_old_folder_reads_no_merged
     assert sum(world.intent.values()) == 3, trace
 
 
+def test_a_paused_switch_finish_never_undoes_a_later_rollback():
+    """Found by the explorer after the five: A switched and paused while its finish moved the old
+    files to the trash; B took the switch over and finished it; a rollback switched the partition
+    back and put the old files back. A resumes: it must not move them to the trash again, nor write
+    over the rollback's manifest (its moves go into a moving trash that B's takeover renamed)."""
+    outcome, trace = scripted("location_switch", ("merge run1/1", "merge run1/2", "rollback run1"),
+                              [Rule("merge run1/1", waiting_at("merge run1/1", "/dt=1/000001_0 ->"), "pause:700")],
+                              {"merge run1/2": paused("merge run1/1"), "rollback run1": gone("merge run1/2")})
+    world = outcome.world
+    assert not outcome.violations, trace
+    assert world.partition_rows() == world.intent and sum(world.intent.values()) == 8, trace
+    assert "run1/2: reported SKIPPED" in trace and "rollback run1: rolled back run run1" in trace, trace
+
+
+def test_a_switch_stopped_before_its_folder_was_built_is_undone_at_once():
+    """The in-flight wait (finding 2) only where an alter_partition can be on the way: a switch
+    killed before it moved its outputs into the new folder is undone by the next run, which then
+    merges the partition, instead of leaving it SKIPPED for IN_FLIGHT_SECONDS."""
+    outcome, trace = scripted("location_switch", ("merge run1/1", "merge run2/1"),
+                              [Rule("merge run1/1", lambda w: w.commit_in_flight()
+                                    and waiting_at("merge run1/1", "/staging/run1/")(w))],
+                              {"merge run2/1": gone("merge run1/1")})
+    world = outcome.world
+    assert not outcome.violations, trace
+    assert [s for who, s, _ in world.reports if who.startswith("run2/1")] == [Status.MERGED], trace
+    assert world.partition_rows() == world.intent, trace
+
+
 def test_an_in_place_commit_rereads_the_location_under_its_lock():
     """Finding 5: ALTER TABLE ... SET LOCATION between the plan and the commit."""
     outcome, trace = scripted("in_place", ("merge run1/1", "writer set_location"),

@@ -55,7 +55,7 @@ from hive_compaction.commit.record import CommitRecord
 from hive_compaction.commit.steps import Step, reached
 from hive_compaction.commit.work_area import WorkArea, check_record, release_journal
 from hive_compaction.storage.capabilities import LOCATION_SWITCH, is_object_store
-from hive_compaction.storage.hadoop_fs import HadoopFS
+from hive_compaction.storage.hadoop_fs import FolderGone, HadoopFS
 from hive_compaction.storage.listing import RecordedFile, data_files
 from hive_compaction.storage.metastore_client import DescriptorChanged, JobMetastore, PartitionState, same_location
 from hive_compaction.storage.metastore_lock import CommitConflict, check_lock_held
@@ -113,13 +113,13 @@ def build_and_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: Co
         # for the next run, which asks the Metastore (recover_switch).
         if same_location(hms.location(record.table, record.values), record.new_location):
             reached(Step.SWITCHED, record.label)
-            return _finish(fs, area, record)
+            return _finish(fs, area, record, first=True)
         raise
     if not switched:
         _abort(fs, area, record, "the Metastore's partition is no longer at the folder that was merged "
                                  "(dropped or moved meanwhile)", conflict=True)
     reached(Step.SWITCHED, record.label)
-    return _finish(fs, area, record)
+    return _finish(fs, area, record, first=True)
 
 
 def _build(fs: HadoopFS, area: WorkArea, record: CommitRecord, rows_of: Callable[[list], int]) -> None:
@@ -193,20 +193,47 @@ def _undo(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> None:
     release_journal(fs, area, record)
 
 
-def _finish(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> CommitRecord:
+def _finish(fs: HadoopFS, area: WorkArea, record: CommitRecord, first: bool = False) -> CommitRecord:
     """After the switch: late files adopted, the old folder's files moved to the run's trash (each
-    only while it is the file the journal names), the manifest, the journal released and staging
-    removed (a replay does it all again: each step is idempotent)."""
-    label, old = record.label, record.location.rstrip("/")
+    only while it is the file the journal names, through the moving trash: ``old_files_to_trash``),
+    the manifest, the journal released and staging removed (a replay does it all again: each step
+    is idempotent). Each step only while this job holds the journal: a paused holder that a replay
+    took over must not move what a later rollback put back, nor write over its manifest."""
+    label = record.label
+    check_owner(fs, area, record)
     adopted = adopt_late_files(fs, record.location, record.new_location, record.files, label)
-    trash = area.trash_of(record)
-    fs.move_all(identity_moves(old, trash, record.files))
+    trash = old_files_to_trash(fs, area, record, first)
+    check_owner(fs, area, record)
     manifest = record.but(committed_at=time.time(), adopted=adopted, trash=trash)
     fs.write_text_atomic(area.manifest_of(record), manifest.to_json())
     reached(Step.MANIFEST_WRITTEN, label)
     release_journal(fs, area, record)
     fs.delete(record.staging, recursive=True)
     return manifest
+
+
+def old_files_to_trash(fs: HadoopFS, area: WorkArea, record: CommitRecord, first: bool = False) -> str:
+    """Move the old folder's files the journal names into the run's trash; returns that folder.
+    They move into the switch's moving trash first (``moving_trash``, made before its journal),
+    which is then renamed to the run's trash: a replay that takes the switch over renames the moving
+    trash (``in_place.take_over``), so from then on every move of the earlier holder (``first``:
+    the switch's own job) into it fails. A replay finds it renamed to the run's trash already when
+    a finish got that far, and a journal older than the moving trash moves them there directly."""
+    old, final = record.location.rstrip("/"), area.trash_of(record)
+    trash = record.moving_trash
+    if not trash or (not first and not fs.exists(trash)):
+        trash = final
+    try:
+        fs.move_all(identity_moves(old, trash, record.files), create_folders=trash == final)
+    except FolderGone:
+        raise CommitConflict(f"{record.label}: this job's trash {trash} is gone (a replay took the switch over); "
+                             "it stopped before moving more") from None
+    if trash != final:
+        fs.make_folders(final.rsplit("/", 1)[0])
+        if not fs.rename_folder(trash, final):
+            raise CommitConflict(f"{record.label}: this job's trash {trash} is gone (a replay took the switch over); "
+                                 "it stopped before writing its manifest")
+    return final
 
 
 def recover_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: CommitRecord,
@@ -225,14 +252,14 @@ def recover_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: Comm
         return _superseded(fs, area, take_over(fs, area, record, owner or record.owner), current)
     if same_location(current, record.location):
         st = fs.status(area.journal(record.pid))
-        if st is not None and st.modification_time > (time.time() - IN_FLIGHT_SECONDS) * 1000:
-            raise SwitchInFlight(f"{label}: the location switch of run {record.run} has not happened, but its "
-                                 f"alter_partition may still land (journal written "
-                                 f"{time.time() - st.modification_time / 1000:.0f} s ago): its new folder "
-                                 f"{record.new_location} is left as it is, the partition reads its old folder; a run "
-                                 f"{IN_FLIGHT_SECONDS} s after the journal removes it")
+        young = st is not None and st.modification_time > (time.time() - IN_FLIGHT_SECONDS) * 1000
+        if young and not _unbuilt(fs, record):
+            raise _in_flight(record, st)
+        taken = take_over(fs, area, record, owner or record.owner)
+        if young and not _unbuilt(fs, taken):  # its job moved its last output meanwhile: it may switch yet
+            raise _in_flight(taken, st)
         log.warning("%s: the location switch of run %s did not happen; removing its new folder", label, record.run)
-        _undo(fs, area, take_over(fs, area, record, owner or record.owner))
+        _undo(fs, area, taken)
         return None
     if _switched_since(current, record, table_location):
         # A job that hung before publishing its journal, whose lock a retry took over: the retry
@@ -248,7 +275,7 @@ def recover_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: Comm
         # reads; had it still read the old one, that would be gone): the old files are the
         # switch's superseded copies, and must not come back with MSCK REPAIR or a re-created partition.
         record = take_over(fs, area, record, owner or record.owner)
-        fs.move_all(identity_moves(old, area.trash_of(record), record.files))
+        old_files_to_trash(fs, area, record)
         release_journal(fs, area, record)
         raise CommitConflict(f"{label}: dropped after the location switch of run {record.run}, before that switch was "
                              f"finished: the old folder's files it replaced went to the trash {area.trash_of(record)}")
@@ -257,11 +284,26 @@ def recover_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: Comm
                         f"run {record.run} merged nor the one it built; both were left as they are")
 
 
+def _unbuilt(fs: HadoopFS, record: CommitRecord) -> bool:
+    """Whether a staged output is still in staging: the switch's job had not built its new folder,
+    and once a takeover renamed the staging folder it never will (that move fails and the job
+    stops), so no alter_partition of it can be on the way: it may be undone at once."""
+    return any(st is not None for st in fs.statuses([o.staged for o in record.outputs]))
+
+
+def _in_flight(record: CommitRecord, journal) -> SwitchInFlight:
+    return SwitchInFlight(f"{record.label}: the location switch of run {record.run} has not happened, but its "
+                          f"alter_partition may still land (its new folder was built; journal written "
+                          f"{time.time() - journal.modification_time / 1000:.0f} s ago): the new folder "
+                          f"{record.new_location} is left as it is, the partition reads its old folder; a run "
+                          f"{IN_FLIGHT_SECONDS} s after the journal removes it")
+
+
 def _finish_began(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> bool:
-    """Whether any of the old folder's files is in the run's trash: only a finish, after the
-    switch, moves them there."""
-    trash = area.trash_of(record)
-    return any(st is not None for st in fs.statuses([f"{trash}/{f.name}" for f in record.files]))
+    """Whether any of the old folder's files is in the moving trash or the run's trash: only a
+    finish, after the switch, moves them there."""
+    folders = [area.trash_of(record)] + ([record.moving_trash] if record.moving_trash else [])
+    return any(st is not None for st in fs.statuses([f"{t}/{f.name}" for t in folders for f in record.files]))
 
 
 def _recreated(fs: HadoopFS, record: CommitRecord, state: PartitionState) -> bool:
@@ -283,8 +325,7 @@ def _superseded(fs: HadoopFS, area: WorkArea, record: CommitRecord, current: str
     finish would have moved them (a partition there again must not read them beside its new
     rows); a manifest lets the purge look after the new folder."""
     old = record.location.rstrip("/")
-    trash = area.trash_of(record)
-    fs.move_all(identity_moves(old, trash, record.files))
+    trash = old_files_to_trash(fs, area, record)
     fs.write_text_atomic(area.manifest_of(record), record.but(committed_at=time.time(), trash=trash).to_json())
     release_journal(fs, area, record)
     fs.delete(record.staging, recursive=True)

@@ -81,6 +81,9 @@ class LocationSwitch:
             decided_at=time.time(),
             copies=[f.name for f in work.files if f.name not in merged],
             rows=partition_rows(job.spark, fmt, work.files, old_footers))
+        # Where the old files move at the finish: made before the journal, renamed by a takeover.
+        record = record.but(moving_trash=f"{work.area.trash_of(record)}{in_place.MOVING_TRASH}")
+        job.fs.make_folders(record.moving_trash)
         in_place.hold(job.fs, work.area, record)
         manifest = location_switch.build_and_switch(
             job.fs, work.area, job.metastore, record,
