@@ -25,6 +25,9 @@ pytestmark = pytest.mark.integration
 
 JOB_USER, METASTORE_USER = "etl", "hive"
 DB = "on_hdfs"
+# The DAG runs on HDFS, one drawn a day (every one in make test-stacks and test-full): this module's
+# whole DAG and killed commit, and YARN cluster mode's (test_yarn_cluster, on the same HDFS).
+ON_HDFS = "a DAG run on HDFS"
 DATES = ["2026-10-01", "2026-10-02"]
 TABLES = {"orc_in_place": ("ORC", "in_place"), "parquet_in_place": ("PARQUET", "in_place"),
           "orc_switch": ("ORC", "location_switch"), "parquet_switch": ("PARQUET", "location_switch")}
@@ -91,7 +94,7 @@ def test_the_cluster_checks_permissions_and_the_job_user_is_not_its_superuser(hd
     assert hdfs.status(f"/warehouse/{DB}.db")["owner"] == JOB_USER
 
 
-@pytest.mark.variant("test_hdfs: a DAG run on HDFS", "whole DAG")
+@pytest.mark.variant(ON_HDFS, "whole DAG")
 def test_the_whole_dag_on_hdfs_both_commit_modes_orc_and_parquet(hdfs, hdfs_stack, tmp_path):
     stack = hdfs_stack
     names = [f"{DB}.{t}" for t in TABLES]
@@ -182,7 +185,7 @@ def test_a_work_area_the_job_user_cannot_create_fails_saying_why_and_another_fil
     assert (area["owner"], area["permission"]) == (JOB_USER, "700")
 
 
-@pytest.mark.variant("test_hdfs: a DAG run on HDFS", "killed commit")
+@pytest.mark.variant(ON_HDFS, "killed commit")
 def test_a_commit_killed_midway_on_hdfs_is_finished_by_the_next_run(hdfs, hdfs_stack, tmp_path):
     """The in-place commit killed once the inputs have left for the trash: its journal (published
     by an HDFS rename that never replaces) is on HDFS, the partition empty; the next run replays

@@ -24,7 +24,7 @@ from harness import QUICK_JVM_START, ROOT, Stack
 from hdfs_stack import Hdfs
 from stack_sampling import require_jars
 from yarn_stack import Yarn
-from test_hdfs import JOB_USER, METASTORE_USER, partitions, spark_tables
+from test_hdfs import JOB_USER, METASTORE_USER, ON_HDFS, partitions, spark_tables
 
 pytestmark = pytest.mark.integration
 
@@ -113,6 +113,7 @@ def test_the_containers_python_holds_neither_pyspark_nor_the_package():
         assert p.returncode != 0 and "ModuleNotFoundError" in p.stderr, (module, p.stderr)
 
 
+@pytest.mark.variant(ON_HDFS, "YARN cluster mode")
 def test_the_dag_merges_in_yarn_cluster_mode_from_the_zip(cluster, tmp_path):
     hdfs, yarn, stack = cluster
     table = f"{DB}.events"
