@@ -25,7 +25,8 @@ one. Per partition, after its outputs are staged and verified as in place:
 6. Files a writer added to the old folder since step 4 (one that looked the location up before
    the switch, and wrote by path) are moved into the new folder, where they are read (named in
    the log and the manifest's ``adopted``). The old folder's files the journal names move to the
-   run's trash (outside the table, kept for ``trash_retention_days``, purged with the run): the
+   run's trash (through the switch's moving trash, as an in-place commit's inputs do; outside the
+   table, kept for ``trash_retention_days``, purged with the run): the
    old folder is usually the partition's default path, and a partition dropped and written again
    there, or re-added by ``MSCK REPAIR``, must not read them again beside the new rows. (A query
    that listed the old folder before the switch and opens its files afterwards fails, and is
@@ -35,8 +36,9 @@ one. Per partition, after its outputs are staged and verified as in place:
 
 Recovery of a journal asks the Metastore which location is current: the new folder, the switch
 happened (finish step 6); the old one, it did not, or its ``alter_partition`` is still in flight
-(a job that lost its connection or paused may still have one on the way): the new folder is
-left as it is until the journal is ``IN_FLIGHT_SECONDS`` old, then deleted; a later switch's folder
+(a job that lost its connection or paused may still have one on the way): a new folder that was
+built is left as it is until the journal is ``IN_FLIGHT_SECONDS`` old, then deleted (one whose
+outputs were still staged is deleted at once: after the takeover its job cannot build it); a later switch's folder
 (the journal was published late by a job that hung while its retry merged and switched), the
 journal and its never-named new folder are removed; neither (the partition was dropped or moved by
 someone else), the journal is removed and both folders are left. A job taking a journal over
