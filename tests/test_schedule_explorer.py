@@ -148,6 +148,23 @@ def test_a_switch_stopped_before_its_folder_was_built_is_undone_at_once():
     assert world.partition_rows() == world.intent, trace
 
 
+def test_a_switch_that_lost_its_lock_before_switching_gives_itself_up():
+    """Its folder built, the switch's job paused before its alter_partition and a retry took the
+    lock (finding it in flight, it left the switch alone); resumed, the job finds its lock lost and
+    stops, and since no call of it can land, it removes its own new folder and journal, so the next
+    run merges the partition instead of leaving it SKIPPED for IN_FLIGHT_SECONDS (the
+    location-switch adversary sample met it as a stolen lock at the commit's seventh call)."""
+    outcome, trace = scripted("location_switch", ("merge run1/1", "merge run1/2"),
+                              [Rule("merge run1/1", waiting_at("merge run1/1", "step folder_built"), "pause:30")],
+                              {"merge run1/2": paused("merge run1/1")})
+    world = outcome.world
+    assert not outcome.violations, trace
+    assert "merge run1/1: paused 30 s (before: step folder_built)" in trace, trace
+    assert "merge run1/1: alter_partition" not in trace and "run1/1: reported FAILED (LockLost" in trace, trace
+    assert [s for who, s, _ in world.reports if who.startswith("run9/1")] == [Status.MERGED], trace
+    assert world.partition_rows() == world.intent, trace
+
+
 def test_an_in_place_commit_rereads_the_location_under_its_lock():
     """Finding 5: ALTER TABLE ... SET LOCATION between the plan and the commit."""
     outcome, trace = scripted("in_place", ("merge run1/1", "writer set_location"),

@@ -55,12 +55,12 @@ from typing import Callable
 from hive_compaction.commit.in_place import InputsChanged, check_owner, identity_moves, take_over, unpublish
 from hive_compaction.commit.record import CommitRecord
 from hive_compaction.commit.steps import Step, reached
-from hive_compaction.commit.work_area import WorkArea, check_record, release_journal
+from hive_compaction.commit.work_area import WorkArea, check_record, journal_holder, release_journal
 from hive_compaction.storage.capabilities import LOCATION_SWITCH, is_object_store
 from hive_compaction.storage.hadoop_fs import FolderGone, HadoopFS
 from hive_compaction.storage.listing import RecordedFile, data_files
 from hive_compaction.storage.metastore_client import DescriptorChanged, JobMetastore, PartitionState, same_location
-from hive_compaction.storage.metastore_lock import CommitConflict, check_lock_held
+from hive_compaction.storage.metastore_lock import CommitConflict, LockLost, check_lock_held
 from hive_compaction.storage.paths import is_within, versions_folder
 
 log = logging.getLogger(__name__)
@@ -98,6 +98,9 @@ def build_and_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: Co
     (the journal is kept: the next run asks the Metastore and finishes or undoes it)."""
     try:
         _build(fs, area, record, rows_of)
+    except LockLost:
+        _give_up_unsent(fs, area, record)
+        raise
     except (SwitchAborted, CommitConflict):
         raise
     except Exception as e:  # the file system failed before the switch: undo the new folder
@@ -183,6 +186,19 @@ def _abort(fs: HadoopFS, area: WorkArea, record: CommitRecord, why: str, conflic
     _undo(fs, area, record)
     raise (CommitConflict if conflict else SwitchAborted)(
         f"{record.label}: {why}; the location was not switched, the partition is as it was")
+
+
+def _give_up_unsent(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> None:
+    """The lock was lost before the switch's alter_partition was sent: none of it can land, so
+    its own new folder (no partition ever read it) and journal go now, rather than wait out
+    ``IN_FLIGHT_SECONDS`` for the next run. Only while the journal is still its own: a job that
+    took it over decides then (its takeover renamed staging, so the outputs' way back fails)."""
+    if journal_holder(fs, area, record.pid) != record.owner:
+        return
+    try:
+        _undo(fs, area, record)
+    except CommitConflict:
+        log.warning("%s: the journal was taken over while this job gave its switch up", record.label)
 
 
 def _undo(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> None:

@@ -2,8 +2,8 @@
 
 The commit code reports each step it passes (``reached``) to whoever observes the committing
 thread: the merge job's step timer (``merge.step_times``: the time from one step to the next, per
-partition, in the job's log), the tests' fault injection (``scripts/fault_hooks.py``: a kill or
-an actor at a step) and the schedule explorer (``scripts/explorer``: its traces name them). A step
+partition, in the job's log), the tests' fault injection (from outside, under ``scripts/``: a kill
+or an actor at a step) and the schedule explorer (``scripts/explorer``: its traces name them). A step
 added here and reported by the code is timed, killable and traced without another change.
 
 ``INPUT_MOVED`` and ``OUTPUT_MOVED`` (after the first move of a batch) are the only steps inside
