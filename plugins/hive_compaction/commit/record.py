@@ -143,8 +143,8 @@ def parse(text: str) -> CommitRecord | PurgeHold | None:
         types = _TYPES[declared]
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             problems.append(f"{name} is {type(value).__name__}, not {declared}")
-        elif declared.startswith("list[") and declared[5:].split("]")[0] in _ENTRIES and value:
-            entry = _ENTRIES[declared[5:].split("]")[0]]
+        elif _entry_kind(declared) and value:
+            entry = _ENTRIES[_entry_kind(declared)]
             if not all(isinstance(v, dict) for v in value):
                 problems.append(f"{name} holds items that are not objects")
             else:
@@ -153,13 +153,19 @@ def parse(text: str) -> CommitRecord | PurgeHold | None:
         table, partition = str(data.get("table", "")), str(data.get("partition", ""))
         raise UnsafeRecord(f"the commit record of {table}/{partition} is refused, nothing was moved: "
                            f"{'; '.join(problems)}", table, partition)
-    fields_ = {k: v for k, v in data.items() if k in known}
-    for name, value in fields_.items():
-        kind = known[name][5:].split("]")[0] if known[name].startswith("list[") else None
-        if kind in _ENTRIES and value is not None:
+    values = {k: v for k, v in data.items() if k in known}
+    for name, value in values.items():
+        kind = _entry_kind(known[name])
+        if kind and value is not None:
             entry_cls, required_, optional = _ENTRIES[kind]
-            fields_[name] = [entry_cls(**{k: v[k] for k in (*required_, *optional) if k in v}) for v in value]
-    return cls(**fields_)
+            values[name] = [entry_cls(**{k: v[k] for k in (*required_, *optional) if k in v}) for v in value]
+    return cls(**values)
+
+
+def _entry_kind(declared: str) -> str | None:
+    """The typed entry a field's declared type lists ("list[RecordedFile] | None" -> "RecordedFile")."""
+    kind = declared[len("list["):].split("]")[0] if declared.startswith("list[") else None
+    return kind if kind in _ENTRIES else None
 
 
 def _entry_problems(item: dict, entry: tuple) -> list[str]:
