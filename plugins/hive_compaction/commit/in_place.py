@@ -191,6 +191,7 @@ def take_over(fs: HadoopFS, area: WorkArea, record: CommitRecord, owner: str) ->
     the renames on, none of its moves from or into those folders happen, and this job reads what
     they did after it."""
     n = record.generation
+    check_lock_held()  # a job whose lock was taken meanwhile takes nothing over
 
     def moved(path: str, folder: str) -> str:
         return _generation(folder, n, n + 1) + path[len(folder):] if folder and path.startswith(folder) else path
@@ -201,11 +202,20 @@ def take_over(fs: HadoopFS, area: WorkArea, record: CommitRecord, owner: str) ->
     replace_journal(fs, area, taken)
     for folder in (record.staging, record.moving_trash):
         if folder:
-            found = fs.statuses([_generation(folder, n, k) for k in range(n, -1, -1)])
-            newest = next((_generation(folder, n, n - k) for k, st in enumerate(found) if st is not None), None)
-            if newest is not None:
-                fs.rename_folder(newest, _generation(folder, n, n + 1))
+            _rename_newest(fs, folder, n)
     return taken
+
+
+def _rename_newest(fs: HadoopFS, folder: str, n: int) -> None:
+    """Rename the newest generation of ``folder`` (of generation ``n``) that exists to ``n + 1``.
+    A rename that finds its source gone (an earlier holder renamed it meanwhile) looks again."""
+    for _ in range(n + 2):
+        check_lock_held()
+        found = fs.statuses([_generation(folder, n, k) for k in range(n, -1, -1)])
+        newest = next((_generation(folder, n, n - k) for k, st in enumerate(found) if st is not None), None)
+        if newest is None or fs.rename_folder(newest, _generation(folder, n, n + 1)):
+            return
+    raise CommitConflict(f"{folder} kept being renamed while this job took its commit over; it stopped")
 
 
 def _generation(folder: str, current: int, wanted: int) -> str:

@@ -29,7 +29,7 @@ from hive_compaction.model.results import PartitionResult, STATISTICS_KEYS, Stat
 from hive_compaction.storage import listing
 from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.metastore_client import JobMetastore, PartitionState, same_location
-from hive_compaction.storage.metastore_lock import CommitConflict, HeldLock, LockTimeout, summary
+from hive_compaction.storage.metastore_lock import CommitConflict, HeldLock, LockTimeout, check_lock_held, summary
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +120,8 @@ class Finisher:
                 else:
                     with step("state read"):
                         state = self.metastore.state(task.table_name, list(task.values))
+                if held is not None and self.fs.exists(work.area.journal(work.pid)):
+                    self._finish_left(work)  # a job that died since this one prepared left it
                 _check_location(task, state)
                 current, descriptor = state.parameters or task.statistics, state.descriptor
                 record.stats_before = {k: current.get(k) for k in STATISTICS_KEYS}
@@ -166,6 +168,7 @@ class Finisher:
         (``recover``, as a replay at the start of a merge). This job's merge of the partition,
         made from files that commit replaced, is given up: LeftCommitFinished."""
         task = work.task
+        check_lock_held()  # lost meanwhile: the journal is no longer this job's to finish
         recover(self.fs, work.area, work.pid, self.owner, location=task.location, switch=lambda record:
                 location_switch.recover_switch(self.fs, work.area, self.metastore, record, task.table_location,
                                                self.owner))
