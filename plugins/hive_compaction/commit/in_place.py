@@ -506,18 +506,25 @@ def _finish(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, wind
     """After the commit point: the moving trash becomes the run's trash (a rename: it fails for a
     holder whose moving trash a replay renamed), the manifest (what rollback and purge read),
     then the journal and the staging folder go."""
-    final = area.trash_of(record)
-    if trash != final:
-        fs.make_folders(final.rsplit("/", 1)[0])
-        if not fs.rename_folder(trash, final):
-            raise CommitConflict(f"{record.label}: this job's trash {trash} is gone (a replay took the commit "
-                                 "over?); it stopped before writing its manifest")
+    final = to_run_trash(fs, area, record, trash)
     manifest = record.but(committed_at=time.time(), trash=final, reader_window_ms=window_ms)
     fs.write_text_atomic(area.manifest_of(record), manifest.to_json())
     reached(Step.MANIFEST_WRITTEN, record.label)
     release_journal(fs, area, record)
     fs.delete(record.staging or area.staging(record.run, record.pid), recursive=True)
     return manifest
+
+
+def to_run_trash(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str) -> str:
+    """The commit's moving trash ``trash`` renamed to the run's trash (a rename: it fails for a
+    holder whose moving trash a replay renamed: CommitConflict); returns the run's trash."""
+    final = area.trash_of(record)
+    if trash != final:
+        fs.make_folders(final.rsplit("/", 1)[0])
+        if not fs.rename_folder(trash, final):
+            raise CommitConflict(f"{record.label}: this job's trash {trash} is gone (a replay took the commit "
+                                 "over?); it stopped before writing its manifest")
+    return final
 
 
 def check_owner(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> None:

@@ -52,7 +52,8 @@ import logging
 import time
 from typing import Callable
 
-from hive_compaction.commit.in_place import InputsChanged, check_owner, identity_moves, take_over, unpublish
+from hive_compaction.commit.in_place import (InputsChanged, check_owner, identity_moves, take_over, to_run_trash,
+                                             unpublish)
 from hive_compaction.commit.record import CommitRecord
 from hive_compaction.commit.steps import Step, reached
 from hive_compaction.commit.work_area import WorkArea, check_record, journal_holder, release_journal
@@ -246,12 +247,7 @@ def old_files_to_trash(fs: HadoopFS, area: WorkArea, record: CommitRecord, first
     except FolderGone:
         raise CommitConflict(f"{record.label}: this job's trash {trash} is gone (a replay took the switch over); "
                              "it stopped before moving more") from None
-    if trash != final:
-        fs.make_folders(final.rsplit("/", 1)[0])
-        if not fs.rename_folder(trash, final):
-            raise CommitConflict(f"{record.label}: this job's trash {trash} is gone (a replay took the switch over); "
-                                 "it stopped before writing its manifest")
-    return final
+    return to_run_trash(fs, area, record, trash)
 
 
 def recover_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: CommitRecord,
