@@ -13,7 +13,7 @@ import time
 import uuid
 
 from hive_compaction.commit import location_switch
-from hive_compaction.commit.in_place import recent
+from hive_compaction.commit.in_place import recent, recover
 from hive_compaction.commit.record import CommitRecord, UnsafeRecord
 from hive_compaction.commit.work_area import (WorkArea, check_record, journal_holder, publish_journal, read_journal,
                                               read_manifest, release_journal, replace_journal)
@@ -77,7 +77,8 @@ def rollback_partition(fs: HadoopFS, area: WorkArea, manifest: CommitRecord, tab
         raise RollbackError(f"{label}: the manifest's trash {trash} is not this work area's; nothing was changed")
     # Hold the partition as a commit would: no merge or replay can start while files move back.
     hold = manifest.but(owner=owner, rollback=True)
-    resuming = _hold(fs, area, hold, label, locked)
+    resuming = _hold(fs, area, hold, label, locked, lambda: _finish_left(fs, area, manifest, table_location, owner,
+                                                                         partitions))
     unfinished = False
     try:
         if switched:  # one alter_partition back to the old folder, then its files back
@@ -106,24 +107,49 @@ def rollback_partition(fs: HadoopFS, area: WorkArea, manifest: CommitRecord, tab
     return done
 
 
-def _hold(fs: HadoopFS, area: WorkArea, record: CommitRecord, label: str, locked: bool) -> bool:
-    """Take the partition's journal, or refuse; True when it finishes an interrupted rollback. A rollback journal left by a rollback that is
-    gone is taken over (the rollback is finished: each step is idempotent), one of a live
-    rollback never: two would move the same files and the first to finish would delete the
-    other's journal. Gone means: this job holds the Metastore lock every rollback holds, or
-    (a Metastore that serves no locks) the journal is older than a rollback runs."""
+def _hold(fs: HadoopFS, area: WorkArea, record: CommitRecord, label: str, locked: bool, finish_left=None) -> bool:
+    """Take the partition's journal, or refuse; True when it finishes an interrupted rollback.
+    A rollback journal left by a rollback that is gone is taken over (the rollback is finished:
+    each step is idempotent), one of a live rollback never: two would move the same files and the
+    first to finish would delete the other's journal. Gone means: this job holds the Metastore
+    lock every rollback holds, or (a Metastore that serves no locks) the journal is older than a
+    rollback runs. A commit's journal found under that lock is a dead job's: ``finish_left``
+    finishes it before this rollback looks again (released unfinished, the lock would let a
+    writer into a partition whose inputs are in the trash, and a replay after that writer would
+    bring them back)."""
     if publish_journal(fs, area, record):
         return False
     journal = area.journal(record.pid)
     current, st = read_journal(fs, journal), fs.status(journal)
     if not getattr(current, "rollback", False):
-        raise RollbackError(f"{label}: a commit, replay or purge of this partition is under way or unfinished "
-                            f"({journal}); let it finish (run the DAG) and roll back then; nothing was changed")
+        if not locked or finish_left is None:
+            raise RollbackError(f"{label}: a commit, replay or purge of this partition is under way or unfinished "
+                                f"({journal}); let it finish (run the DAG) and roll back then; nothing was changed")
+        finish_left()
+        return _hold(fs, area, record, label, locked)
     if not locked and recent(st):
         raise RollbackError(f"{label}: another rollback ({current.owner}) holds it ({journal}); nothing was changed")
     log.warning("%s: finishing the interrupted rollback of %s (%s)", label, current.owner, journal)
     replace_journal(fs, area, record)  # replaced in one step: no gap for a rival
     return True
+
+
+def _finish_left(fs: HadoopFS, area: WorkArea, manifest: CommitRecord, table_location: str, owner: str,
+                 partitions) -> None:
+    """A dead job's commit of the partition, found under this rollback's lock, finished as a
+    merge job's replay would (``recover``); what it cannot finish is refused with its reason."""
+    label = f"{manifest.table} {manifest.partition}"
+    check_lock_held()
+    switch = (lambda r: location_switch.recover_switch(fs, area, partitions, r, table_location, owner)) \
+        if partitions is not None else None
+    log.warning("%s: finishing the interrupted commit found under this rollback's lock (%s) before rolling back",
+                label, area.journal(manifest.pid))
+    try:
+        recover(fs, area, manifest.pid, owner, table_location=table_location, switch=switch)
+    except Exception as e:
+        raise RollbackError(f"{label}: an interrupted commit of this partition ({area.journal(manifest.pid)}) "
+                            f"could not be finished ({type(e).__name__}: {e}); run the DAG to finish it and "
+                            "roll back then; nothing of the rollback was changed") from e
 
 
 def _check_owner(fs: HadoopFS, area: WorkArea, pid: str, owner: str, label: str) -> None:
