@@ -87,11 +87,13 @@ with DAG(
     # Runs when every merge succeeded (or none ran); idempotent, so retried.
     @task(trigger_rule="none_failed", retries=max(SETTINGS.retries, 2),
           retry_delay=timedelta(seconds=5), retry_exponential_backoff=False)
-    def refresh_metastore(plan: dict):
-        from hive_compaction.airflow import tasks as dag_tasks, metastore_hook as metastore
+    def refresh_metastore(plan: dict, dag_run=None):
+        from hive_compaction.airflow import metrics, tasks as dag_tasks, metastore_hook as metastore
         settings = config.load(CONFIG_PATH)
         with metastore.from_airflow_connection(settings.metastore_conn_id) as hms:
-            return dag_tasks.refresh(settings, hms, plan)
+            report = dag_tasks.refresh(settings, hms, plan)
+        metrics.send(dag_run.dag_id, report, plan.get("planned_at"))  # through Airflow's [metrics]
+        return report
 
     # One task per configured table, its asset as the only outlet: it emits the table's event with
     # the merged partitions as partition keys, or is skipped when nothing of the table was merged

@@ -29,6 +29,7 @@ from airflow_services import DAG_ID, AirflowServices, service_env
 from hive_compaction.storage.paths import run_tag
 from local_stack import free_port
 from test_end_to_end import files_with_times
+from test_metrics import StatsdListener
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,6 +52,7 @@ class Services(AirflowServices):
         super().__init__(home, env)
         self.before = before
         self.scheduled_run: dict = {}
+        self.scheduled_metrics: dict[str, str] = {}  # the StatsD lines received by the end of that run
 
     # --- REST (request, api, runs, wait_for_runs: AirflowServices') ---------------------------
     def run(self, run_id: str) -> dict:
@@ -130,7 +132,9 @@ def airflow(stack, tmp_path_factory):
 
     home = tmp / "airflow_home"
     home.mkdir()
-    env = service_env(stack.env(cfg), home, free_port(), **stack.airflow_database("airflow_as_a_user"))
+    listener = StatsdListener()  # the deployment's StatsD: Airflow's [metrics] send to it
+    env = service_env(stack.env(cfg), home, free_port(), **stack.airflow_database("airflow_as_a_user"),
+                      **listener.env())
     svc = Services(home, env, before=before)
     try:
         svc.migrate()
@@ -141,10 +145,12 @@ def airflow(stack, tmp_path_factory):
         svc.unpause(DAG_ID)
 
         svc.scheduled_run = svc.wait_for_runs(lambda r: r["run_type"] == "scheduled", 1, timeout=360)[0]
+        svc.scheduled_metrics = listener.received()
         print(f"services up and the scheduled run done in {time.monotonic() - started:.0f}s")
         yield svc
     finally:
         svc.stop()
+        listener.close()
 
 
 @pytest.mark.variant("test_as_a_user: a run the scheduler drives", "form")
@@ -323,6 +329,17 @@ def test_the_scheduled_run_compacts_its_key_and_the_backlog_before_it(airflow, s
             f"compacted.{DB}.{FORM_TABLE}": "skipped", f"compacted.{DB}.{BROWSER_TABLE}": "skipped"}
     assert svc.xcom(run["dag_run_id"], f"compacted.{DB}.{DAILY_TABLE}") == \
         [f"dt={before_yesterday}", f"dt={yesterday}"]
+    # Its figures reached the deployment's StatsD from the refresh task (airflow/metrics.py).
+    got, daily = svc.scheduled_metrics, f"{DAG_ID}.{DB}.{DAILY_TABLE}"
+    summary = report["summary"]
+    assert got[f"airflow.hive_compaction.partitions_merged.{DAG_ID}"] == "2|c", got
+    assert got[f"airflow.hive_compaction.table.partitions_merged.{daily}"] == "2|c", got
+    assert got[f"airflow.hive_compaction.table.files_before.{daily}"] == f"{summary['files_before']}|c", got
+    assert got[f"airflow.hive_compaction.table.files_after.{daily}"] == "2|c", got
+    assert got[f"airflow.hive_compaction.table.rows_verified.{daily}"] == "200|c", got
+    assert got[f"airflow.hive_compaction.table.partitions_merged.{DAG_ID}.{DB}.{FORM_TABLE}"] == "0|c", got
+    assert got[f"airflow.hive_compaction.run_seconds.{DAG_ID}"].endswith("|ms"), got
+    print("StatsD lines of the scheduled run:\n  " + "\n  ".join(f"{k}:{v}" for k, v in sorted(got.items())))
     # A backfill would leave that key alone (the scheduled run holds its partition date) and create
     # a run for the day before, whose key no run has: backfills and the schedule share their keys.
     p = subprocess.run(["airflow", "backfill", "create", "--dag-id", DAG_ID, "--from-date", before_yesterday,

@@ -96,7 +96,7 @@ def plan(settings: config_mod.Settings, hms: Metastore, run_id: str, selection: 
              len(found.tasks) - len(deferred), len(batches), len(found.skipped), len(deferred), hms.calls)
     if any(t.commit_mode == IN_PLACE for batch in batches for t in batch):
         log.info("%s", reader_gap_note(settings.retries, config_mod.MERGE_RETRY_DELAY_SECONDS, LOCK_LEASE_SECONDS))
-    return {"spark_args": spark_args, "plan": describe(settings, selection, found, described, deferred, run)}
+    return {"spark_args": spark_args, "plan": describe(settings, selection, found, described, deferred, run, now)}
 
 
 def candidates(hms: Metastore, selection: RunSelection, now: float) -> Candidates:
@@ -174,11 +174,12 @@ def job_arguments(settings: config_mod.Settings, hms: Metastore, found: Candidat
 
 
 def describe(settings: config_mod.Settings, selection: RunSelection, found: Candidates, described: list[dict],
-             deferred: list[PartitionTask], run: str) -> dict:
+             deferred: list[PartitionTask], run: str, planned_at: float) -> dict:
     """The plan the refresh task and the report read."""
     dry_run = selection.dry_run
     plan = {
         "run": run, "dry_run": dry_run, "batches": described, "results_table": settings.results_table,
+        "planned_at": planned_at,
         "dates": {k: [str(v[0]), str(v[1])] if v else None for k, v in selection.dates.items()},
         "lookback": {k: [str(v[0]), str(v[1])] for k, v in selection.lookback.items()},
         # the sizes the run used (the form may override them), for the report's buckets, and what
@@ -329,4 +330,5 @@ def refresh(settings: config_mod.Settings, hms: Metastore, plan: dict, now: floa
     log.info("run report\n%s\n\nfile sizes per table\n%s\n\nrun note: %s", text, render_distribution(tables), line)
     return {"summary": summary, "note": line, "tables": tables, "partitions": dicts,
             "skipped": plan["skipped"], "deferred": plan["deferred"], "dry_run": plan.get("dry_run", False),
-            "dates": plan.get("dates", {}), "lookback": plan.get("lookback", {}), "run": plan["run"]}
+            "dates": plan.get("dates", {}), "lookback": plan.get("lookback", {}), "run": plan["run"],
+            "planned_at": plan.get("planned_at")}
