@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 
 import hive_compaction
+from hive_compaction.storage.paths import partition_id
 
 pytestmark = pytest.mark.integration
 
@@ -93,6 +94,7 @@ def test_install_into_an_existing_airflow_word_for_word(stack, tmp_path):
     db, table = "installed", "events"
     stack.make_table(db, table, "ORC", ["2026-11-24", "2026-11-25"], files=4, rows=120,
                      single_file_dates=("2026-11-24",))
+    stack.make_table(db, "damaged", "ORC", ["2026-11-25"], files=4, rows=40)  # for the failing run at the end
     timings["make tables"] = time.monotonic() - t0
     before, content = stack.snapshot(db, table), stack.content(db, table)
     assert {k: v["num_files"] for k, v in before.items()} == {"dt=2026-11-24": 1, "dt=2026-11-25": 4}
@@ -194,3 +196,23 @@ def test_install_into_an_existing_airflow_word_for_word(stack, tmp_path):
     assert str(site / "hive_compaction" / "jobs" / "rollback.py") in log, log[-6000:]
     assert "dry run: rollback of run" in log and "original file(s) would move back" in log, log[-6000:]
     assert stack.snapshot(db, table) == after
+
+    # A merge that fails: the alert carries the reason the job recorded for the partition, read
+    # through the config beside the DAG file (no HIVE_COMPACTION_CONFIG: the user's install). The
+    # partition's journal is damaged (a record with its fields missing), which the job refuses.
+    damaged = stack.partition_location(db, "damaged", "dt=2026-11-25")
+    journals = damaged.parent.parent / ".hive_compaction" / "damaged" / "journal"
+    journals.mkdir(parents=True, exist_ok=True)
+    pid = partition_id(f"{db}.damaged", "dt=2026-11-25")
+    (journals / f"{pid}.json").write_text(json.dumps({"table": f"{db}.damaged", "partition": "dt=2026-11-25"}))
+    damaged_before = stack.snapshot(db, "damaged")
+    stack.write_config(home / "dags" / "hive_compaction.yaml", [{"name": f"{db}.damaged"}])
+    p = subprocess.run(["bash", "-c", f"{DAGS_TEST} 2030-03-03T00:00:00"], cwd=work, env=env,
+                       capture_output=True, text=True, timeout=600)
+    log = p.stdout + p.stderr
+    assert p.returncode != 0 and re.search(r"DagRun Finished: .*state=failed", log), log[-6000:]
+    assert "cannot read the config file" not in log, log[-6000:]
+    alert = next((line for line in log.splitlines() if "hive_compaction: merge[0]" in line
+                  and f"{db}.damaged/dt=2026-11-25: the commit record" in line), None)
+    assert alert is not None and "is refused, nothing was moved" in alert, log[-6000:]
+    assert stack.snapshot(db, "damaged") == damaged_before
