@@ -119,16 +119,11 @@ def parse(raw: Any, source: str = "<config>") -> Settings:
         raise ConfigError(config_schema.problem(e, raw, source)) from None
     for i, alert in enumerate(given.alerts):
         import_notifier(alert.notifier, f"{source}: alerts[{i}]: key 'notifier'")
-    scalars = {key: getattr(given, key) for key in ("metastore_conn_id", "spark_conn_id", "retries", "py_files",
-                                                    "merge_job", "rollback_job", "results_table")
-               if getattr(given, key) is not None}
-    if given.pool:
-        scalars.update(pool=given.pool.name, pool_slots=given.pool.slots,
-                       max_merges_per_run=given.pool.max_merges_per_run)
-    tables = tuple(TableConfig(*t.name.lower().split("."), t.policy()) for t in given.tables)
-    return Settings(tables=tables, alerts=tuple(given.alerts), fan_out=given.fan_out, spark_conf=given.spark_conf,
-                    spark_submit=given.spark_submit, airflow_tasks=given.airflow_tasks, defaults=given.defaults,
-                    source=source, **scalars)
+    pool = {"pool": given.pool.name, "pool_slots": given.pool.slots,
+            "max_merges_per_run": given.pool.max_merges_per_run} if given.pool else {}
+    return Settings(**{k: v for k, v in given if v is not None and k not in ("pool", "tables", "alerts")}, **pool,
+                    tables=tuple(TableConfig(*t.name.lower().split("."), t.policy()) for t in given.tables),
+                    alerts=tuple(given.alerts), source=source)
 
 
 def import_notifier(path: str, where: str) -> type:

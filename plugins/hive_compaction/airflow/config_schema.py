@@ -1,10 +1,8 @@
 """The config file's declared shape: its sections and the per-table policy as typed records, each key's
 check with its message, and the file's JSON Schema (``python -m hive_compaction.airflow.config_schema``
-prints docs/config.schema.json).
-
-pydantic checks a file against ``ConfigFile``; ``problem`` turns its first error into the message that
-config.parse raises, naming the file, the table and the key. The records stay plain frozen dataclasses:
-read from a file they are checked, built in code they are not.
+prints docs/config.schema.json). pydantic checks a file against ``ConfigFile``; ``problem`` turns its
+first error into config.parse's message. The records stay plain frozen dataclasses: read from a file
+they are checked, built in code they are not.
 """
 from __future__ import annotations
 
@@ -22,7 +20,7 @@ MAX_LOOKBACK_DAYS = 366
 TABLE_NAME = r"^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$"
 URI = r"^[A-Za-z][A-Za-z0-9+.-]*://"
 _SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?B?)\s*")
-_SIZE_UNITS = {"": 1, "B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4}
+_SIZE_UNITS = {unit + b: 1024**i for i, unit in enumerate(("", "K", "M", "G", "T")) for b in ("", "B")}
 _ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
@@ -31,11 +29,7 @@ def size(value: Any) -> int:
     m = None if isinstance(value, (bool, int)) else _SIZE.fullmatch(str(value).upper())
     if isinstance(value, bool) or not (isinstance(value, int) or m):
         raise ValueError(f"expected a size like 128MB, got {value!r}")
-    if m:
-        unit = m.group(2) if m.group(2) in _SIZE_UNITS else m.group(2) + "B"
-        n = int(float(m.group(1)) * _SIZE_UNITS[unit])
-    else:
-        n = value
+    n = int(float(m.group(1)) * _SIZE_UNITS[m.group(2)]) if m else value
     if n < 0:
         raise ValueError(f"must not be negative, got {value!r}")
     return n
@@ -43,13 +37,13 @@ def size(value: Any) -> int:
 
 # --- each key's check: pydantic's own (they make the JSON Schema), saying the message given -----
 
-def _says(message: str, got: bool = True) -> WrapValidator:
-    """Whatever check it wraps fails with ``message`` (and the value given)."""
+def _says(message: str) -> WrapValidator:
+    """Whatever check it wraps fails with ``message`` and the value given."""
     def check(value: Any, handler: Any) -> Any:
         try:
             return handler(value)
         except ValidationError:
-            raise ValueError(f"{message}, got {value!r}" if got else message) from None
+            raise ValueError(f"{message}, got {value!r}") from None
     return WrapValidator(check)
 
 
@@ -125,15 +119,15 @@ PoolName = Annotated[str, Field(strict=True, pattern=r"^[A-Za-z0-9_.-]+$"),
                      _says("expected a pool name (letters, digits, _ . -)")]
 TableName = Annotated[str, Field(strict=True, pattern=TABLE_NAME), _says("expected 'database.table'"),
                       AfterValidator(str.lower)]
-def _shaped(kind: type, message: str, shorthand: str | None = None, required: str | None = None) -> BeforeValidator:
-    """Before a section's keys are checked: it is a ``kind`` (a string given for a mapping names its
-    ``shorthand`` key), else ``message``. A ``required`` key left out is checked as empty, so that its
-    own check says what it expects."""
+String = Annotated[str, Field(strict=True), _says("expected a string")]
+
+
+def _shaped(kind: type, message: str) -> BeforeValidator:
+    """Before a section's keys are checked: it is a ``kind``, else ``message``."""
     def check(value: Any) -> Any:
-        value = {shorthand: value} if shorthand and isinstance(value, str) else value
         if not isinstance(value, kind):
             raise ValueError(message.format(got=type(value).__name__))
-        return {required: None, **value} if required else value
+        return value
     return BeforeValidator(check)
 
 
@@ -151,7 +145,7 @@ class TablePolicy:
     small_file_limit: Size = 100 * 1024**2
     min_small_files: _int_from(2) = 2
     partition_lag_days: Whole = 1
-    partition_filter: Annotated[str, Field(strict=True), _says("expected a string")] | None = None
+    partition_filter: String | None = None
     merge_mode: _one_of(*MERGE_MODES) = "auto"
     # A bare path would be taken for the Spark driver's local disk (paths.split_uri): the commit's
     # renames between it and the table's file system would all fail.
@@ -165,14 +159,15 @@ class TablePolicy:
     # auto copies a partition only where its stripes / row groups average this (docs/performance.md,
     # "The copy floor")
     copy_min_block_size: Size = 192 * 1024
-    date_column: Annotated[str, Field(strict=True), _says("expected a string")] = "dt"  # the partition column of dates
-    date_format: Annotated[str, Field(strict=True), _says("expected a string")] = "%Y-%m-%d"  # how they are written
+    date_column: String = "dt"  # the partition column that holds the partition's date
+    date_format: String = "%Y-%m-%d"  # how dates are written in it (strftime)
     # Undated runs also list partitions not listed for this many days (statistics go stale);
     # 0 turns the audit off.
     audit_days: Whole = 7
     # Scheduled runs also look back this many days before their own date for partitions that
     # still hold small files (deferred, skipped, failed, late data); 0: their own date only.
-    lookback_days: Annotated[Whole, AfterValidator(_within_a_year)] = 7
+    lookback_days: Annotated[Whole, AfterValidator(_within_a_year),
+                             Field(json_schema_extra={"maximum": MAX_LOOKBACK_DAYS})] = 7
     # How a merge is committed: "in_place" renames files inside the partition's folder;
     # "location_switch" builds the partition anew in a fresh folder and switches the Metastore's
     # location to it (for tables whose writers all go through the Metastore; see commit_switch).
@@ -286,24 +281,23 @@ SUBMIT_CONF = {f.name: f.metadata["spark_property"] for f in fields(SparkSubmitO
 
 def _refuse_combinations(opts: SparkSubmitOptions, spark_conf: dict[str, str]) -> None:
     """Combinations the provider (or Spark) would refuse at run time, whatever the connection says."""
-    where = "spark_submit"
     if opts.cores_max is not None and opts.total_executor_cores is not None:
-        raise ValueError(f"{where}: keys 'cores_max' and 'total_executor_cores' set the same "
+        raise ValueError(f"spark_submit: keys 'cores_max' and 'total_executor_cores' set the same "
                          "Spark property (spark.cores.max): set one")
     for key, prop in SUBMIT_CONF.items():
         if getattr(opts, key) is not None and prop in spark_conf:
-            raise ValueError(f"{where}: key {key!r} sets {prop}, which spark_conf sets too: set one")
+            raise ValueError(f"spark_submit: key {key!r} sets {prop}, which spark_conf sets too: set one")
     if opts.use_krb5ccache and (opts.principal or opts.keytab):
-        raise ValueError(f"{where}: key 'use_krb5ccache' logs the job in from the ticket cache (KRB5CCNAME): "
+        raise ValueError(f"spark_submit: key 'use_krb5ccache' logs the job in from the ticket cache (KRB5CCNAME): "
                          "set principal and keytab for a keytab login, or use_krb5ccache alone")
     if opts.track_driver_via_k8s_api and opts.deploy_mode == "client":
-        raise ValueError(f"{where}: key 'track_driver_via_k8s_api' needs deploy_mode cluster")
+        raise ValueError(f"spark_submit: key 'track_driver_via_k8s_api' needs deploy_mode cluster")
     # With RM / Kubernetes API tracking spark-submit must return as soon as the job is submitted.
     for key, prop, refused in (
             ("yarn_track_via_rm_api", "spark.yarn.submit.waitAppCompletion", lambda v: v != "false"),
             ("track_driver_via_k8s_api", "spark.kubernetes.submission.waitAppCompletion", lambda v: v == "true")):
         if getattr(opts, key) and prop in spark_conf and refused(spark_conf[prop].strip().lower()):
-            raise ValueError(f"{where}: key {key!r} cannot work with spark_conf {prop}={spark_conf[prop]}")
+            raise ValueError(f"spark_submit: key {key!r} cannot work with spark_conf {prop}={spark_conf[prop]}")
 
 
 @with_config(extra="forbid")
@@ -333,7 +327,7 @@ class AlertSpec:
     """One entry of ``alerts:``: a notifier class (import path) and its keyword arguments."""
     notifier: str
     kwargs: Annotated[dict[str, Any], Field(strict=True), _says(
-        "expected a mapping of argument names to values", got=False)] = field(default_factory=dict)
+        "expected a mapping of argument names to values")] = field(default_factory=dict)
 
 
 def _alert_entry(value: Any) -> Any:
@@ -352,6 +346,12 @@ class PoolSpec:
     max_merges_per_run: Count | None = None  # merge tasks of one run at once (max_active_tis_per_dagrun)
 
 
+def _pool(value: Any) -> Any:
+    value = {"name": value} if isinstance(value, str) else value
+    if not isinstance(value, dict):
+        raise ValueError("expected a pool name or a mapping with name, slots, max_merges_per_run")
+    return {"name": None, **value}  # no name: the name's own check says what it expects
+
 
 def _fits_the_pool(pool: PoolSpec) -> PoolSpec:
     if pool.slots and (pool.max_merges_per_run or 0) > pool.slots:
@@ -367,24 +367,22 @@ class ConfigFile(BaseModel):
     A key written but empty is not set."""
     model_config = ConfigDict(extra="forbid", title="hive_compaction.yaml")
 
-    defaults: Annotated[TablePolicy, _MAPPING, AfterValidator(_sizes_agree)] = TablePolicy()
+    defaults: Annotated[TablePolicy, _MAPPING, AfterValidator(_sizes_agree)] = Field(default_factory=TablePolicy)
     tables: Annotated[list[Annotated[TableEntry, BeforeValidator(_table_entry, json_schema_input_type=Annotated[
         str, Field(pattern=TABLE_NAME)] | TableEntry), AfterValidator(_sizes_agree)]],
         _shaped(list, "expected a list of tables, got {got}")] = []
-    # None (not named): metastore_default (the Hive provider's id) when that connection exists, else
-    # hive_metastore (this package's former default; metastore_hook.Metastore)
-    metastore_conn_id: Text | None = None
+    metastore_conn_id: Text | None = None  # None: as Settings says
     spark_conn_id: Text | None = None  # spark_default
-    pool: Annotated[PoolSpec, _shaped(dict, "expected a pool name or a mapping with name, slots, max_merges_per_run",
-                                      shorthand="name", required="name"), AfterValidator(_fits_the_pool)] | None = None
+    pool: Annotated[PoolSpec, BeforeValidator(_pool, json_schema_input_type=PoolName | PoolSpec),
+                    AfterValidator(_fits_the_pool)] | None = None
     retries: Whole | None = None  # each task's (2)
-    fan_out: Annotated[FanOut, _MAPPING] = FanOut()
+    fan_out: Annotated[FanOut, _MAPPING] = Field(default_factory=FanOut)
     spark_conf: SparkConf = {}
-    spark_submit: Annotated[SparkSubmitOptions, _MAPPING] = SparkSubmitOptions()
+    spark_submit: Annotated[SparkSubmitOptions, _MAPPING] = Field(default_factory=SparkSubmitOptions)
     py_files: Text | None = None
     merge_job: Annotated[str, _job_file("merge")] | None = None
     rollback_job: Annotated[str, _job_file("rollback")] | None = None
-    airflow_tasks: Annotated[AirflowTasks, _MAPPING] = AirflowTasks()
+    airflow_tasks: Annotated[AirflowTasks, _MAPPING] = Field(default_factory=AirflowTasks)
     results_table: TableName | None = None  # default.hive_compaction_results
     alerts: Annotated[list[Annotated[AlertSpec, BeforeValidator(_alert_entry, json_schema_input_type=str | AlertSpec)]],
                       _shaped(list, "expected a list of {{notifier: <import path>, kwargs: {{...}}}}")] = []
@@ -407,11 +405,10 @@ class ConfigFile(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> ConfigFile:
-        seen: set[str] = set()
-        for t in self.tables:
-            if t.name.lower() in seen:
+        names = [t.name.lower() for t in self.tables]
+        for i, t in enumerate(self.tables):
+            if t.name.lower() in names[:i]:
                 raise ValueError(f"table {t.name} is listed twice")
-            seen.add(t.name.lower())
         _refuse_combinations(self.spark_submit, self.spark_conf)
         return self
 
@@ -471,21 +468,24 @@ def problem(error: ValidationError, raw: Any, source: str) -> str:
     owner, key = first["loc"][:-1], first["loc"][-1]
     where = _where(owner, raw, source)
     names = sorted(str(e["loc"][-1]) for e in unknown if e["loc"][:-1] == owner)
-    keys = ", ".join(names)
     if not owner:
-        return f"{where}: unknown key(s) {keys}" + (
+        return f"{where}: unknown key(s) {', '.join(names)}" + (
             " (Airflow's executor queue, priority and executor_config go in the section airflow_tasks:)"
             if _TASK_KEYS & set(names) else "")
     known = ", ".join(sorted(f.name for f in fields(_KNOWN[owner[0]])))
     if owner[0] in ("pool", "alerts"):  # entries name all their unknown keys at once
-        return f"{where}: unknown key(s) {keys} (known: {known})"
+        return f"{where}: unknown key(s) {', '.join(names)} (known: {known})"
     hint = _ELSEWHERE.get(owner[0], {}).get(key)
     return f"{where}: unknown key {key!r}{f': {hint}' if hint else ''} (known: {known})"
 
 
 def json_schema() -> dict[str, Any]:
     """The file's JSON Schema (docs/config.schema.json), for editors and CI."""
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **ConfigFile.model_json_schema()}
+    schema = ConfigFile.model_json_schema()
+    for key, value in schema["properties"].items():  # empty: not set (ConfigFile._given)
+        if {"type": "null"} not in value.get("anyOf", []):
+            schema["properties"][key] = {"anyOf": [value, {"type": "null"}]}
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
 
 
 if __name__ == "__main__":
