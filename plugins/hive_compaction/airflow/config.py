@@ -17,8 +17,7 @@ import yaml
 from pydantic import ValidationError
 
 from hive_compaction.airflow import config_schema
-from hive_compaction.airflow.config_schema import (COMMIT_MODES, MAX_LOOKBACK_DAYS, MERGE_MODES,  # noqa: F401
-                                                   SUBMIT_CONF, AirflowTasks, AlertSpec, ConfigFile, FanOut,
+from hive_compaction.airflow.config_schema import (SUBMIT_CONF, AirflowTasks, AlertSpec, ConfigFile, FanOut,
                                                    SparkSubmitOptions, TablePolicy)
 
 # The file's name in the dags folder: the DAG passes the one beside itself (``dag_config_path``).
