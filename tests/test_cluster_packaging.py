@@ -57,7 +57,7 @@ def test_the_package_builds_as_a_wheel_with_its_modules_and_dependencies(tmp_pat
     # the Spark side's entry points travel inside the package (the config's merge_job default)
     assert {"hive_compaction/jobs/compact_partitions.py", "hive_compaction/jobs/rollback.py"} <= set(names)
     meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("/METADATA"))).decode()
-    for dep in ("apache-airflow", "hmsclient", "thrift_sasl", "PyYAML"):
+    for dep in ("apache-airflow", "hmsclient", "thrift_sasl", "PyYAML", "pydantic"):
         assert f"Requires-Dist: {dep}" in meta, meta
     # the floors are the tested versions (requirements.txt); the version is the package's own
     import hive_compaction

@@ -1,8 +1,10 @@
 """The YAML configuration: defaults, validation messages naming table and key, lenient loading."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 import yaml
 
@@ -530,3 +532,37 @@ def test_a_merge_timeout_becomes_the_merge_tasks_execution_timeout():
     assert merge_operator_kwargs(parse({"airflow_tasks": {"merge_timeout_minutes": 0.5}}))["execution_timeout"] == \
         timedelta(seconds=30)
     assert "execution_timeout" not in merge_operator_kwargs(parse({}))
+
+
+# --- the JSON Schema: generated from the models, and it agrees with them -----------------------
+
+SCHEMA = Path(__file__).resolve().parents[1] / "docs" / "config.schema.json"
+REGENERATE = "PYTHONPATH=plugins python -m hive_compaction.airflow.config_schema > docs/config.schema.json"
+
+
+def test_the_committed_json_schema_is_the_models():
+    from hive_compaction.airflow import config_schema
+    assert json.loads(SCHEMA.read_text()) == config_schema.json_schema(), \
+        f"docs/config.schema.json is not the models' schema: regenerate it with `{REGENERATE}`"
+
+
+def test_the_json_schema_takes_the_configs_parse_takes():
+    validator = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
+    for raw in (yaml.safe_load(SHIPPED.read_text()), yaml.safe_load(GOOD), {}, {
+            "pool": {"name": "p", "slots": 2}, "alerts": ["a.B", {"notifier": "a.B", "kwargs": {"x": 1}}],
+            "spark_submit": {"jars": ["a.jar"], "env_vars": {"A": 1}, "post_submit_commands": "true"},
+            "airflow_tasks": {"merge_timeout_minutes": 0.5}, "fan_out": None}):
+        assert not list(validator.iter_errors(raw)), raw
+
+
+@pytest.mark.parametrize("raw", [
+    {"tables": [{"name": "db.t", "target_size": "1GB"}]}, {"tables": ["nodot"]},
+    {"defaults": {"merge_mode": "fast"}}, {"defaults": {"min_small_files": 1}}, {"defaults": {"lookback_days": 367}},
+    {"defaults": {"target_file_size": "lots"}},
+    {"spark_submit": {"driver_memory": "2 GB"}}, {"spark_submit": {"master": "yarn"}}, {"pool": {"name": "a pool"}},
+    {"airflow_tasks": {"merge_queue": "spark, gpu"}}, {"retries": True}, {"merge_queue": "spark"},
+])
+def test_the_json_schema_refuses_what_parse_refuses(raw):
+    with pytest.raises(ConfigError):
+        parse(raw)
+    assert list(jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text())).iter_errors(raw))
