@@ -74,3 +74,29 @@ def plan_refusal(location: str, commit_mode: str = IN_PLACE) -> str | None:
     mounts are resolved later, by the merge job."""
     s = scheme(location)
     return None if s in MOUNT_SCHEMES else commit_refusal(s, commit_mode)
+
+
+# How each scheme publishes a file exclusively, as the supported-stores table says it.
+_HOW = {RENAME_NO_REPLACE: "the file system's rename, which never replaces a file",
+        HARD_LINK: "a hard link (`link(2)` fails when the name exists)",
+        CONDITIONAL_PUT: "S3's conditional PUT (`If-None-Match: *`), probed first; where the endpoint does not "
+                         "honour it, only while the job holds the partition's Metastore lock"}
+OTHER_SCHEMES = ("gs", "abfs", "abfss", "wasb", "oss")  # examples of what the last row refuses
+
+
+def supported_stores_table() -> str:
+    """The supported-stores table docs/deploy.md quotes (tests/test_supported_stores.py keeps them equal)."""
+    def mode(s: str, m: str) -> str:
+        return "yes" if commit_refusal(s, m) is None else "refused"
+
+    rows = ["| scheme | `in_place` | `location_switch` | a journal is published by |", "|---|---|---|---|"]
+    for s, how in EXCLUSIVE_PUBLISH.items():
+        rows.append(f"| `{s}` | {mode(s, IN_PLACE)} | {mode(s, LOCATION_SWITCH)} | {_HOW[how]} |")
+    for s in MOUNT_SCHEMES:
+        rows.append(f"| `{s}` | as its mount's scheme | as its mount's scheme (an object store behind a mount: "
+                    "refused) | its mount's scheme |")
+    other = OTHER_SCHEMES[0]
+    rows.append(f"| anything else ({', '.join(f'`{x}`' for x in OTHER_SCHEMES)}, ...) | {mode(other, IN_PLACE)} "
+                f"| {mode(other, LOCATION_SWITCH)} | nothing known to be exclusive: refused before a byte is staged |")
+    return "\n".join(rows) + "\n"
+
