@@ -192,3 +192,34 @@ def test_rewrite_keeps_a_hive_layout_parquet_table_readable_by_every_reader(stac
     assert hive_content() == hive
     (after,) = footers(stack, "parquet", outputs)
     assert _physical(after.schema) == before  # the inputs' physical types and list / map layout
+
+
+def test_parquet_files_of_two_layouts_are_rewritten_apart_each_keeping_its_own(stack, tmp_path):
+    """One partition written by a Hive-layout job (legacy decimals and lists, INT96) and by a job on
+    Spark's defaults with TIMESTAMP_MICROS: two outputs, each with its inputs' physical types, and
+    the partition's reason says why."""
+    from demo_tables import create_table, fill
+    db, table, day = "modes", "two_layouts", "2026-10-08"
+    spark = stack.spark
+    create_table(spark, db, table, "PARQUET")
+    for legacy, stamps in (("true", "INT96"), ("false", "TIMESTAMP_MICROS")):
+        spark.conf.set("spark.sql.parquet.writeLegacyFormat", legacy)
+        spark.conf.set("spark.sql.parquet.outputTimestampType", stamps)
+        try:
+            fill(spark, db, table, [day], 3, 600)
+        finally:
+            spark.conf.unset("spark.sql.parquet.writeLegacyFormat")
+            spark.conf.unset("spark.sql.parquet.outputTimestampType")
+    folder = stack.partition_location(db, table, f"dt={day}")
+    before = Counter(_physical(f.schema) for f in footers(stack, "parquet", data_files(folder)))
+    assert sorted(before.values()) == [3, 3], before
+    content = stack.content(db, table)
+
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}", "merge_mode": "rewrite"}])
+    run = stack.run_dag(cfg)
+    assert run.state == "success", run.log[-4000:]
+    assert "small files rewritten apart, their Parquet layouts differ" in run.log
+    outputs = data_files(folder)
+    assert len(outputs) == 2 and all(f.name.startswith("part-compacted-") for f in outputs), outputs
+    assert Counter(_physical(f.schema) for f in footers(stack, "parquet", outputs)) == Counter(set(before))
+    assert stack.content(db, table) == content
