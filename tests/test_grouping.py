@@ -276,3 +276,63 @@ def test_without_spark_sql_the_partitions_to_rewrite_fail_and_are_reported():
     assert reported == [(works[0], rewrite)]
     assert "Spark SQL's session for the rewrites failed: " in works[0].error and "no Spark SQL here" in works[0].error
     assert works[1].error is None
+
+
+# Parquet footers' schemas (parquet-java's MessageType text) as Spark 4.2 writes them.
+HIVE_LAYOUT = """message spark_schema {
+  optional fixed_len_byte_array(6) amount (DECIMAL(12,2));
+  optional fixed_len_byte_array(9) big (DECIMAL(20,3));
+  optional int96 ts;
+  optional int64 ntz (TIMESTAMP(MICROS,false));
+  optional group tags (LIST) {
+    repeated group bag {
+      optional int64 array;
+    }
+  }
+}"""
+STANDARD = """message spark_schema {
+  optional int64 amount (DECIMAL(12,2));
+  optional fixed_len_byte_array(9) big (DECIMAL(20,3));
+  optional int64 ts (TIMESTAMP(MICROS,true));
+  optional int64 ntz (TIMESTAMP(MICROS,false));
+  optional group tags (LIST) {
+    repeated group list {
+      optional int64 element;
+    }
+  }
+}"""
+
+
+def test_a_parquet_footer_shows_the_writer_settings_that_keep_its_layout():
+    from hive_compaction.merge.parquet_layout import ParquetLayout, of_schema
+    assert of_schema(HIVE_LAYOUT) == ParquetLayout(legacy=True, timestamps="INT96")
+    assert of_schema(HIVE_LAYOUT).writer_options() == {"spark.sql.parquet.writeLegacyFormat": "true",
+                                                       "spark.sql.parquet.outputTimestampType": "INT96"}
+    assert of_schema(STANDARD) == ParquetLayout(legacy=False, timestamps="TIMESTAMP_MICROS")
+    # Lists and maps decide where no decimal does; a long decimal and TIMESTAMP_NTZ say nothing.
+    maps = "message m {\n  optional group m (MAP) {\n    repeated group key_value (MAP_KEY_VALUE) {\n"
+    assert of_schema(maps) == ParquetLayout(legacy=True)
+    assert of_schema("message m {\n  optional int64 t (TIMESTAMP(MILLIS,true));\n"
+                     "  optional fixed_len_byte_array(9) big (DECIMAL(20,3));\n"
+                     "  optional int64 ntz (TIMESTAMP(MICROS,false));\n}") == ParquetLayout(timestamps="TIMESTAMP_MILLIS")
+    assert of_schema("message m {\n  optional int32 a;\n}").writer_options() == {}  # the session's settings stand
+    assert ParquetLayout(legacy=True, timestamps="INT96").kept_by(of_schema(HIVE_LAYOUT))
+    assert not ParquetLayout(legacy=True).kept_by(of_schema(STANDARD))
+
+
+def test_parquet_files_of_differing_layouts_are_never_rewritten_together_and_the_reason_is_recorded():
+    from hive_compaction.merge.grouping import layout_notes, rewrite_layouts
+    task = replace(TASK, storage_format="parquet", merge_mode="rewrite")
+    fs = files(5)
+    plain = "message spark_schema {\n  optional int32 id;\n}"  # shows nothing: goes with the first it agrees with
+    footers = {f.path: footer(schema=s) for f, s in zip(fs, [STANDARD, HIVE_LAYOUT, plain, HIVE_LAYOUT, STANDARD])}
+    groups = group(task, fs, fs, footers)
+    assert [sorted(f.name for f in g.files) for g in groups] == [["f0", "f2", "f4"], ["f1", "f3"]]
+    assert [str(layout) for layout, _ in rewrite_layouts(task, fs, footers)] == [
+        "standard decimals / lists, TIMESTAMP_MICROS timestamps",
+        "legacy decimals / lists (writeLegacyFormat), INT96 timestamps"]
+    assert layout_notes(task, fs, footers) == (
+        "small files rewritten apart, their Parquet layouts differ (standard decimals / lists, TIMESTAMP_MICROS "
+        "timestamps: 3 file(s); legacy decimals / lists (writeLegacyFormat), INT96 timestamps: 2 file(s))")
+    assert layout_notes(task, fs[1::2], footers) == ""  # one layout
+    assert len(group(replace(task, storage_format="orc"), fs, fs, footers)) == 1  # ORC: one way to write it

@@ -136,3 +136,90 @@ def test_a_file_damaged_past_its_footer_fails_only_its_own_partition(stack, tmp_
     assert "rewriting each group on its own" in run.log
     assert {f.name: f.read_bytes() for f in bad.iterdir()} == bad_before
     assert len(data_files(good)) == 1 and rows_of(good) == good_rows
+
+
+def _arrow_content(folder: Path) -> tuple[int, str]:
+    """(rows, digest of the sorted rows) of a partition folder's files as pyarrow reads them."""
+    import hashlib
+    import pyarrow.parquet as pq
+    rows = sorted(repr(tuple(r.values())) for f in data_files(folder) for r in pq.read_table(f).to_pylist())
+    return len(rows), hashlib.sha256("\n".join(rows).encode()).hexdigest()
+
+
+def _physical(schema: str) -> str:
+    """A Parquet footer's schema without what a read changes (Spark reads every field as nullable)."""
+    return re.sub(r"\brequired\b", "optional", schema)
+
+
+def test_rewrite_keeps_a_hive_layout_parquet_table_readable_by_every_reader(stack, tmp_path):
+    """Parquet written as Hive-centric shops write it (Spark's writeLegacyFormat: decimals as
+    FIXED_LEN_BYTE_ARRAY, lists as bag/array, timestamps as INT96), read by Hive's own SerDe: the
+    default auto rewrite keeps the inputs' physical types, so Hive's SerDe, pyarrow and Spark read
+    the same rows after as before (issue 54)."""
+    from demo_tables import create_table, fill
+    db, table, day = "modes", "hive_layout", "2026-10-07"
+    spark = stack.spark
+    spark.conf.set("spark.sql.parquet.writeLegacyFormat", "true")
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "INT96")
+    try:
+        create_table(spark, db, table, "PARQUET")  # decimal(12,2), timestamp, array<bigint>, map
+        fill(spark, db, table, [day], 4, 800)
+    finally:
+        spark.conf.unset("spark.sql.parquet.writeLegacyFormat")
+        spark.conf.unset("spark.sql.parquet.outputTimestampType")
+    folder = stack.partition_location(db, table, f"dt={day}")
+    (before,) = {_physical(f.schema) for f in footers(stack, "parquet", data_files(folder))}
+    assert "fixed_len_byte_array(6) amount" in before and "int96 ts" in before and "group bag" in before, before
+
+    def hive_content():  # Hive's ParquetHiveSerDe, not Spark's own reader
+        spark.conf.set("spark.sql.hive.convertMetastoreParquet", "false")
+        try:
+            return stack.content(db, table)
+        finally:
+            spark.conf.unset("spark.sql.hive.convertMetastoreParquet")
+
+    content, hive, arrow = stack.content(db, table), hive_content(), _arrow_content(folder)
+    assert content[f"dt={day}"][0] == hive[f"dt={day}"][0] == arrow[0] == 800
+
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])  # auto: tiny blocks -> rewrite
+    run = stack.run_dag(cfg)
+    assert run.state == "success", run.log[-4000:]
+    assert "the inputs' checksums taken by the write tasks" in run.log  # it was rewritten
+    outputs = data_files(folder)
+    assert len(outputs) == 1 and outputs[0].name.startswith("part-compacted-"), outputs
+    assert stack.content(db, table) == content
+    assert _arrow_content(folder) == arrow
+    assert hive_content() == hive
+    (after,) = footers(stack, "parquet", outputs)
+    assert _physical(after.schema) == before  # the inputs' physical types and list / map layout
+
+
+def test_parquet_files_of_two_layouts_are_rewritten_apart_each_keeping_its_own(stack, tmp_path):
+    """One partition written by a Hive-layout job (legacy decimals and lists, INT96) and by a job on
+    Spark's defaults with TIMESTAMP_MICROS: two outputs, each with its inputs' physical types, and
+    the partition's reason says why."""
+    from demo_tables import create_table, fill
+    db, table, day = "modes", "two_layouts", "2026-10-08"
+    spark = stack.spark
+    create_table(spark, db, table, "PARQUET")
+    for legacy, stamps in (("true", "INT96"), ("false", "TIMESTAMP_MICROS")):
+        spark.conf.set("spark.sql.parquet.writeLegacyFormat", legacy)
+        spark.conf.set("spark.sql.parquet.outputTimestampType", stamps)
+        try:
+            fill(spark, db, table, [day], 3, 600)
+        finally:
+            spark.conf.unset("spark.sql.parquet.writeLegacyFormat")
+            spark.conf.unset("spark.sql.parquet.outputTimestampType")
+    folder = stack.partition_location(db, table, f"dt={day}")
+    before = Counter(_physical(f.schema) for f in footers(stack, "parquet", data_files(folder)))
+    assert sorted(before.values()) == [3, 3], before
+    content = stack.content(db, table)
+
+    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}", "merge_mode": "rewrite"}])
+    run = stack.run_dag(cfg)
+    assert run.state == "success", run.log[-4000:]
+    assert "small files rewritten apart, their Parquet layouts differ" in run.log
+    outputs = data_files(folder)
+    assert len(outputs) == 2 and all(f.name.startswith("part-compacted-") for f in outputs), outputs
+    assert Counter(_physical(f.schema) for f in footers(stack, "parquet", outputs)) == Counter(set(before))
+    assert stack.content(db, table) == content

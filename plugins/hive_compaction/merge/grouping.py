@@ -11,11 +11,12 @@ The rules, in the order the merge job applies them:
    schema, codec, version and every other footer fact, among them those that change how values
    read, ``READING_KEYS``) and that may be copied at all (``FileFooter.no_copy``) are packed
    into ``copy`` groups; ``rewrite`` groups are packed by the output size predicted from the
-   partition's earlier writes (``expansion``). ``merge_mode: auto`` picks one engine for all of
+   partition's earlier writes (``expansion``), Parquet files of one layout together
+   (``rewrite_layouts``). ``merge_mode: auto`` picks one engine for all of
    a partition's small files (``auto_choice``): copy when every one may be copied, disagreeing
    footers do not make a copy leave more files, and the copied stripes / row groups average at least
    ``copy_min_block_size``; else rewrite. Why small files were not copied together (and why
-   auto rewrote) is the partition's ``copy_notes``.
+   auto rewrote) is the partition's ``copy_notes``; why files were rewritten apart, ``layout_notes``.
 """
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from enum import Enum
 
 from hive_compaction.commit.record import StagedOutput
 from hive_compaction.commit.work_area import WorkArea
+from hive_compaction.merge import parquet_layout
+from hive_compaction.merge.parquet_layout import ParquetLayout
 from hive_compaction.merge.sizing import pack_small_files
 from hive_compaction.model.batch import PartitionTask
 from hive_compaction.model.results import PartitionResult
@@ -218,9 +221,29 @@ def _rewrite_groups(task: PartitionTask, files: list[DataFile], rest: list[DataF
     if not rest:
         return []
     capacity = int(task.target_file_size / expansion(files, rest, footers))
-    return [Group(Engine.REWRITE, g) for g in pack_small_files(rest, target_file_size=capacity,
-                                                               small_file_limit=task.small_file_limit,
-                                                               min_small_files=2)]
+    return [Group(Engine.REWRITE, g) for _, same in rewrite_layouts(task, rest, footers)
+            for g in pack_small_files(same, target_file_size=capacity, small_file_limit=task.small_file_limit,
+                                      min_small_files=2)]
+
+
+def rewrite_layouts(task: PartitionTask, files: list[DataFile],
+                    footers: dict[str, FileFooter]) -> list[tuple[ParquetLayout | None, list[DataFile]]]:
+    """Files one rewrite output may hold together, with the layout it keeps: Parquet files whose
+    layouts differ (``parquet_layout``: legacy decimals and lists, the timestamps' type) are never
+    mixed, as a copy never mixes footers that differ; ORC (None) is written one way."""
+    if task.storage_format != "parquet":
+        return [(None, files)]
+    return parquet_layout.split(files, lambda f: footers[f.path].schema)
+
+
+def layout_notes(task: PartitionTask, rewritten: list[DataFile], footers: dict[str, FileFooter]) -> str:
+    """Why files to rewrite were not rewritten together ("" when they were): their Parquet
+    layouts differ, each kept in outputs of its own."""
+    classes = rewrite_layouts(task, rewritten, footers)
+    if len(classes) < 2:
+        return ""
+    shown = "; ".join(f"{layout}: {len(same)} file(s)" for layout, same in classes)
+    return f"small files rewritten apart, their Parquet layouts differ ({shown})"
 
 
 def _copyable(ft: FileFooter) -> bool:

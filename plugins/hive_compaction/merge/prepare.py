@@ -14,7 +14,7 @@ from hive_compaction.commit.record import UnsafeRecord
 from hive_compaction.commit.work_area import WorkArea
 from hive_compaction.merge import committers, grouping
 from hive_compaction.merge.copy import partition_rows, readable_footers
-from hive_compaction.merge.grouping import Group, Work
+from hive_compaction.merge.grouping import Engine, Group, Work
 from hive_compaction.merge.job_spark import JobSpark
 from hive_compaction.merge.outcome import histogram
 from hive_compaction.merge.sizing import enough_small_files, small_files
@@ -120,6 +120,12 @@ class Preparer:
         groups = grouping.group(task, files, small, footers)
         # Small files kept out of copy groups by their footers (e.g. another calendar), or why auto rewrote.
         result.reason = grouping.copy_notes(task, small, footers, files)
+        # Files to rewrite whose Parquet layouts differ, each layout kept in outputs of its own.
+        rewritten = any(g.engine is Engine.REWRITE for g in groups)  # then every small file is rewritten
+        apart = grouping.layout_notes(task, small, footers) if rewritten else ""
+        if apart:
+            log.warning("%s: %s", task.label, apart)
+            result.reason = ". ".join(n for n in (result.reason, apart) if n)
         result.groups = len(groups)
         result.files_merged = sum(len(g.files) for g in groups)
         result.mode = "+".join(sorted({g.engine.value for g in groups}))

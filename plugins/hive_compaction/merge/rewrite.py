@@ -26,10 +26,11 @@ from pyspark.sql import types as T
 
 from hive_compaction.commit.record import StagedOutput
 from hive_compaction.merge.checksum import content, content_metrics
-from hive_compaction.merge.copy import error_text
+from hive_compaction.merge.copy import error_text, read_many
 from hive_compaction.merge.grouping import Engine, Group, Work, staged_suffix
 from hive_compaction.merge.job_spark import JobSpark
-from hive_compaction.merge import writer_checksums
+from hive_compaction.merge import parquet_layout, writer_checksums
+from hive_compaction.merge.parquet_layout import ParquetLayout
 from hive_compaction.merge.step_times import StepTimes
 from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.listing import MERGED_PREFIX
@@ -73,8 +74,10 @@ class RewriteEngine:
                 w.error = w.error or f"cannot read the files to rewrite: {schema}"[:500]
                 unreadable.append((w, g))
                 continue
-            # One job writes one format with one codec and one schema (a union needs one schema).
-            jobs.setdefault((w.task.work_dir, w.task.storage_format, w.codec, id(schema)), []).append((w, g))
+            # One job writes one format with one codec, one schema (a union needs one schema) and
+            # one Parquet layout (the writer's settings are the job's).
+            jobs.setdefault((w.task.work_dir, w.task.storage_format, w.codec, id(schema), _layout(w, g)),
+                            []).append((w, g))
         if unreadable:
             done(unreadable)
         for job_items in jobs.values():
@@ -123,7 +126,7 @@ class RewriteEngine:
         cost more than a second scan: 100 groups here, 32.5 s against 18.3 s + 6.8 s.
         ``benchmarks/checksum_cost.py`` compares the designs in one application.)"""
         first = items[0][0]
-        fmt, codec = first.task.storage_format, first.codec
+        fmt, codec, layout = first.task.storage_format, first.codec, _layout(*items[0])
         job_dir = f"{first.area.root}/staging/{self.run}/rewrite-{uuid.uuid4().hex[:12]}"
         planning = time.monotonic()
         branches = self._branches(items, schema)
@@ -134,7 +137,8 @@ class RewriteEngine:
         try:
             union = functools.reduce(DataFrame.unionAll, branches)
             probe = self.spark.read.format(fmt).schema(schema).load([f.path for f in items[0][1].files])
-            by_file = writer_checksums.write(self.spark, union, fmt, {"compression": codec}, job_dir, probe, schema)
+            options = {"compression": codec, **(layout.writer_options() if layout else {})}
+            by_file = writer_checksums.write(self.spark, union, fmt, options, job_dir, probe, schema)
             written = time.monotonic()
             outputs = self._task_outputs(job_dir)
             if by_file is None:
@@ -146,6 +150,7 @@ class RewriteEngine:
             _take_outputs(items, outputs, wants)
             summed = time.monotonic()
             self._verify_rewrites(items, schema)
+            self._check_layouts(items, layout)
             log.info("%s: rewrote %d group(s) (%d files) in %.1fs, read back and verified in %.1fs (%s: %.1fs)",
                      first.task.table_name, len(items), sum(len(g.files) for _, g in items), written - started,
                      time.monotonic() - written, inputs, summed - written)
@@ -208,6 +213,19 @@ class RewriteEngine:
             out[key] = tuple(a + b for a, b in zip(out.get(key, (0, 0, 0)), content(r)))
         return out
 
+    def _check_layouts(self, items: list[tuple[Work, Group]], layout: ParquetLayout | None) -> None:
+        """Each staged Parquet output's footer keeps the layout its inputs show (a Spark that let
+        the session's settings win over the write's options would not): else its partition fails."""
+        if layout is None or not layout.writer_options():
+            return
+        staged = [(w, o.staged) for w, g in items if not w.error for o in g.staged]
+        for (w, path), read in zip(staged, read_many(self.spark, "parquet", [p for _, p in staged])):
+            written = None if isinstance(read, Exception) else parquet_layout.of_schema(read.footer.schema)
+            if written is None or not layout.kept_by(written):
+                w.error = w.error or (f"the rewrite's output does not keep its inputs' Parquet layout ({layout}): "
+                                      f"{read if written is None else written}; nothing was committed")
+                log.error("%s: %s", w.task.label, w.error)
+
     def _verify_rewrites(self, items: list[tuple[Work, Group]], schema: T.StructType) -> None:
         """Read the staged outputs of many groups back in one scan (``_sums``) and compare each
         group's rows and content checksum with its inputs'. One scan over all outputs costs a
@@ -223,6 +241,14 @@ class RewriteEngine:
                 w.error = (f"verification failed: inputs had {g.want[0]} rows (checksum {g.want[1]}/{g.want[2]}), "
                            f"the staged output has {have[0]} (checksum {have[1]}/{have[2]}); nothing was committed")
                 log.error("%s: %s", w.task.label, w.error)
+
+
+def _layout(w: Work, g: Group) -> ParquetLayout | None:
+    """The Parquet layout a group's files show, which its output keeps (``grouping.rewrite_layouts``
+    never puts files of differing layouts in one group); None for ORC."""
+    if w.task.storage_format != "parquet":
+        return None
+    return parquet_layout.common(parquet_layout.of_schema(w.footers[f.path].schema) for f in g.files)
 
 
 def _written_sums(items: list[tuple[Work, Group]], outputs: dict[int, list],
