@@ -49,7 +49,8 @@ def spark35_env() -> dict[str, str]:
     if not (SPARK35 / ".installed").exists():
         if os.environ.get("SUITE_REQUIRE_STACKS"):  # CI (.ci/run): may not skip
             pytest.fail(f"no Spark 3.5 in {SPARK35} (SUITE_REQUIRE_STACKS is set)", pytrace=False)
-        pytest.skip(f"no Spark 3.5 in {SPARK35}: make jars installs requirements-spark35.txt there (is PyPI reachable?)")
+        pytest.skip(f"no Spark 3.5 in {SPARK35}: make jars installs requirements-spark35.txt there "
+                    "(is PyPI reachable?)")
     (home,) = SPARK35.glob("lib/python*/site-packages/pyspark")
     return {"PATH": f"{SPARK35 / 'bin'}:{os.environ['PATH']}", "SPARK_HOME": str(home),
             "PYSPARK_PYTHON": str(SPARK35 / "bin" / "python")}
@@ -67,8 +68,9 @@ def spark35_version() -> str:
 
 def test_a_dag_run_on_spark_35_merges_both_formats_by_copy_and_rewrite_and_rolls_back(stack, tmp_path):
     env35 = spark35_env()
-    on_35 = rf"\(Spark {re.escape(spark35_version())}, Scala 2\.1[23]\.\d+, Java \S+, Python {re.escape(python_version())}\)"
-    assert spark35_version().startswith("3.5.")
+    version = spark35_version()
+    assert version.startswith("3.5."), version
+    on_35 = rf"\(Spark {re.escape(version)}, Scala 2\.1[23]\.\d+, Java \S+, Python {re.escape(python_version())}\)"
     script = tmp_path / "write_tables.py"
     script.write_text(WRITE_TABLES)
     wrote = subprocess.run(["spark-submit", "--master", "local[2]", "--conf", "spark.ui.enabled=false",
