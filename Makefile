@@ -55,7 +55,18 @@ $(S3_SERVER)/.installed: requirements-s3.txt
 	@$(S3_SERVER)/bin/pip install -q --disable-pip-version-check -r requirements-s3.txt \
 	  || { echo "error: the S3 server of requirements-s3.txt did not install (is PyPI reachable?)"; exit 1; }
 	@touch $@
-jars: $(JARS) $(S3_SERVER)/.installed
+# A Spark 3.5 spark-submit for the merge and rollback jobs (tests/test_spark35.py), in a virtualenv of
+# its own (requirements-spark35.txt): the suite's venv has 4.2. On the job side's lowest Python, 3.8, where
+# there is one (on PATH or pyenv's; docs/deploy.md: the matrix), else $(PYTHON). Made with the jars.
+SPARK35 := .state/spark35
+SPARK35_PYTHON ?= $(firstword $(shell for p in python3.8 $(wildcard $(HOME)/.pyenv/versions/3.8*/bin/python3.8); do \
+  $$p -c '' 2>/dev/null && echo $$p; done) $(PYTHON))
+$(SPARK35)/.installed: requirements-spark35.txt
+	@rm -rf $(SPARK35) && $(SPARK35_PYTHON) -m venv $(SPARK35)
+	@$(SPARK35)/bin/pip install -q --disable-pip-version-check -r requirements-spark35.txt \
+	  || { echo "error: the Spark 3.5 of requirements-spark35.txt did not install (is PyPI reachable?)"; exit 1; }
+	@touch $@
+jars: $(JARS) $(S3_SERVER)/.installed $(SPARK35)/.installed
 
 # The tests on the real stacks (tests/stacks/), every variant (make test draws one of each).
 test-stacks: venv jars

@@ -398,13 +398,16 @@ class Stack:
                 "--conf", "spark.driver.host=127.0.0.1", *[a for k, v in (conf or {}).items() for a in ("--conf", f"{k}={v}")],
                 str(wheel_sweeps.package_dir() / "jobs" / "compact_partitions.py"), "--batch", batch_arg]
 
-    def rollback_cmd(self, table: str, run_id: str, config_path: Path, conf: dict | None = None) -> list[str]:
-        """The rollback job's command for a table's run (``conf``: more Spark settings); the
-        table's work_dir, if ``config_path`` sets one, is passed as an argument (the job reads no config)."""
+    def rollback_cmd(self, table: str, run_id: str, config_path: Path, conf: dict | None = None,
+                     py_files: Path | None = None) -> list[str]:
+        """The rollback job's command for a table's run (``conf``: more Spark settings; ``py_files``:
+        the package's zip, for a driver without it); the table's work_dir, if ``config_path`` sets
+        one, is passed as an argument (the job reads no config)."""
         from hive_compaction.airflow import config
         work_dir = config.load(config_path).table(table.lower()).policy.work_dir
         return ["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false",
                 *[a for k, v in (conf or {}).items() for a in ("--conf", f"{k}={v}")],
+                *(["--py-files", str(py_files)] if py_files else []),
                 str(wheel_sweeps.package_dir() / "jobs" / "rollback.py"), "--table", table, "--run", run_id,
                 "--metastore", f"thrift://127.0.0.1:{self.port}", *(["--work-dir", work_dir] if work_dir else [])]
 

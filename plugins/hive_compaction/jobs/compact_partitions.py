@@ -25,7 +25,7 @@ from pathlib import Path
 from pyspark import SparkContext
 
 from hive_compaction.merge import results_writer
-from hive_compaction.merge.job_spark import JobSpark
+from hive_compaction.merge.job_spark import JobSpark, runtime
 from hive_compaction.merge.runner import BatchRunner
 from hive_compaction.model.batch import VersionMismatch, batch_tasks, check_version, decode_batch
 from hive_compaction.model.results import Status, encode_results
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     # The application keeps the name spark-submit gave it (the operator names the tables it holds).
     spark = JobSpark(SparkContext.getOrCreate())  # Spark SQL's session only if the job rewrites
     spark.sparkContext.setLogLevel("WARN")  # our own progress lines stay readable in the task log
-    log.info("Spark ready %.1fs after the driver's JVM started", driver_age(spark))
+    log.info("Spark ready %.1fs after the driver's JVM started (%s)", driver_age(spark), runtime(spark))
     runner = None
     try:
         if not logged_in(spark):

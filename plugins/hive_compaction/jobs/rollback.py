@@ -26,6 +26,7 @@ from hive_compaction.commit.record import CommitRecord
 from hive_compaction.commit.rollback import RollbackError, rollback_run, statistics_after
 from hive_compaction.commit.work_area import WorkArea
 from hive_compaction.merge import results_writer
+from hive_compaction.merge.job_spark import runtime
 from hive_compaction.model import rollbacks
 from hive_compaction.model.results import NUM_FILES, NUM_ROWS, TOTAL_SIZE
 from hive_compaction.storage.hadoop_fs import HadoopFS
@@ -61,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     uris = args.metastore if not args.metastore or "://" in args.metastore else f"thrift://{args.metastore}"
     spark = SparkSession.builder.appName(f"hive-compaction rollback {args.table} {args.run}").getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    logging.getLogger("hive_compaction").info("Spark ready (%s)", runtime(spark))
     if not logged_in(spark):  # a SASL Metastore's Kerberos login, before anything is read or moved
         spark.stop()
         return 3

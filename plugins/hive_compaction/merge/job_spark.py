@@ -10,6 +10,7 @@ as its first partition to rewrite is prepared.
 from __future__ import annotations
 
 import logging
+import platform
 import threading
 import time
 
@@ -17,6 +18,14 @@ from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
+
+
+def runtime(spark) -> str:
+    """What the job runs on, for its log: "Spark 3.5.9, Scala 2.12.18, Java 17.0.15, Python 3.8.18"
+    (``spark``: a SparkSession, a JobSpark or anything with ``sparkContext``)."""
+    jvm = spark.sparkContext._jvm
+    return (f"Spark {spark.sparkContext.version}, Scala {jvm.scala.util.Properties.versionNumberString()}, "
+            f"Java {jvm.java.lang.System.getProperty('java.version')}, Python {platform.python_version()}")
 
 
 class JobSpark:

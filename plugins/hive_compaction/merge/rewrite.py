@@ -204,7 +204,7 @@ class RewriteEngine:
         into a few tasks. A row from a file no group names fails the whole job."""
         by_path = {_path_of(p): key for p, key in group_of.items()}
         df = self.spark.read.format(fmt).schema(schema).load(list(group_of))
-        path = df.metadataColumn("_metadata").getField("file_path")  # never a column of the table's own
+        path = _metadata_column(df).getField("file_path")
         out: dict[int, tuple[int, int, int]] = {}
         for r in df.groupBy(path.alias("file")).agg(*content_metrics(schema)).collect():
             key = by_path.get(_path_of(unquote(r["file"])))
@@ -384,6 +384,16 @@ def _converted_footer_schema(session, fmt: str, path: str) -> T.StructType | Non
     else:
         return None
     return T.StructType.fromJson(json.loads(schema.asNullable().json()))
+
+
+def _metadata_column(df: DataFrame):
+    """The scan's hidden ``_metadata`` column, never a column of the table's own (which may be
+    named so). PySpark has ``DataFrame.metadataColumn`` from 4.0; Spark 3.5 has it on the JVM's
+    Dataset only."""
+    if hasattr(df, "metadataColumn"):
+        return df.metadataColumn("_metadata")
+    from pyspark.sql.column import Column
+    return Column(df._jdf.metadataColumn("_metadata"))
 
 
 def _path_of(uri: str) -> str:

@@ -48,7 +48,11 @@ _UNUSED_DAYS = 30  # a cache entry no driver loaded for this long is removed whe
 log = logging.getLogger(__name__)
 
 
-def _sources(names: tuple[str, ...] = SOURCES, package: str = __package__) -> dict[str, str]:
+# Not __package__: a module imported from a zip (--py-files) runs with it None before Python 3.10.
+_PACKAGE = __name__.rpartition(".")[0]
+
+
+def _sources(names: tuple[str, ...] = SOURCES, package: str = _PACKAGE) -> dict[str, str]:
     """File name -> Java source text of each class of ``names`` (``package``'s ``jvm/`` folder;
     by default every helper class)."""
     # pkgutil reads package data from a zip too (the package shipped with --py-files).

@@ -15,13 +15,14 @@ public class HiveCompactionChecksumWriterFactory extends OutputWriterFactory {
 
     private final String id;
     private final OutputWriterFactory factory;
-    private final scala.collection.immutable.Seq hashes;  // the two row hashes (Catalyst expressions)
-    private final scala.collection.immutable.Seq input;   // the written columns they are resolved against
+    // Lists: Spark's Seq parameters take them under Scala 2.12 and 2.13 (HiveCompactionChecksums.register).
+    private final scala.collection.immutable.List hashes;  // the two row hashes (Catalyst expressions)
+    private final scala.collection.immutable.List input;   // the written columns they are resolved against
     private final CollectionAccumulator sums;
 
     public HiveCompactionChecksumWriterFactory(String id, OutputWriterFactory factory,
-                                               scala.collection.immutable.Seq hashes,
-                                               scala.collection.immutable.Seq input, CollectionAccumulator sums) {
+                                               scala.collection.immutable.List hashes,
+                                               scala.collection.immutable.List input, CollectionAccumulator sums) {
         this.id = id;
         this.factory = factory;
         this.hashes = hashes;

@@ -45,7 +45,9 @@ public class HiveCompactionChecksums {
         Project p = (Project) probe;
         if (p.projectList().length() != 2) return null;
         String id = UUID.randomUUID().toString();
-        registered.put(id, new Object[] {p.projectList(), p.child().output(), sums});
+        // As Lists: a List is the Seq that Spark's Scala (2.12: collection.Seq, 2.13:
+        // immutable.Seq) takes either way; the plan's own may be a mutable buffer.
+        registered.put(id, new Object[] {p.projectList().toList(), p.child().output().toList(), sums});
         return id;
     }
 
@@ -74,13 +76,15 @@ public class HiveCompactionChecksums {
         scala.Option id = options.get(OPTION);
         if (id.isEmpty()) return factory;
         Object[] r = (Object[]) registered.get(id.get());
-        if (r == null || !sameColumns((scala.collection.immutable.Seq) r[1], dataSchema)) return factory;
+        if (r == null || !sameColumns((scala.collection.immutable.List) r[1], dataSchema)) return factory;
         taken.put(id.get(), Boolean.TRUE);
-        return new HiveCompactionChecksumWriterFactory((String) id.get(), factory, (scala.collection.immutable.Seq) r[0],
-                                                       (scala.collection.immutable.Seq) r[1], (CollectionAccumulator) r[2]);
+        return new HiveCompactionChecksumWriterFactory((String) id.get(), factory,
+                                                       (scala.collection.immutable.List) r[0],
+                                                       (scala.collection.immutable.List) r[1],
+                                                       (CollectionAccumulator) r[2]);
     }
 
-    private static boolean sameColumns(scala.collection.immutable.Seq input, StructType written) {
+    private static boolean sameColumns(scala.collection.immutable.List input, StructType written) {
         StructField[] fields = written.fields();
         if (input.length() != fields.length) return false;
         for (int i = 0; i < fields.length; i++) {
