@@ -146,7 +146,8 @@ def parse(raw: Any, source: str = "<config>") -> Settings:
     pool = {"pool": given.pool.name, "pool_slots": given.pool.slots,
             "max_merges_per_run": given.pool.max_merges_per_run} if given.pool else {}
     exact = [t for t in given.tables if table_patterns.parse(t.name).is_exact]
-    patterns = tuple(_pattern(t, raw_t, given, source) for t, raw_t in zip(given.tables, (raw or {}).get("tables") or [])
+    entries = zip(given.tables, (raw or {}).get("tables") or [])
+    patterns = tuple(_pattern(t, raw_t, given, source) for t, raw_t in entries
                      if not table_patterns.parse(t.name).is_exact)
     return Settings(**{k: v for k, v in given if v is not None and k not in ("pool", "tables", "alerts", "exclude")},
                     **pool, tables=tuple(TableConfig(*t.name.lower().split("."), t.policy()) for t in exact),

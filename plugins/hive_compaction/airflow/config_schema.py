@@ -451,8 +451,8 @@ def _literal_database(entry: Any) -> str | None:
 
 # Per section, its keys (the unknown ones are refused naming them), and what a misplaced key should
 # say instead of just "unknown".
-_KNOWN = {"defaults": TablePolicy, "tables": TablePolicy, "databases": TablePolicy, "fan_out": FanOut, "spark_submit": SparkSubmitOptions,
-          "airflow_tasks": AirflowTasks, "pool": PoolSpec, "alerts": AlertSpec}
+_KNOWN = {"defaults": TablePolicy, "tables": TablePolicy, "databases": TablePolicy, "fan_out": FanOut,
+          "spark_submit": SparkSubmitOptions, "airflow_tasks": AirflowTasks, "pool": PoolSpec, "alerts": AlertSpec}
 _ELSEWHERE = {
     "spark_submit": {
         "py_files": "use the top-level key py_files",
