@@ -1,5 +1,6 @@
 """Hive small-file compaction: plan from the Metastore -> mapped Spark merges -> statistics refresh
--> one asset event per compacted table.
+-> one asset event per compacted table (one task per table named in the config, one task for all the tables
+its patterns match).
 
 The logic lives in the ``hive_compaction`` package (installed as a wheel, or ``plugins/`` of the
 checkout); this file only wires tasks together. The config (``hive_compaction.yaml`` beside this
@@ -19,10 +20,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG, CronPartitionTimetable, Param, TaskGroup, task
+from airflow.sdk import DAG, AssetAlias, CronPartitionTimetable, Param, TaskGroup, task
 
 from hive_compaction.airflow import alerts, config, run_params
-from hive_compaction.airflow.assets import table_asset
+from hive_compaction.airflow.assets import alias_name, table_asset
 from hive_compaction.airflow.rollback_dag import rollback_dag
 
 # The same file at parse time and in every task (a task's process parses this file first).
@@ -60,7 +61,8 @@ with DAG(
                   "on_failure_callback": ON_FAILURE,
                   **config.task_defaults(SETTINGS)},  # airflow_tasks: queue (the executor's)
     params={name: Param(run_params.PARAM_DEFAULTS[name], **schema)
-            for name, schema in run_params.params_schema([t.name for t in SETTINGS.tables]).items()},
+            for name, schema in run_params.params_schema([t.name for t in SETTINGS.tables],
+                                                         [p.entry for p in SETTINGS.patterns]).items()},
     tags=["maintenance", "hive", "spark"],
     doc_md=__doc__,
 ) as dag:
@@ -71,16 +73,25 @@ with DAG(
         only over a task's return value, so multiple_outputs cannot carry both)."""
         from airflow.sdk import conf
         from airflow.sdk.exceptions import AirflowFailException
-        from hive_compaction.airflow import tasks as dag_tasks, metastore_hook as metastore
-        try:  # a wrong config or form value is not worth a retry
+        from hive_compaction.airflow import tasks as dag_tasks, metastore_hook as metastore, table_resolution
+
+        def selected(settings):
+            try:  # a wrong form value is not worth a retry
+                return run_params.select(settings, dict(params), dag_run.run_type, logical_date, partition_key)
+            except run_params.ParamError as e:
+                raise AirflowFailException(str(e)) from e
+        try:  # nor is a wrong config
             settings = config.load(CONFIG_PATH)
             alerts.check(settings)
-            selection = run_params.select(settings, dict(params), dag_run.run_type, logical_date, partition_key)
-        except (config.ConfigError, run_params.ParamError) as e:
+        except config.ConfigError as e:
             raise AirflowFailException(str(e)) from e
+        selection = None if settings.patterns else selected(settings)  # the form checked before the Metastore
         with metastore.from_airflow_connection(settings.metastore_conn_id) as hms:
-            planned = dag_tasks.plan(settings, hms, run_id, selection,
-                                     max_map_length=conf.getint("core", "max_map_length", fallback=1024))
+            resolution = table_resolution.resolve(settings, hms)  # what the patterns match now
+            settings = resolution.settings(settings)
+            planned = dag_tasks.plan(settings, hms, run_id, selection or selected(settings),
+                                     max_map_length=conf.getint("core", "max_map_length", fallback=1024),
+                                     resolution=resolution)
         ti.xcom_push(key="plan", value=planned["plan"])
         return planned["spark_args"]
 
@@ -116,6 +127,26 @@ with DAG(
 
         return emit
 
+    # The tables the config's patterns match: one task for all of them (the DAG's shape does not grow with
+    # their number), an alias per pattern entry, an event per table through it (no partition keys: the
+    # merged partitions are in its extra).
+    def pattern_events(entries: list[str]):
+        aliases = {e: AssetAlias(alias_name(e)) for e in entries}
+
+        @task(task_id=alerts.PATTERN_EVENTS_TASK, outlets=list(aliases.values()), retries=2,
+              retry_delay=timedelta(seconds=5))
+        def emit_by_pattern(report: dict, outlet_events=None):
+            from airflow.sdk.exceptions import AirflowSkipException
+            from hive_compaction.airflow import assets
+            added = [e for e in assets.alias_events(report) if e.entry in aliases]
+            if not added:
+                raise AirflowSkipException("no partition of a table matched by a pattern was merged")
+            for e in added:
+                outlet_events[aliases[e.entry]].add(table_asset(e.table), extra=e.extra)
+            return {e.table: e.extra["merged_partitions"] for e in added}
+
+        return emit_by_pattern
+
     planned = plan()
     merges = SparkSubmitOperator.partial(
         task_id="merge",
@@ -131,6 +162,8 @@ with DAG(
     with TaskGroup(alerts.ASSET_EVENT_GROUP, tooltip="one asset event per table with merged partitions"):
         for t in SETTINGS.tables:
             asset_event(t.name)(report)
+        if SETTINGS.patterns:
+            pattern_events([p.entry for p in SETTINGS.patterns])(report)
 
 # The second DAG of this file: roll back a run's merges in one table, from a form.
 rollback = rollback_dag(CONFIG_PATH, SETTINGS, ON_FAILURE)

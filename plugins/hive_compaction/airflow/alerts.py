@@ -29,6 +29,8 @@ JOB_EXIT_CODES = {3: "the Spark driver's Kerberos login failed (the task log's `
 # The DAG's per-table asset event tasks: "compacted.<db>.<table>" (this TaskGroup, the table).
 ASSET_EVENT_GROUP = "compacted"
 ASSET_EVENT_TASKS = f"{ASSET_EVENT_GROUP}."
+# The one task of that group for every table a pattern of the config matched (no dot: no table's id).
+PATTERN_EVENTS_TASK = "by_pattern"
 
 
 def failure(task_id: str, run_id: str, *, map_index: int = -1, label: str | None = None, plan: dict | None = None,
@@ -48,11 +50,13 @@ def failure(task_id: str, run_id: str, *, map_index: int = -1, label: str | None
         only = None
         if task_id == "merge":
             batches = [b for b in batches if b.get("batch") == map_index]
+        elif task_id == ASSET_EVENT_TASKS + PATTERN_EVENTS_TASK:  # the pattern-matched tables' partitions
+            only = set(plan.get("matched_by") or {})
         elif task_id.startswith(ASSET_EVENT_TASKS):  # a table's asset event: that table's partitions
-            only = task_id[len(ASSET_EVENT_TASKS):]
+            only = {task_id[len(ASSET_EVENT_TASKS):]}
         elif task_id != "refresh_metastore":
             batches = []
-        pairs = [(t, p) for b in batches for t, p in b.get("partitions", []) if only in (None, t)]
+        pairs = [(t, p) for b in batches for t, p in b.get("partitions", []) if only is None or t in only]
     pairs = pairs or list(asked or [])
     failed = [r for r in results or [] if r.get("status") == "failed"]
     if failed:  # the job says which partitions failed: name those first

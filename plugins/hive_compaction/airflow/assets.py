@@ -7,10 +7,16 @@ or per date through a mapper (``dags/hive_compaction_downstream_example.py``), a
 before and after in its extra. Airflow 3.3 gives every partition key of one task's outlet the same
 extra: it holds the table's totals and, per partition (up to ``MAX_EVENT_PARTITIONS``), the
 partition's own.
+
+Tables matched by a pattern of the config get their events through one asset alias per pattern entry
+(``hive_compaction:<entry>``), from one task whatever their number: Airflow 3.3's alias events carry
+no partition keys, so those events list the merged partitions in their extra (``merged_partitions``)
+instead.
 """
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
 
@@ -19,6 +25,26 @@ MAX_EVENT_PARTITIONS = 100
 # Airflow's limit on a partition key (its ID_LEN).
 MAX_PARTITION_KEY = 250
 FIGURES = ("files_before", "files_after", "bytes_before", "bytes_after")
+
+
+@dataclass(frozen=True)
+class AliasEvent:
+    """One pattern-matched table's event, added through its entry's alias."""
+    entry: str
+    table: str
+    extra: dict
+
+
+def alias_name(entry: str) -> str:
+    """The asset alias of a pattern entry of ``tables:``."""
+    return f"hive_compaction:{entry}"
+
+
+def alias_events(report: dict) -> list[AliasEvent]:
+    """The events of the tables a pattern matched (``report["matched_by"]``) that had partitions merged."""
+    matched_by = report.get("matched_by") or {}
+    return [AliasEvent(matched_by[table], table, {**e["extra"], "merged_partitions": e["partition_keys"]})
+            for table, e in events(report).items() if table in matched_by]
 
 
 def table_asset(name: str):

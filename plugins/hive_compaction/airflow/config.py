@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import importlib
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
-from hive_compaction.airflow import config_schema
+from hive_compaction.airflow import config_schema, table_patterns
 from hive_compaction.airflow.config_schema import (SUBMIT_CONF, AirflowTasks, AlertSpec, ConfigFile, FanOut,
                                                    SparkSubmitOptions, TablePolicy)
 
@@ -55,8 +55,29 @@ class TableConfig:
 
 
 @dataclass(frozen=True)
+class TablePattern:
+    """An entry of ``tables:`` that names tables by a pattern (``sales.*``, a glob, ``re:...``), resolved
+    from the Metastore's names when a run plans (table_resolution). ``own``: the policy keys the entry
+    sets itself, over its database's policy (``Settings.policy_of``)."""
+    entry: str
+    own: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def pattern(self) -> table_patterns.NamePattern:
+        return table_patterns.parse(self.entry)
+
+    def policy(self, database_policy: TablePolicy) -> TablePolicy:
+        return replace(database_policy, **dict(self.own))
+
+
+@dataclass(frozen=True)
 class Settings:
+    # the exact names of ``tables:`` (a run's plan adds those its patterns match: table_resolution)
     tables: tuple[TableConfig, ...] = ()
+    patterns: tuple[TablePattern, ...] = ()  # the entries of ``tables:`` that are patterns, in the file's order
+    exclude: tuple[str, ...] = ()  # names or patterns left out of what ``patterns`` match
+    # ``databases:``: per database, the policy of its tables (over ``defaults:``)
+    databases: dict[str, TablePolicy] = field(default_factory=dict)
     # None (not named): metastore_default (the Hive provider's id) when that connection exists, else
     # hive_metastore (this package's former default; metastore_hook.Metastore)
     metastore_conn_id: str | None = None
@@ -95,6 +116,10 @@ class Settings:
         run_offset, negated): the default ``partition_lag_days``."""
         return self.defaults.partition_lag_days
 
+    def policy_of(self, database: str) -> TablePolicy:
+        """The policy of a table of ``database`` that sets no key of its own."""
+        return self.databases.get(database.lower(), self.defaults)
+
     def table(self, name: str) -> TableConfig:
         for t in self.tables:
             if t.name == name:
@@ -120,9 +145,30 @@ def parse(raw: Any, source: str = "<config>") -> Settings:
         import_notifier(alert.notifier, f"{source}: alerts[{i}]: key 'notifier'")
     pool = {"pool": given.pool.name, "pool_slots": given.pool.slots,
             "max_merges_per_run": given.pool.max_merges_per_run} if given.pool else {}
-    return Settings(**{k: v for k, v in given if v is not None and k not in ("pool", "tables", "alerts")}, **pool,
-                    tables=tuple(TableConfig(*t.name.lower().split("."), t.policy()) for t in given.tables),
-                    alerts=tuple(given.alerts), source=source)
+    exact = [t for t in given.tables if table_patterns.parse(t.name).is_exact]
+    entries = zip(given.tables, (raw or {}).get("tables") or [])
+    patterns = tuple(_pattern(t, raw_t, given, source) for t, raw_t in entries
+                     if not table_patterns.parse(t.name).is_exact)
+    return Settings(**{k: v for k, v in given if v is not None and k not in ("pool", "tables", "alerts", "exclude")},
+                    **pool, tables=tuple(TableConfig(*t.name.lower().split("."), t.policy()) for t in exact),
+                    patterns=patterns, exclude=tuple(given.exclude), alerts=tuple(given.alerts), source=source)
+
+
+def _pattern(entry, raw_entry: Any, given: ConfigFile, source: str) -> TablePattern:
+    """A pattern entry, with the keys it sets itself; checked against every database's policy it may get
+    (a database of ``databases:`` it may match, or the defaults)."""
+    keys = [k for k in (raw_entry if isinstance(raw_entry, dict) else {}) if k != "name"]
+    found = TablePattern(entry.name, tuple((k, getattr(entry, k)) for k in keys))
+    pattern = found.pattern
+    for db, policy in ({**given.databases, None: given.defaults}).items():
+        if db is not None and not pattern.may_hold(db):
+            continue
+        try:
+            config_schema.sizes_agree(found.policy(policy))
+        except ValueError as e:
+            where = f"with databases: {db}" if db else "with defaults"
+            raise ConfigError(f"{source}: table {entry.name} ({where}): {e}") from None
+    return found
 
 
 def import_notifier(path: str, where: str) -> type:

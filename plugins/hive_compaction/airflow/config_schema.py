@@ -14,10 +14,13 @@ from typing import Annotated, Any, Literal
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator,
                       ValidationError, WrapValidator, model_validator, with_config)
 
+from hive_compaction.airflow import table_patterns
+
 MERGE_MODES = ("auto", "copy", "rewrite")
 COMMIT_MODES = ("in_place", "location_switch")
 MAX_LOOKBACK_DAYS = 366
 TABLE_NAME = r"^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$"
+DATABASE_NAME = r"^[A-Za-z0-9_]+$"
 URI = r"^[A-Za-z][A-Za-z0-9+.-]*://"
 _SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?B?)\s*")
 _SIZE_UNITS = {unit + b: 1024**i for i, unit in enumerate(("", "K", "M", "G", "T")) for b in ("", "B")}
@@ -180,7 +183,7 @@ class TablePolicy:
     require_locks: Flag = True
 
 
-def _sizes_agree(policy: TablePolicy) -> TablePolicy:
+def sizes_agree(policy: TablePolicy) -> TablePolicy:
     if policy.target_file_size <= 0:
         raise ValueError("key 'target_file_size' must be positive")
     if policy.small_file_limit > policy.target_file_size:
@@ -191,9 +194,10 @@ def _sizes_agree(policy: TablePolicy) -> TablePolicy:
 
 @dataclass(frozen=True, kw_only=True)
 class TableEntry(TablePolicy):
-    """One entry of ``tables:``: ``database.table``, or a mapping with its ``name`` and the policy keys
-    it sets (the others are the ``defaults:`` section's)."""
-    name: Annotated[str, Field(pattern=TABLE_NAME)]
+    """One entry of ``tables:``: ``database.table`` (or a glob, or ``re:<regular expression>``: see
+    table_patterns), or a mapping with its ``name`` and the policy keys it sets (the others are its
+    database's section of ``databases:``, then the ``defaults:`` section's)."""
+    name: Annotated[str, Field(pattern=table_patterns.ENTRY_PATTERN)]
 
     def policy(self) -> TablePolicy:
         return TablePolicy(**{f.name: getattr(self, f.name) for f in fields(TablePolicy)})
@@ -203,9 +207,13 @@ def _table_entry(value: Any) -> Any:
     value = {"name": value} if isinstance(value, str) else value
     if not isinstance(value, dict) or "name" not in value:
         raise ValueError("expected a mapping with a 'name' key")
-    if not isinstance(value["name"], str) or not re.fullmatch(TABLE_NAME, value["name"]):
-        raise ValueError(f"name must be 'database.table', got {value['name']!r}")
+    table_patterns.parse(value["name"])  # ValueError saying what is expected
     return value
+
+
+def _name_pattern(value: Any) -> str:
+    table_patterns.parse(value)
+    return value.lower() if table_patterns.GLOB.fullmatch(value) else value
 
 
 @with_config(extra="forbid")
@@ -367,10 +375,17 @@ class ConfigFile(BaseModel):
     A key written but empty is not set."""
     model_config = ConfigDict(extra="forbid", title="hive_compaction.yaml")
 
-    defaults: Annotated[TablePolicy, _MAPPING, AfterValidator(_sizes_agree)] = Field(default_factory=TablePolicy)
+    defaults: Annotated[TablePolicy, _MAPPING, AfterValidator(sizes_agree)] = Field(default_factory=TablePolicy)
     tables: Annotated[list[Annotated[TableEntry, BeforeValidator(_table_entry, json_schema_input_type=Annotated[
-        str, Field(pattern=TABLE_NAME)] | TableEntry), AfterValidator(_sizes_agree)]],
+        str, Field(pattern=table_patterns.ENTRY_PATTERN)] | TableEntry), AfterValidator(sizes_agree)]],
         _shaped(list, "expected a list of tables, got {got}")] = []
+    # Per database: the policy keys its tables get over ``defaults:`` (a table's own keys win).
+    databases: Annotated[dict[Annotated[str, Field(pattern=DATABASE_NAME)], Annotated[
+        TablePolicy, _MAPPING, AfterValidator(sizes_agree)]], _MAPPING] = {}
+    # Names, globs or re: expressions: tables a pattern of ``tables:`` matches that are left out.
+    exclude: Annotated[list[Annotated[str, PlainValidator(_name_pattern, json_schema_input_type=Annotated[
+        str, Field(pattern=table_patterns.ENTRY_PATTERN)])]],
+        _shaped(list, "expected a list of table names or patterns, got {got}")] = []
     metastore_conn_id: Text | None = None  # None: as Settings says
     spark_conn_id: Text | None = None  # spark_default
     pool: Annotated[PoolSpec, BeforeValidator(_pool, json_schema_input_type=PoolName | PoolSpec),
@@ -397,9 +412,15 @@ class ConfigFile(BaseModel):
         if not isinstance(raw, dict):
             raise ValueError("expected a mapping at the top level")
         raw = {k: v for k, v in raw.items() if v is not None or k not in cls.model_fields}
-        defaults, tables = raw.get("defaults"), raw.get("tables")
+        defaults, tables, databases = raw.get("defaults"), raw.get("tables"), raw.get("databases")
+        if isinstance(databases, dict):
+            base = defaults if isinstance(defaults, dict) else {}
+            raw["databases"] = {db.lower() if isinstance(db, str) else db: {**base, **(keys or {})}
+                                if isinstance(keys, dict) or keys is None else keys for db, keys in databases.items()}
+        databases = raw.get("databases") if isinstance(raw.get("databases"), dict) else {}
         if isinstance(defaults, dict) and isinstance(tables, list):
-            raw["tables"] = [{**defaults, **({"name": t} if isinstance(t, str) else t)}
+            raw["tables"] = [{**defaults, **(databases.get(_literal_database(t)) or {}),
+                              **({"name": t} if isinstance(t, str) else t)}
                              if isinstance(t, (str, dict)) else t for t in tables]
         return raw
 
@@ -409,14 +430,29 @@ class ConfigFile(BaseModel):
         for i, t in enumerate(self.tables):
             if t.name.lower() in names[:i]:
                 raise ValueError(f"table {t.name} is listed twice")
+        excluded = [table_patterns.parse(x) for x in self.exclude]
+        for t in self.tables:
+            refused = next((x.text for x in excluded if table_patterns.parse(t.name).is_exact and x.matches(t.name)),
+                           None)
+            if refused:
+                raise ValueError(f"table {t.name} is listed and excluded (by {refused!r}): remove one")
         _refuse_combinations(self.spark_submit, self.spark_conf)
         return self
 
 
+def _literal_database(entry: Any) -> str | None:
+    """The database a ``tables:`` entry names literally (its ``databases:`` section applies at once)."""
+    name = entry.get("name") if isinstance(entry, dict) else entry
+    try:
+        return table_patterns.parse(name).database
+    except ValueError:
+        return None
+
+
 # Per section, its keys (the unknown ones are refused naming them), and what a misplaced key should
 # say instead of just "unknown".
-_KNOWN = {"defaults": TablePolicy, "tables": TablePolicy, "fan_out": FanOut, "spark_submit": SparkSubmitOptions,
-          "airflow_tasks": AirflowTasks, "pool": PoolSpec, "alerts": AlertSpec}
+_KNOWN = {"defaults": TablePolicy, "tables": TablePolicy, "databases": TablePolicy, "fan_out": FanOut,
+          "spark_submit": SparkSubmitOptions, "airflow_tasks": AirflowTasks, "pool": PoolSpec, "alerts": AlertSpec}
 _ELSEWHERE = {
     "spark_submit": {
         "py_files": "use the top-level key py_files",
@@ -446,13 +482,23 @@ def _where(loc: tuple, raw: Any, source: str) -> str:
     if not loc:
         return source
     section, *keys = loc
+    if section == "databases" and keys:
+        section, *keys = f"databases: {keys[0]}", *keys[1:]
     if keys and isinstance(keys[0], int):
         index, *keys = keys
         entry = raw[section][index] if section == "tables" else None
         name = entry.get("name") if isinstance(entry, dict) else entry
-        valid = isinstance(name, str) and re.fullmatch(TABLE_NAME, name)
+        valid = _literal_database(name) is not None or (isinstance(name, str) and _parses(name))
         section = f"table {name}" if valid else f"{section}[{index}]"
     return ": ".join([source, str(section), *(f"key {k!r}" for k in keys)])
+
+
+def _parses(name: str) -> bool:
+    try:
+        table_patterns.parse(name)
+        return True
+    except ValueError:
+        return False
 
 
 def problem(error: ValidationError, raw: Any, source: str) -> str:

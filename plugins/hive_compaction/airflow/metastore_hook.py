@@ -10,7 +10,8 @@ what the package needs; every Airflow-side module goes through them. The Thrift 
 Calls are batched: partition names in one call, then partitions by name in batches, so the
 cost of a scan grows linearly with the number of partitions. Only calls that Hive 2.3, 3.1 and
 4 all serve: ``get_table_req`` (Hive 4.0.1 removed the plain table call, HIVE-26537),
-``get_partition_names``, ``get_partitions_by_names``, ``get_partitions_by_filter``,
+``get_partition_names``, ``get_partitions_by_names``, ``get_partitions_by_filter``, ``get_all_databases``,
+``get_tables``, ``get_table_objects_by_name_req``,
 ``alter_partitions_with_environment_context`` and ``alter_table_with_environment_context``.
 """
 from __future__ import annotations
@@ -115,6 +116,25 @@ class Metastore(BaseHook):
 
     def table(self, database: str, table: str) -> TableInfo:
         return TableInfo.from_thrift(self._get_table(database, table))
+
+    def databases(self) -> list[str]:
+        """Every database's name (one call)."""
+        return list(self.connection.call("get_all_databases"))
+
+    def table_names(self, database: str) -> list[str]:
+        """Every table's name in ``database`` (one call; ``*``: the one pattern every Hive reads alike)."""
+        try:
+            return list(self.connection.call("get_tables", database, "*"))
+        except ttypes.NoSuchObjectException:  # a database named by a pattern that does not exist (yet)
+            return []
+
+    def tables(self, database: str, names: Iterable[str]) -> Iterator[TableInfo]:
+        """The named tables of ``database`` (absent ones left out), ``batch_size`` names a call."""
+        names = list(names)
+        for i in range(0, len(names), self.batch_size):
+            request = ttypes.GetTablesRequest(dbName=database, tblNames=names[i:i + self.batch_size])
+            yield from (TableInfo.from_thrift(t) for t in self.connection.call("get_table_objects_by_name_req",
+                                                                                request).tables)
 
     def partition_names(self, table: TableInfo) -> list[str]:
         return self.partition_names_of(table.database, table.table)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
+from hive_compaction.airflow import table_patterns
 from hive_compaction.airflow.backlog import next_scheduled_key
 from hive_compaction.airflow.config import ConfigError, Settings, TableConfig, TablePolicy
 
@@ -30,14 +31,21 @@ class ParamError(ValueError):
     """A trigger-form value is wrong; the message names the field."""
 
 
-def params_schema(table_names: list[str]) -> dict[str, dict]:
-    """JSON schema of each form field (the Airflow UI renders these as a form)."""
+def params_schema(table_names: list[str], patterns: list[str] = ()) -> dict[str, dict]:
+    """JSON schema of each form field (the Airflow UI renders these as a form). ``patterns``: the config's
+    pattern entries: the field then takes names or patterns (of the tables they match), and its pick list
+    shows the exact names and the patterns, not every table they match."""
     table_items: dict[str, Any] = {"type": "string", "pattern": r"^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$"}
     tables: dict[str, Any] = {
         # null: the UI's pick list sends null when nothing is picked (= every table)
         "type": ["null", "array"], "items": table_items, "uniqueItems": True,
         "title": "Tables", "description": "Configured tables to compact; empty means all of them"}
-    if table_names:
+    if patterns:
+        table_items["pattern"] = table_patterns.ENTRY_PATTERN
+        tables["description"] = ("Configured tables to compact, by name, glob (sales.*) or re:<regular expression>; "
+                                 "empty means all of them")
+        tables["examples"] = sorted(table_names) + list(patterns)
+    elif table_names:
         table_items["enum"] = sorted(table_names)
         tables["examples"] = sorted(table_names)  # the UI shows a pick list for an array with examples
     return {
@@ -120,10 +128,7 @@ def select(settings: Settings, params: dict, run_type, logical_date: datetime | 
     names = p["tables"] or []
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise ParamError(f"tables: expected a list of table names, got {names!r}")
-    try:
-        tables = [settings.table(n.lower()) for n in names] if names else list(settings.tables)
-    except ConfigError as e:
-        raise ParamError(f"tables: {e}") from None
+    tables = _picked(settings, names) if names else list(settings.tables)
     if not tables:
         raise ParamError(f"tables: no table is configured in {settings.source}")
     if not isinstance(p["dry_run"], bool):
@@ -153,6 +158,28 @@ def select(settings: Settings, params: dict, run_type, logical_date: datetime | 
     today = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).date()
     next_key = next_scheduled_key(run_type, key if not start else None, key_lag, today)
     return RunSelection(tuple(overridden), dates, p["dry_run"], lookback, next_key, key_lag)
+
+
+def _picked(settings: Settings, names: list[str]) -> list[TableConfig]:
+    """The configured tables the form names, by name or pattern (each once, in the form's order)."""
+    picked: dict[str, TableConfig] = {}
+    for n in names:
+        try:
+            pattern = table_patterns.parse(n)
+        except ValueError as e:
+            raise ParamError(f"tables: {e}") from None
+        if pattern.is_exact:
+            try:
+                picked.setdefault(pattern.text, settings.table(pattern.text))
+            except ConfigError as e:
+                raise ParamError(f"tables: {e}") from None
+            continue
+        matches = [t for t in settings.tables if pattern.matches(t.name)]
+        if not matches:
+            raise ParamError(f"tables: {n!r} matches no configured table (of {len(settings.tables)})")
+        for t in matches:
+            picked.setdefault(t.name, t)
+    return list(picked.values())
 
 
 def _with_sizes(tables: list[TableConfig], p: dict) -> list[TableConfig]:

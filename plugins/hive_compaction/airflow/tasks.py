@@ -15,6 +15,7 @@ from hive_compaction.airflow.planning import (Skipped, batch_label, one_task_per
 from hive_compaction.airflow.report import (distribution, note, reader_gap_note, render, render_distribution,
                                             summarize)
 from hive_compaction.airflow.run_params import RunSelection, partition_date
+from hive_compaction.airflow.table_resolution import Resolution
 from hive_compaction.model import result_table
 from hive_compaction.model.batch import LOCK_LEASE_SECONDS, PartitionTask, batch_payload, encode_batch
 from hive_compaction.model.results import (NUM_FILES, PLANNED_AT, TOTAL_SIZE, PartitionResult, Status,
@@ -73,15 +74,16 @@ class Candidates:
 
 
 def plan(settings: config_mod.Settings, hms: Metastore, run_id: str, selection: RunSelection,
-         max_map_length: int = 1024, now: float | None = None) -> dict:
+         max_map_length: int = 1024, now: float | None = None, resolution: Resolution | None = None) -> dict:
     """Partitions from the Metastore, packed into Spark jobs. Returns the mapped tasks' kwargs
     (``spark_args``) and the plan the refresh task reads (``plan``). Touches no table storage:
     listing, recovery of interrupted commits and purges are the Spark jobs' work. Outside a dry
     run it marks the partitions the caps deferred (``results.PLANNED_AT``), so that the backlog
-    looks at them again."""
+    looks at them again. ``resolution``: the tables the config's patterns matched (table_resolution),
+    with their Metastore objects."""
     run, dry_run = run_tag(run_id), selection.dry_run
     now = time.time() if now is None else now
-    found = candidates(hms, selection, now)
+    found = candidates(hms, selection, now, resolution.infos if resolution else None)
     batches, deferred = pack(settings, found, selection, run, max_map_length)
     if batches:
         results_reader.ensure(hms, settings.results_table)
@@ -96,15 +98,21 @@ def plan(settings: config_mod.Settings, hms: Metastore, run_id: str, selection: 
              len(found.tasks) - len(deferred), len(batches), len(found.skipped), len(deferred), hms.calls)
     if any(t.commit_mode == IN_PLACE for batch in batches for t in batch):
         log.info("%s", reader_gap_note(settings.retries, config_mod.MERGE_RETRY_DELAY_SECONDS, LOCK_LEASE_SECONDS))
-    return {"spark_args": spark_args, "plan": describe(settings, selection, found, described, deferred, run, now)}
+    planned = describe(settings, selection, found, described, deferred, run, now)
+    if resolution and resolution.entries:
+        selected = {tc.name for tc in selection.tables}
+        planned["by_pattern"] = resolution.describe()
+        planned["matched_by"] = {t: e for t, e in resolution.matched_by.items() if t in selected}
+    return {"spark_args": spark_args, "plan": planned}
 
 
-def candidates(hms: Metastore, selection: RunSelection, now: float) -> Candidates:
+def candidates(hms: Metastore, selection: RunSelection, now: float,
+               known: dict[str, TableInfo] | None = None) -> Candidates:
     """Each selected table's partitions of the run's dates and of its lookback window, planned
-    by the table's policy (one task per folder)."""
+    by the table's policy (one task per folder). ``known``: tables already read (by name)."""
     found = Candidates()
     for tc in selection.tables:
-        table = found.tables[tc.name] = hms.table(tc.database, tc.table)
+        table = found.tables[tc.name] = (known or {}).get(tc.name) or hms.table(tc.database, tc.table)
         dates, window = selection.dates.get(tc.name), selection.lookback.get(tc.name)
         if window and table.partition_keys:
             partitions = list(partitions_in_dates(hms, table, tc, (window[0], dates[1]), found.skipped))
@@ -327,8 +335,13 @@ def refresh(settings: config_mod.Settings, hms: Metastore, plan: dict, now: floa
     tables = distribution(dicts, plan["skipped"], plan["deferred"], plan.get("policies") or {})
     line = note(dicts, summary, tables, plan.get("dry_run", False))
     text = render(dicts, plan["skipped"], plan["deferred"])
+    if plan.get("by_pattern"):  # what the config's patterns matched when the run planned
+        text += "\n\ntables by pattern\n" + "\n".join(
+            f"{e['entry']}: {len(e['tables'])} table(s) {', '.join(e['tables'])}"
+            + (f"; excluded {', '.join(e['excluded'])}" if e["excluded"] else "") for e in plan["by_pattern"])
     log.info("run report\n%s\n\nfile sizes per table\n%s\n\nrun note: %s", text, render_distribution(tables), line)
     return {"summary": summary, "note": line, "tables": tables, "partitions": dicts,
             "skipped": plan["skipped"], "deferred": plan["deferred"], "dry_run": plan.get("dry_run", False),
             "dates": plan.get("dates", {}), "lookback": plan.get("lookback", {}), "run": plan["run"],
-            "planned_at": plan.get("planned_at")}
+            "planned_at": plan.get("planned_at"), "by_pattern": plan.get("by_pattern", []),
+            "matched_by": plan.get("matched_by", {})}
