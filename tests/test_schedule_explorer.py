@@ -184,6 +184,56 @@ def test_a_rollback_finishes_the_dead_commit_it_finds_under_its_lock():
     assert world.partition_rows() == world.intent and sum(world.intent.values()) == 0, trace
 
 
+def did(name: str, text: str):
+    """Whether the actor's trace holds a line containing ``text``."""
+    return lambda world: any(line.startswith(f"{name}: ") and text in line for line in render(world.sched.trace))
+
+
+def test_a_paused_takeovers_finish_never_undoes_a_later_rollback():
+    """Found in the 500,000 of fb40a25 (``--replay 20261265968915``): A switched, moved the old
+    files to its trash and wrote its manifest, and was killed before releasing its journal; B took
+    the switch over and paused before its finish; a rollback took the lock, switched the partition
+    back and put the old files back. B resumed and moved them into the run's trash again: the
+    partition read no rows. B's takeover takes the run's trash back as its moving trash, which
+    the rollback's takeover renames, so B's late moves fail."""
+    outcome, trace = scripted("location_switch", ("merge run1/1", "merge run2/1", "rollback run1"),
+                              [Rule("merge run1/1", waiting_at("merge run1/1", ".released")),
+                               Rule("merge run2/1", lambda w: did("merge run2/1", "renamed folder work/staging")(w)
+                                    and waiting_at("merge run2/1", "list ")(w) and waiting_at("merge run2/1", "/t/dt=1")(w),
+                                    "pause:700")],
+                              {"merge run2/1": gone("merge run1/1"), "rollback run1": paused("merge run2/1")})
+    world = outcome.world
+    assert not outcome.violations, trace
+    assert "merge run2/1: paused 700 s (before: list t/dt=1)" in trace, trace
+    assert "rollback run1: rolled back run run1" in trace, trace
+    assert world.partition_rows() == world.intent and sum(world.intent.values()) == 8, trace
+
+
+def test_a_journal_write_landing_late_is_written_back_by_the_lock_holder():
+    """Found in the 500,000 of fb40a25 (``--replay 20261266048421``): B took a dead job's commit
+    over and paused before writing the journal; C took the lock and the commit over; B's write then
+    landed over C's journal, and C, finding the journal not its own, stopped with the commit
+    unfinished and released the lock; a TRUNCATE came in, and the next run's replay moved the
+    old rows back. C holds the lock, so the journal's other owner is a job that lost it: C writes
+    its own record back and finishes the commit before any writer comes in."""
+    outcome, trace = scripted("in_place", ("merge run1/1", "merge run2/1", "merge run1/2", "writer truncate"),
+                              [Rule("merge run1/1", waiting_at("merge run1/1", "step inputs_moved")),
+                               Rule("merge run2/1", lambda w: waiting_at("merge run2/1", "write ")(w)
+                                    and waiting_at("merge run2/1", "/journal/")(w), "pause:30"),
+                               Rule("merge run1/2", lambda w: waiting_at("merge run1/2", "rename folder ")(w)
+                                    and waiting_at("merge run1/2", "/trash/")(w), "pause:40")],
+                              {"merge run2/1": gone("merge run1/1"),
+                               "merge run1/2": lambda w: paused("merge run2/1")(w) or gone("merge run2/1")(w),
+                               "writer truncate": lambda w: gone("merge run1/2")(w) and gone("merge run2/1")(w)})
+    world = outcome.world
+    assert not outcome.violations, trace
+    assert "merge run2/1: wrote work/journal/" in trace, trace
+    # C finished the dead job's commit under its lock, before the TRUNCATE came in.
+    assert "merge run1/2: wrote work/manifests/run1/" in trace and "run1/2: reported SKIPPED" not in trace, trace
+    assert trace.index("merge run1/2: wrote work/manifests/run1/") < trace.index("writer truncate: truncate done"), trace
+    assert world.partition_rows() == world.intent and sum(world.intent.values()) == 0, trace
+
+
 def test_an_in_place_commit_rereads_the_location_under_its_lock():
     """Finding 5: ALTER TABLE ... SET LOCATION between the plan and the commit."""
     outcome, trace = scripted("in_place", ("merge run1/1", "writer set_location"),

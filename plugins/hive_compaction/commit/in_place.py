@@ -200,19 +200,25 @@ def take_over(fs: HadoopFS, area: WorkArea, record: CommitRecord, owner: str) ->
                        moving_trash=_generation(record.moving_trash, n, n + 1) if record.moving_trash else "",
                        outputs=[replace(o, staged=moved(o.staged, record.staging)) for o in record.outputs])
     replace_journal(fs, area, taken)
-    for folder in (record.staging, record.moving_trash):
-        if folder:
-            _rename_newest(fs, folder, n)
+    if record.staging:
+        _rename_newest(fs, record.staging, n)
+    if record.moving_trash:
+        # A switch's finish may have renamed its moving trash to the run's trash already (a job
+        # killed before releasing its journal): the takeover takes that back as its own moving
+        # trash, so that its finish, too, moves into a folder the next takeover renames.
+        _rename_newest(fs, record.moving_trash, n, oldest=area.trash_of(record) if record.switched else None)
     return taken
 
 
-def _rename_newest(fs: HadoopFS, folder: str, n: int) -> None:
-    """Rename the newest generation of ``folder`` (of generation ``n``) that exists to ``n + 1``.
-    A rename that finds its source gone (an earlier holder renamed it meanwhile) looks again."""
-    for _ in range(n + 2):
+def _rename_newest(fs: HadoopFS, folder: str, n: int, oldest: str | None = None) -> None:
+    """Rename the newest generation of ``folder`` (of generation ``n``; ``oldest``, where given,
+    counts as the one before its first) that exists to ``n + 1``. A rename that finds its source
+    gone (an earlier holder renamed it meanwhile) looks again."""
+    for _ in range(n + 3):
         check_lock_held()
-        found = fs.statuses([_generation(folder, n, k) for k in range(n, -1, -1)])
-        newest = next((_generation(folder, n, n - k) for k, st in enumerate(found) if st is not None), None)
+        names = [_generation(folder, n, k) for k in range(n, -1, -1)] + ([oldest] if oldest else [])
+        found = fs.statuses(names)
+        newest = next((name for name, st in zip(names, found) if st is not None), None)
         if newest is None or fs.rename_folder(newest, _generation(folder, n, n + 1)):
             return
     raise CommitConflict(f"{folder} kept being renamed while this job took its commit over; it stopped")
@@ -533,6 +539,16 @@ def check_owner(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> None:
     ``ORPHAN_AGE_SECONDS`` may have been taken over by a replay)."""
     check_lock_held()
     holder = journal_holder(fs, area, record.pid)
+    if holder is not None and holder != record.owner and holding_lock():
+        # This job holds the partition's lock, so no live job took the journal over: a job that
+        # lost its lock wrote it with a step it had decided before a pause. Stopping here would
+        # release the lock with the commit unfinished (a TRUNCATE would then leave no trace for
+        # the replay); the journal is this job's again and it goes on.
+        log.warning("%s: the journal names %s, which no longer holds the lock (a write that landed late); this job "
+                    "holds it and writes its own record back", record.label, holder)
+        check_lock_held()  # again: the journal's read may have come after a pause
+        replace_journal(fs, area, record)
+        holder = journal_holder(fs, area, record.pid)
     if holder != record.owner:
         raise CommitConflict(f"{record.label}: this job no longer holds the partition's journal (taken over by "
                              f"{holder or 'nobody'}); it stopped before moving more")

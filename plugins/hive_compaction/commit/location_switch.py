@@ -119,13 +119,13 @@ def build_and_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: Co
         # for the next run, which asks the Metastore (recover_switch).
         if same_location(hms.location(record.table, record.values), record.new_location):
             reached(Step.SWITCHED, record.label)
-            return _finish(fs, area, record, first=True)
+            return _finish(fs, area, record)
         raise
     if not switched:
         _abort(fs, area, record, "the Metastore's partition is no longer at the folder that was merged "
                                  "(dropped or moved meanwhile)", conflict=True)
     reached(Step.SWITCHED, record.label)
-    return _finish(fs, area, record, first=True)
+    return _finish(fs, area, record)
 
 
 def _build(fs: HadoopFS, area: WorkArea, record: CommitRecord, rows_of: Callable[[list], int]) -> None:
@@ -212,7 +212,7 @@ def _undo(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> None:
     release_journal(fs, area, record)
 
 
-def _finish(fs: HadoopFS, area: WorkArea, record: CommitRecord, first: bool = False) -> CommitRecord:
+def _finish(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> CommitRecord:
     """After the switch: late files adopted, the old folder's files moved to the run's trash (each
     only while it is the file the journal names, through the moving trash: ``old_files_to_trash``),
     the manifest, the journal released and staging removed (a replay does it all again: each step
@@ -221,7 +221,7 @@ def _finish(fs: HadoopFS, area: WorkArea, record: CommitRecord, first: bool = Fa
     label = record.label
     check_owner(fs, area, record)
     adopted = adopt_late_files(fs, record.location, record.new_location, record.files, label)
-    trash = old_files_to_trash(fs, area, record, first)
+    trash = old_files_to_trash(fs, area, record)
     check_owner(fs, area, record)
     manifest = record.but(committed_at=time.time(), adopted=adopted, trash=trash)
     fs.write_text_atomic(area.manifest_of(record), manifest.to_json())
@@ -231,17 +231,15 @@ def _finish(fs: HadoopFS, area: WorkArea, record: CommitRecord, first: bool = Fa
     return manifest
 
 
-def old_files_to_trash(fs: HadoopFS, area: WorkArea, record: CommitRecord, first: bool = False) -> str:
+def old_files_to_trash(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> str:
     """Move the old folder's files the journal names into the run's trash; returns that folder.
-    They move into the switch's moving trash first (``moving_trash``, made before its journal),
-    which is then renamed to the run's trash: a replay that takes the switch over renames the moving
-    trash (``in_place.take_over``), so from then on every move of the earlier holder (``first``:
-    the switch's own job) into it fails. A replay finds it renamed to the run's trash already when
-    a finish got that far, and a journal older than the moving trash moves them there directly."""
+    They move into the holder's moving trash first (``moving_trash``: the switch's own, made before
+    its journal, or a takeover's generation of it), which is then renamed to the run's trash. A
+    replay that takes the switch over renames the moving trash, or takes back the run's trash a
+    finish had renamed it to (``in_place.take_over``), so from then on every move of an earlier
+    holder into it fails. A journal older than the moving trash moves them there directly."""
     old, final = record.location.rstrip("/"), area.trash_of(record)
-    trash = record.moving_trash
-    if not trash or (not first and not fs.exists(trash)):
-        trash = final
+    trash = record.moving_trash or final
     try:
         fs.move_all(identity_moves(old, trash, record.files), create_folders=trash == final)
     except FolderGone:
