@@ -14,7 +14,8 @@ Per partition, after the merged outputs are staged outside the partition and ver
 The journal is published whole and exclusively (``HadoopFS.create_exclusive``: only on storage
 whose primitives make that atomic, see ``storage``), so of two committers exactly one holds a
 partition. Its record names its owner (the job's attempt); before each step the committer reads
-the journal again and stops if another job took it over. A job that takes a journal over renames
+the journal again and stops if another job took it over (one that holds the partition's lock
+writes its record back instead: the other wrote late, having lost the lock, ``check_owner``). A job that takes a journal over renames
 the staging folder and the moving trash (``take_over``), so a paused earlier holder's next move
 fails whatever it had checked; a journal is released only while it is the file its holder published
 (``work_area.release_journal``).

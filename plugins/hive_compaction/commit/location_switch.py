@@ -42,7 +42,8 @@ outputs were still staged is deleted at once: after the takeover its job cannot 
 (the journal was published late by a job that hung while its retry merged and switched), the
 journal and its never-named new folder are removed; neither (the partition was dropped or moved by
 someone else), the journal is removed and both folders are left. A job taking a journal over
-renames its staging folder first (``in_place.take_over``), so the earlier holder's moves fail.
+renames its staging folder and its moving trash (``in_place.take_over``; the run's trash, when a
+finish had renamed the moving trash to it already), so the earlier holder's moves fail.
 Rollback (``rollback_switch``) moves the old files back from the trash, then one
 ``alter_partition`` points the partition at the old folder again.
 """
