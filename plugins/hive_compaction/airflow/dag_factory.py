@@ -20,7 +20,7 @@ DOC = """Hive small-file compaction: plan from the Metastore -> mapped Spark mer
 -> one asset event per compacted table (one task per table named in the config, one task for all the tables
 its patterns match).
 
-The config (the YAML beside the DAG file, or the file ``$HIVE_COMPACTION_CONFIG`` names) is read
+The config (the YAML beside the DAG file, or the file ``config.CONFIG_ENV`` names) is read
 leniently at parse time and strictly by the tasks, so a mistake in it fails a task with a clear
 message instead of breaking the import. The merge job is the config's ``merge_job`` (by default
 the copy inside the installed package). The rollback DAG (``<dag_id>_rollback``) rolls back what one
