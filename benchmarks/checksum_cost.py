@@ -63,6 +63,7 @@ def write(spark, schema, groups: list[list[str]], target: str, observe: bool = F
     checksums by group (the rewrite's way)."""
     from pyspark import StorageLevel
     from pyspark.sql import DataFrame, Observation
+
     from hive_compaction.merge.checksum import content_metrics
     metrics = content_metrics(schema)
     branches, extra = [], []
@@ -94,8 +95,8 @@ def write(spark, schema, groups: list[list[str]], target: str, observe: bool = F
 def cached_sums(schema, cached: list) -> dict[int, tuple[int, int, int]]:
     """Per group, rows and checksums from its persisted read, in one job over the cache (one task
     per core: a task per cached block cost twice as much)."""
-    from pyspark.sql import DataFrame
-    from pyspark.sql import functions as F
+    from pyspark.sql import DataFrame, functions as F
+
     from hive_compaction.merge.checksum import content, content_metrics
     tagged = [df.withColumn("__group", F.lit(g)) for g, df in enumerate(cached)]
     union = functools.reduce(DataFrame.unionAll, tagged)
@@ -108,6 +109,7 @@ def sums(spark, schema, group_of: dict[str, int]) -> dict[int, tuple[int, int, i
     """Per group, rows and checksums of its files, in one scan grouped by file (as the rewrite's
     ``_sums``)."""
     from urllib.parse import unquote, urlsplit
+
     from hive_compaction.merge.checksum import content, content_metrics
     by_path = {urlsplit(p).path: g for p, g in group_of.items()}
     df = spark.read.format("orc").schema(schema).load(list(group_of))
@@ -142,6 +144,7 @@ def main() -> int:
                     default=["observed", "cached", "writer"], help="besides the plain write and the scans")
     args = ap.parse_args()
     from pyspark.sql import SparkSession
+
     from hive_compaction.merge.checksum import content
     spark = (SparkSession.builder.master("local[2]").appName("checksum-cost").config("spark.ui.enabled", "false")
              .config("spark.sql.shuffle.partitions", "2").config("spark.sql.unionOutputPartitioning", "false")

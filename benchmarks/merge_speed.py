@@ -60,7 +60,7 @@ import sys
 import tempfile
 import textwrap
 import time
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
@@ -71,8 +71,8 @@ for _p in (ROOT / "scripts", ROOT / "plugins"):
 
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 
-from harness import Stack  # noqa: E402
-from hive_compaction.model.batch import batch_tasks, decode_batch  # noqa: E402
+from harness import Stack
+from hive_compaction.model.batch import batch_tasks, decode_batch
 
 DB = "merge_speed"
 GB = 1024**3
@@ -387,7 +387,7 @@ def start_phases(log_text: str) -> dict:
     Ours = the plan task's body + the driver's work. Empty when a line is missing."""
     def first(pattern: re.Pattern, after: float = 0.0) -> float | None:
         for m in pattern.finditer(log_text):
-            at = (datetime.strptime(m.group(1)[:26], "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=timezone.utc).timestamp()
+            at = (datetime.strptime(m.group(1)[:26], "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=UTC).timestamp()
                   if "T" in m.group(1) else job_time(m.group(1)))
             if at >= after:
                 return at
@@ -937,7 +937,7 @@ def report(figures: dict) -> None:
         log(f"\n== {fmt.upper()}: {f['partitions']} partitions, {f['files_before']} files, "
             f"{f['bytes_before']} bytes, {f['rows']} rows")
         log(f"{'contestant':<36} {'wall s':>9} {'in-app s':>9} {'files after':>12} {'bytes after':>12}  checksum")
-        for key, c in f["contestants"].items():
+        for _key, c in f["contestants"].items():
             per = set((c.get("files_after_per_partition") or {}).values())
             files = f"{c.get('files_after')}" + (f" ({per.pop()}/part)" if len(per) == 1 else "")
             log(f"{c['label']:<36} {_num(c['wall_seconds']):>9} {_num(c['in_app_seconds']):>9} {files:>12} "
@@ -983,7 +983,7 @@ def report(figures: dict) -> None:
         if r.get("copy_file_added_driver_ms_by_step"):
             log("copy: what a file adds, the driver's time by step (summed over its threads): "
                 + ", ".join(f"{k} {v}" for k, v in r["copy_file_added_driver_ms_by_step"].items()) + " ms")
-        for name, t in r["targets"].items():
+        for _name, t in r["targets"].items():
             log(f"{t['result']:>4}  {t['what']}: {t['value']} (target {'>=' if t['kind'] == 'min' else '<='} "
                 f"{t['target']})")
         for key, p in (f.get("peer") or {}).items():

@@ -37,17 +37,18 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import wheel_sweeps  # noqa: E402
+import wheel_sweeps
+
 if wheel_sweeps.installed() is None:  # else the built wheel, installed (make test-exhaustive; --installed)
     sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "plugins"))
 
-import hive_compaction  # noqa: E402
-from harness import ROOT, Stack  # noqa: E402
-from hive_compaction.storage.paths import partition_id, run_tag  # noqa: E402
-from fault_hooks import FAIL_AT_CALL_ENV, KILL_AT_CALL_ENV, KILL_POINTS, SWITCH_POINTS  # noqa: E402
-from hive_metastores import HOUSEKEEPING, RELEASES, HiveMetastoreServer  # noqa: E402
-from metastore_proxy import MetastoreProxy  # noqa: E402
-from thrift_stack import ThriftStack  # noqa: E402
+import hive_compaction
+from fault_hooks import FAIL_AT_CALL_ENV, KILL_AT_CALL_ENV, KILL_POINTS, SWITCH_POINTS
+from harness import ROOT, Stack
+from hive_compaction.storage.paths import partition_id, run_tag
+from hive_metastores import HOUSEKEEPING, RELEASES, HiveMetastoreServer
+from metastore_proxy import MetastoreProxy
+from thrift_stack import ThriftStack
 
 
 def statistics_wrong(part: dict, rows: int) -> str | None:
@@ -93,7 +94,7 @@ def kill_matrix(stack: Stack, work: Path, formats=("ORC", "PARQUET"), points=KIL
                "rows_lost": 0, "rows_duplicated": 0, "leftovers": 0, "kills_not_reached": 0,
                "calls_past_the_commit": [], "temporary_files_left": 0, "recovery_run": None, "problems": [],
                "rows_wrong_right_after": 0}
-    for (fmt, point), table in tables.items():
+    for (_fmt, point), table in tables.items():
         cfg = stack.write_config(work / f"{table}.yaml", [{"name": f"{db}.{table}"}])
         planned = stack.plan_batches(cfg, run_id=f"killed-{table}")
         storage_error = point.startswith(FAIL)

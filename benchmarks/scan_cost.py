@@ -28,8 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "scripts"), str(ROOT / "plugins")]
 
-from harness import Stack  # noqa: E402
-from merge_speed import DB, ONE_OUTPUT, SPARK_CONF, clone_table, content, log  # noqa: E402
+from harness import Stack
+from merge_speed import DB, ONE_OUTPUT, SPARK_CONF, clone_table, content, log
 
 DATE0 = "2026-02-01"
 

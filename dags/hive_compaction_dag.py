@@ -73,7 +73,8 @@ with DAG(
         only over a task's return value, so multiple_outputs cannot carry both)."""
         from airflow.sdk import conf
         from airflow.sdk.exceptions import AirflowFailException
-        from hive_compaction.airflow import tasks as dag_tasks, metastore_hook as metastore, table_resolution
+
+        from hive_compaction.airflow import metastore_hook as metastore, table_resolution, tasks as dag_tasks
 
         def selected(settings):
             try:  # a wrong form value is not worth a retry
@@ -99,7 +100,7 @@ with DAG(
     @task(trigger_rule="none_failed", retries=max(SETTINGS.retries, 2),
           retry_delay=timedelta(seconds=5), retry_exponential_backoff=False)
     def refresh_metastore(plan: dict, dag_run=None):
-        from hive_compaction.airflow import metrics, tasks as dag_tasks, metastore_hook as metastore
+        from hive_compaction.airflow import metastore_hook as metastore, metrics, tasks as dag_tasks
         settings = config.load(CONFIG_PATH)
         with metastore.from_airflow_connection(settings.metastore_conn_id) as hms:
             report = dag_tasks.refresh(settings, hms, plan)
@@ -116,6 +117,7 @@ with DAG(
         @task(task_id=name, outlets=[asset], retries=2, retry_delay=timedelta(seconds=5))
         def emit(report: dict, outlet_events=None):
             from airflow.sdk.exceptions import AirflowSkipException
+
             from hive_compaction.airflow import assets
             event = assets.events(report).get(name)
             if not event:
@@ -137,6 +139,7 @@ with DAG(
               retry_delay=timedelta(seconds=5))
         def emit_by_pattern(report: dict, outlet_events=None):
             from airflow.sdk.exceptions import AirflowSkipException
+
             from hive_compaction.airflow import assets
             added = [e for e in assets.alias_events(report) if e.entry in aliases]
             if not added:

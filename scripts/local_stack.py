@@ -136,6 +136,7 @@ def free_port() -> int:
 def answers(port: int) -> bool:
     """True when a Hive Metastore answers a Thrift call on the port."""
     import logging
+
     from hmsclient import hmsclient
     logging.getLogger("thrift.transport.TSocket").setLevel(logging.CRITICAL)
     try:

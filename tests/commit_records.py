@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from hive_compaction.commit.record import CommitRecord, StagedOutput
-from hive_compaction.storage.listing import RecordedFile
 from hive_compaction.commit.work_area import WorkArea
+from hive_compaction.storage.listing import RecordedFile
 from hive_compaction.storage.paths import partition_id
 
 

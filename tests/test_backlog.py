@@ -10,9 +10,17 @@ import pytest
 from hive_compaction.airflow import backlog, config, tasks as dag_tasks
 from hive_compaction.airflow.metastore_types import PartitionInfo, PartitionRecord, TableInfo
 from hive_compaction.airflow.planning import DDL_TIME
-from hive_compaction.model.results import (LISTED_AT, NUM_FILES, PLANNED_AT, SMALL_FILES, TOTAL_SIZE, PartitionResult, Status,
-                                           encode_results)
 from hive_compaction.airflow.run_params import select
+from hive_compaction.model.results import (
+    LISTED_AT,
+    NUM_FILES,
+    PLANNED_AT,
+    SMALL_FILES,
+    TOTAL_SIZE,
+    PartitionResult,
+    Status,
+    encode_results,
+)
 
 ORC_IN = "org.apache.hadoop.hive.ql.io.orc.OrcInputFormat"
 POLICY = config.TablePolicy()

@@ -20,9 +20,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import quote
 
-import postgres
 import pytest
 
+import postgres
 from airflow_services import DAG_ID, AirflowServices, Redis, service_env
 from local_stack import free_port
 

@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+
 from matrix_sampling import variants
 
 pytestmark = pytest.mark.integration

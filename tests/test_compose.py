@@ -46,7 +46,7 @@ DEPENDS_ON_CONDITIONS = {"service_started", "service_healthy", "service_complete
 
 # --- reading the compose file -------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compose() -> dict:
     return yaml.safe_load(COMPOSE_FILE.read_text())
 
@@ -307,7 +307,8 @@ def test_dockerfile_base_images_are_pinned_and_airflow_matches_requirements():
         bases = re.findall(r"^FROM\s+(\S+)", text, flags=re.M)
         assert bases, f"{path}: no FROM"
         for base in bases:
-            resolved = re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: args.get(m.group(1) or m.group(2), m.group(0)), base)
+            resolved = re.sub(r"\$\{(\w+)\}|\$(\w+)",
+                              lambda m: args.get(m.group(1) or m.group(2), m.group(0)), base)  # noqa: B023 - run here
             assert "$" not in resolved, f"{path}: FROM {base} uses an ARG without a default"
             tag = image_tag(resolved)
             assert tag and tag != "latest", f"{path}: base image {resolved!r} is not pinned"
@@ -318,7 +319,7 @@ def test_dockerfile_base_images_are_pinned_and_airflow_matches_requirements():
 
 def test_dockerfile_installs_java_and_the_pinned_requirements():
     assert dockerfiles(), "no service builds the project image"
-    for name, path in dockerfiles().items():
+    for _name, path in dockerfiles().items():
         text = dockerfile_text(path)
         assert re.search(r"apt-get install[^\n]*(jre|jdk)", text, flags=re.S | re.I) or \
             re.search(r"(openjdk|default-jre|temurin)", text, flags=re.I), f"{path}: installs no Java runtime"
@@ -427,7 +428,7 @@ def test_airflow_services_mount_only_the_dags_folder_and_import_the_package_from
 
 
 def test_the_image_installs_the_package_from_a_wheel_of_this_checkout():
-    for name, path in dockerfiles().items():
+    for _name, path in dockerfiles().items():
         text = dockerfile_text(path)
         copied = re.findall(r"^COPY\s+(?:--\S+\s+)*(.+?)\s+(\S+)$", text, flags=re.M)
         sources = {src for srcs, _ in copied for src in srcs.split()}

@@ -9,8 +9,16 @@ import pytest
 import yaml
 
 from hive_compaction.airflow import config
-from hive_compaction.airflow.config import (ConfigError, FanOut, Settings, TablePolicy, load, load_lenient,
-                                            parse, parse_size)
+from hive_compaction.airflow.config import (
+    ConfigError,
+    FanOut,
+    Settings,
+    TablePolicy,
+    load,
+    load_lenient,
+    parse,
+    parse_size,
+)
 
 MB = 1024**2
 GB = 1024**3
@@ -526,6 +534,7 @@ def test_a_work_dir_without_a_scheme_is_refused_saying_why():
 
 def test_a_merge_timeout_becomes_the_merge_tasks_execution_timeout():
     from datetime import timedelta
+
     from hive_compaction.airflow.config import merge_operator_kwargs
     assert merge_operator_kwargs(parse({"airflow_tasks": {"merge_timeout_minutes": 90}}))["execution_timeout"] == \
         timedelta(minutes=90)

@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from hive_compaction.model.batch import PartitionTask
+from copy_checks import copy_groups, footer_info, read_one, verify_copy
+from hive_compaction.merge.checksum import content as observed_content, content_metrics
 from hive_compaction.merge.copy import CopyMergeError, copy_merge, read_footers
 from hive_compaction.merge.grouping import copy_notes
-from hive_compaction.merge.checksum import content as observed_content, content_metrics
+from hive_compaction.model.batch import PartitionTask
 from hive_compaction.storage.listing import DataFile
-
-from copy_checks import copy_groups, footer_info, read_one, verify_copy
 
 pytestmark = pytest.mark.integration
 

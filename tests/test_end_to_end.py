@@ -1,13 +1,13 @@
 """End to end on the real stack: Metastore plan -> mapped spark-submits -> Metastore refresh."""
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
 from matrix_sampling import variants
 
 pytestmark = pytest.mark.integration

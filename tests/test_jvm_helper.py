@@ -139,6 +139,7 @@ def test_each_python_threads_py4j_connection_gets_no_nagle_delay(spark):
     own connection, so each thread is handled once. If Spark or py4j changed this, every reply
     over 8 KB would silently cost ~40 ms again."""
     import threading
+
     from hive_compaction.storage import jvm_helper
 
     got = []

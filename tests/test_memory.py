@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 
 import pytest
+
 from matrix_sampling import variants
 
 pytestmark = pytest.mark.integration

@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 from hmsclient import hmsclient
 from hmsclient.genthrift.hive_metastore import ThriftHiveMetastore, ttypes
-from local_stack import free_port
 from thrift.protocol import TBinaryProtocol
 from thrift.transport import TSocket, TTransport
 
 from hive_compaction.airflow.metastore_connection import MetastoreUnavailable, parse_hosts
 from hive_compaction.airflow.metastore_hook import Metastore, TableNotFound
 from hive_compaction.model.results import NUM_FILES
+from local_stack import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from hmsclient import hmsclient
 from hmsclient.genthrift.hive_metastore import ttypes
+
 from matrix_sampling import variants
 
 pytestmark = pytest.mark.integration

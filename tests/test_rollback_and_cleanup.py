@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from hmsclient import hmsclient
 
-from hive_compaction.storage.hadoop_fs import HadoopFS
-from hive_compaction.storage.paths import partition_id
-from hive_compaction.model.results import LISTED_AT, STATISTICS_KEYS
 from hive_compaction.commit.record import CommitRecord, StagedOutput
-from hive_compaction.storage.listing import RecordedFile
 from hive_compaction.commit.rollback import RollbackError, rollback_partition
 from hive_compaction.commit.work_area import WorkArea, read_journal
+from hive_compaction.model.results import LISTED_AT, STATISTICS_KEYS
+from hive_compaction.storage.hadoop_fs import HadoopFS
+from hive_compaction.storage.listing import RecordedFile
+from hive_compaction.storage.paths import partition_id
 
 pytestmark = pytest.mark.integration
 

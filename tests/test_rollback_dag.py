@@ -71,7 +71,7 @@ def test_a_dry_run_through_the_dag_lists_what_would_move_back_and_moves_nothing(
     originals = sorted(merged["before"]["dt=2026-07-02"]["files"])
     assert len(originals) == 3
     for name in originals:
-        assert f"back: " in out.log and f"dt=2026-07-02/{name}" in out.log, (name, out.log[-4000:])
+        assert "back: " in out.log and f"dt=2026-07-02/{name}" in out.log, (name, out.log[-4000:])
     assert "dt=2026-07-01/" not in out.log.split("dry run:", 1)[1], "a partition that was not asked for"
     # The report (task log): the partition, its state and figures, and the note.
     assert "dry run: rollback of run" in out.log and "1 partition(s), 3 original file(s) would move back, " \

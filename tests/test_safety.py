@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from test_end_to_end import files_with_times
 from matrix_sampling import variants
+from test_end_to_end import files_with_times
 
 pytestmark = pytest.mark.integration
 
@@ -234,6 +234,7 @@ def test_the_shipped_code_holds_no_test_machinery():
     Metastore classes): the package reads no ``HIVE_COMPACTION_*`` variable but its config path,
     names no kill point, and neither runs commands nor sends signals."""
     import re
+
     from hive_compaction.airflow import config
     package = Path(config.__file__).resolve().parents[1]
     shipped = {p.relative_to(package).as_posix(): p.read_text() for p in package.rglob("*") if p.suffix in (".py", ".java")}

@@ -5,11 +5,21 @@ purge, a reader) at the steps of an in-place commit and of a location switch, ev
 from __future__ import annotations
 
 import pytest
-from fault_hooks import SWITCH_POINTS
 
+from fault_hooks import SWITCH_POINTS
 from matrix_sampling import note_sample
-from reliability import (ADVERSARIES, ADVERSARY_POINTS, JOB_ACTORS, METASTORE_FAULTS, SWITCH_ADVERSARIES,
-                         adversary_matrix, call_sample, covering_sample, print_matrix, switch_case_allowed)
+from reliability import (
+    ADVERSARIES,
+    ADVERSARY_POINTS,
+    JOB_ACTORS,
+    METASTORE_FAULTS,
+    SWITCH_ADVERSARIES,
+    adversary_matrix,
+    call_sample,
+    covering_sample,
+    print_matrix,
+    switch_case_allowed,
+)
 
 pytestmark = pytest.mark.integration
 

@@ -267,7 +267,7 @@ def test_the_double_ends_where_the_real_file_system_does(spark, tmp_path, matrix
             memory = run_schedule(schedule)
             root = tmp_path / f"s{n}"
             real = run_schedule(None, memory.mode, memory.cast, list(memory.decisions),
-                                fs_factory=lambda sched, clock: RealFS(sched, clock, spark, root))
+                                fs_factory=lambda sched, clock: RealFS(sched, clock, spark, root))  # noqa: B023 - run here
             apart = twin_differences(memory, real)
             assert not apart, (f"schedule {schedule} (seed {seed}) ends apart on the double and on the disk:\n  "
                                + "\n  ".join(apart[:12]) + "\n on the disk:\n  " + "\n  ".join(render(real.trace)))

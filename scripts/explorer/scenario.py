@@ -18,12 +18,11 @@ import contextlib
 import itertools
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from explorer.scheduler import Actor, Decision, Scheduler, ScheduleTooLong
 from explorer.world import Clock, MemoryFS, MemoryMetastore, Partition
-
 from hive_compaction.commit import in_place, location_switch, recovery, rollback, steps, work_area
 from hive_compaction.commit.record import StagedOutput
 from hive_compaction.commit.rollback import RollbackError, rollback_run
@@ -36,8 +35,8 @@ from hive_compaction.merge.step_times import StepTimes
 from hive_compaction.model.batch import PartitionTask
 from hive_compaction.model.results import PartitionResult, Status
 from hive_compaction.storage import hadoop_fs, metastore_lock
-from hive_compaction.storage.metastore_lock import LockTimeout
 from hive_compaction.storage.listing import MERGED_PREFIX, data_files
+from hive_compaction.storage.metastore_lock import LockTimeout
 from hive_compaction.storage.paths import partition_id
 
 DB, NAME = "db", "t"
@@ -361,7 +360,7 @@ class Outcome:
     trace: list[str]
     violations: list[Violation] = field(default_factory=list)
     beyond_lease: list[str] = field(default_factory=list)  # what no lease fences happened (world.MemoryMetastore)
-    world: "World | None" = None
+    world: World | None = None
 
 
 def cast_for(rng: random.Random) -> tuple[str, ...]:
@@ -447,7 +446,7 @@ class Rule:
     """A step of a written schedule (``Script``): once ``when(world)`` holds, ``actor``
     (its cast name) is killed, or paused for ``action`` ("pause:<seconds>")."""
     actor: str
-    when: Callable[["World"], bool]
+    when: Callable[[World], bool]
     action: str = "kill"
     done: bool = False
 
@@ -456,7 +455,7 @@ class Script:
     """A schedule written by hand: the actors take their steps in cast order (the first ready one
     whose ``starts`` condition holds), and each ``Rule`` fires once, when its condition holds."""
 
-    def __init__(self, rules: list[Rule], starts: dict[str, Callable[["World"], bool]] | None = None):
+    def __init__(self, rules: list[Rule], starts: dict[str, Callable[[World], bool]] | None = None):
         self.rules, self.starts = rules, starts or {}
         self.world: World | None = None
         self.order: list[str] = []

@@ -12,14 +12,13 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from stack_sampling import require_jars
 
 from harness import ROOT, Stack
 from hdfs_stack import Hdfs, HdfsError
-from stack_sampling import require_jars
 
 pytestmark = pytest.mark.integration
 

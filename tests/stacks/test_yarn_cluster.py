@@ -19,12 +19,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from stack_sampling import require_jars
+from test_hdfs import JOB_USER, METASTORE_USER, ON_HDFS, partitions, spark_tables
 
 from harness import QUICK_JVM_START, ROOT, Stack
 from hdfs_stack import Hdfs
-from stack_sampling import require_jars
 from yarn_stack import Yarn
-from test_hdfs import JOB_USER, METASTORE_USER, ON_HDFS, partitions, spark_tables
 
 pytestmark = pytest.mark.integration
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
+
 import yaml
 
 from hive_compaction.airflow import config as config_mod
@@ -97,7 +98,7 @@ def build(spec: config_mod.AlertSpec):
     cls = config_mod.import_notifier(spec.notifier, f"alerts: notifier {spec.notifier!r}")
     try:
         return cls(**spec.kwargs)
-    except Exception as e:  # noqa: BLE001 - wrong or missing arguments of the user's notifier
+    except Exception as e:
         raise config_mod.ConfigError(f"alerts: notifier {spec.notifier!r} cannot be created with kwargs "
                                      f"{sorted(spec.kwargs)}: {type(e).__name__}: {e}") from e
 
@@ -180,8 +181,8 @@ def describe(context: dict, config_path: str | Path | None = None) -> dict:
 def _recorded(plan: dict, batch: int, config_path: str | Path | None) -> list[dict] | None:
     """A merge job's results as it recorded them, read through the Metastore connection of the
     DAG's config (``config_path``: the file beside the DAG, wherever the package is installed)."""
-    from hive_compaction.airflow.metastore_hook import Metastore
     from hive_compaction.airflow import results_reader
+    from hive_compaction.airflow.metastore_hook import Metastore
     from hive_compaction.model.results import decode_results
     try:
         settings = config_mod.load(config_path)

@@ -17,8 +17,15 @@ import yaml
 from pydantic import ValidationError
 
 from hive_compaction.airflow import config_schema, table_patterns
-from hive_compaction.airflow.config_schema import (SUBMIT_CONF, AirflowTasks, AlertSpec, ConfigFile, FanOut,
-                                                   SparkSubmitOptions, TablePolicy)
+from hive_compaction.airflow.config_schema import (
+    SUBMIT_CONF,
+    AirflowTasks,
+    AlertSpec,
+    ConfigFile,
+    FanOut,
+    SparkSubmitOptions,
+    TablePolicy,
+)
 
 # The file's name in the dags folder: the DAG passes the one beside itself (``dag_config_path``).
 CONFIG_NAME = "hive_compaction.yaml"
@@ -179,7 +186,7 @@ def import_notifier(path: str, where: str) -> type:
                           f"airflow.providers.smtp.notifications.smtp.SmtpNotifier, got {path!r}")
     try:
         cls = getattr(importlib.import_module(module), name)
-    except Exception as e:  # noqa: BLE001 - a missing provider, a typo, an import error in it
+    except Exception as e:
         raise ConfigError(f"{where}: cannot import notifier {path!r}: {type(e).__name__}: {e}") from e
     if not isinstance(cls, type) or not callable(getattr(cls, "notify", None)):
         raise ConfigError(f"{where}: {path!r} is not a notifier class (a subclass of airflow.sdk.BaseNotifier)")

@@ -11,8 +11,18 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Annotated, Any, Literal
 
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator,
-                      ValidationError, WrapValidator, model_validator, with_config)
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    ValidationError,
+    WrapValidator,
+    model_validator,
+    with_config,
+)
 
 from hive_compaction.airflow import table_patterns
 
@@ -290,16 +300,16 @@ SUBMIT_CONF = {f.name: f.metadata["spark_property"] for f in fields(SparkSubmitO
 def _refuse_combinations(opts: SparkSubmitOptions, spark_conf: dict[str, str]) -> None:
     """Combinations the provider (or Spark) would refuse at run time, whatever the connection says."""
     if opts.cores_max is not None and opts.total_executor_cores is not None:
-        raise ValueError(f"spark_submit: keys 'cores_max' and 'total_executor_cores' set the same "
+        raise ValueError("spark_submit: keys 'cores_max' and 'total_executor_cores' set the same "
                          "Spark property (spark.cores.max): set one")
     for key, prop in SUBMIT_CONF.items():
         if getattr(opts, key) is not None and prop in spark_conf:
             raise ValueError(f"spark_submit: key {key!r} sets {prop}, which spark_conf sets too: set one")
     if opts.use_krb5ccache and (opts.principal or opts.keytab):
-        raise ValueError(f"spark_submit: key 'use_krb5ccache' logs the job in from the ticket cache (KRB5CCNAME): "
+        raise ValueError("spark_submit: key 'use_krb5ccache' logs the job in from the ticket cache (KRB5CCNAME): "
                          "set principal and keytab for a keytab login, or use_krb5ccache alone")
     if opts.track_driver_via_k8s_api and opts.deploy_mode == "client":
-        raise ValueError(f"spark_submit: key 'track_driver_via_k8s_api' needs deploy_mode cluster")
+        raise ValueError("spark_submit: key 'track_driver_via_k8s_api' needs deploy_mode cluster")
     # With RM / Kubernetes API tracking spark-submit must return as soon as the job is submitted.
     for key, prop, refused in (
             ("yarn_track_via_rm_api", "spark.yarn.submit.waitAppCompletion", lambda v: v != "false"),

@@ -17,7 +17,7 @@ cost of a scan grows linearly with the number of partitions. Only calls that Hiv
 from __future__ import annotations
 
 import logging
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from airflow.sdk import BaseHook
 from hmsclient.genthrift.hive_metastore import ttypes
@@ -99,7 +99,7 @@ class Metastore(BaseHook):
             raise MetastoreUnavailable("not connected to the Hive Metastore: use `with Metastore(...) as hms:`")
         return self.connection.client
 
-    def __enter__(self) -> "Metastore":
+    def __enter__(self) -> Metastore:
         self.connection.open()
         return self
 

@@ -62,7 +62,7 @@ def audit_due(partition: PartitionInfo, policy: TablePolicy, now: float) -> bool
             or (planned is not None and planned > listed))
 
 
-def priority(task: "PartitionTask") -> tuple:
+def priority(task: PartitionTask) -> tuple:
     """Which partitions come first when the fan-out caps defer some: those whose statistics
     show small files (most files first), then the ones listed longest ago (never: first)."""
     flagged = task.reason == "statistics"

@@ -14,7 +14,7 @@ anything reaches the Metastore or a path; errors name the field.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from hive_compaction.airflow import table_patterns
@@ -155,7 +155,7 @@ def select(settings: Settings, params: dict, run_type, logical_date: datetime | 
             dates[t.name] = (d, d)
         else:
             dates[t.name] = None
-    today = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).date()
+    today = (now or datetime.now(UTC)).astimezone(UTC).date()
     next_key = next_scheduled_key(run_type, key if not start else None, key_lag, today)
     return RunSelection(tuple(overridden), dates, p["dry_run"], lookback, next_key, key_lag)
 

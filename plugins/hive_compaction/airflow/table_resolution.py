@@ -11,8 +11,9 @@ a pattern may hold (its table names), then the matched tables' objects, ``batch_
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Iterator, Protocol
+from typing import Protocol
 
 from hive_compaction.airflow.config import Settings, TableConfig
 from hive_compaction.airflow.metastore_types import TableInfo

@@ -9,17 +9,31 @@ from datetime import date
 from hive_compaction.airflow import backlog, config as config_mod, results_reader
 from hive_compaction.airflow.metastore_hook import Metastore
 from hive_compaction.airflow.metastore_types import TableInfo, unescape_path_name
-from hive_compaction.airflow.planning import (Skipped, batch_label, one_task_per_folder, pack_batches,
-                                              plan_table, priority, split_oversized, table_refusal,
-                                              table_work_dir)
-from hive_compaction.airflow.report import (distribution, note, reader_gap_note, render, render_distribution,
-                                            summarize)
+from hive_compaction.airflow.planning import (
+    Skipped,
+    batch_label,
+    one_task_per_folder,
+    pack_batches,
+    plan_table,
+    priority,
+    split_oversized,
+    table_refusal,
+    table_work_dir,
+)
+from hive_compaction.airflow.report import distribution, note, reader_gap_note, render, render_distribution, summarize
 from hive_compaction.airflow.run_params import RunSelection, partition_date
 from hive_compaction.airflow.table_resolution import Resolution
 from hive_compaction.model import result_table
 from hive_compaction.model.batch import LOCK_LEASE_SECONDS, PartitionTask, batch_payload, encode_batch
-from hive_compaction.model.results import (NUM_FILES, PLANNED_AT, TOTAL_SIZE, PartitionResult, Status,
-                                           decode_results, statistics_update)
+from hive_compaction.model.results import (
+    NUM_FILES,
+    PLANNED_AT,
+    TOTAL_SIZE,
+    PartitionResult,
+    Status,
+    decode_results,
+    statistics_update,
+)
 from hive_compaction.storage.capabilities import IN_PLACE
 from hive_compaction.storage.paths import run_tag
 

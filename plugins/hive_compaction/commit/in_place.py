@@ -45,8 +45,16 @@ from dataclasses import dataclass, replace
 
 from hive_compaction.commit.record import CommitRecord, PurgeHold
 from hive_compaction.commit.steps import Step, reached
-from hive_compaction.commit.work_area import (WorkArea, check_record, journal_holder, publish_journal, read_journal,
-                                              read_manifest, release_journal, replace_journal)
+from hive_compaction.commit.work_area import (
+    WorkArea,
+    check_record,
+    journal_holder,
+    publish_journal,
+    read_journal,
+    read_manifest,
+    release_journal,
+    replace_journal,
+)
 from hive_compaction.storage.hadoop_fs import FolderGone, HadoopFS
 from hive_compaction.storage.listing import MERGED_PREFIX, RecordedFile, is_hidden
 from hive_compaction.storage.metastore_lock import CommitConflict, check_lock_held, holding_lock

@@ -51,10 +51,16 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
 
-from hive_compaction.commit.in_place import (InputsChanged, check_owner, identity_moves, take_over, to_run_trash,
-                                             unpublish)
+from hive_compaction.commit.in_place import (
+    InputsChanged,
+    check_owner,
+    identity_moves,
+    take_over,
+    to_run_trash,
+    unpublish,
+)
 from hive_compaction.commit.record import CommitRecord
 from hive_compaction.commit.steps import Step, reached
 from hive_compaction.commit.work_area import WorkArea, check_record, journal_holder, release_journal
@@ -105,7 +111,7 @@ def build_and_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: Co
         raise
     except (SwitchAborted, CommitConflict):
         raise
-    except Exception as e:  # the file system failed before the switch: undo the new folder
+    except Exception as e:  # noqa: BLE001 - the file system failed before the switch: undo the new folder
         _abort(fs, area, record, f"{type(e).__name__}: {e}".splitlines()[0][:300])
     try:
         switched = hms.switch(record.table, record.values, record.location, record.new_location, {

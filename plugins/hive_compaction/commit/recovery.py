@@ -12,11 +12,11 @@ import logging
 import time
 
 from hive_compaction.commit import location_switch
-from hive_compaction.commit.in_place import CommitHeld, CommitStopped, InputsChanged, ORPHAN_AGE_SECONDS, recover
+from hive_compaction.commit.in_place import ORPHAN_AGE_SECONDS, CommitHeld, CommitStopped, InputsChanged, recover
 from hive_compaction.commit.record import CommitRecord, PurgeHold, UnsafeRecord
 from hive_compaction.commit.work_area import WorkArea, journal_files, purge_expired, read_journal
 from hive_compaction.model.batch import PartitionTask
-from hive_compaction.model.results import FAILED_REASON_CHARS, PartitionResult, REASON_CHARS, Status
+from hive_compaction.model.results import FAILED_REASON_CHARS, REASON_CHARS, PartitionResult, Status
 from hive_compaction.storage.listing import data_files
 from hive_compaction.storage.metastore_client import JobMetastore
 from hive_compaction.storage.metastore_lock import LOCK_FAILURES, CommitConflict

@@ -15,8 +15,16 @@ import uuid
 from hive_compaction.commit import location_switch
 from hive_compaction.commit.in_place import recent, recover
 from hive_compaction.commit.record import CommitRecord, UnsafeRecord
-from hive_compaction.commit.work_area import (WorkArea, check_record, journal_holder, publish_journal, read_journal,
-                                              read_manifest, release_journal, replace_journal)
+from hive_compaction.commit.work_area import (
+    WorkArea,
+    check_record,
+    journal_holder,
+    publish_journal,
+    read_journal,
+    read_manifest,
+    release_journal,
+    replace_journal,
+)
 from hive_compaction.model.results import NUM_FILES, SPARK_TOTAL_SIZE, TOTAL_SIZE
 from hive_compaction.storage.hadoop_fs import FolderGone, HadoopFS
 from hive_compaction.storage.listing import data_files

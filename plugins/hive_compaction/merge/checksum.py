@@ -18,9 +18,7 @@ two cores: 1.0 s against 5.0 s).
 """
 from __future__ import annotations
 
-from pyspark.sql import Column
-from pyspark.sql import functions as F
-from pyspark.sql import types as T
+from pyspark.sql import Column, functions as F, types as T
 
 SECOND_SEED = 0x9E3779B97F4A7C15 - (1 << 64)  # any constant: it only moves the second chain's seed
 

@@ -25,7 +25,7 @@ from hive_compaction.merge.job_spark import JobSpark
 from hive_compaction.merge.outcome import failed, histogram
 from hive_compaction.merge.step_times import StepTimes
 from hive_compaction.model.batch import PartitionTask
-from hive_compaction.model.results import PartitionResult, STATISTICS_KEYS, Status, statistics_update
+from hive_compaction.model.results import STATISTICS_KEYS, PartitionResult, Status, statistics_update
 from hive_compaction.storage import listing
 from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.metastore_client import JobMetastore, PartitionState, same_location

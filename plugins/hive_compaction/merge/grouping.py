@@ -30,7 +30,7 @@ from hive_compaction.merge.parquet_layout import ParquetLayout
 from hive_compaction.merge.sizing import pack_small_files
 from hive_compaction.model.batch import PartitionTask
 from hive_compaction.model.results import PartitionResult
-from hive_compaction.storage.listing import DataFile, WRITER_STAGING
+from hive_compaction.storage.listing import WRITER_STAGING, DataFile
 
 # Footer facts (``FileFooter.extra`` keys) that change how a reader decodes values: files that
 # disagree on one are never copied together (their blocks would be read under one footer).

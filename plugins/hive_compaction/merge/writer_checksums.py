@@ -20,8 +20,7 @@ import threading
 import zipfile
 from pathlib import Path
 
-from pyspark.sql import DataFrame
-from pyspark.sql import types as T
+from pyspark.sql import DataFrame, types as T
 
 from hive_compaction.merge.checksum import row_hashes
 from hive_compaction.storage import jvm_helper

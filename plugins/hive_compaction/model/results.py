@@ -100,7 +100,7 @@ class PartitionResult:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "PartitionResult":
+    def from_dict(cls, d: dict) -> PartitionResult:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in d.items() if k in known}
         values["status"] = Status(values["status"])

@@ -91,11 +91,11 @@ def _cache_key(spark, sources: dict[str, str]) -> str:
     jvm, conf = spark._jvm, spark.sparkContext.getConf()
     digest = hashlib.sha256()
     for name, text in sorted(sources.items()):
-        digest.update(f"{name}\0{text}\0".encode("utf-8"))
+        digest.update(f"{name}\0{text}\0".encode())
     for part in (spark.version, jvm.java.lang.System.getProperty("java.version"),
                  jvm.org.apache.hadoop.util.VersionInfo.getVersion(), conf.get("spark.jars", ""),
                  conf.get("spark.jars.packages", ""), conf.get("spark.driver.extraClassPath", "")):
-        digest.update(f"{part}\0".encode("utf-8"))
+        digest.update(f"{part}\0".encode())
     return digest.hexdigest()[:32]
 
 

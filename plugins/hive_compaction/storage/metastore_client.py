@@ -90,7 +90,7 @@ def _unless_missing(call, *args):
     """``call(*args)``, or None where the Metastore answers NoSuchObjectException (through py4j)."""
     try:
         return call(*args)
-    except Exception as e:  # noqa: BLE001 - py4j wraps the Metastore's exceptions
+    except Exception as e:
         if "NoSuchObject" in str(e):
             return None
         raise

@@ -425,7 +425,7 @@ def reconnecting(client, call):
         try:
             with client() as c:
                 return call(c)
-        except Exception as e:  # noqa: BLE001 - py4j wraps the Metastore's exceptions
+        except Exception as e:
             if not connection_lost(e) or attempt + 1 == REQUEST_ATTEMPTS:
                 raise
             log.warning("the Hive Metastore's connection broke (%s): asking again on a new one", summary(e))

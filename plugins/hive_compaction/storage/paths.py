@@ -5,7 +5,6 @@ import hashlib
 import re
 from urllib.parse import urlsplit
 
-
 # Under a table's folder: the folders location_switch builds partitions in. Starting with "_",
 # it is skipped by Hive's and Spark's MSCK REPAIR; partitions located under it are still read.
 VERSIONS_FOLDER = "_compacted"
