@@ -163,7 +163,8 @@ def pack_batches(tasks: list[PartitionTask], fan_out: FanOut, max_map_length: in
         return [], []
     limit = max(1, min(fan_out.max_spark_jobs, max_map_length))
     total = sum(t.total_size or 0 for t in tasks)
-    wanted = max(math.ceil(total / fan_out.max_bytes_per_job), math.ceil(len(tasks) / fan_out.max_partitions_per_job), 1)
+    wanted = max(math.ceil(total / fan_out.max_bytes_per_job),
+                 math.ceil(len(tasks) / fan_out.max_partitions_per_job), 1)
     n = min(limit, wanted)
     batches: list[list[PartitionTask]] = [[] for _ in range(n)]
     load = [0] * n

@@ -131,7 +131,8 @@ def _left_reason(r: dict, small: int | None = None) -> str:
         reason = LITTLE_DATA
     else:
         reason = r.get("reason") or {"merged": LITTLE_DATA, "would_merge": "dry run",
-                                     "nothing_to_do": "fewer small files than min_small_files"}.get(r["status"], r["status"])
+                                     "nothing_to_do": "fewer small files than min_small_files"}.get(r["status"],
+                                                                                                    r["status"])
     return "; ".join(x for x in (reason, r.get("again")) if x)
 
 

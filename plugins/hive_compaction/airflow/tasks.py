@@ -217,7 +217,8 @@ def describe(settings: config_mod.Settings, selection: RunSelection, found: Cand
     unpicked = set(found.unpicked)
     plan["deferred"] = [
         {"table": t.table_name, "partition": t.partition,
-         "again": revisit_text(plan, t.table_name, t.partition, not dry_run or (t.table_name, t.partition) not in unpicked)}
+         "again": revisit_text(plan, t.table_name, t.partition,
+                               not dry_run or (t.table_name, t.partition) not in unpicked)}
         for t in deferred]
     return plan
 

@@ -15,10 +15,10 @@ The journal is published whole and exclusively (``HadoopFS.create_exclusive``: o
 whose primitives make that atomic, see ``storage``), so of two committers exactly one holds a
 partition. Its record names its owner (the job's attempt); before each step the committer reads
 the journal again and stops if another job took it over (one that holds the partition's lock
-writes its record back instead: the other wrote late, having lost the lock, ``check_owner``). A job that takes a journal over renames
-the staging folder and the moving trash (``take_over``), so a paused earlier holder's next move
-fails whatever it had checked; a journal is released only while it is the file its holder published
-(``work_area.release_journal``).
+writes its record back instead: the other wrote late, having lost the lock, ``check_owner``). A job
+that takes a journal over renames the staging folder and the moving trash (``take_over``), so a
+paused earlier holder's next move fails whatever it had checked; a journal is released only while
+it is the file its holder published (``work_area.release_journal``).
 
 A crash before 1 leaves only staging garbage outside the partition. A crash after 1 is finished
 by ``recover`` at the start of the next attempt on that partition, which replays steps 2-4 (each
@@ -441,7 +441,8 @@ def _apply(fs: HadoopFS, area: WorkArea, record: CommitRecord, first: bool = Fal
         if done is not None and done.committed_at and not done.rolled_back_at:
             # Its manifest is written: the first pass (or a replay) had found the partition as its
             # moves made it, outputs in, so whatever arrived since is a writer's that came after.
-            log.warning("%s: the interrupted commit of run %s had written its manifest: finishing it", record.label, run)
+            log.warning("%s: the interrupted commit of run %s had written its manifest: finishing it",
+                        record.label, run)
             release_journal(fs, area, record)
             fs.delete(record.staging or area.staging(record.run, record.pid), recursive=True)
             return done

@@ -299,8 +299,8 @@ def recover_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: Comm
         raise CommitConflict(f"{label}: dropped after the location switch of run {record.run}, before that switch was "
                              f"finished: the old folder's files it replaced went to the trash {area.trash_of(record)}")
     release_journal(fs, area, record)
-    raise InputsChanged(f"{label}: the Metastore's partition is at {current or 'nothing (dropped)'}, neither the folder "
-                        f"run {record.run} merged nor the one it built; both were left as they are")
+    raise InputsChanged(f"{label}: the Metastore's partition is at {current or 'nothing (dropped)'}, neither the "
+                        f"folder run {record.run} merged nor the one it built; both were left as they are")
 
 
 def _unbuilt(fs: HadoopFS, record: CommitRecord) -> bool:
@@ -411,7 +411,8 @@ def adopt_late_files(fs: HadoopFS, old: str, new: str, known: list[RecordedFile]
     late = [f for f in files if f.name not in then]
     if not late:
         return []
-    replaced = changed_files([f for f in files if f.name in then], [f for f in known if f.name in {g.name for g in files}])
+    replaced = changed_files([f for f in files if f.name in then],
+                             [f for f in known if f.name in {g.name for g in files}])
     gone = then - {f.name for f in files}
     if replaced or (gone and not moved_out):
         # Not an append: a writer replaced or removed files the switch had copied (an overwrite by

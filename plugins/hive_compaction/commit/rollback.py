@@ -199,7 +199,8 @@ def _check_and_move(fs: HadoopFS, manifest: CommitRecord, label: str, location: 
                             f"re-created, the original files stay in {trash}") from None
     except Exception as e:  # the merged files are out, the originals not all back: hold on, run it again
         raise RollbackUnfinished(f"{label}: the rollback stopped after the merged files left the partition "
-                                 f"({type(e).__name__}: {e}); run it again to move the originals back from {trash}") from e
+                                 f"({type(e).__name__}: {e}); run it again to move the originals back from "
+                                 f"{trash}") from e
     back_before = sum(1 for t, p in zip(in_trash, in_place) if t is None and p is not None)  # an earlier try's
     if restored + back_before != n:
         raise RollbackError(f"{label}: {n - restored - back_before} original file(s) left {trash} while the rollback "
@@ -220,7 +221,8 @@ def statistics_after(fs: HadoopFS, manifest: CommitRecord) -> dict[str, str | No
 
 
 def rollback_run(fs: HadoopFS, area: WorkArea, run: str, table_location: str,
-                 partitions: list[str] | None = None, metastore=None, restored=None, dry_run: bool = False) -> list[CommitRecord]:
+                 partitions: list[str] | None = None, metastore=None, restored=None,
+                 dry_run: bool = False) -> list[CommitRecord]:
     """``metastore``: a ``JobMetastore``, for tables committed by location switch.
     ``restored(manifest)`` is called as soon as each partition is rolled back (its statistics:
     a later partition that fails must not leave this one's files with the merge's statistics).

@@ -67,7 +67,8 @@ class WorkArea:
         return f"{self.root}/manifests/{run}"
 
     def manifest(self, run: str, pid: str, attempt: str = "") -> str:
-        return f"{self.partition_manifests(run, pid)}/{attempt}.json" if attempt else f"{self.manifests(run)}/{pid}.json"
+        return (f"{self.partition_manifests(run, pid)}/{attempt}.json" if attempt
+                else f"{self.manifests(run)}/{pid}.json")
 
     def partition_manifests(self, run: str, pid: str) -> str:
         """The folder of a partition's manifests, one per attempt that committed it."""

@@ -137,7 +137,8 @@ class Finisher:
                 released = time.monotonic()
             if chunk is None:
                 self.steps.add("unlock", time.monotonic() - released, task)
-        except (LockTimeout, PartitionMoved, LeftCommitFinished) as e:  # nothing of this job's moved: the next run looks again
+        except (LockTimeout, PartitionMoved, LeftCommitFinished) as e:
+            # nothing of this job's moved: the next run looks again
             log.warning("%s", e)
             result.status, result.reason = Status.SKIPPED, str(e)[:500]
         except Exception as e:

@@ -140,7 +140,8 @@ def tiny_blocks(ft: FileFooter, min_avg_block_bytes: int = 0, min_block_rows: in
     return bool(n) and (sum(ft.block_bytes) / n < min_avg_block_bytes or ft.rows / n < min_block_rows)
 
 
-def group(task: PartitionTask, files: list[DataFile], small: list[DataFile], footers: dict[str, FileFooter]) -> list[Group]:
+def group(task: PartitionTask, files: list[DataFile], small: list[DataFile],
+          footers: dict[str, FileFooter]) -> list[Group]:
     """The partition's merge groups (Hudi-style packing), by ``merge_mode``.
 
     copy: the small files that may be copied, packed per copy key (the rest stay); rewrite, or a

@@ -105,7 +105,8 @@ class Preparer:
             result.status, result.reason = Status.SKIPPED, reason
             return result
 
-        reason = grouping.skip_reason(task, files, folders, time.time() * 1000) or (self._refusal(task) if files else None)
+        reason = (grouping.skip_reason(task, files, folders, time.time() * 1000)
+                  or (self._refusal(task) if files else None))
         if reason:
             return skip(reason)
         small = small_files(files, task.small_file_limit)
@@ -142,7 +143,8 @@ class Preparer:
     def _refusal(self, task: PartitionTask) -> str | None:
         """Why the partition's storage or configured modes cannot merge it, known before a footer
         is read (a dry run says so too)."""
-        return committers.for_mode(task.commit_mode).refusal(task) or storage.commit_refusal(self.fs.resolved_scheme(task.location), task.commit_mode,
+        return committers.for_mode(task.commit_mode).refusal(task) \
+            or storage.commit_refusal(self.fs.resolved_scheme(task.location), task.commit_mode,
                                       mounted=storage.scheme(task.location) in storage.MOUNT_SCHEMES) \
             or grouping.copy_refused(task)
 

@@ -122,8 +122,8 @@ def batch_payload(run: str, batch: int, dry_run: bool, tasks: list[PartitionTask
         if d["location"] == f"{t.table_location.rstrip('/')}/{t.partition}":
             d["location"] = None
         rows.append([index] + [d[k] for k in PARTITION_FIELDS])
-    return {"version": __version__, "run": run, "batch": batch, "dry_run": dry_run, "tables": [json.loads(k) for k in tables],
-            "partitions": rows, "maintain": list(maintain)}
+    return {"version": __version__, "run": run, "batch": batch, "dry_run": dry_run,
+            "tables": [json.loads(k) for k in tables], "partitions": rows, "maintain": list(maintain)}
 
 
 def batch_tasks(payload: dict) -> list[PartitionTask]:

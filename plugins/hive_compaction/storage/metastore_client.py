@@ -246,7 +246,8 @@ class JobMetastore:
 
     def table_location(self, table: str) -> str | None:
         """The table's location; None when the table does not exist."""
-        t = reconnecting(self._client, lambda client: _unless_missing(get_table, client, self._api, *table.split(".", 1)))
+        t = reconnecting(self._client,
+                         lambda client: _unless_missing(get_table, client, self._api, *table.split(".", 1)))
         return None if t is None else str(t.getSd().getLocation())
 
     def update_parameters(self, table: str, partition: str, parameters: dict[str, str | None]) -> bool:
@@ -268,7 +269,8 @@ class JobMetastore:
             return True
         return reconnecting(self._client, update)
 
-    def update_parameters_all(self, table: str, updates: list[tuple[str, list[str], dict[str, str | None]]]) -> set[str]:
+    def update_parameters_all(self, table: str,
+                              updates: list[tuple[str, list[str], dict[str, str | None]]]) -> set[str]:
         """``update_parameters`` for several partitions of ``table`` (name, values, parameters),
         each read again, in one read and one alter for all; the names of those written (a
         partition that does not exist is left out)."""

@@ -47,7 +47,8 @@ class SmallFiles:
         """Give the closed temporary file ``tmp`` the name ``uri`` (same folder) unless something has it."""
         if how == storage.HARD_LINK:
             return bool(self._call("linkLocal", tmp, uri))
-        return bool(self.fs(uri).rename(self.path(tmp), self.path(uri)))  # HDFS: false when the target exists, atomically
+        # HDFS: false when the target exists, atomically
+        return bool(self.fs(uri).rename(self.path(tmp), self.path(uri)))
 
     def _delete_temporary(self, tmp: str) -> None:
         """Delete a temporary file (and the local file system's checksum file beside it): a step
