@@ -24,8 +24,9 @@ scans) / (plain + both scans); observed = (observed - plain + outputs' scan) / (
 outputs' scan); cached = (cached write - plain + cache's sums + outputs' scan) / (cached write +
 cache's sums + outputs' scan); writer = (writer's write - plain + outputs' scan) / (writer's
 write + outputs' scan). Every group's checksums must agree across inputs, outputs,
-observations, the cache and the write tasks (exit code 1 otherwise). The last round counts (the first warms the JVM's compilers). In the
-merge job two such jobs run side by side, which this does not: see docs/performance.md, "At scale: 200 partitions".
+observations, the cache and the write tasks (exit code 1 otherwise). The last round counts (the
+first warms the JVM's compilers). In the merge job two such jobs run side by side, which this does
+not: see docs/performance.md, "At scale: 200 partitions".
 """
 from __future__ import annotations
 
@@ -201,7 +202,8 @@ def main() -> int:
                     df.unpersist()
                 agree.append(read_back(spark, schema, f"file://{work}/cached-{n}"))
                 r |= {"cached_write_s": cached_s, "cache_sums_s": cache_sums_s,
-                      "cached_share": (cached_s - plain + cache_sums_s + out_scan) / (cached_s + cache_sums_s + out_scan)}
+                      "cached_share": (cached_s - plain + cache_sums_s + out_scan)
+                      / (cached_s + cache_sums_s + out_scan)}
                 said.append(f"cached write {cached_s:.1f}s + sums from the cache {cache_sums_s:.1f}s")
             mismatched = sum(1 for g in range(len(groups)) if len({m.get(g) for m in agree}) != 1)
             r |= {"groups_mismatched": mismatched, "rows": sum(v[0] for v in inputs.values())}

@@ -77,7 +77,8 @@ def make_table(uri: str, partitions: int, folder: Path) -> list[str]:
             c.create_database(ttypes.Database(name=DB, locationUri=root, parameters={}))
         with contextlib.suppress(ttypes.NoSuchObjectException):
             c.drop_table(DB, TABLE, True)
-        c.create_table(ttypes.Table(tableName=TABLE, dbName=DB, owner="bench", sd=storage_descriptor(f"{root}/t", "ORC"),
+        c.create_table(ttypes.Table(tableName=TABLE, dbName=DB, owner="bench",
+                                    sd=storage_descriptor(f"{root}/t", "ORC"),
                                     parameters={"EXTERNAL": "TRUE"}, tableType="EXTERNAL_TABLE",
                                     partitionKeys=[ttypes.FieldSchema("dt", "string", "")]))
         names = [f"dt={n:05d}" for n in range(partitions)]

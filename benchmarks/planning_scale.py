@@ -322,8 +322,8 @@ def run(args, port: int, warehouse: str | None) -> dict:
             "name": f"{r['partitions']} partitions -> at most {MAX_SPARK_JOBS} Spark applications",
             "ok": 1 <= r["batches"] <= MAX_SPARK_JOBS, "value": r["batches"]})
         checks.append({
-            "name": f"{r['partitions']} partitions -> calls <= {FIXED_CALLS} + ceil(n/{args.batch_size}) + {CALLS_SLACK} "
-                    f"= {r['max_allowed_calls']}",
+            "name": f"{r['partitions']} partitions -> calls <= {FIXED_CALLS} + ceil(n/{args.batch_size}) "
+                    f"+ {CALLS_SLACK} = {r['max_allowed_calls']}",
             "ok": r["calls"] <= r["max_allowed_calls"], "value": r["calls"]})
         checks.append({
             "name": f"{r['partitions']} partitions -> each planned or deferred (none skipped or lost)",

@@ -99,7 +99,8 @@ def kill_matrix(stack: Stack, work: Path, formats=("ORC", "PARQUET"), points=KIL
         planned = stack.plan_batches(cfg, run_id=f"killed-{table}")
         storage_error = point.startswith(FAIL)
         if storage_error:
-            kill, said = {FAIL_AT_CALL_ENV: f"{number(point)}:dt={victim}"}, f"test storage fault at {CALL}{number(point)} "
+            kill, said = ({FAIL_AT_CALL_ENV: f"{number(point)}:dt={victim}"},
+                          f"test storage fault at {CALL}{number(point)} ")
         elif point.startswith(CALL):
             kill, said = {KILL_AT_CALL_ENV: f"{number(point)}:dt={victim}"}, f"test kill point {point} reached"
         else:
@@ -312,7 +313,8 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
     readers: dict[str, Path] = {}
     neighbours: dict[str, dict[str, list]] = {}  # in_chunk: table -> the other partitions' rows before
     expected, figures = {}, {"cases": 0, "rows_checked": 0, "rows_lost": 0, "rows_duplicated": 0,
-                                          "folders_recreated": 0, "msck_changed": 0, "journals_left": 0, "statistics_wrong": 0,
+                                          "folders_recreated": 0, "msck_changed": 0, "journals_left": 0,
+                                          "statistics_wrong": 0,
                                           "not_reached": 0, "failed_reported": 0, "false_successes": 0,
                                           "problems": [],
                                           "matrix": {point: {} for point in points}}  # rows in step order
@@ -382,7 +384,8 @@ def _pause_and_act(stack: Stack, work: Path, cases: dict, run_of: dict, mode: di
         elif adv in ("overwrite", "overwrite_new"):
             writer = sorted(str(p) for p in stack.partition_location(db, f"writer_{f}", f"dt={dt}").iterdir()
                             if not p.name.startswith((".", "_")))
-            names = inputs if adv == "overwrite" else [f"part-{k:05d}-{uuid.uuid4()}.c000.{f}" for k in range(len(writer))]
+            names = (inputs if adv == "overwrite"
+                     else [f"part-{k:05d}-{uuid.uuid4()}.c000.{f}" for k in range(len(writer))])
             actions[str(folder)] = {"action": "overwrite", "names": names, "sources": writer}
             expected[table] = stack.rows(db, f"writer_{f}")[f"dt={dt}"]
         elif adv == "steal":
@@ -432,7 +435,8 @@ def _pause_and_act(stack: Stack, work: Path, cases: dict, run_of: dict, mode: di
         for spark_args in stack.plan_batches(cfg, run_id=run_id)["spark_args"]:
             stack.spark_submit(spark_args["application_args"][1], config_path=cfg, conf=through,
                                HIVE_COMPACTION_TEST_HOOK_AT=steps,
-                               HIVE_COMPACTION_TEST_HOOK_CMD=f"{shlex.quote(sys.executable)} {ROOT / 'scripts' / 'adversaries.py'}",
+                               HIVE_COMPACTION_TEST_HOOK_CMD=f"{shlex.quote(sys.executable)} "
+                                                             f"{ROOT / 'scripts' / 'adversaries.py'}",
                                HIVE_COMPACTION_ADVERSARIES=str(plan),
                                HIVE_COMPACTION_ADVERSARY_LOG=str(log_path), HIVE_METASTORE_PORT=str(stack.port))
         # What the paused job said of each partition: a writer it cannot tell from an overwrite
@@ -495,7 +499,8 @@ def _check_cases(stack: Stack, work: Path, cases: dict, run_of: dict, mode: dict
             parked = []
             if reported.get("status") == "failed":
                 figures["failed_reported"] += 1
-                if adv in ("add", "insert_reuse"):  # stopped past its first move: the old rows wait in the trash for a person
+                # stopped past its first move: the old rows wait in the trash for a person
+                if adv in ("add", "insert_reuse"):
                     # This partition's trash only (with --in-chunk its neighbours' replaced inputs are there too)
                     parked = _trash_rows(stack, warehouse / ".hive_compaction" / table / "trash"
                                          / run_tag(run_of[(point, adv)]) / partition_id(f"{db}.{table}", f"dt={dt}"),
@@ -532,7 +537,8 @@ def _check_cases(stack: Stack, work: Path, cases: dict, run_of: dict, mode: dict
             problems.append("MSCK REPAIR TABLE changed the table")
         journal_folder = warehouse / ".hive_compaction" / table / "journal"
         stopped = {j.name[:-len(".stopped")] for j in journal_folder.glob("*.stopped")}
-        journals = [j for j in journal_folder.glob("*.json") if j.stem not in stopped]  # a stopped one waits for a person
+        # a stopped one waits for a person
+        journals = [j for j in journal_folder.glob("*.json") if j.stem not in stopped]
         figures["journals_left"] += len(journals)
         if journals:
             problems.append(f"journal(s) left: {[j.name for j in journals]}")
@@ -556,7 +562,8 @@ def _file_rows(stack: Stack, files: list[str], fmt: str, dt: str) -> list[str]:
     from pyspark.sql.functions import lit
     if not files:
         return []
-    return sorted(repr(tuple(r)) for r in stack.spark.read.format(fmt.lower()).load(files).withColumn("dt", lit(dt)).collect())
+    rows = stack.spark.read.format(fmt.lower()).load(files).withColumn("dt", lit(dt)).collect()
+    return sorted(repr(tuple(r)) for r in rows)
 
 
 def print_matrix(figures: dict) -> None:
@@ -699,7 +706,8 @@ def main() -> int:
                 "recovery_run"):
         print(f"{key:>20}: {f[key]}")
     if f["calls_past_the_commit"]:
-        print(f"{'storage calls':>20}: the commit made {min(f['calls_past_the_commit']) - 1}; a kill before each was tried")
+        print(f"{'storage calls':>20}: the commit made {min(f['calls_past_the_commit']) - 1}; "
+              "a kill before each was tried")
     for problem in f["problems"]:
         print(f"problem: {problem}")
     print(json.dumps(f))

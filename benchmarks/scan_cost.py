@@ -139,7 +139,8 @@ def main() -> int:
     log(f"\nsmallest block size whose copied scan is within {args.tolerance}x of a rewritten one: "
         + (f"{chosen / 1024:.0f} KB" if chosen else "none of those measured"))
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "tolerance": args.tolerance, "threshold_bytes": chosen}, indent=1))
+        args.json.write_text(json.dumps({"rows": rows, "tolerance": args.tolerance, "threshold_bytes": chosen},
+                                        indent=1))
     return 0
 
 

@@ -395,7 +395,8 @@ class Stack:
     def spark_submit_cmd(batch_arg: str, conf: dict | None = None) -> list[str]:
         """The merge job's command for one encoded batch (``conf``: more Spark settings)."""
         return ["spark-submit", "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-                "--conf", "spark.driver.host=127.0.0.1", *[a for k, v in (conf or {}).items() for a in ("--conf", f"{k}={v}")],
+                "--conf", "spark.driver.host=127.0.0.1",
+                *[a for k, v in (conf or {}).items() for a in ("--conf", f"{k}={v}")],
                 str(wheel_sweeps.package_dir() / "jobs" / "compact_partitions.py"), "--batch", batch_arg]
 
     def rollback_cmd(self, table: str, run_id: str, config_path: Path, conf: dict | None = None,

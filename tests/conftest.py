@@ -30,8 +30,10 @@ LONGEST_FIRST = ("test_safety_kills", "test_safety_actors", "test_yarn_cluster",
                  "test_safety", "test_end_to_end", "test_commit_false_success", "test_as_a_user", "test_memory",
                  "test_commit_protocol", "test_celery_queues", "test_merge_modes", "test_spark35",
                  "test_rollback_and_cleanup", "test_standalone_cluster",
-                 "test_viewfs", "test_layouts", "test_install", "test_rollback_dag", "test_metastore_lock", "test_operations",
-                 "test_stale_statistics", "test_kerberos_job", "test_benchmark_smoke", "test_metastore_client", "test_object_store")
+                 "test_viewfs", "test_layouts", "test_install", "test_rollback_dag", "test_metastore_lock",
+                 "test_operations",
+                 "test_stale_statistics", "test_kerberos_job", "test_benchmark_smoke", "test_metastore_client",
+                 "test_object_store")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -455,7 +455,8 @@ def test_the_rollback_form_in_a_browser_brings_the_original_files_back(airflow, 
     t0 = time.monotonic()
     svc.unpause(ROLLBACK_ID)
     # What the form's schema refuses, the API refuses too, naming the field; no run is created.
-    for conf, field_name in (({"table": "not a table", "run": run_id}, "table"), ({"table": f"{DB}.{DAILY_TABLE}"}, "run"),
+    for conf, field_name in (({"table": "not a table", "run": run_id}, "table"),
+                             ({"table": f"{DB}.{DAILY_TABLE}"}, "run"),
                              ({"table": f"{DB}.{DAILY_TABLE}", "run": run_id, "dry_run": "yes"}, "dry_run")):
         r = svc.request("POST", f"/api/v2/dags/{ROLLBACK_ID}/dagRuns", json={"logical_date": None, "conf": conf})
         assert 400 <= r.status_code < 500 and field_name in r.json()["detail"], (conf, r.status_code, r.text)

@@ -336,7 +336,8 @@ def test_a_file_rewritten_with_the_same_name_size_and_time_is_told_apart(stack, 
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_AT", "journaled")
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD", f"python3 -c {json.dumps(rewrite)}")
 
-    with pytest.raises(metastore_client.CommitConflict, match=r"input\(s\) \['000000_0'\] of rewritten.events/dt=2026-05-06 "
+    with pytest.raises(metastore_client.CommitConflict,
+                       match=r"input\(s\) \['000000_0'\] of rewritten.events/dt=2026-05-06 "
                                                     "changed while it was being merged; nothing was committed"):
         commit.commit(fs, area, record)
     now = fs.status(f"file://{folder}/000000_0")

@@ -496,7 +496,8 @@ def test_the_shipped_config_routes_nothing():
 
 @pytest.mark.parametrize("section, message", [
     ("spark", "cfg.yaml: airflow_tasks: expected a mapping, got str"),
-    ({"merge_queue": "spark, gpu"}, "cfg.yaml: airflow_tasks: key 'merge_queue': expected an Airflow executor queue's name"),
+    ({"merge_queue": "spark, gpu"},
+     "cfg.yaml: airflow_tasks: key 'merge_queue': expected an Airflow executor queue's name"),
     ({"queue": ""}, "cfg.yaml: airflow_tasks: key 'queue': expected an Airflow executor queue's name"),
     ({"queue": 3}, "cfg.yaml: airflow_tasks: key 'queue': expected an Airflow executor queue's name"),
     ({"merge_priority_weight": "high"}, "cfg.yaml: airflow_tasks: key 'merge_priority_weight': expected an integer"),

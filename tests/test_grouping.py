@@ -325,7 +325,8 @@ def test_a_parquet_footer_shows_the_writer_settings_that_keep_its_layout():
     assert of_schema(maps) == ParquetLayout(legacy=True)
     assert of_schema("message m {\n  optional int64 t (TIMESTAMP(MILLIS,true));\n"
                      "  optional fixed_len_byte_array(9) big (DECIMAL(20,3));\n"
-                     "  optional int64 ntz (TIMESTAMP(MICROS,false));\n}") == ParquetLayout(timestamps="TIMESTAMP_MILLIS")
+                     "  optional int64 ntz (TIMESTAMP(MICROS,false));\n}") \
+        == ParquetLayout(timestamps="TIMESTAMP_MILLIS")
     assert of_schema("message m {\n  optional int32 a;\n}").writer_options() == {}  # the session's settings stand
     assert ParquetLayout(legacy=True, timestamps="INT96").kept_by(of_schema(HIVE_LAYOUT))
     assert not ParquetLayout(legacy=True).kept_by(of_schema(STANDARD))

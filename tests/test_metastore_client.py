@@ -444,7 +444,8 @@ import json, logging, os, sys
 sys.path.insert(0, sys.argv[1])
 from hive_compaction.airflow import metastore_hook
 records = []
-logging.getLogger(metastore_hook.__name__).addHandler(type("H", (logging.Handler,), {"emit": lambda s, r: records.append(r.getMessage())})())
+logging.getLogger(metastore_hook.__name__).addHandler(
+    type("H", (logging.Handler,), {"emit": lambda s, r: records.append(r.getMessage())})())
 logging.getLogger(metastore_hook.__name__).setLevel(logging.INFO)
 def conn(host):
     return json.dumps({"conn_type": "generic", "host": host, "port": 9083})

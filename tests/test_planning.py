@@ -285,7 +285,8 @@ def test_s3a_tables_are_merged_by_location_switch_only(location, mode, refused):
         assert "set commit_mode: location_switch for this table" in reason
     tasks, skipped = plan_table(make_table(location=location), TablePolicy(commit_mode=mode),
                                 [make_partition("dt=1", numFiles=9, location=f"{location}/dt=1")])
-    assert ([t.partition for t in tasks], [s.reason for s in skipped]) == (([], [reason]) if refused else (["dt=1"], []))
+    assert ([t.partition for t in tasks],
+            [s.reason for s in skipped]) == (([], [reason]) if refused else (["dt=1"], []))
 
 
 def test_two_partitions_sharing_one_folder_are_not_both_planned():

@@ -27,7 +27,8 @@ RESULTS = [
 SKIPPED = [{"table": "db.v", "partition": "", "reason": "is a view"},
            {"table": "db.t", "partition": "dt=9", "reason": "location x is outside the table location y"}]
 AGAIN = "again in the scheduled run of 2026-08-03 (within lookback_days: 7)"
-DEFERRED = [{"table": "db.t", "partition": "dt=10", "again": AGAIN}, {"table": "db.t", "partition": "dt=11", "again": AGAIN}]
+DEFERRED = [{"table": "db.t", "partition": "dt=10", "again": AGAIN},
+            {"table": "db.t", "partition": "dt=11", "again": AGAIN}]
 
 
 @pytest.mark.parametrize("n, text", [

@@ -62,7 +62,8 @@ def test_files_added_during_a_merge_stay_where_they_are(stack, tmp_path):
 
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])
     run = stack.run_dag(cfg, HIVE_COMPACTION_TEST_HOOK_AT="staged",
-                        HIVE_COMPACTION_TEST_HOOK_CMD=f'cp "{late_file}" "$HIVE_COMPACTION_PARTITION_DIR/part-late-arrival.zstd.orc"')
+                        HIVE_COMPACTION_TEST_HOOK_CMD=f'cp "{late_file}" '
+                                                      '"$HIVE_COMPACTION_PARTITION_DIR/part-late-arrival.zstd.orc"')
     assert run.state == "success", run.log[-5000:]
     folder = stack.partition_location(db, table, "dt=2026-04-03")
     names = partition_files(folder)
@@ -200,7 +201,8 @@ def test_a_rewrite_whose_output_does_not_match_its_inputs_is_not_committed(stack
             f'rm -f "$(dirname "$f")/.$(basename "$f").crc"; done')
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}", "merge_mode": "rewrite"}])
     job = stack.spark_submit(stack.plan_batches(cfg, run_id="tampered")["spark_args"][0]["application_args"][1],
-                             config_path=cfg, HIVE_COMPACTION_TEST_HOOK_AT="rewritten", HIVE_COMPACTION_TEST_HOOK_CMD=swap)
+                             config_path=cfg, HIVE_COMPACTION_TEST_HOOK_AT="rewritten",
+                             HIVE_COMPACTION_TEST_HOOK_CMD=swap)
     log = job.stdout + job.stderr
     assert job.returncode != 0
     assert "test hook at rewritten" in log
@@ -237,7 +239,8 @@ def test_the_shipped_code_holds_no_test_machinery():
 
     from hive_compaction.airflow import config
     package = Path(config.__file__).resolve().parents[1]
-    shipped = {p.relative_to(package).as_posix(): p.read_text() for p in package.rglob("*") if p.suffix in (".py", ".java")}
+    shipped = {p.relative_to(package).as_posix(): p.read_text()
+               for p in package.rglob("*") if p.suffix in (".py", ".java")}
     assert len(shipped) > 40
     variables = {(name, v) for name, text in shipped.items() for v in re.findall(r"HIVE_COMPACTION_[A-Z_]+", text)}
     assert variables == {("airflow/config.py", config.CONFIG_ENV)}, variables
@@ -260,7 +263,8 @@ def test_the_fault_injector_stops_a_job_at_named_steps_and_calls(spark, tmp_path
                                      [e.identity() for e in fs.list(f"file://{folder}")], {"part-0": "output"})
     seen = tmp_path / "seen"
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_AT", "journaled:dt=2026-06-02;journaled:dt=2026-06-01;inputs_moved")
-    monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD", f'ls "$HIVE_COMPACTION_PARTITION_DIR" >> {seen}; echo -- >> {seen}')
+    monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD",
+                       f'ls "$HIVE_COMPACTION_PARTITION_DIR" >> {seen}; echo -- >> {seen}')
     commit.commit(fs, area, record)
     # Once at the journal (the other partition's entry does not match), once with the input in the trash.
     assert seen.read_text().split("--\n") == ["000000_0\n", "", ""]

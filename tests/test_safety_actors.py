@@ -56,8 +56,9 @@ def test_other_actors_during_a_location_switch_never_lose_or_duplicate_a_row(sta
     """The same sampled matrix with commit_mode location_switch (one costly actor drawn of the
     restarting Metastore and the four jobs), plus a reader that lists the
     partition at the step and reads what it listed after the run: it gets exactly the rows
-    before, or finds the files gone to the trash (a query that fails and is retried), never a mix. Writers by path and a DROP PARTITION after the switch's commit point are that mode's
-    documented limits (``switch_case_allowed``), never sampled."""
+    before, or finds the files gone to the trash (a query that fails and is retried), never a mix.
+    Writers by path and a DROP PARTITION after the switch's commit point are that mode's documented
+    limits (``switch_case_allowed``), never sampled."""
     seed, rng = matrix_rng
     points = SWITCH_POINTS + call_sample("location_switch", rng)
     # The hung Metastore (a retry's spark-submit inside the pause) is sampled in place only, for

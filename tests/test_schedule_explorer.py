@@ -199,7 +199,8 @@ def test_a_paused_takeovers_finish_never_undoes_a_later_rollback():
     outcome, trace = scripted("location_switch", ("merge run1/1", "merge run2/1", "rollback run1"),
                               [Rule("merge run1/1", waiting_at("merge run1/1", ".released")),
                                Rule("merge run2/1", lambda w: did("merge run2/1", "renamed folder work/staging")(w)
-                                    and waiting_at("merge run2/1", "list ")(w) and waiting_at("merge run2/1", "/t/dt=1")(w),
+                                    and waiting_at("merge run2/1", "list ")(w)
+                                    and waiting_at("merge run2/1", "/t/dt=1")(w),
                                     "pause:700")],
                               {"merge run2/1": gone("merge run1/1"), "rollback run1": paused("merge run2/1")})
     world = outcome.world
@@ -230,7 +231,8 @@ def test_a_journal_write_landing_late_is_written_back_by_the_lock_holder():
     assert "merge run2/1: wrote work/journal/" in trace, trace
     # C finished the dead job's commit under its lock, before the TRUNCATE came in.
     assert "merge run1/2: wrote work/manifests/run1/" in trace and "run1/2: reported SKIPPED" not in trace, trace
-    assert trace.index("merge run1/2: wrote work/manifests/run1/") < trace.index("writer truncate: truncate done"), trace
+    assert (trace.index("merge run1/2: wrote work/manifests/run1/")
+            < trace.index("writer truncate: truncate done")), trace
     assert world.partition_rows() == world.intent and sum(world.intent.values()) == 0, trace
 
 

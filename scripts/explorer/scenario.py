@@ -116,7 +116,8 @@ class World:
             return
         if self.location() is None:
             self.violated(f"{claim.split()[0]} {claim.split()[1]}: the partition is gone",
-                          f"{who} {claim}: the partition is gone, yet its writers' rows are {sum(self.intent.values())}")
+                          f"{who} {claim}: the partition is gone, yet its writers' rows are "
+                          f"{sum(self.intent.values())}")
             return
         here = self.partition_rows()
         if here != self.intent:
@@ -150,7 +151,8 @@ class World:
         misses are where a FAILED report said they are (in the work area)."""
         for a in self.sched.actors:
             if a.error is not None:
-                self.violated(f"crashed: {type(a.error).__name__}", f"{a.name} crashed: {type(a.error).__name__}: {a.error}")
+                self.violated(f"crashed: {type(a.error).__name__}",
+                              f"{a.name} crashed: {type(a.error).__name__}: {a.error}")
         loc = self.location()
         if loc is not None and loc not in self.fs.dirs:
             self.violated("the Metastore names a missing folder", f"the Metastore names {loc}, which does not exist")

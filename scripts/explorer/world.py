@@ -394,7 +394,8 @@ class MemoryMetastore:
 
     def states(self, table: str, partitions: list[str]) -> dict:
         self.sched.point("get_partitions_by_names")
-        return {k: PartitionState(dict(p.parameters), p.descriptor, p.location, p.created) for k, p in self.partitions.items()
+        return {k: PartitionState(dict(p.parameters), p.descriptor, p.location, p.created)
+                for k, p in self.partitions.items()
                 if "/".join(f"dt={v}" for v in k) in partitions}
 
     def table_location(self, table: str) -> str | None:

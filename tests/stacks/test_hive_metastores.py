@@ -212,7 +212,8 @@ def test_the_jobs_jvm_client(hms, spark, monkeypatch):
         # A commit chunk's reads and writes: several partitions in one call each.
         converted = []
         monkeypatch.setattr(captured, "convert_exception",
-                            functools.partial(lambda real, e: converted.append(e) or real(e), captured.convert_exception))
+                            functools.partial(lambda real, e: converted.append(e) or real(e),
+                                              captured.convert_exception))
         states = jm.states("jvm_side.events", ["dt=2026-02-01", "dt=2030-01-01"])
         assert list(states) == [("2026-02-01",)]
         assert states[("2026-02-01",)] == jm.state("jvm_side.events", ["2026-02-01"])
