@@ -42,6 +42,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, replace
+from typing import Any
 
 from hive_compaction.commit.record import CommitRecord, PurgeHold
 from hive_compaction.commit.steps import Step, reached
@@ -239,7 +240,7 @@ def _generation(folder: str, current: int, wanted: int) -> str:
     return base if wanted == 0 else f"{base}~{wanted}"
 
 
-def _visible(fs: HadoopFS, location: str) -> list:
+def _visible(fs: HadoopFS, location: str) -> list[Any]:
     """The partition's files that readers see (Hive and Spark skip names starting with '_' or '.')."""
     return [e for e in fs.list(location.rstrip("/")) if not e.is_dir and not is_hidden(e.name)]
 
@@ -352,7 +353,7 @@ def _release(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> None:
         raise CommitConflict(f"{record.label}: this job no longer holds the partition's journal; it stopped")
 
 
-def _unlisted(record: CommitRecord, here: dict) -> tuple[list[str], list[str]]:
+def _unlisted(record: CommitRecord, here: dict[str, Any]) -> tuple[list[str], list[str]]:
     """The partition's files (``here``, by name) that are neither an input, an output nor listed
     by the journal as they were, and the listed files that are not inputs and are gone: another
     writer's work (none for a journal written before the listing was recorded)."""
@@ -511,7 +512,7 @@ def _swap(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, first:
     return window_ms
 
 
-def identity_moves(src: str, dst: str, files: list[RecordedFile]) -> list[tuple]:
+def identity_moves(src: str, dst: str, files: list[RecordedFile]) -> list[tuple[Any, ...]]:
     """``HadoopFS.move_all`` pairs moving recorded files from folder ``src``
     to ``dst``, each only while it is the file recorded (size, time and version, where recorded)."""
     return [(f"{src}/{f.name}", f"{dst}/{f.name}") +

@@ -52,6 +52,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 from hive_compaction.commit.in_place import (
     InputsChanged,
@@ -99,7 +100,7 @@ def new_folder(table_location: str, partition: str, run: str, attempt: str) -> s
 
 
 def build_and_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: CommitRecord,
-                     rows_of: Callable[[list], int]) -> CommitRecord:
+                     rows_of: Callable[[list[Any]], int]) -> CommitRecord:
     """Steps 2-6 for a held journal; returns the manifest. ``rows_of(files)``: the rows in the
     footers of data files. Raises CommitConflict (another job or writer: nothing changed, the
     partition is left for the next run), SwitchAborted (undone, nothing changed) or another error
@@ -135,7 +136,7 @@ def build_and_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: Co
     return _finish(fs, area, record)
 
 
-def _build(fs: HadoopFS, area: WorkArea, record: CommitRecord, rows_of: Callable[[list], int]) -> None:
+def _build(fs: HadoopFS, area: WorkArea, record: CommitRecord, rows_of: Callable[[list[Any]], int]) -> None:
     old, new = record.location.rstrip("/"), record.new_location
     label = record.label
     if fs.exists(new):  # not this job's: left alone
@@ -176,7 +177,7 @@ def _check_old_folder(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> Non
                                         f"({changed[:3]})", conflict=True)
 
 
-def changed_files(files: list, recorded: list[RecordedFile]) -> list[str]:
+def changed_files(files: list[Any], recorded: list[RecordedFile]) -> list[str]:
     """Names of files that are not as recorded (``Entry.identity()``), added or gone, sorted."""
     then = {f.name: f for f in recorded}
     now = {f.name: f for f in files}

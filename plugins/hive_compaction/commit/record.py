@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from typing import Any
 
 from hive_compaction.storage.capabilities import IN_PLACE, LOCATION_SWITCH
 from hive_compaction.storage.listing import RecordedFile
@@ -30,7 +31,7 @@ class StagedOutput:
     name: str
     size: int
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"staged": self.staged, "name": self.name, "size": self.size}
 
 
@@ -50,7 +51,7 @@ class CommitRecord:
     attempt: str = ""  # the merge job's attempt: its trash and manifest are its own
     staging: str = ""
     table_location: str | None = None
-    stats_before: dict = field(default_factory=dict)
+    stats_before: dict[str, Any] = field(default_factory=dict)
     # Committed without the Metastore's lock (require_locks: false, a Metastore serving none):
     # its replay and rollback need none either.
     unlocked: bool = False
@@ -99,7 +100,7 @@ class CommitRecord:
         return json.dumps(vars(self), default=_entry_json)  # no deep copy (asdict), and the C encoder
 
 
-def _entry_json(entry: RecordedFile | StagedOutput) -> dict:
+def _entry_json(entry: RecordedFile | StagedOutput) -> dict[str, Any]:
     return entry.to_json()
 
 
@@ -168,7 +169,7 @@ def _entry_kind(declared: str) -> str | None:
     return kind if kind in _ENTRIES else None
 
 
-def _entry_problems(item: dict, entry: tuple) -> list[str]:
+def _entry_problems(item: dict[str, Any], entry: tuple[Any, ...]) -> list[str]:
     """What is wrong with one item of a record's file list: a field missing or of another type."""
     _, required, optional = entry
     problems = [f"{k} is missing" for k in required if k not in item]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from typing import Any
 
 from hive_compaction.commit import location_switch
 from hive_compaction.commit.in_place import ORPHAN_AGE_SECONDS, CommitHeld, CommitStopped, InputsChanged, recover
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 # How long an orphan's replay waits for the partition's Metastore lock (a writer's, a rollback's).
 ORPHAN_LOCK_WAIT_SECONDS = 60
 
-def maintain(fs, run: str, owner: str, areas: list[dict], tasks: list[PartitionTask],
+def maintain(fs, run: str, owner: str, areas: list[dict[str, Any]], tasks: list[PartitionTask],
              partitions: JobMetastore | None = None) -> list[PartitionResult]:
     """For each work area (``{"table", "table_location", "work_dir", "trash_retention_days"}``):
     finish the commits of other runs' jobs in partitions this job does not list itself (``owner``
@@ -45,7 +46,7 @@ def maintain(fs, run: str, owner: str, areas: list[dict], tasks: list[PartitionT
     return results
 
 
-def _maintain_area(fs, run: str, owner: str, a: dict, planned: set[str], old: float,
+def _maintain_area(fs, run: str, owner: str, a: dict[str, Any], planned: set[str], old: float,
                    partitions: JobMetastore | None) -> list[PartitionResult]:
     results = []
     area, keep, unsafe = WorkArea(a["work_dir"]), {run}, False

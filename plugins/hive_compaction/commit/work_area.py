@@ -26,6 +26,7 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from hive_compaction.commit.record import CommitRecord, PurgeHold, UnsafeRecord, parse
 from hive_compaction.storage.capabilities import TEMP_SUFFIX, is_object_store, scheme
@@ -164,7 +165,7 @@ def read_manifest(fs, uri: str) -> CommitRecord | None:
     return record
 
 
-def journal_files(fs, area: WorkArea) -> list:
+def journal_files(fs, area: WorkArea) -> list[Any]:
     """The file entries of every journal in the work area; the partition id is the entry's name
     without ``.json``."""
     return [e for e in fs.list(area.journals) if e.name.endswith(".json") and not e.name.startswith(".")]

@@ -8,7 +8,9 @@ from __future__ import annotations
 import base64
 import json
 import zlib
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from hive_compaction import __version__
 
@@ -21,7 +23,7 @@ class VersionMismatch(RuntimeError):
     """The batch was planned by another version of this package than the merge job's."""
 
 
-def check_version(payload: dict, version: str = __version__) -> None:
+def check_version(payload: dict[str, Any], version: str = __version__) -> None:
     """Refuse a batch planned by another version than the running job's (a stale ``py_files``
     zip, an old wheel on a gateway): the plan and the job must read the payload alike. Called
     before the job touches anything.
@@ -84,22 +86,23 @@ class PartitionTask:
         return f"{self.table_name}/{self.partition}" if self.partition else self.table_name
 
 
-def encode_batch(payload: dict) -> str:
+def encode_batch(payload: dict[str, Any]) -> str:
     raw = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
     return base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode()
 
 
-def decode_batch(text: str) -> dict:
-    return json.loads(zlib.decompress(base64.urlsafe_b64decode(text.encode())))
+def decode_batch(text: str) -> dict[str, Any]:
+    payload: dict[str, Any] = json.loads(zlib.decompress(base64.urlsafe_b64decode(text.encode())))
+    return payload
 
 
-def task_to_dict(t: PartitionTask) -> dict:
+def task_to_dict(t: PartitionTask) -> dict[str, Any]:
     d = asdict(t)
     d["values"], d["sort_columns"] = list(t.values), list(t.sort_columns)
     return d
 
 
-def task_from_dict(d: dict) -> PartitionTask:
+def task_from_dict(d: dict[str, Any]) -> PartitionTask:
     return PartitionTask(**{**d, "values": tuple(d["values"]), "sort_columns": tuple(d.get("sort_columns", ()))})
 
 
@@ -109,7 +112,7 @@ PARTITION_FIELDS = ("partition", "values", "location", "num_files", "total_size"
 
 
 def batch_payload(run: str, batch: int, dry_run: bool, tasks: list[PartitionTask],
-                  maintain: list[dict] = ()) -> dict:
+                  maintain: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """What one merge job needs, compactly: each table's policy once, its partitions as rows
     (a location that follows Hive's ``table/name`` convention is left out). ``maintain`` lists
     the work areas whose old journals and expired runs this job looks after."""
@@ -126,7 +129,7 @@ def batch_payload(run: str, batch: int, dry_run: bool, tasks: list[PartitionTask
             "tables": [json.loads(k) for k in tables], "partitions": rows, "maintain": list(maintain)}
 
 
-def batch_tasks(payload: dict) -> list[PartitionTask]:
+def batch_tasks(payload: dict[str, Any]) -> list[PartitionTask]:
     out = []
     for row in payload["partitions"]:
         d = {**payload["tables"][row[0]], **dict(zip(PARTITION_FIELDS, row[1:]))}

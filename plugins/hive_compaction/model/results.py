@@ -13,8 +13,10 @@ Pure logic: no Spark, no Thrift.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
+from typing import Any
 
 # Hive's basic statistics keys (StatsSetupConst) and Spark's own copies of them.
 NUM_FILES, TOTAL_SIZE, NUM_ROWS = "numFiles", "totalSize", "numRows"
@@ -94,27 +96,27 @@ class PartitionResult:
     def stale_statistics(self) -> bool:
         return statistics_were_stale(vars(self))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["status"] = self.status.value
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> PartitionResult:
+    def from_dict(cls, d: dict[str, Any]) -> PartitionResult:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in d.items() if k in known}
         values["status"] = Status(values["status"])
         return cls(**values)
 
 
-def statistics_were_stale(r: dict) -> bool:
+def statistics_were_stale(r: dict[str, Any]) -> bool:
     """The Metastore's numFiles / totalSize disagreed with the listing before the run (``r``: a
     result's fields, as the report's dicts carry them)."""
     return bool(r.get("listed")) and (r.get("stats_files"), r.get("stats_bytes")) != (r["files_before"],
                                                                                        r["bytes_before"])
 
 
-def small_files_left(r: dict) -> int | None:
+def small_files_left(r: dict[str, Any]) -> int | None:
     """Small files a listed partition holds after the run (the size buckets below the run's
     small-file limit: bucket_edges), or None where the job recorded no sizes."""
     after = r.get("sizes_after")
@@ -176,7 +178,7 @@ def bucket_edges(small_file_limit: int, target_file_size: int) -> tuple[int, int
     return small_file_limit // 4, small_file_limit, target_file_size
 
 
-def size_histogram(sizes, small_file_limit: int, target_file_size: int) -> list[int]:
+def size_histogram(sizes: Iterable[int], small_file_limit: int, target_file_size: int) -> list[int]:
     """Counts of ``sizes`` per bucket: a compact form of a partition's file sizes (4 integers),
     meant to travel in a PartitionResult as ``sizes_before`` / ``sizes_after``."""
     edges = bucket_edges(small_file_limit, target_file_size)

@@ -12,6 +12,7 @@ Pure logic: no Spark, no Thrift.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from hive_compaction.model.results import MAX_PARAM_CHARS
 
@@ -27,7 +28,8 @@ def record_run(rollback_run: str) -> str:
     return f"rollback.{rollback_run}"
 
 
-def encode(of_run: str, table: str, dry_run: bool, partitions: list[dict], error: str | None = None) -> dict[str, str]:
+def encode(of_run: str, table: str, dry_run: bool, partitions: list[dict[str, Any]],
+           error: str | None = None) -> dict[str, str]:
     """``partitions``: one dict per partition the rollback handled (or would, in a dry run)."""
     params = {ROLLBACK_OF: of_run, TABLE: table, DRY_RUN: "true" if dry_run else "false",
               COUNT: str(len(partitions))}
@@ -42,7 +44,7 @@ def encode(of_run: str, table: str, dry_run: bool, partitions: list[dict], error
     return params
 
 
-def decode(params: dict[str, str]) -> dict | None:
+def decode(params: dict[str, str]) -> dict[str, Any] | None:
     """The record's content, or None when ``params`` is not a rollback's (a merge batch's)."""
     if ROLLBACK_OF not in params:
         return None

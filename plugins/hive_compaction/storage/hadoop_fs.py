@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from py4j.java_gateway import JavaClass
@@ -100,7 +101,7 @@ class HadoopFS(SmallFiles):
         return self._cache[key]
 
     @staticmethod
-    def _entry(doc: dict) -> Entry:
+    def _entry(doc: dict[str, Any]) -> Entry:
         return Entry(doc["path"], doc["name"], int(doc["size"]), int(doc["mtime"]), bool(doc["dir"]),
                      doc.get("version"))
 
@@ -120,7 +121,7 @@ class HadoopFS(SmallFiles):
     def exists(self, uri: str) -> bool:
         return self.status(uri) is not None
 
-    def move_all(self, pairs: list[tuple], create_folders: bool = True) -> int:
+    def move_all(self, pairs: list[tuple[Any, ...]], create_folders: bool = True) -> int:
         """Move files (src, dst[, size, mtime[, version]]) in order, creating folders; a missing src
         is skipped (replays are idempotent), and so is one whose size, modification time or
         version (``Entry.version``) is not the one given; an existing dst raises (a move never

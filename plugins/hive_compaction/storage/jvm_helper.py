@@ -34,6 +34,7 @@ import time
 import uuid
 import weakref
 from pathlib import Path
+from typing import Any
 
 _CLASS = "HiveCompactionHelper"
 # Every source file of the helper (jvm/<name>.java): named here because a zipped package cannot be
@@ -240,7 +241,7 @@ def helper(spark):
         return _helpers[key][1]
 
 
-def java_list(items) -> list:
+def java_list(items) -> list[Any]:
     """A Java List's items, read by index. Iterated through py4j, a list ends with a Java
     exception (its iterator's NoSuchElementException), which PySpark's handler, installed once a
     SparkSession exists, converts into a Python one, far dearer than the reads themselves; a commit

@@ -4,6 +4,7 @@ a file that a journal records and checks before every move."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 # The names of this package's merged files (a merge job's outputs): ``part-compacted-<tag>-...``.
 MERGED_PREFIX = "part-compacted-"
@@ -20,7 +21,7 @@ class RecordedFile:
     mtime: int | None = None
     version: str | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "size": self.size, **({"mtime": self.mtime} if self.mtime is not None else {}),
                 **({"version": self.version} if self.version else {})}
 

@@ -8,6 +8,7 @@ import contextlib
 import json
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from hive_compaction.storage.jvm_helper import java_list
 from hive_compaction.storage.metastore_lock import CommitConflict, MetastoreLocks, reconnecting
@@ -107,7 +108,7 @@ class ThreadClients:
         self._conf = None  # the Hive configuration, made once (each client copies it)
         self._lock = threading.Lock()
         self._local = threading.local()  # .client: this thread's Metastore client
-        self._open: list = []  # every client opened and not closed yet
+        self._open: list[Any] = []  # every client opened and not closed yet
 
     def _new(self):
         with self._lock:
