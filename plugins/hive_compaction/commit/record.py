@@ -51,7 +51,8 @@ class CommitRecord:
     attempt: str = ""  # the merge job's attempt: its trash and manifest are its own
     staging: str = ""
     table_location: str | None = None
-    stats_before: dict[str, Any] = field(default_factory=dict)
+    # its text is the journal schema's type (_TYPES), so it stays plain dict
+    stats_before: dict = field(default_factory=dict)  # type: ignore[type-arg]
     # Committed without the Metastore's lock (require_locks: false, a Metastore serving none):
     # its replay and rollback need none either.
     unlocked: bool = False

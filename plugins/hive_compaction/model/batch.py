@@ -3,6 +3,7 @@
 Shared by the plan task (Airflow) and the merge job (Spark), so it needs the standard library
 only: a Spark driver on a cluster node imports it from the zip shipped with ``--py-files``.
 """
+
 from __future__ import annotations
 
 import base64
@@ -18,6 +19,7 @@ from hive_compaction import __version__
 # to a dead job, and the next job takes it (storage.metastore_lock); the plan task prints it in
 # the longest time readers can miss rows after a job dies mid-commit (report.reader_gap_note).
 LOCK_LEASE_SECONDS = 10.0
+
 
 class VersionMismatch(RuntimeError):
     """The batch was planned by another version of this package than the merge job's."""
@@ -36,7 +38,8 @@ def check_version(payload: dict[str, Any], version: str = __version__) -> None:
         raise VersionMismatch(
             f"this batch was planned by hive-compaction {planned or '(a version that does not record it)'} "
             f"but this merge job is hive-compaction {version}: install the same version on the Airflow "
-            f"workers and where the job runs (the wheel, or the zip given as py_files: make dist)")
+            f"workers and where the job runs (the wheel, or the zip given as py_files: make dist)"
+        )
 
 
 # One command-line argument may not exceed 128 KiB on Linux (MAX_ARG_STRLEN); stay well below.
@@ -46,6 +49,7 @@ MAX_ENCODED_BATCH = 96 * 1024
 @dataclass(frozen=True)
 class PartitionTask:
     """One partition to look at in a Spark job; everything the job needs, nothing it must ask."""
+
     database: str
     table: str
     partition: str
@@ -107,12 +111,22 @@ def task_from_dict(d: dict[str, Any]) -> PartitionTask:
 
 
 # The fields of a task that vary per partition; the rest is the table's, sent once per batch.
-PARTITION_FIELDS = ("partition", "values", "location", "num_files", "total_size", "num_rows", "reason", "listed_at",
-                    "statistics")
+PARTITION_FIELDS = (
+    "partition",
+    "values",
+    "location",
+    "num_files",
+    "total_size",
+    "num_rows",
+    "reason",
+    "listed_at",
+    "statistics",
+)
 
 
-def batch_payload(run: str, batch: int, dry_run: bool, tasks: list[PartitionTask],
-                  maintain: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+def batch_payload(
+    run: str, batch: int, dry_run: bool, tasks: list[PartitionTask], maintain: Sequence[dict[str, Any]] = ()
+) -> dict[str, Any]:
     """What one merge job needs, compactly: each table's policy once, its partitions as rows
     (a location that follows Hive's ``table/name`` convention is left out). ``maintain`` lists
     the work areas whose old journals and expired runs this job looks after."""
@@ -125,8 +139,15 @@ def batch_payload(run: str, batch: int, dry_run: bool, tasks: list[PartitionTask
         if d["location"] == f"{t.table_location.rstrip('/')}/{t.partition}":
             d["location"] = None
         rows.append([index] + [d[k] for k in PARTITION_FIELDS])
-    return {"version": __version__, "run": run, "batch": batch, "dry_run": dry_run,
-            "tables": [json.loads(k) for k in tables], "partitions": rows, "maintain": list(maintain)}
+    return {
+        "version": __version__,
+        "run": run,
+        "batch": batch,
+        "dry_run": dry_run,
+        "tables": [json.loads(k) for k in tables],
+        "partitions": rows,
+        "maintain": list(maintain),
+    }
 
 
 def batch_tasks(payload: dict[str, Any]) -> list[PartitionTask]:

@@ -10,6 +10,7 @@ driver's output never reaches the Airflow worker.
 
 Pure logic: no Spark, no Thrift.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,16 @@ PLANNED_AT = "hive_compaction.plannedAt"
 COLUMN_STATS_ACCURATE = "COLUMN_STATS_ACCURATE"
 # Every partition parameter the refresh may change: a commit records them as they were, and a
 # rollback restores exactly these (a key the partition did not have is removed again).
-STATISTICS_KEYS = (NUM_FILES, TOTAL_SIZE, NUM_ROWS, SPARK_TOTAL_SIZE, SPARK_NUM_ROWS, LISTED_AT, SMALL_FILES,
-                   COLUMN_STATS_ACCURATE)
+STATISTICS_KEYS = (
+    NUM_FILES,
+    TOTAL_SIZE,
+    NUM_ROWS,
+    SPARK_TOTAL_SIZE,
+    SPARK_NUM_ROWS,
+    LISTED_AT,
+    SMALL_FILES,
+    COLUMN_STATS_ACCURATE,
+)
 
 # Hive stores a parameter value in a VARCHAR(4000) column (Hive 2.3 to 4 schemas).
 MAX_PARAM_CHARS = 4000
@@ -112,8 +121,10 @@ class PartitionResult:
 def statistics_were_stale(r: dict[str, Any]) -> bool:
     """The Metastore's numFiles / totalSize disagreed with the listing before the run (``r``: a
     result's fields, as the report's dicts carry them)."""
-    return bool(r.get("listed")) and (r.get("stats_files"), r.get("stats_bytes")) != (r["files_before"],
-                                                                                       r["bytes_before"])
+    return bool(r.get("listed")) and (r.get("stats_files"), r.get("stats_bytes")) != (
+        r["files_before"],
+        r["bytes_before"],
+    )
 
 
 def small_files_left(r: dict[str, Any]) -> int | None:
@@ -129,8 +140,11 @@ def statistics_update(result: PartitionResult, parameters: dict[str, str], now: 
     """What the refresh writes to a listed partition whose parameters are ``parameters``: Hive's
     (and, where present, Spark's) statistics keys that differ from the disk, when it was listed
     and the small files left (None: remove the key)."""
-    new: dict[str, str | None] = {NUM_FILES: str(result.files_after), TOTAL_SIZE: str(result.bytes_after),
-                                  LISTED_AT: str(int(now))}
+    new: dict[str, str | None] = {
+        NUM_FILES: str(result.files_after),
+        TOTAL_SIZE: str(result.bytes_after),
+        LISTED_AT: str(int(now)),
+    }
     small = small_files_left(vars(result))
     new[SMALL_FILES] = None if small is None else str(small)  # unknown: no stale count stays
     if result.rows is not None:
@@ -150,7 +164,7 @@ def encode_results(results: list[PartitionResult]) -> dict[str, str]:
     params = {}
     for i, r in enumerate(results):
         d = r.to_dict()
-        d["reason"] = d["reason"][:FAILED_REASON_CHARS if r.status is Status.FAILED else REASON_CHARS]
+        d["reason"] = d["reason"][: FAILED_REASON_CHARS if r.status is Status.FAILED else REASON_CHARS]
         text = json.dumps(d, separators=(",", ":"))
         if len(text) > MAX_PARAM_CHARS:
             d["outputs"] = d["outputs"][:3] + [f"... {len(r.outputs) - 3} more"]

@@ -6,6 +6,7 @@ ones a commit may use).
 """
 from __future__ import annotations
 
+import builtins
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -109,7 +110,7 @@ class HadoopFS(SmallFiles):
         """Direct children of a folder (empty when it does not exist), sorted by name."""
         return [self._entry(d) for d in self._call("list", uri)]
 
-    def statuses(self, uris: list[str]) -> list[Entry | None]:
+    def statuses(self, uris: builtins.list[str]) -> builtins.list[Entry | None]:  # list: the method above
         """The status of each path (None where it does not exist), in one call."""
         if not uris:
             return []
@@ -121,7 +122,7 @@ class HadoopFS(SmallFiles):
     def exists(self, uri: str) -> bool:
         return self.status(uri) is not None
 
-    def move_all(self, pairs: list[tuple[Any, ...]], create_folders: bool = True) -> int:
+    def move_all(self, pairs: builtins.list[tuple[Any, ...]], create_folders: bool = True) -> int:
         """Move files (src, dst[, size, mtime[, version]]) in order, creating folders; a missing src
         is skipped (replays are idempotent), and so is one whose size, modification time or
         version (``Entry.version``) is not the one given; an existing dst raises (a move never
