@@ -47,6 +47,8 @@ def test_the_checks_can_fail(tmp_path):
     bad.mkdir(parents=True)
     (bad.parent / "__init__.py").write_text("")
     (bad / "__init__.py").write_text("")
+    (tmp_path / "spark_jobs").mkdir()
+    (tmp_path / "spark_jobs" / "entry.py").write_text("")
     (bad / "wrong.py").write_text("import os\n\n\ndef half(n: int) -> int:\n    return n / 2\n\n\nx = [1,2]\n")
     for module, args, finding in (("ruff", ["check", "--no-cache", "."], "F401"),
                                   ("ruff", ["format", "--no-cache", "--check", "plugins"], "wrong.py"),

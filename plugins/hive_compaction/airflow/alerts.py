@@ -119,7 +119,7 @@ def lenient_specs(path: str | Path | None = None) -> tuple[config_mod.AlertSpec,
         entries = (raw.get("alerts") or []) if isinstance(raw, dict) else []
     except Exception:  # noqa: BLE001 - unreadable: the plan task says why
         return ()
-    specs = []
+    specs: list[config_mod.AlertSpec] = []
     for i, entry in enumerate(entries if isinstance(entries, list) else []):
         try:
             specs += config_mod.parse({"alerts": [entry]}).alerts
@@ -172,7 +172,7 @@ def describe(context: dict, config_path: str | Path | None = None) -> dict:
                                                       [t.name for t in config_mod.load_lenient(config_path)[0].tables])
         if isinstance(params.get("table"), str) and isinstance(params.get("partitions"), list):
             asked = [(params["table"], p) for p in params["partitions"] if isinstance(p, str) and p.strip()]
-    return failure(task_id, context.get("run_id") or getattr(ti, "run_id", "?"), map_index=map_index,
+    return failure(task_id, context.get("run_id") or getattr(ti, "run_id", "?"), map_index=map_index,  # type: ignore[arg-type]  # a run id, or "?"
                    label=getattr(ti, "rendered_map_index", None) if task_id == "merge" else None,
                    plan=plan, exception=context.get("exception"), results=results, tables=tables,
                    try_number=getattr(ti, "try_number", None), asked=asked)

@@ -157,7 +157,7 @@ def parse(raw: Any, source: str = "<config>") -> Settings:
     patterns = tuple(_pattern(t, raw_t, given, source) for t, raw_t in entries
                      if not table_patterns.parse(t.name).is_exact)
     return Settings(**{k: v for k, v in given if v is not None and k not in ("pool", "tables", "alerts", "exclude")},
-                    **pool, tables=tuple(TableConfig(*t.name.lower().split("."), t.policy()) for t in exact),
+                    **pool, tables=tuple(TableConfig(*t.name.lower().split("."), t.policy()) for t in exact),  # type: ignore[arg-type, call-arg]  # the checked file's keys; database.table
                     patterns=patterns, exclude=tuple(given.exclude), alerts=tuple(given.alerts), source=source)
 
 
@@ -167,7 +167,9 @@ def _pattern(entry, raw_entry: Any, given: ConfigFile, source: str) -> TablePatt
     keys = [k for k in (raw_entry if isinstance(raw_entry, dict) else {}) if k != "name"]
     found = TablePattern(entry.name, tuple((k, getattr(entry, k)) for k in keys))
     pattern = found.pattern
-    for db, policy in ({**given.databases, None: given.defaults}).items():
+    policies: dict[str | None, TablePolicy] = {db: p for db, p in given.databases.items()}
+    policies[None] = given.defaults
+    for db, policy in policies.items():
         if db is not None and not pattern.may_hold(db):
             continue
         try:

@@ -454,7 +454,7 @@ def _literal_database(entry: Any) -> str | None:
     """The database a ``tables:`` entry names literally (its ``databases:`` section applies at once)."""
     name = entry.get("name") if isinstance(entry, dict) else entry
     try:
-        return table_patterns.parse(name).database
+        return table_patterns.parse(name).database  # type: ignore[arg-type]  # what the file holds, not checked yet
     except ValueError:
         return None
 
@@ -528,10 +528,10 @@ def problem(error: ValidationError, raw: Any, source: str) -> str:
         return f"{where}: unknown key(s) {', '.join(names)}" + (
             " (Airflow's executor queue, priority and executor_config go in the section airflow_tasks:)"
             if _TASK_KEYS & set(names) else "")
-    known = ", ".join(sorted(f.name for f in fields(_KNOWN[owner[0]])))
+    known = ", ".join(sorted(f.name for f in fields(_KNOWN[owner[0]])))  # type: ignore[index]  # a section's name
     if owner[0] in ("pool", "alerts"):  # entries name all their unknown keys at once
         return f"{where}: unknown key(s) {', '.join(names)} (known: {known})"
-    hint = _ELSEWHERE.get(owner[0], {}).get(key)
+    hint = _ELSEWHERE.get(owner[0], {}).get(key)  # type: ignore[arg-type]  # a section's name
     return f"{where}: unknown key {key!r}{f': {hint}' if hint else ''} (known: {known})"
 
 

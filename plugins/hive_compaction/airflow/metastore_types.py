@@ -92,7 +92,7 @@ class PartitionRecord:
 
 def _num_buckets(hive_buckets: int | None, parameters: dict[str, str]) -> int:
     """Hive keeps buckets in the storage descriptor, Spark's data source tables in a parameter."""
-    if (hive_buckets or 0) > 0:
+    if hive_buckets is not None and hive_buckets > 0:
         return hive_buckets
     try:
         return max(0, int(parameters.get("spark.sql.sources.schema.numBuckets", 0)))

@@ -119,7 +119,7 @@ def plan_table(table: TableInfo, policy: TablePolicy, partitions, work_root: str
         tasks.append(PartitionTask(
             database=table.database, table=table.table, partition=p.name, values=p.values,
             location=p.location, table_location=table.location,
-            storage_format=table.storage_format, work_dir=work_dir,
+            storage_format=table.storage_format, work_dir=work_dir,  # type: ignore[arg-type]  # None: refused above
             target_file_size=policy.target_file_size, small_file_limit=policy.small_file_limit,
             min_small_files=policy.min_small_files, merge_mode=policy.merge_mode, commit_mode=policy.commit_mode,
             lock_wait_seconds=policy.lock_wait_seconds, require_locks=policy.require_locks,

@@ -82,11 +82,11 @@ def rollback_dag(config_path: Path, settings: config.Settings, on_failure, dag_i
         job = SparkSubmitOperator(
             task_id="rollback",
             application=settings.rollback_job_file,  # config key rollback_job (default: beside merge_job)
-            application_args=checked["application_args"],
+            application_args=checked["application_args"],  # type: ignore[index]  # multiple_outputs: by key
             name="hive-compaction rollback {{ params.table }}",
             **config.merge_operator_kwargs(settings),
         )
-        job >> report(checked["request"])
+        job >> report(checked["request"])  # type: ignore[index]  # multiple_outputs: by key
     return dag
 
 

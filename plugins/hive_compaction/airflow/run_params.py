@@ -13,6 +13,7 @@ anything reaches the Metastore or a path; errors name the field.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -31,7 +32,7 @@ class ParamError(ValueError):
     """A trigger-form value is wrong; the message names the field."""
 
 
-def params_schema(table_names: list[str], patterns: list[str] = ()) -> dict[str, dict]:
+def params_schema(table_names: list[str], patterns: Sequence[str] = ()) -> dict[str, dict]:
     """JSON schema of each form field (the Airflow UI renders these as a form). ``patterns``: the config's
     pattern entries: the field then takes names or patterns (of the tables they match), and its pick list
     shows the exact names and the patterns, not every table they match."""
@@ -62,7 +63,7 @@ def params_schema(table_names: list[str], patterns: list[str] = ()) -> dict[str,
     }
 
 
-PARAM_DEFAULTS = {"tables": [], "partition_date": None, "partition_date_to": None, "dry_run": False,
+PARAM_DEFAULTS: dict[str, Any] = {"tables": [], "partition_date": None, "partition_date_to": None, "dry_run": False,
                   "target_file_size_mb": None, "small_file_limit_mb": None}
 
 

@@ -129,9 +129,10 @@ def candidates(hms: Metastore, selection: RunSelection, now: float,
         table = found.tables[tc.name] = (known or {}).get(tc.name) or hms.table(tc.database, tc.table)
         dates, window = selection.dates.get(tc.name), selection.lookback.get(tc.name)
         if window and table.partition_keys:
-            partitions = list(partitions_in_dates(hms, table, tc, (window[0], dates[1]), found.skipped))
-            own = [p for p in partitions if _in_range(_values(table, p), tc, *dates)]
-            back = [p for p in partitions if not _in_range(_values(table, p), tc, *dates)]
+            # a lookback window comes with the run's dates
+            partitions = list(partitions_in_dates(hms, table, tc, (window[0], dates[1]), found.skipped))  # type: ignore[index]
+            own = [p for p in partitions if _in_range(_values(table, p), tc, *dates)]  # type: ignore[misc]
+            back = [p for p in partitions if not _in_range(_values(table, p), tc, *dates)]  # type: ignore[misc]
         else:
             own, back = list(partitions_in_dates(hms, table, tc, dates, found.skipped)), []
         t, s = plan_table(table, tc.policy, own, list_all=dates is not None, now=now)
@@ -275,8 +276,8 @@ def _mark_planned(hms: Metastore, partitions: set[tuple[str, str]], now: float,
     """Write ``PLANNED_AT`` to (table, partition)s a run meant to list and did not (the backlog
     reads it)."""
     by_table: dict[str, dict[str, dict]] = {}
-    for table, partition in sorted(partitions):
-        by_table.setdefault(table, {})[partition] = {PLANNED_AT: str(int(now))}
+    for table_name, partition in sorted(partitions):
+        by_table.setdefault(table_name, {})[partition] = {PLANNED_AT: str(int(now))}
     for name, updates in by_table.items():
         table = (tables or {}).get(name) or hms.table(*name.split(".", 1))
         hms.update_statistics(table, updates)

@@ -52,7 +52,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from hive_compaction.commit.in_place import (
     InputsChanged,
@@ -337,7 +337,7 @@ def _recreated(fs: HadoopFS, record: CommitRecord, state: PartitionState) -> boo
     return built and not fs.exists(record.new_location)
 
 
-def _superseded(fs: HadoopFS, area: WorkArea, record: CommitRecord, current: str | None) -> None:
+def _superseded(fs: HadoopFS, area: WorkArea, record: CommitRecord, current: str | None) -> NoReturn:
     """The switch happened (its finish had begun, or the partition was dropped with the new
     folder and written again at the old one), and the partition no longer reads the new folder:
     it reads its old folder again (re-created there, or pointed back by hand), another one, or

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
-from typing import Any
+from typing import Any, cast
 
 from hive_compaction.storage.capabilities import IN_PLACE, LOCATION_SWITCH
 from hive_compaction.storage.listing import RecordedFile
@@ -117,11 +117,13 @@ class PurgeHold:
         return json.dumps(asdict(self))
 
 
-_TYPES = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "list[RecordedFile]": (list,),
+_TYPES: dict[str, tuple[type, ...]] = {
+          "str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "list[RecordedFile]": (list,),
           "list[StagedOutput]": (list,), "list[str]": (list,), "dict": (dict,), "str | None": (str, type(None)),
           "float | None": (int, float, type(None)), "list[RecordedFile] | None": (list, type(None))}
 # The typed entries of a record's file lists: each JSON object's fields and their types.
-_ENTRIES = {"RecordedFile": (RecordedFile, {"name": (str,), "size": (int,)}, {"mtime": (int,), "version": (str,)}),
+_ENTRIES: dict[str, tuple[type, dict[str, tuple[type, ...]], dict[str, tuple[type, ...]]]] = {
+            "RecordedFile": (RecordedFile, {"name": (str,), "size": (int,)}, {"mtime": (int,), "version": (str,)}),
             "StagedOutput": (StagedOutput, {"staged": (str,), "name": (str,), "size": (int,)}, {})}
 
 
@@ -146,11 +148,12 @@ def parse(text: str) -> CommitRecord | PurgeHold | None:
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             problems.append(f"{name} is {type(value).__name__}, not {declared}")
         elif _entry_kind(declared) and value:
-            entry = _ENTRIES[_entry_kind(declared)]
-            if not all(isinstance(v, dict) for v in value):
+            entry = _ENTRIES[_entry_kind(declared)]  # type: ignore[index]  # not None: the line above
+            if not all(isinstance(v, dict) for v in value):  # type: ignore[attr-defined]  # a list: its type said so
                 problems.append(f"{name} holds items that are not objects")
             else:
-                problems += [f"{name}[{i}]: {p}" for i, v in enumerate(value) for p in _entry_problems(v, entry)]
+                problems += [f"{name}[{i}]: {p}" for i, v in enumerate(value)  # type: ignore[arg-type, var-annotated]  # a list
+                             for p in _entry_problems(v, entry)]
     if problems:
         table, partition = str(data.get("table", "")), str(data.get("partition", ""))
         raise UnsafeRecord(f"the commit record of {table}/{partition} is refused, nothing was moved: "
@@ -182,6 +185,7 @@ def _entry_problems(item: dict[str, Any], entry: tuple[Any, ...]) -> list[str]:
 
 
 # Each record class's fields (name -> declared type) and the names it cannot do without, read once.
-_SCHEMA = {cls: ({f.name: f.type for f in fields(cls)},
-                 [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING])
-           for cls in (CommitRecord, PurgeHold)}
+_SCHEMA: dict[type, tuple[dict[str, str], list[str]]] = {
+    cls: ({f.name: cast(str, f.type) for f in fields(cls)},  # annotations are text here (from __future__)
+          [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING])
+    for cls in (CommitRecord, PurgeHold)}

@@ -136,8 +136,8 @@ def _hold(fs: HadoopFS, area: WorkArea, record: CommitRecord, label: str, locked
         finish_left()
         return _hold(fs, area, record, label, locked)
     if not locked and recent(st):
-        raise RollbackError(f"{label}: another rollback ({current.owner}) holds it ({journal}); nothing was changed")
-    log.warning("%s: finishing the interrupted rollback of %s (%s)", label, current.owner, journal)
+        raise RollbackError(f"{label}: another rollback ({current.owner}) holds it ({journal}); nothing was changed")  # type: ignore[union-attr]  # a rollback's record
+    log.warning("%s: finishing the interrupted rollback of %s (%s)", label, current.owner, journal)  # type: ignore[union-attr]  # a rollback's record
     replace_journal(fs, area, record)  # replaced in one step: no gap for a rival
     return True
 

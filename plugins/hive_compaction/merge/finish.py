@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from hive_compaction.commit import location_switch
 from hive_compaction.commit.in_place import JournalHeld, recover
-from hive_compaction.commit.record import CommitRecord
+from hive_compaction.commit.record import CommitRecord, StagedOutput
 from hive_compaction.commit.steps import Step, observed, reached
 from hive_compaction.merge import committers
 from hive_compaction.merge.committers import footers_by_name
@@ -176,7 +176,7 @@ class Finisher:
         raise LeftCommitFinished(f"{task.label}: an interrupted commit of another run was found and finished under "
                                  "the lock; this job's merge of the partition is left for the next run")
 
-    def _describe_merged(self, work: Work, result: PartitionResult, outputs: list[dict]) -> None:
+    def _describe_merged(self, work: Work, result: PartitionResult, outputs: list[StagedOutput]) -> None:
         """The committed partition's files, sizes and rows, listed again where it now reads."""
         task = work.task
         after, _ = listing.data_files(self.fs.list(result.location))

@@ -234,7 +234,7 @@ def rewrite_layouts(task: PartitionTask, files: list[DataFile],
     mixed, as a copy never mixes footers that differ; ORC (None) is written one way."""
     if task.storage_format != "parquet":
         return [(None, files)]
-    return parquet_layout.split(files, lambda f: footers[f.path].schema)
+    return parquet_layout.split(files, lambda f: footers[f.path].schema)  # type: ignore[return-value]  # a list of tuples of ParquetLayout
 
 
 def layout_notes(task: PartitionTask, rewritten: list[DataFile], footers: dict[str, FileFooter]) -> str:
@@ -288,7 +288,8 @@ def footer_differences(footers: list[FileFooter]) -> list[str]:
         cut = lambda v: '""' if v == "" else v if len(v) <= 40 else v[:37] + "..."  # noqa: E731
         return ", ".join(f"{cut(v)}: {n}" for v, n in seen.items())
 
-    reading, other = [], []
+    reading: list[str] = []
+    other: list[str] = []
     for name in ("schema", "compression", "version"):
         values = [getattr(ft, name) for ft in footers]
         if len(set(values)) > 1:

@@ -10,7 +10,7 @@ import time
 
 from hive_compaction.commit import location_switch
 from hive_compaction.commit.in_place import CommitHeld, CommitStopped, InputsChanged, recover
-from hive_compaction.commit.record import UnsafeRecord
+from hive_compaction.commit.record import CommitRecord, UnsafeRecord
 from hive_compaction.commit.work_area import WorkArea
 from hive_compaction.merge import committers, grouping
 from hive_compaction.merge.copy import partition_rows, readable_footers
@@ -65,7 +65,7 @@ class Preparer:
         return Work(task, pid, area, result, files, footers, groups, codec, started,
                     staging=f"{area.staging(self.run, pid)}/{self.attempt}")
 
-    def _recover(self, task: PartitionTask, area: WorkArea, pid: str) -> dict | PartitionResult | None:
+    def _recover(self, task: PartitionTask, area: WorkArea, pid: str) -> CommitRecord | PartitionResult | None:
         """Finish a commit of the partition another run left behind (under the Metastore's lock):
         its manifest, None when there was none, or the partition's result when it must not be
         merged now (a commit still held or unaccounted for, another writer's conflict, a location

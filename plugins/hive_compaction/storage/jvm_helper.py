@@ -57,7 +57,8 @@ def _sources(names: tuple[str, ...] = SOURCES, package: str = _PACKAGE) -> dict[
     """File name -> Java source text of each class of ``names`` (``package``'s ``jvm/`` folder;
     by default every helper class)."""
     # pkgutil reads package data from a zip too (the package shipped with --py-files).
-    return {f"{name}.java": pkgutil.get_data(package, f"jvm/{name}.java").decode("utf-8") for name in names}
+    return {f"{name}.java": pkgutil.get_data(package, f"jvm/{name}.java").decode("utf-8")  # type: ignore[union-attr]  # the package's own file
+            for name in names}
 
 
 def _compile(spark, parent, sources: dict[str, str]):

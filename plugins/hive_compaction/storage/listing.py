@@ -4,7 +4,7 @@ a file that a journal records and checks before every move."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 # The names of this package's merged files (a merge job's outputs): ``part-compacted-<tag>-...``.
 MERGED_PREFIX = "part-compacted-"
@@ -29,6 +29,16 @@ class RecordedFile:
 class FileIdentity:
     """What a journal records of a file it will move (``identity``), checked again before every
     move and replay (``matches``). Needs ``name``, ``size``, ``modification_time``, ``version``."""
+
+    if TYPE_CHECKING:  # what the classes that mix it in have
+        @property
+        def name(self) -> str: ...
+        @property
+        def size(self) -> int: ...
+        @property
+        def modification_time(self) -> int: ...
+        @property
+        def version(self) -> str | None: ...
 
     def identity(self) -> RecordedFile:
         return RecordedFile(self.name, self.size, self.modification_time, self.version or None)

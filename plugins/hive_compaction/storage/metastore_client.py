@@ -163,7 +163,7 @@ class JobMetastore:
         self._clients = ThreadClients(spark, uris)
         self._client = self._clients.client
         self._api = spark._jvm.org.apache.hadoop.hive.metastore.api
-        self._json = None  # Jackson's ObjectMapper in the JVM: a parameter map in one round trip
+        self._json: Any = None  # Jackson's ObjectMapper in the JVM: a parameter map in one round trip
         self._locks = MetastoreLocks(self._api, self._client)
 
     def close(self) -> None:
@@ -223,7 +223,7 @@ class JobMetastore:
         not to compute statistics itself (the given ones are the new folder's). Asked again on
         a new connection if the connection broke: the partition at ``new`` then means the first
         request went through."""
-        tried = []
+        tried: list[bool] = []
 
         def attempt(client) -> bool:
             p = self._get(client, table, values)
@@ -284,7 +284,7 @@ class JobMetastore:
             for p in java_list(found):
                 name, parameters = by_values.get(values_of(p), (None, None))
                 if name is not None:
-                    self._merge_parameters(p, parameters)
+                    self._merge_parameters(p, parameters)  # type: ignore[arg-type]  # found with its name
                     targets.append(p)
                     written.add(name)
             if targets:

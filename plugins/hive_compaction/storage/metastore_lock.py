@@ -243,7 +243,7 @@ class MetastoreLocks:
             seen: dict[int, tuple[int, float]] = {}
             while str(response.getState()) == "WAITING" and time.monotonic() < deadline:
                 time.sleep(1.0)
-                _release_dead(client, api, *table.split(".", 1), partition, lock_id, seen)
+                _release_dead(client, api, *table.split(".", 1), partition, lock_id, seen)  # type: ignore[call-arg, arg-type]  # database.table
                 response = client.checkLock(lock_id)  # also heartbeats the waiting request
             if str(response.getState()) != "ACQUIRED":
                 try:
