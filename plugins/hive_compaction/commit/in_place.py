@@ -41,6 +41,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -56,7 +57,7 @@ from hive_compaction.commit.work_area import (
     release_journal,
     replace_journal,
 )
-from hive_compaction.storage.hadoop_fs import FolderGone, HadoopFS
+from hive_compaction.storage.hadoop_fs import Entry, FolderGone, HadoopFS
 from hive_compaction.storage.listing import MERGED_PREFIX, RecordedFile, is_hidden
 from hive_compaction.storage.metastore_lock import CommitConflict, check_lock_held, holding_lock
 
@@ -64,9 +65,11 @@ log = logging.getLogger(__name__)
 
 # A journal or replay claim this old belongs to a job that is gone: a commit holds it for seconds.
 ORPHAN_AGE_SECONDS = 600
+# What finishes the interrupted commit of a location switch (``recover``'s ``switch``).
+FinishSwitch = Callable[[CommitRecord], CommitRecord | None]
 
 
-def recent(status) -> bool:
+def recent(status: Entry | None) -> bool:
     """Whether a journal or claim (its file status, or None) changed within ORPHAN_AGE_SECONDS:
     its job may still be alive."""
     return status is not None and status.modification_time > (time.time() - ORPHAN_AGE_SECONDS) * 1000
@@ -132,7 +135,7 @@ def hold(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> None:
 
 
 def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | None = None,
-            table_location: str | None = None, switch=None) -> CommitRecord | None:
+            table_location: str | None = None, switch: FinishSwitch | None = None) -> CommitRecord | None:
     """Finish a commit a crashed attempt left behind for this partition; None if there was none.
     ``location``: the partition's folder as planned (the record must name the same); else the
     record's folder must lie inside ``table_location``. ``switch(record)`` finishes a location

@@ -66,7 +66,7 @@ from hive_compaction.commit.record import CommitRecord
 from hive_compaction.commit.steps import Step, reached
 from hive_compaction.commit.work_area import WorkArea, check_record, journal_holder, release_journal
 from hive_compaction.storage.capabilities import LOCATION_SWITCH, is_object_store
-from hive_compaction.storage.hadoop_fs import FolderGone, HadoopFS
+from hive_compaction.storage.hadoop_fs import Entry, FolderGone, HadoopFS
 from hive_compaction.storage.listing import RecordedFile, data_files
 from hive_compaction.storage.metastore_client import DescriptorChanged, JobMetastore, PartitionState, same_location
 from hive_compaction.storage.metastore_lock import CommitConflict, LockLost, check_lock_held
@@ -311,10 +311,10 @@ def _unbuilt(fs: HadoopFS, record: CommitRecord) -> bool:
     return any(st is not None for st in fs.statuses([o.staged for o in record.outputs]))
 
 
-def _in_flight(record: CommitRecord, journal) -> SwitchInFlight:
+def _in_flight(record: CommitRecord, journal: Entry | None) -> SwitchInFlight:
     return SwitchInFlight(f"{record.label}: the location switch of run {record.run} has not happened, but its "
                           f"alter_partition may still land (its new folder was built; journal written "
-                          f"{time.time() - journal.modification_time / 1000:.0f} s ago): the new folder "
+                          f"{time.time() - journal.modification_time / 1000:.0f} s ago): the new folder "  # type: ignore[union-attr]  # young: it exists
                           f"{record.new_location} is left as it is, the partition reads its old folder; a run "
                           f"{IN_FLIGHT_SECONDS} s after the journal removes it")
 

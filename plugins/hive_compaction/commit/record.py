@@ -93,7 +93,7 @@ class CommitRecord:
         """Committed (or to be committed) by a location switch."""
         return self.mode == LOCATION_SWITCH
 
-    def but(self, **changes) -> CommitRecord:
+    def but(self, **changes: Any) -> CommitRecord:
         """A copy with these fields changed."""
         return replace(self, **changes)
 

@@ -11,6 +11,7 @@ import contextlib
 import logging
 import time
 import uuid
+from collections.abc import Callable
 
 from hive_compaction.commit import location_switch
 from hive_compaction.commit.in_place import recent, recover
@@ -28,6 +29,7 @@ from hive_compaction.commit.work_area import (
 from hive_compaction.model.results import NUM_FILES, SPARK_TOTAL_SIZE, TOTAL_SIZE
 from hive_compaction.storage.hadoop_fs import FolderGone, HadoopFS
 from hive_compaction.storage.listing import data_files
+from hive_compaction.storage.metastore_client import JobMetastore
 from hive_compaction.storage.metastore_lock import check_lock_held
 
 log = logging.getLogger(__name__)
@@ -62,7 +64,8 @@ def manifests(fs: HadoopFS, area: WorkArea, run: str) -> list[CommitRecord]:
 
 
 def rollback_partition(fs: HadoopFS, area: WorkArea, manifest: CommitRecord, table_location: str,
-                       owner: str = "rollback", partitions=None, locked: bool = False) -> CommitRecord:
+                       owner: str = "rollback", partitions: JobMetastore | None = None,
+                       locked: bool = False) -> CommitRecord:
     """Undo one committed merge. Everything is checked before anything moves: the manifest's
     names and folders, that no commit, replay, purge or other rollback holds the partition (its
     journal is taken), that every file to move is where the manifest says and that no name it
@@ -91,7 +94,7 @@ def rollback_partition(fs: HadoopFS, area: WorkArea, manifest: CommitRecord, tab
     try:
         if switched:  # one alter_partition back to the old folder, then its files back
             try:
-                location_switch.rollback_switch(fs, partitions, manifest, resuming)
+                location_switch.rollback_switch(fs, partitions, manifest, resuming)  # type: ignore[arg-type]  # set: see switched above
             except location_switch.SwitchedBack as e:
                 raise RollbackUnfinished(f"{e}; run the rollback again to finish it") from None
             except RuntimeError as e:
@@ -115,7 +118,8 @@ def rollback_partition(fs: HadoopFS, area: WorkArea, manifest: CommitRecord, tab
     return done
 
 
-def _hold(fs: HadoopFS, area: WorkArea, record: CommitRecord, label: str, locked: bool, finish_left=None) -> bool:
+def _hold(fs: HadoopFS, area: WorkArea, record: CommitRecord, label: str, locked: bool,
+          finish_left: Callable[[], None] | None = None) -> bool:
     """Take the partition's journal, or refuse; True when it finishes an interrupted rollback.
     A rollback journal left by a rollback that is gone is taken over (the rollback is finished:
     each step is idempotent), one of a live rollback never: two would move the same files and the
@@ -143,7 +147,7 @@ def _hold(fs: HadoopFS, area: WorkArea, record: CommitRecord, label: str, locked
 
 
 def _finish_left(fs: HadoopFS, area: WorkArea, manifest: CommitRecord, table_location: str, owner: str,
-                 partitions) -> None:
+                 partitions: JobMetastore | None) -> None:
     """A dead job's commit of the partition, found under this rollback's lock, finished as a
     merge job's replay would (``recover``); what it cannot finish is refused with its reason."""
     label = f"{manifest.table} {manifest.partition}"
@@ -166,7 +170,8 @@ def _check_owner(fs: HadoopFS, area: WorkArea, pid: str, owner: str, label: str)
         raise RollbackError(f"{label}: this rollback no longer holds {area.journal(pid)}; it stopped")
 
 
-def _check_and_move(fs: HadoopFS, manifest: CommitRecord, label: str, location: str, trash: str, check_owner) -> None:
+def _check_and_move(fs: HadoopFS, manifest: CommitRecord, label: str, location: str, trash: str,
+                    check_owner: Callable[[], None]) -> None:
     inputs, outputs = manifest.inputs, manifest.outputs
     paths = ([f"{trash}/{f.name}" for f in inputs] + [f"{location}/{f.name}" for f in inputs]
              + [f"{location}/{o.name}" for o in outputs] + [f"{trash}/rolled-back/{o.name}" for o in outputs])
@@ -221,7 +226,8 @@ def statistics_after(fs: HadoopFS, manifest: CommitRecord) -> dict[str, str | No
 
 
 def rollback_run(fs: HadoopFS, area: WorkArea, run: str, table_location: str,
-                 partitions: list[str] | None = None, metastore=None, restored=None,
+                 partitions: list[str] | None = None, metastore: JobMetastore | None = None,
+                 restored: Callable[[CommitRecord], None] | None = None,
                  dry_run: bool = False) -> list[CommitRecord]:
     """``metastore``: a ``JobMetastore``, for tables committed by location switch.
     ``restored(manifest)`` is called as soon as each partition is rolled back (its statistics:
