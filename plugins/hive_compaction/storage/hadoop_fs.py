@@ -67,7 +67,7 @@ class HadoopFS(SmallFiles):
     file included (``small_files``: write, publish, delete the temporary name), so the job's
     storage traffic can be traced or wrapped at this one boundary."""
 
-    def __init__(self, spark):
+    def __init__(self, spark: Any) -> None:
         self._spark = spark
         self._jvm = spark._jvm
         self._conf = spark._jsc.hadoopConfiguration()
@@ -75,7 +75,7 @@ class HadoopFS(SmallFiles):
         self._cache: dict[str, object] = {}
         self._publish: dict[str, str] = {}  # folder -> the scheme its storage resolves to
 
-    def _call(self, method: str, *args):
+    def _call(self, method: str, *args: Any) -> Any:
         try:
             return jvm_helper.call(self._spark, method, *args)
         except Py4JJavaError as e:
@@ -91,10 +91,10 @@ class HadoopFS(SmallFiles):
         classpath (and py4j's imports): about 1 ms a walk, several per commit (2026-11-27)."""
         return JavaClass(name, self._jvm._gateway_client)
 
-    def path(self, uri: str):
+    def path(self, uri: str) -> Any:
         return self._path_class(uri)
 
-    def fs(self, uri: str):
+    def fs(self, uri: str) -> Any:
         parts = urlsplit(uri)
         key = f"{parts.scheme}://{parts.netloc}"
         if key not in self._cache:
@@ -181,7 +181,8 @@ class HadoopFS(SmallFiles):
 
     def read_text_if_exists(self, uri: str) -> str | None:
         """A small file's text, or None when it does not exist (one round trip)."""
-        return self._call("readText", uri)
+        text: str | None = self._call("readText", uri)
+        return text
 
     def resolved_scheme(self, uri: str) -> str:
         """The scheme the data really lives on: the URI's own, but for a mount (viewfs), that of
@@ -192,7 +193,7 @@ class HadoopFS(SmallFiles):
         fs = self.fs(uri)
         return str(fs.resolvePath(self.existing_ancestor(fs, uri)).toUri().getScheme() or "file").lower()
 
-    def existing_ancestor(self, fs, uri: str):
+    def existing_ancestor(self, fs: Any, uri: str) -> Any:
         """The Path of ``uri``, or of its nearest ancestor that exists (on ``fs``, its file system)."""
         existing = self.path(uri)
         while existing.getParent() is not None and not fs.exists(existing):

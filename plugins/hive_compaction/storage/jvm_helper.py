@@ -61,7 +61,7 @@ def _sources(names: tuple[str, ...] = SOURCES, package: str = _PACKAGE) -> dict[
             for name in names}
 
 
-def _compile(spark, parent, sources: dict[str, str]):
+def _compile(spark: Any, parent: Any, sources: dict[str, str]) -> Any:
     """The helper's class files (``sources``: ``_sources()``), compiled together: a Java map of
     "Name.class" (and "Outer$Inner.class") to their bytes, in the JVM.
 
@@ -71,7 +71,7 @@ def _compile(spark, parent, sources: dict[str, str]):
     from py4j.java_gateway import JavaClass
     client = spark._jvm._gateway_client
 
-    def new(name, *args):
+    def new(name: Any, *args: Any) -> Any:
         return JavaClass(name, client)(*args)
 
     compiler = new("org.codehaus.janino.Compiler")
@@ -88,7 +88,7 @@ def _compile(spark, parent, sources: dict[str, str]):
     return classes.getMap()
 
 
-def _cache_key(spark, sources: dict[str, str]) -> str:
+def _cache_key(spark: Any, sources: dict[str, str]) -> str:
     """What the class files depend on: the sources, and the classes they were compiled against."""
     jvm, conf = spark._jvm, spark.sparkContext.getConf()
     digest = hashlib.sha256()
@@ -133,7 +133,7 @@ def _cached(entry: Path) -> list[str] | None:
     return [name[:-len(".class")] for name in manifest]
 
 
-def _load_cached(spark, parent, entry: Path):
+def _load_cached(spark: Any, parent: Any, entry: Path) -> Any:
     """A class loader over a cache entry with every class loaded (a later deletion of the folder
     cannot break this job), or None."""
     names = _cached(entry)
@@ -150,7 +150,7 @@ def _load_cached(spark, parent, entry: Path):
     return loader
 
 
-def _store(entry: Path, compiled) -> None:
+def _store(entry: Path, compiled: Any) -> None:
     """Write the cache entry ``entry`` of ``compiled`` (``_compile``'s map): into a private folder
     of its own, renamed into place when complete (drivers starting together each write theirs;
     the first rename wins)."""
@@ -183,7 +183,8 @@ def _store(entry: Path, compiled) -> None:
             shutil.rmtree(old, ignore_errors=True)
 
 
-def _class_loader(spark, sources: dict[str, str] | None = None, class_files: dict[str, bytes] | None = None):
+def _class_loader(spark: Any, sources: dict[str, str] | None = None,
+                  class_files: dict[str, bytes] | None = None) -> Any:
     """A class loader holding the helper's classes (or those of ``sources``): from the cache, or
     compiled (and cached). ``class_files``, if given, receives their class files' bytes by name."""
     from py4j.java_gateway import JavaClass
@@ -222,14 +223,14 @@ def _class_loader(spark, sources: dict[str, str] | None = None, class_files: dic
     return JavaClass("org.codehaus.commons.compiler.util.ResourceFinderClassLoader", client)(finder, parent)
 
 
-def load_classes(spark, names: tuple[str, ...], package: str) -> tuple[object, dict[str, bytes]]:
+def load_classes(spark: Any, names: tuple[str, ...], package: str) -> tuple[object, dict[str, bytes]]:
     """A class loader holding the classes ``names`` of ``package``'s ``jvm/`` folder, compiled
     apart from the helper (or from the cache), and their class files' bytes by file name."""
     files: dict[str, bytes] = {}
     return _class_loader(spark, _sources(names, package), files), files
 
 
-def helper(spark):
+def helper(spark: Any) -> Any:
     """The helper instance of this Spark application's JVM (compiled on first use)."""
     client = spark._jvm._gateway_client
     key = id(client)
@@ -242,7 +243,7 @@ def helper(spark):
         return _helpers[key][1]
 
 
-def java_list(items) -> list[Any]:
+def java_list(items: Any) -> list[Any]:
     """A Java List's items, read by index. Iterated through py4j, a list ends with a Java
     exception (its iterator's NoSuchElementException), which PySpark's handler, installed once a
     SparkSession exists, converts into a Python one, far dearer than the reads themselves; a commit
@@ -250,7 +251,7 @@ def java_list(items) -> list[Any]:
     return [items.get(i) for i in range(items.size())]
 
 
-def call(spark, method: str, *args):
+def call(spark: Any, method: str, *args: Any) -> Any:
     """``helper.method(*args)`` with list / dict arguments sent as JSON; the JSON result parsed."""
     sent = [json.dumps(a) if isinstance(a, (list, dict)) else a for a in args]
     instance = helper(spark)

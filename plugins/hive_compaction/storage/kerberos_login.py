@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import Any
 
 # Hadoop's own words for the usual causes, and what to do about each.
 _HINTS = (
@@ -35,7 +36,7 @@ class KerberosLoginFailed(RuntimeError):
     """The driver could not log in to Kerberos; the message says with what and why."""
 
 
-def login(spark) -> str | None:
+def login(spark: Any) -> str | None:
     """Log the driver in where its Metastore wants SASL (``hive.metastore.sasl.enabled``) and
     it holds no Kerberos credentials yet; the user it is logged in as (None: no SASL needed).
     KerberosLoginFailed when it cannot."""
@@ -74,7 +75,7 @@ def login(spark) -> str | None:
     return str(user.getUserName())
 
 
-def _metastore_token(jvm, conf) -> bool:
+def _metastore_token(jvm: Any, conf: Any) -> bool:
     """Whether the driver holds a Metastore delegation token that Hive's client picks (as its
     ``open`` does: by ``hive.metastore.token.signature``), e.g. one a YARN driver was given at
     submission: the client then authenticates with it (SASL DIGEST) and needs no login."""
@@ -82,7 +83,7 @@ def _metastore_token(jvm, conf) -> bool:
     return jvm.org.apache.hadoop.hive.shims.Utils.getTokenStrForm(signature) is not None
 
 
-def logged_in(spark) -> bool:
+def logged_in(spark: Any) -> bool:
     """``login`` for a job's entry point: the user logged in as, in the log; False when the login
     failed, said on stderr as ``error: ...`` (the job then stops before touching anything)."""
     try:

@@ -71,7 +71,7 @@ def is_hidden(name: str) -> bool:
     return name.startswith(("_", "."))
 
 
-def data_files(entries) -> tuple[list[DataFile], list[str]]:
+def data_files(entries: Any) -> tuple[list[DataFile], list[str]]:
     """From a partition folder's listing (entries with path, name, size, modification_time,
     is_dir): its visible data files, and its sub-folders that matter (visible ones and writers'
     staging folders)."""

@@ -31,11 +31,14 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from hive_compaction.model.batch import LOCK_LEASE_SECONDS
 from hive_compaction.storage.jvm_helper import java_list
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 # Well inside any Metastore's hive.txn.timeout (300 s by default).
@@ -83,7 +86,7 @@ class HeldLock:
     no longer held, once it is not. A commit chunk's lock (``MetastoreLocks.hold_all``) covers
     ``partitions``."""
 
-    def __init__(self, lock_id: int, label: str, partitions: frozenset[str] = frozenset()):
+    def __init__(self, lock_id: int, label: str, partitions: frozenset[str] = frozenset()) -> None:
         self.lock_id, self.label, self.partitions = lock_id, label, partitions
         self.last_beat = time.monotonic()
         self.lost: str | None = None
@@ -129,7 +132,7 @@ class MetastoreLocks:
     package). Whether the Metastore serves locks is learnt from the first request. One heartbeat
     thread keeps every held lock alive (``Heartbeats``)."""
 
-    def __init__(self, api, client):
+    def __init__(self, api: Any, client: Any) -> None:
         self._api, self._client = api, client
         self._locks_served: bool | None = None  # unknown until the first lock request answers
         self._probe = threading.Lock()  # one thread asks first whether locks are served
@@ -141,7 +144,7 @@ class MetastoreLocks:
 
     @contextlib.contextmanager
     def hold(self, table: str, partition: str, wait_seconds: float, required: bool = True,
-             chunk: HeldLock | None = None):
+             chunk: HeldLock | None = None) -> Iterator[HeldLock | None]:
         """Hold the Metastore's EXCLUSIVE lock on the partition while the block runs, heartbeating
         it; yields the ``HeldLock``, or None when not ``required`` and the Metastore serves no
         locks. LockTimeout if another holder keeps it longer than ``wait_seconds``;
@@ -180,7 +183,7 @@ class MetastoreLocks:
             self._release(lock_id, label)
 
     @contextlib.contextmanager
-    def hold_all(self, table: str, partitions: list[str]):
+    def hold_all(self, table: str, partitions: list[str]) -> Iterator[HeldLock | None]:
         """One EXCLUSIVE lock on several partitions of ``table`` (a commit chunk), in one request,
         if the Metastore grants it at once: yields its ``HeldLock`` (heartbeated, released after
         the block; each partition's commit then runs under it through ``hold(..., chunk=)``).
@@ -201,7 +204,7 @@ class MetastoreLocks:
             self._beats.let_go(held)
             self._release(lock_id, label)
 
-    def _lock_request(self, table: str, partitions: list[str]):
+    def _lock_request(self, table: str, partitions: list[str]) -> Any:
         """A request for this package's lock (its agent info) on the ``partitions`` of ``table``."""
         api = self._api
         request = api.LockRequest([lock_component(api, table, p) for p in partitions], getpass.getuser(),
@@ -220,7 +223,7 @@ class MetastoreLocks:
             log.info("%s: no lock for the chunk (%s): each partition is locked on its own", label,
                      summary(e.__cause__ or e))
             return None
-        lock_id = response.getLockid()
+        lock_id: int = response.getLockid()
         if str(response.getState()) == "ACQUIRED":
             return lock_id
         log.info("%s: a partition is busy (lock %s): each partition is locked on its own", label, response.getState())
@@ -238,7 +241,7 @@ class MetastoreLocks:
         if response is None:
             response = self._request(request, label)
         with self._client() as client:
-            lock_id = response.getLockid()
+            lock_id: int = response.getLockid()
             deadline = time.monotonic() + wait_seconds
             seen: dict[int, tuple[int, float]] = {}
             while str(response.getState()) == "WAITING" and time.monotonic() < deadline:
@@ -255,7 +258,7 @@ class MetastoreLocks:
                                   "the next run will look at it again")
             return lock_id
 
-    def _first_request(self, request, label: str, required: bool):
+    def _first_request(self, request: Any, label: str, required: bool) -> Any:
         """The job's first lock request, one thread at a time until one is answered; None when
         another thread's answered first (or the Metastore serves no locks and none is required).
         A fresh Metastore 2.3 fails requests that arrive together before its first one has been
@@ -277,7 +280,7 @@ class MetastoreLocks:
             self._locks_served = True
             return response
 
-    def _request(self, request, label: str):
+    def _request(self, request: Any, label: str) -> Any:
         """``lock(request)``, asked again after an error (REQUEST_ATTEMPTS in all): a Metastore
         restarting or a dropped connection is not a refusal. LocksUnavailable after the last."""
         for attempt in range(REQUEST_ATTEMPTS):
@@ -308,7 +311,7 @@ class Heartbeats:
     """One thread, started with the first held lock, that heartbeats every held lock through
     ``client`` (as ``MetastoreLocks``'s) every HEARTBEAT_SECONDS."""
 
-    def __init__(self, client):
+    def __init__(self, client: Any) -> None:
         self._client = client
         self._held: dict[int, HeldLock] = {}  # the locks kept alive
         self._held_changed = threading.Condition()
@@ -356,7 +359,7 @@ class Heartbeats:
                     log.warning("could not heartbeat Metastore lock %s (%s): %s", h.lock_id, h.label, error)
 
 
-def lock_component(api, table: str, partition: str):
+def lock_component(api: Any, table: str, partition: str) -> Any:
     """The exclusive, non-transactional lock component of one partition (or, with no partition,
     the whole table) of ``table`` (``db.table``)."""
     db, tbl = table.split(".", 1)
@@ -370,7 +373,7 @@ def lock_component(api, table: str, partition: str):
     return component
 
 
-def _release_dead(client, api, db: str, tbl: str, partition: str, ours: int,
+def _release_dead(client: Any, api: Any, db: str, tbl: str, partition: str, ours: int,
                   seen: dict[int, tuple[int, float]]) -> None:
     """Release locks on the partition held by merge jobs of this package that stopped
     heartbeating (killed mid-commit): their last heartbeat DEAD_AFTER_SECONDS older than our
@@ -415,7 +418,7 @@ def connection_lost(e: BaseException) -> bool:
     return any(sign in str(e) for sign in _CONNECTION_LOST)
 
 
-def reconnecting(client, call):
+def reconnecting(client: Any, call: Callable[[Any], T]) -> T:  # type: ignore[return]  # the last attempt returns or raises
     """``call(c)`` with the calling thread's Metastore client ``c`` from ``client`` (a context
     manager that replaces a client whose call failed), made again on a new client when the
     connection broke (a Metastore restarting, a dropped connection; REQUEST_ATTEMPTS in all,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from typing import TYPE_CHECKING, Any
 
 from py4j.protocol import Py4JJavaError
 
@@ -21,6 +22,19 @@ log = logging.getLogger(__name__)
 
 class SmallFiles:
     """Exclusive and atomic publication of small text files (see the module's text)."""
+
+    if TYPE_CHECKING:  # what HadoopFS, which mixes this in, has
+        _spark: Any
+        _conf: Any
+        _path_class: Any
+        _publish: dict[str, str]
+
+        def _call(self, method: str, *args: Any) -> Any: ...
+        def java_class(self, name: str) -> Any: ...
+        def path(self, uri: str) -> Any: ...
+        def fs(self, uri: str) -> Any: ...
+        def resolved_scheme(self, uri: str) -> str: ...
+        def existing_ancestor(self, fs: Any, uri: str) -> Any: ...
 
     def create_exclusive(self, uri: str, text: str) -> bool:
         """Publish a small file only if nothing has its name; False if something did.
@@ -83,7 +97,7 @@ class SmallFiles:
                         "(the purge of expired runs, which holds none, cannot run there)", missing)
         self._publish[bucket] = missing or ""
 
-    def _put_if_absent(self, fs, p, text: str) -> bool:
+    def _put_if_absent(self, fs: Any, p: Any, text: str) -> bool:
         """S3: PutObject with If-None-Match: * (hadoop-aws's conditional create); False when the
         store refused it because the key exists (412, RemoteFileChangedException) or hadoop-aws
         saw it first (FileAlreadyExistsException). The object appears whole when the PUT ends."""
@@ -99,7 +113,7 @@ class SmallFiles:
             raise
         return True
 
-    def _conditional_writes_missing(self, fs, folder) -> str | None:
+    def _conditional_writes_missing(self, fs: Any, folder: Any) -> str | None:
         """Before the first exclusive publish on an S3 bucket: why conditional writes cannot be
         relied on there, or None. hadoop-aws must offer them (3.4.2+,
         ``fs.s3a.create.conditional.enabled``) and the endpoint must honour them (some
