@@ -4,6 +4,7 @@ All file work of the Spark job goes through here, so the same code runs on HDFS,
 the local file system: whatever scheme the partition location has (``capabilities`` says which
 ones a commit may use).
 """
+
 from __future__ import annotations
 
 import builtins
@@ -103,8 +104,9 @@ class HadoopFS(SmallFiles):
 
     @staticmethod
     def _entry(doc: dict[str, Any]) -> Entry:
-        return Entry(doc["path"], doc["name"], int(doc["size"]), int(doc["mtime"]), bool(doc["dir"]),
-                     doc.get("version"))
+        return Entry(
+            doc["path"], doc["name"], int(doc["size"]), int(doc["mtime"]), bool(doc["dir"]), doc.get("version")
+        )
 
     def list(self, uri: str) -> list[Entry]:
         """Direct children of a folder (empty when it does not exist), sorted by name."""
@@ -214,8 +216,10 @@ class HadoopFS(SmallFiles):
             if denied is None:
                 raise
             # Its one use is the work area: by default a folder beside the table, in its parent.
-            raise PermissionError(f"cannot create {uri} ({denied}): the account that runs the merges needs write "
-                                  "access to the folder it goes in, or a work_dir in the config that it owns") from e
+            raise PermissionError(
+                f"cannot create {uri} ({denied}): the account that runs the merges needs write "
+                "access to the folder it goes in, or a work_dir in the config that it owns"
+            ) from e
         return True
 
     def permission(self, uri: str) -> int:

@@ -20,6 +20,7 @@ beside it, every class loaded at once; anything else (no home, another owner, a 
 class that will not load) falls back to compiling, and the job runs the same either way.
 Deleting the folder is always safe.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -39,8 +40,21 @@ from typing import Any
 _CLASS = "HiveCompactionHelper"
 # Every source file of the helper (jvm/<name>.java): named here because a zipped package cannot be
 # listed through pkgutil. tests/test_jvm_helper.py checks this against the folder.
-SOURCES = ("HiveCompactionHelper", "FileStatuses", "FileMoves", "LocalDisk", "TextFiles", "Footers", "OrcFooters",
-           "ParquetFooters", "Digests", "CopyKey", "CopyMerge", "OrcCopy", "ParquetCopy")
+SOURCES = (
+    "HiveCompactionHelper",
+    "FileStatuses",
+    "FileMoves",
+    "LocalDisk",
+    "TextFiles",
+    "Footers",
+    "OrcFooters",
+    "ParquetFooters",
+    "Digests",
+    "CopyKey",
+    "CopyMerge",
+    "OrcCopy",
+    "ParquetCopy",
+)
 _lock = threading.Lock()
 _thread = threading.local()  # .clients: the py4j clients whose connection for this thread has no Nagle delay
 _helpers: dict[int, tuple[object, object]] = {}  # id(py4j gateway client) -> (that client, helper)
@@ -57,8 +71,10 @@ def _sources(names: tuple[str, ...] = SOURCES, package: str = _PACKAGE) -> dict[
     """File name -> Java source text of each class of ``names`` (``package``'s ``jvm/`` folder;
     by default every helper class)."""
     # pkgutil reads package data from a zip too (the package shipped with --py-files).
-    return {f"{name}.java": pkgutil.get_data(package, f"jvm/{name}.java").decode("utf-8")  # type: ignore[union-attr]  # the package's own file
-            for name in names}
+    return {
+        f"{name}.java": pkgutil.get_data(package, f"jvm/{name}.java").decode("utf-8")  # type: ignore[union-attr]  # the package's own file
+        for name in names
+    }
 
 
 def _compile(spark: Any, parent: Any, sources: dict[str, str]) -> Any:
@@ -69,6 +85,7 @@ def _compile(spark: Any, parent: Any, sources: dict[str, str]) -> Any:
     their references to each other (and to Spark's classes through ``parent``), and hands the
     class files to a resource creator."""
     from py4j.java_gateway import JavaClass
+
     client = spark._jvm._gateway_client
 
     def new(name: Any, *args: Any) -> Any:
@@ -94,9 +111,14 @@ def _cache_key(spark: Any, sources: dict[str, str]) -> str:
     digest = hashlib.sha256()
     for name, text in sorted(sources.items()):
         digest.update(f"{name}\0{text}\0".encode())
-    for part in (spark.version, jvm.java.lang.System.getProperty("java.version"),
-                 jvm.org.apache.hadoop.util.VersionInfo.getVersion(), conf.get("spark.jars", ""),
-                 conf.get("spark.jars.packages", ""), conf.get("spark.driver.extraClassPath", "")):
+    for part in (
+        spark.version,
+        jvm.java.lang.System.getProperty("java.version"),
+        jvm.org.apache.hadoop.util.VersionInfo.getVersion(),
+        conf.get("spark.jars", ""),
+        conf.get("spark.jars.packages", ""),
+        conf.get("spark.driver.extraClassPath", ""),
+    ):
         digest.update(f"{part}\0".encode())
     return digest.hexdigest()[:32]
 
@@ -130,7 +152,7 @@ def _cached(entry: Path) -> list[str] | None:
         f = entry / name
         if not _private(f, False) or hashlib.sha256(f.read_bytes()).hexdigest() != sha:
             raise ValueError(f"{f} is not the file compiled there")
-    return [name[:-len(".class")] for name in manifest]
+    return [name[: -len(".class")] for name in manifest]
 
 
 def _load_cached(spark: Any, parent: Any, entry: Path) -> Any:
@@ -140,6 +162,7 @@ def _load_cached(spark: Any, parent: Any, entry: Path) -> Any:
     if names is None:
         return None
     from py4j.java_gateway import JavaClass
+
     client = spark._jvm._gateway_client
     urls = spark.sparkContext._gateway.new_array(JavaClass("java.net.URL", client), 1)
     urls[0] = JavaClass("java.io.File", client)(str(entry)).toURI().toURL()
@@ -183,11 +206,13 @@ def _store(entry: Path, compiled: Any) -> None:
             shutil.rmtree(old, ignore_errors=True)
 
 
-def _class_loader(spark: Any, sources: dict[str, str] | None = None,
-                  class_files: dict[str, bytes] | None = None) -> Any:
+def _class_loader(
+    spark: Any, sources: dict[str, str] | None = None, class_files: dict[str, bytes] | None = None
+) -> Any:
     """A class loader holding the helper's classes (or those of ``sources``): from the cache, or
     compiled (and cached). ``class_files``, if given, receives their class files' bytes by name."""
     from py4j.java_gateway import JavaClass
+
     client = spark._jvm._gateway_client
     parent = JavaClass("org.apache.spark.util.Utils", client).getContextOrSparkClassLoader()
     began = time.monotonic()

@@ -2,6 +2,7 @@
 switches, statistics, and the lock API that Hive's own writers and ``ALTER TABLE ... CONCATENATE``
 respect (``metastore_lock``).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -25,6 +26,7 @@ class PartitionState:
     """A partition (or a table without partitions) as one read returns it: its parameters, its
     storage descriptor but the location (``descriptor_text``; None for a table), its location and
     when it was created (epoch seconds, as the Metastore keeps it)."""
+
     parameters: dict[str, str] | None
     descriptor: str | None
     location: str | None
@@ -80,7 +82,7 @@ def descriptor_text(sd: Any) -> str:
 def _first_difference(a: str, b: str) -> str:
     at = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
     start = max(0, at - 40)
-    return f"...{a[start:at + 60]}... is now ...{b[start:at + 60]}..."
+    return f"...{a[start : at + 60]}... is now ...{b[start : at + 60]}..."
 
 
 def values_of(partition: Any) -> tuple[str, ...]:
@@ -195,19 +197,24 @@ class JobMetastore:
     def state(self, table: str, values: list[str]) -> PartitionState:
         """The partition's parameters, storage descriptor and location in one read (``MISSING``
         when it does not exist). A table without partitions: its parameters and location."""
+
         def read(client: Any) -> Any:
             if values:
                 return self._get(client, table, values)
             return get_table(client, self._api, *table.split(".", 1))
+
         target = reconnecting(self._client, read)
         return MISSING if target is None else self._state_of(target, bool(values))
 
     def _state_of(self, target: Any, partition: bool = True) -> PartitionState:
         """A Java Partition's (or, not ``partition``, Table's) state."""
         params = target.getParameters()
-        return PartitionState(None if params is None else self._as_dict(params),
-                              descriptor_text(target.getSd()) if partition else None,
-                              str(target.getSd().getLocation()), int(target.getCreateTime()))
+        return PartitionState(
+            None if params is None else self._as_dict(params),
+            descriptor_text(target.getSd()) if partition else None,
+            str(target.getSd().getLocation()),
+            int(target.getCreateTime()),
+        )
 
     def states(self, table: str, partitions: list[str]) -> dict[tuple[str, ...], PartitionState]:
         """As ``state``, for the ``partitions`` (names, ``k=v/...``) of ``table`` in one read,
@@ -216,8 +223,15 @@ class JobMetastore:
         found = reconnecting(self._client, lambda client: client.getPartitionsByNames(db, tbl, list(partitions)))
         return {values_of(p): self._state_of(p) for p in java_list(found)}
 
-    def switch(self, table: str, values: list[str], old: str, new: str, parameters: dict[str, str | None],
-               descriptor: str | None = None) -> bool:
+    def switch(
+        self,
+        table: str,
+        values: list[str],
+        old: str,
+        new: str,
+        parameters: dict[str, str | None],
+        descriptor: str | None = None,
+    ) -> bool:
         """Point the partition at ``new`` with ``parameters`` merged in (None removes a key),
         only if it is at ``old`` now, and (``descriptor``) its storage descriptor is still the
         one read before (DescriptorChanged if not); True if it was switched. The Metastore is told
@@ -238,18 +252,21 @@ class JobMetastore:
                 raise DescriptorChanged(  # the caller names the partition
                     "the partition's storage descriptor changed since the commit read it "
                     f"under its lock ({_first_difference(descriptor, descriptor_text(p.getSd()))}): an ALTER of its "
-                    "columns, format or SerDe meanwhile; the merged files were written for the old one")
+                    "columns, format or SerDe meanwhile; the merged files were written for the old one"
+                )
             p.getSd().setLocation(new)
             self._merge_parameters(p, parameters)
             db, tbl = table.split(".", 1)
             client.alter_partition(db, tbl, p, self._keep_statistics())
             return True
+
         return reconnecting(self._client, attempt)
 
     def table_location(self, table: str) -> str | None:
         """The table's location; None when the table does not exist."""
-        t = reconnecting(self._client,
-                         lambda client: _unless_missing(get_table, client, self._api, *table.split(".", 1)))
+        t = reconnecting(
+            self._client, lambda client: _unless_missing(get_table, client, self._api, *table.split(".", 1))
+        )
         return None if t is None else str(t.getSd().getLocation())
 
     def update_parameters(self, table: str, partition: str, parameters: dict[str, str | None]) -> bool:
@@ -259,8 +276,11 @@ class JobMetastore:
         db, tbl = table.split(".", 1)
 
         def update(client: Any) -> bool:
-            target = (_unless_missing(client.getPartition, db, tbl, partition) if partition
-                      else _unless_missing(get_table, client, self._api, db, tbl))
+            target = (
+                _unless_missing(client.getPartition, db, tbl, partition)
+                if partition
+                else _unless_missing(get_table, client, self._api, db, tbl)
+            )
             if target is None:
                 return False
             self._merge_parameters(target, parameters)
@@ -269,10 +289,12 @@ class JobMetastore:
             else:
                 client.alter_table_with_environmentContext(db, tbl, target, self._keep_statistics())
             return True
+
         return reconnecting(self._client, update)
 
-    def update_parameters_all(self, table: str,
-                              updates: list[tuple[str, list[str], dict[str, str | None]]]) -> set[str]:
+    def update_parameters_all(
+        self, table: str, updates: list[tuple[str, list[str], dict[str, str | None]]]
+    ) -> set[str]:
         """``update_parameters`` for several partitions of ``table`` (name, values, parameters),
         each read again, in one read and one alter for all; the names of those written (a
         partition that does not exist is left out)."""
@@ -291,6 +313,7 @@ class JobMetastore:
             if targets:
                 client.alter_partitions(db, tbl, targets, self._keep_statistics())
             return written
+
         return reconnecting(self._client, update)
 
     def _merge_parameters(self, target: Any, parameters: dict[str, str | None]) -> None:

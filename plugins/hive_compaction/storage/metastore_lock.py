@@ -22,6 +22,7 @@ any error (a transient one is never read as "this Metastore serves no locks"). O
 configured with ``require_locks: false`` commits without a lock when the Metastore refuses to
 serve them; its results say so (``unlocked``).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -98,16 +99,19 @@ class HeldLock:
         if self.lost is None and silent > LOST_AFTER_SECONDS:
             self.lost = f"no heartbeat went through for {silent:.0f} s"
         if self.lost is not None:
-            raise LockLost(f"{label or self.label}: this job lost the Metastore's lock {self.lock_id} on it "
-                           f"({self.lost}); its commit stopped before the next step. Its journal stays: the task's "
-                           "retry or the next run finishes the commit under the lock")
+            raise LockLost(
+                f"{label or self.label}: this job lost the Metastore's lock {self.lock_id} on it "
+                f"({self.lost}); its commit stopped before the next step. Its journal stays: the task's "
+                "retry or the next run finishes the commit under the lock"
+            )
 
 
 # The lock held by this thread's commit (a commit runs in one thread, inside ``hold``), with the
 # partition it commits: every step of the commit protocol checks it, wherever it is
 # (``commit.in_place.check_owner``).
-_held_here: contextvars.ContextVar[tuple[HeldLock, str] | None] = contextvars.ContextVar("held_metastore_lock",
-                                                                                         default=None)
+_held_here: contextvars.ContextVar[tuple[HeldLock, str] | None] = contextvars.ContextVar(
+    "held_metastore_lock", default=None
+)
 
 
 def holding_lock() -> bool:
@@ -143,8 +147,9 @@ class MetastoreLocks:
         self._beats.let_go_all()
 
     @contextlib.contextmanager
-    def hold(self, table: str, partition: str, wait_seconds: float, required: bool = True,
-             chunk: HeldLock | None = None) -> Iterator[HeldLock | None]:
+    def hold(
+        self, table: str, partition: str, wait_seconds: float, required: bool = True, chunk: HeldLock | None = None
+    ) -> Iterator[HeldLock | None]:
         """Hold the Metastore's EXCLUSIVE lock on the partition while the block runs, heartbeating
         it; yields the ``HeldLock``, or None when not ``required`` and the Metastore serves no
         locks. LockTimeout if another holder keeps it longer than ``wait_seconds``;
@@ -156,9 +161,11 @@ class MetastoreLocks:
             try:
                 chunk.check(label)
             except LockLost:
-                raise LockLost(f"{label}: this job lost the Metastore's lock {chunk.lock_id} of its commit chunk "
-                               f"({chunk.lost}) before this partition's commit began; nothing was moved, the next "
-                               "run will look at it again") from None
+                raise LockLost(
+                    f"{label}: this job lost the Metastore's lock {chunk.lock_id} of its commit chunk "
+                    f"({chunk.lost}) before this partition's commit began; nothing was moved, the next "
+                    "run will look at it again"
+                ) from None
             token = _held_here.set((chunk, label))
             try:
                 yield chunk
@@ -207,8 +214,9 @@ class MetastoreLocks:
     def _lock_request(self, table: str, partitions: list[str]) -> Any:
         """A request for this package's lock (its agent info) on the ``partitions`` of ``table``."""
         api = self._api
-        request = api.LockRequest([lock_component(api, table, p) for p in partitions], getpass.getuser(),
-                                  socket.gethostname())
+        request = api.LockRequest(
+            [lock_component(api, table, p) for p in partitions], getpass.getuser(), socket.gethostname()
+        )
         request.setAgentInfo(AGENT)
         return request
 
@@ -220,8 +228,9 @@ class MetastoreLocks:
             if response is None:
                 response = self._request(request, label)
         except LocksUnavailable as e:
-            log.info("%s: no lock for the chunk (%s): each partition is locked on its own", label,
-                     summary(e.__cause__ or e))
+            log.info(
+                "%s: no lock for the chunk (%s): each partition is locked on its own", label, summary(e.__cause__ or e)
+            )
             return None
         lock_id: int = response.getLockid()
         if str(response.getState()) == "ACQUIRED":
@@ -253,9 +262,11 @@ class MetastoreLocks:
                     client.unlock(lock_id)  # withdraw the request
                 except Exception:  # noqa: BLE001 - timed out already
                     pass
-                raise LockTimeout(f"{table}/{partition}: another writer holds the Metastore's lock on it "
-                                  f"(waited {wait_seconds:.0f}s, lock {response.getState()}); nothing was moved, "
-                                  "the next run will look at it again")
+                raise LockTimeout(
+                    f"{table}/{partition}: another writer holds the Metastore's lock on it "
+                    f"(waited {wait_seconds:.0f}s, lock {response.getState()}); nothing was moved, "
+                    "the next run will look at it again"
+                )
             return lock_id
 
     def _first_request(self, request: Any, label: str, required: bool) -> Any:
@@ -272,9 +283,12 @@ class MetastoreLocks:
                 if required:
                     raise
                 if self._locks_served is None:
-                    log.warning("the Hive Metastore does not serve locks (%s): require_locks is false, so commits "
-                                "run WITHOUT the Metastore's lock and rely on their journal and identity checks "
-                                "only", summary(e.__cause__ or e))
+                    log.warning(
+                        "the Hive Metastore does not serve locks (%s): require_locks is false, so commits "
+                        "run WITHOUT the Metastore's lock and rely on their journal and identity checks "
+                        "only",
+                        summary(e.__cause__ or e),
+                    )
                 self._locks_served = False
                 return None
             self._locks_served = True
@@ -296,7 +310,8 @@ class MetastoreLocks:
             f"({summary(error)}); nothing was moved. "
             "Commits take the Metastore's lock (require_locks: true). Only if this Metastore serves no locks "
             "(no transaction tables), set require_locks: false for the table: its commits then run unlocked, "
-            "and every report says so") from error
+            "and every report says so"
+        ) from error
 
     def _release(self, lock_id: int, label: str) -> None:
         """Unlock, asked again on a new connection if the one it used broke (else the lock would
@@ -321,8 +336,7 @@ class Heartbeats:
         with self._held_changed:
             self._held[held.lock_id] = held
             if self._beating is None:
-                self._beating = threading.Thread(target=self._heartbeats, daemon=True,
-                                                 name="metastore-lock-heartbeats")
+                self._beating = threading.Thread(target=self._heartbeats, daemon=True, name="metastore-lock-heartbeats")
                 self._beating.start()
 
     def let_go(self, held: HeldLock) -> None:
@@ -363,8 +377,9 @@ def lock_component(api: Any, table: str, partition: str) -> Any:
     """The exclusive, non-transactional lock component of one partition (or, with no partition,
     the whole table) of ``table`` (``db.table``)."""
     db, tbl = table.split(".", 1)
-    component = api.LockComponent(api.LockType.EXCLUSIVE,
-                                  api.LockLevel.PARTITION if partition else api.LockLevel.TABLE, db)
+    component = api.LockComponent(
+        api.LockType.EXCLUSIVE, api.LockLevel.PARTITION if partition else api.LockLevel.TABLE, db
+    )
     component.setTablename(tbl)
     if partition:
         component.setPartitionname(partition)
@@ -373,8 +388,9 @@ def lock_component(api: Any, table: str, partition: str) -> Any:
     return component
 
 
-def _release_dead(client: Any, api: Any, db: str, tbl: str, partition: str, ours: int,
-                  seen: dict[int, tuple[int, float]]) -> None:
+def _release_dead(
+    client: Any, api: Any, db: str, tbl: str, partition: str, ours: int, seen: dict[int, tuple[int, float]]
+) -> None:
     """Release locks on the partition held by merge jobs of this package that stopped
     heartbeating (killed mid-commit): their last heartbeat DEAD_AFTER_SECONDS older than our
     own waiting request's, which ``checkLock`` stamps with the Metastore's clock (so a lock
@@ -400,8 +416,14 @@ def _release_dead(client: Any, api: Any, db: str, tbl: str, partition: str, ours
             seen[lock_id] = first = (beat, time.monotonic())
         silent = (now_ms - beat) / 1000 if now_ms > 0 and beat > 0 else time.monotonic() - first[1]
         if silent >= DEAD_AFTER_SECONDS:
-            log.warning("%s.%s/%s: releasing Metastore lock %s of a merge job that stopped heartbeating it "
-                        "%.0fs ago (killed?)", db, tbl, partition, lock_id, silent)
+            log.warning(
+                "%s.%s/%s: releasing Metastore lock %s of a merge job that stopped heartbeating it %.0fs ago (killed?)",
+                db,
+                tbl,
+                partition,
+                lock_id,
+                silent,
+            )
             try:
                 client.unlock(lock_id)
             except Exception:  # noqa: BLE001 - released meanwhile
@@ -410,8 +432,14 @@ def _release_dead(client: Any, api: Any, db: str, tbl: str, partition: str, ours
 
 # What a broken connection to the Metastore says through py4j (a Metastore restarting, a
 # connection dropped): the request may not have reached it, or its answer was lost.
-_CONNECTION_LOST = ("TTransportException", "SocketException", "Broken pipe", "Connection reset",
-                    "Connection refused", "SocketTimeoutException")
+_CONNECTION_LOST = (
+    "TTransportException",
+    "SocketException",
+    "Broken pipe",
+    "Connection reset",
+    "Connection refused",
+    "SocketTimeoutException",
+)
 
 
 def connection_lost(e: BaseException) -> bool:

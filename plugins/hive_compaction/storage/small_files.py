@@ -6,6 +6,7 @@ Mixed into ``hadoop_fs.HadoopFS``, whose ``path``, ``fs``, ``_call``, ``resolved
 step (write, publish, delete the temporary name, make the folder) is a method of its own, so the
 job's storage traffic can be traced or wrapped step by step.
 """
+
 from __future__ import annotations
 
 import logging
@@ -93,8 +94,11 @@ class SmallFiles:
             return
         missing = self._conditional_writes_missing(fs, self.existing_ancestor(fs, folder))
         if missing:
-            log.warning("%s: journals there are published under the partition's Metastore lock only "
-                        "(the purge of expired runs, which holds none, cannot run there)", missing)
+            log.warning(
+                "%s: journals there are published under the partition's Metastore lock only "
+                "(the purge of expired runs, which holds none, cannot run there)",
+                missing,
+            )
         self._publish[bucket] = missing or ""
 
     def _put_if_absent(self, fs: Any, p: Any, text: str) -> bool:
@@ -121,15 +125,23 @@ class SmallFiles:
         the second must be refused; then it is deleted."""
         where = f"{fs.getUri()} (folder {folder.toString()})"
         if not fs.hasPathCapability(folder, storage.CONDITIONAL_CREATE_OPTION):
-            return (f"the S3A connector does not offer conditional writes on {where} (hadoop-aws 3.4.2 or newer, "
-                    "fs.s3a.create.conditional.enabled true)")
+            return (
+                f"the S3A connector does not offer conditional writes on {where} (hadoop-aws 3.4.2 or newer, "
+                "fs.s3a.create.conditional.enabled true)"
+            )
         probe = self._path_class(folder, f".hive_compaction-conditional-write-probe-{uuid.uuid4().hex[:12]}")
         try:
             honoured = self._put_if_absent(fs, probe, "1") and not self._put_if_absent(fs, probe, "2")
         finally:
             fs.delete(probe, False)
-        return None if honoured else (f"the S3 endpoint of {where} ignores conditional writes (a PutObject with "
-                                      "If-None-Match: * replaced an existing object)")
+        return (
+            None
+            if honoured
+            else (
+                f"the S3 endpoint of {where} ignores conditional writes (a PutObject with "
+                "If-None-Match: * replaced an existing object)"
+            )
+        )
 
     def _put_under_lock(self, uri: str, text: str, missing: str) -> bool:
         """Without conditional writes the partition's Metastore lock is the lease: every other
@@ -137,8 +149,10 @@ class SmallFiles:
         first, so a look then a PUT cannot race. Without the lock (``require_locks: false`` on a
         Metastore that serves none, or the purge, which holds none): OSError with the reason."""
         if not holding_lock():
-            raise OSError(f"{missing}, and this job holds no Metastore lock on the partition: {uri} could "
-                          "not be published exclusively, so nothing is committed or purged there")
+            raise OSError(
+                f"{missing}, and this job holds no Metastore lock on the partition: {uri} could "
+                "not be published exclusively, so nothing is committed or purged there"
+            )
         if self.fs(uri).exists(self.path(uri)):
             return False
         self._write(uri, text, storage.CONDITIONAL_PUT)
@@ -196,9 +210,9 @@ class SmallFiles:
         rename = self.java_class("org.apache.hadoop.fs.Options$Rename")
         options = self._spark.sparkContext._gateway.new_array(rename, 1)
         options[0] = rename.OVERWRITE
-        self.java_class("org.apache.hadoop.fs.FileContext").getFileContext(target.getUri(), self._conf) \
-            .rename(self._path_class(parent, tmp.rsplit("/", 1)[1]), self._path_class(parent, uri.rsplit("/", 1)[1]),
-                    options)
+        self.java_class("org.apache.hadoop.fs.FileContext").getFileContext(target.getUri(), self._conf).rename(
+            self._path_class(parent, tmp.rsplit("/", 1)[1]), self._path_class(parent, uri.rsplit("/", 1)[1]), options
+        )
 
 
 def _caused_by(e: Py4JJavaError, names: tuple[str, ...]) -> bool:
