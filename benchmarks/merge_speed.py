@@ -827,7 +827,7 @@ def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int
         if key != "floor":
             try:
                 rec.update(after_state(stack, table, expect.get(key, expected)))
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:  # noqa: BLE001 - a read-back failure is this contestant's result
                 rec.update(checksum_ok=False, error=(rec.get("error") or "") + f" reading back: {e}")
         rec = {"label": CONTESTANTS[key], "table": f"{DB}.{table}", "files_before": files_before,
                "bytes_before": bytes_before, **rec}

@@ -86,7 +86,7 @@ def kill_matrix(stack: Stack, work: Path, formats=("ORC", "PARQUET"), points=KIL
     pairs = [(formats[i % len(formats)], point) for i, point in enumerate(points)] if alternate \
         else [(fmt, point) for fmt in formats for point in points]
     tables = {(fmt, point): f"k_{fmt.lower()}_{point.replace(':', '')}" for fmt, point in pairs}
-    number = lambda point: point.partition(":")[2]  # noqa: E731 - of "call:<n>", "fail:<n>"
+    number = lambda point: point.partition(":")[2]  # of "call:<n>", "fail:<n>"
     for (fmt, _), table in tables.items():
         stack.make_table(db, table, fmt, dates, files=files, rows=rows)
     before = {t: stack.rows(db, t) for t in tables.values()}

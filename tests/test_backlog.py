@@ -163,7 +163,7 @@ def settings_for(**fan_out):
 
 
 def test_a_scheduled_run_plans_its_date_then_the_backlog_oldest_first_and_marks_what_it_deferred():
-    d = lambda n: KEY - timedelta(days=n)  # noqa: E731
+    d = lambda n: KEY - timedelta(days=n)
     hms = FakeMetastore({
         "db.events": [small(KEY), small(d(2)),  # never listed
                       small(d(3), **{LISTED_AT: NOW - 86400, SMALL_FILES: 0, NUM_FILES: 1}),  # clean
@@ -193,7 +193,7 @@ def test_a_scheduled_run_plans_its_date_then_the_backlog_oldest_first_and_marks_
 
 
 def test_the_backlog_orders_oldest_first_after_the_runs_own_date():
-    d = lambda n: KEY - timedelta(days=n)  # noqa: E731
+    d = lambda n: KEY - timedelta(days=n)
     hms = FakeMetastore({"db.events": [small(d(1)), small(d(6)), small(d(3)), part(KEY, **{NUM_FILES: 1})],
                          "db.late": []})
     settings = settings_for(max_spark_jobs=1, max_partitions_per_job=2)

@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import merge_speed  # noqa: E402
+import merge_speed  # noqa: E402 - after the sys.path line that finds benchmarks/
 
 # As lakekeeper 0.0.6's core/reporter.py logs it (config.setup_logging's format), then our launcher.
 REPORT = """\

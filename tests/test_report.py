@@ -171,8 +171,8 @@ def test_results_fit_the_metastore_parameter_column_and_a_cut_batch_is_refused()
 
 # --- file-size distribution and the run note --------------------------------------------------
 
-from hive_compaction.airflow.report import bucket_labels, distribution, note, render_distribution  # noqa: E402
-from hive_compaction.model.results import size_histogram  # noqa: E402
+from hive_compaction.airflow.report import bucket_labels, distribution, note, render_distribution  # noqa: E402 - this section's
+from hive_compaction.model.results import size_histogram  # noqa: E402 - this section's
 
 POLICY = {"small_file_limit": 100 * MB, "target_file_size": 128 * MB}
 

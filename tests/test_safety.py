@@ -143,7 +143,7 @@ def test_unsafe_or_unsupported_inputs_are_skipped_with_a_reason_and_left_byte_fo
     stack.make_table(db, "writing", "PARQUET", ["2026-04-09"], files=3, rows=90)
     writing = stack.partition_location(db, "writing", "dt=2026-04-09")
     (writing / ".hive-staging_hive_2026-04-09_10-00-00_000_1" / "-ext-10000").mkdir(parents=True)
-    loc = lambda dt: stack.partition_location(db, "events", f"dt={dt}")  # noqa: E731
+    loc = lambda dt: stack.partition_location(db, "events", f"dt={dt}")
     (loc("2026-05-01") / "part-99999-corrupt.c000.zstd.orc").write_bytes(b"not an ORC file" * 64)
     (loc("2026-05-02") / "part-99998-empty.c000.zstd.orc").write_bytes(b"")
     foreign = next(stack.partition_location(db, "parquet_src", "dt=2026-05-01").glob("*.parquet"))

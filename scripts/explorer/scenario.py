@@ -420,7 +420,7 @@ def world_clock():
 
     proxy, saved = Proxy(), [(m, m.time) for m in _TIMED]
     rows_saved = (finish.partition_rows, committers.partition_rows, prepare.partition_rows)
-    counting = lambda spark, fmt, files, footers=None: CURRENT[0].rows_of(files)  # noqa: E731
+    counting = lambda spark, fmt, files, footers=None: CURRENT[0].rows_of(files)
     for m in _TIMED:
         m.time = proxy
     finish.partition_rows = committers.partition_rows = prepare.partition_rows = counting

@@ -123,7 +123,7 @@ def lenient_specs(path: str | Path | None = None) -> tuple[config_mod.AlertSpec,
     for i, entry in enumerate(entries if isinstance(entries, list) else []):
         try:
             specs += config_mod.parse({"alerts": [entry]}).alerts
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - a bad entry is left out, the others still alert
             log.warning("alerts[%d] left out: %s", i, e)
     return tuple(specs)
 
@@ -161,7 +161,7 @@ def describe(context: dict, config_path: str | Path | None = None) -> dict:
     if task_id != "plan":
         try:
             plan = ti.xcom_pull(task_ids="plan", key="plan", map_indexes=-1)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - the alert goes out without the plan
             log.warning("could not read the plan from XCom: %s", e)
     results = _recorded(plan, map_index, config_path) if task_id == "merge" and plan else None
     tables = None

@@ -227,6 +227,6 @@ def _compare(fmt: str, inputs: list[str], read: list[Read], output: str, out: Re
 def describe_extra_difference(want: tuple, got: tuple) -> str:
     """Which keys of two ``FileFooter.extra`` differ, with both values (cut short)."""
     a, b = dict(want), dict(got)
-    cut = lambda v: "absent" if v is None else '""' if v == "" else v if len(v) <= 60 else v[:57] + "..."  # noqa: E731
+    cut = lambda v: "absent" if v is None else '""' if v == "" else v if len(v) <= 60 else v[:57] + "..."
     return ", ".join(f"{k} ({cut(a.get(k))} in the input, {cut(b.get(k))} in the output)"
                      for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))

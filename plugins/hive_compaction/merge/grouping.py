@@ -285,7 +285,7 @@ def footer_differences(footers: list[FileFooter]) -> list[str]:
         seen: dict[str, int] = {}
         for v in values:
             seen[v] = seen.get(v, 0) + 1
-        cut = lambda v: '""' if v == "" else v if len(v) <= 40 else v[:37] + "..."  # noqa: E731
+        cut = lambda v: '""' if v == "" else v if len(v) <= 40 else v[:37] + "..."
         return ", ".join(f"{cut(v)}: {n}" for v, n in seen.items())
 
     reading: list[str] = []

@@ -364,7 +364,7 @@ class Heartbeats:
                     with self._client() as client:
                         client.heartbeat(0, h.lock_id)
                     h.last_beat = time.monotonic()
-                except Exception as e:  # noqa: BLE001
+                except Exception as e:  # noqa: BLE001 - a lock the Metastore forgot is marked lost, the rest logged
                     error = summary(e)
                     if h.lock_id not in self._held:
                         continue  # released meanwhile
