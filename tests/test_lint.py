@@ -61,3 +61,30 @@ def test_the_checks_can_fail(tmp_path):
         p = subprocess.run([sys.executable, "-m", module, *args], cwd=tmp_path, capture_output=True, text=True,
                            timeout=300, env={**os.environ, "NO_COLOR": "1"})
         assert p.returncode != 0 and finding in p.stdout + p.stderr, (module, p.stdout + p.stderr)
+
+
+JOB_SIDE = ("model", "storage", "commit", "merge", "jobs")
+IMPORT_ALL = """import importlib, pkgutil, sys
+sys.path.insert(0, sys.argv[1])
+failed = []
+for sub in sys.argv[2:]:
+    for m in pkgutil.iter_modules(importlib.import_module("hive_compaction." + sub).__path__):
+        try:
+            importlib.import_module("hive_compaction.%s.%s" % (sub, m.name))
+        except Exception as e:
+            failed.append("hive_compaction.%s.%s: %s: %s" % (sub, m.name, type(e).__name__, e))
+print("\\n".join(failed))
+sys.exit(1 if failed else 0)
+"""
+
+
+def test_the_job_side_imports_on_its_oldest_python():
+    """The checkers run on 3.11; the merge and rollback jobs also run on Python 3.8 (Spark 3.5): each
+    job-side module imports there (an annotation-only name such as collections.abc.Callable[...]
+    used at run time would not). The Spark 3.5 virtualenv of ``make jars`` has that Python and py4j."""
+    python = ROOT / ".state" / "spark35" / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"no {python} (make jars makes it, on Python 3.8 where there is one)")
+    p = subprocess.run([str(python), "-c", IMPORT_ALL, str(ROOT / "plugins"), *JOB_SIDE], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr

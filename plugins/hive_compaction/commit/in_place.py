@@ -43,7 +43,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hive_compaction.commit.record import CommitRecord, PurgeHold
 from hive_compaction.commit.steps import Step, reached
@@ -65,8 +65,8 @@ log = logging.getLogger(__name__)
 
 # A journal or replay claim this old belongs to a job that is gone: a commit holds it for seconds.
 ORPHAN_AGE_SECONDS = 600
-# What finishes the interrupted commit of a location switch (``recover``'s ``switch``).
-FinishSwitch = Callable[[CommitRecord], CommitRecord | None]
+if TYPE_CHECKING:  # What finishes the interrupted commit of a location switch (``recover``'s ``switch``).
+    FinishSwitch = Callable[[CommitRecord], CommitRecord | None]
 
 
 def recent(status: Entry | None) -> bool:

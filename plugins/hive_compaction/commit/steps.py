@@ -10,11 +10,13 @@ added here and reported by the code is timed, killable and traced without anothe
 one storage call (``HadoopFS.move_all``): the fault injection splits that batch to reach them."""
 from __future__ import annotations
 
-# typing's: an alias evaluated at import, and collections.abc.Callable[...] needs Python 3.9 (the job side runs on 3.8)
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from enum import Enum
+
+# typing's: an alias evaluated at import, and collections.abc.Callable[...] needs Python 3.9 (the job side runs on 3.8)
+from typing import Callable
 
 
 class Step(str, Enum):
