@@ -1,172 +1,18 @@
-"""Hive small-file compaction: plan from the Metastore -> mapped Spark merges -> statistics refresh
--> one asset event per compacted table (one task per table named in the config, one task for all the tables
-its patterns match).
+"""Hive small-file compaction: the merge DAG (plan from the Metastore -> mapped Spark merges ->
+statistics refresh -> one asset event per compacted table) and its rollback DAG, both defined by
+the config beside this file (``hive_compaction.yaml``, or the file ``$HIVE_COMPACTION_CONFIG``
+names). The logic lives in the ``hive_compaction`` package (installed as a wheel, or ``plugins/``
+of the checkout): ``hive_compaction.airflow.dag_factory``.
 
-The logic lives in the ``hive_compaction`` package (installed as a wheel, or ``plugins/`` of the
-checkout); this file only wires tasks together. The config (``hive_compaction.yaml`` beside this
-file, or the file ``$HIVE_COMPACTION_CONFIG`` names) is read leniently here and strictly by the
-tasks, so a mistake in it fails a task with a clear message instead of breaking the import. The
-merge job is the config's ``merge_job`` (by default the copy inside the installed package).
-
-It also defines the rollback DAG (``hive_compaction_rollback``, built in the package): a form
-that rolls back what one run committed in a table, submitted like the merges.
-
-Runs are keyed by the partition date they compact (``CronPartitionTimetable``: daily at 00:00
-UTC, the key ``partition_lag_days`` of the config's defaults before the run's date); a backfill
-over a date range makes one run per key.
+A second instance in the same Airflow (another team, another Metastore): a copy of this file
+under another name whose ``CONFIG`` names its own YAML beside it
+(``config.dag_config_path(__file__, "team_b.yaml")``), that YAML's ``dag:`` section giving it its own
+``dag_id`` (docs/configuration.md#several-instances).
 """
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from hive_compaction.airflow import config
+from hive_compaction.airflow.dag_factory import compaction_dags
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG, AssetAlias, CronPartitionTimetable, Param, TaskGroup, task
-
-from hive_compaction.airflow import alerts, config, run_params
-from hive_compaction.airflow.assets import alias_name, table_asset
-from hive_compaction.airflow.rollback_dag import rollback_dag
-
-# The same file at parse time and in every task (a task's process parses this file first).
-CONFIG_PATH = config.dag_config_path(__file__)
-SETTINGS, CONFIG_ERROR = config.load_lenient(CONFIG_PATH)
-# Every task's failure is logged with its tables, partitions and reason, and sent to the config's
-# notifiers (those usable even if the rest of the config is wrong: a plan failing on it alerts).
-ON_FAILURE = alerts.FailureAlert(SETTINGS.alerts if CONFIG_ERROR is None else alerts.lenient_specs(CONFIG_PATH),
-                                 CONFIG_PATH)
-# One run a day at 00:00 UTC, keyed by the partition date it compacts: the default lag before it
-# (tables with their own lag shift from the key: run_params.table_date).
-SCHEDULE = CronPartitionTimetable("0 0 * * *", timezone="UTC", run_offset=-SETTINGS.key_lag_days or None,
-                                  key_format=run_params.KEY_FORMAT)
-
-
-def _mask_batch(context):
-    """The encoded batch (up to tens of KB) says nothing to a person: the task's name (its map
-    index) names the tables and partitions. Masked, the operator's command line stays readable."""
-    from airflow.sdk.log import mask_secret
-    args = list(context["task"].application_args or [])
-    for flag, value in zip(args, args[1:]):
-        if flag == "--batch":
-            mask_secret(value)
-
-
-with DAG(
-    dag_id="hive_compaction",
-    description="Merge small files of Hive tables and refresh their Metastore statistics",
-    schedule=SCHEDULE,
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
-    max_active_runs=1,
-    default_args={"retries": SETTINGS.retries, "retry_delay": timedelta(seconds=config.MERGE_RETRY_DELAY_SECONDS),
-                  "retry_exponential_backoff": True, "max_retry_delay": timedelta(minutes=30),
-                  "on_failure_callback": ON_FAILURE,
-                  **config.task_defaults(SETTINGS)},  # airflow_tasks: queue (the executor's)
-    params={name: Param(run_params.PARAM_DEFAULTS[name], **schema)
-            for name, schema in run_params.params_schema([t.name for t in SETTINGS.tables],
-                                                         [p.entry for p in SETTINGS.patterns]).items()},
-    tags=["maintenance", "hive", "spark"],
-    doc_md=__doc__,
-) as dag:
-
-    @task
-    def plan(params=None, run_id=None, dag_run=None, logical_date=None, partition_key=None, ti=None):
-        """Returns the merge tasks' kwargs; the plan itself goes to XCom key "plan" (Airflow maps
-        only over a task's return value, so multiple_outputs cannot carry both)."""
-        from airflow.sdk import conf
-        from airflow.sdk.exceptions import AirflowFailException
-
-        from hive_compaction.airflow import metastore_hook as metastore, table_resolution, tasks as dag_tasks
-
-        def selected(settings):
-            try:  # a wrong form value is not worth a retry
-                return run_params.select(settings, dict(params), dag_run.run_type, logical_date, partition_key)
-            except run_params.ParamError as e:
-                raise AirflowFailException(str(e)) from e
-        try:  # nor is a wrong config
-            settings = config.load(CONFIG_PATH)
-            alerts.check(settings)
-        except config.ConfigError as e:
-            raise AirflowFailException(str(e)) from e
-        selection = None if settings.patterns else selected(settings)  # the form checked before the Metastore
-        with metastore.from_airflow_connection(settings.metastore_conn_id) as hms:
-            resolution = table_resolution.resolve(settings, hms)  # what the patterns match now
-            settings = resolution.settings(settings)
-            planned = dag_tasks.plan(settings, hms, run_id, selection or selected(settings),
-                                     max_map_length=conf.getint("core", "max_map_length", fallback=1024),
-                                     resolution=resolution)
-        ti.xcom_push(key="plan", value=planned["plan"])
-        return planned["spark_args"]
-
-    # Runs when every merge succeeded (or none ran); idempotent, so retried.
-    @task(trigger_rule="none_failed", retries=max(SETTINGS.retries, 2),
-          retry_delay=timedelta(seconds=5), retry_exponential_backoff=False)
-    def refresh_metastore(plan: dict, dag_run=None):
-        from hive_compaction.airflow import metastore_hook as metastore, metrics, tasks as dag_tasks
-        settings = config.load(CONFIG_PATH)
-        with metastore.from_airflow_connection(settings.metastore_conn_id) as hms:
-            report = dag_tasks.refresh(settings, hms, plan)
-        metrics.send(dag_run.dag_id, report, plan.get("planned_at"))  # through Airflow's [metrics]
-        return report
-
-    # One task per configured table, its asset as the only outlet: it emits the table's event with
-    # the merged partitions as partition keys, or is skipped when nothing of the table was merged
-    # (a declared outlet of a task that succeeds always gets an event in Airflow 3.3, keyed by the
-    # run's key, and an asset alias cannot carry partition keys of its own).
-    def asset_event(name: str):
-        asset = table_asset(name)
-
-        @task(task_id=name, outlets=[asset], retries=2, retry_delay=timedelta(seconds=5))
-        def emit(report: dict, outlet_events=None):
-            from airflow.sdk.exceptions import AirflowSkipException
-
-            from hive_compaction.airflow import assets
-            event = assets.events(report).get(name)
-            if not event:
-                raise AirflowSkipException(f"no partition of {name} was merged")
-            outlet_events[asset].extra.update(event["extra"])
-            if event["partition_keys"]:
-                outlet_events[asset].add_partitions(event["partition_keys"])
-            return event["partition_keys"]
-
-        return emit
-
-    # The tables the config's patterns match: one task for all of them (the DAG's shape does not grow with
-    # their number), an alias per pattern entry, an event per table through it (no partition keys: the
-    # merged partitions are in its extra).
-    def pattern_events(entries: list[str]):
-        aliases = {e: AssetAlias(alias_name(e)) for e in entries}
-
-        @task(task_id=alerts.PATTERN_EVENTS_TASK, outlets=list(aliases.values()), retries=2,
-              retry_delay=timedelta(seconds=5))
-        def emit_by_pattern(report: dict, outlet_events=None):
-            from airflow.sdk.exceptions import AirflowSkipException
-
-            from hive_compaction.airflow import assets
-            added = [e for e in assets.alias_events(report) if e.entry in aliases]
-            if not added:
-                raise AirflowSkipException("no partition of a table matched by a pattern was merged")
-            for e in added:
-                outlet_events[aliases[e.entry]].add(table_asset(e.table), extra=e.extra)
-            return {e.table: e.extra["merged_partitions"] for e in added}
-
-        return emit_by_pattern
-
-    planned = plan()
-    merges = SparkSubmitOperator.partial(
-        task_id="merge",
-        application=SETTINGS.merge_job,  # config key merge_job (default: the installed package's copy)
-        map_index_template="{{ task.name }}",
-        on_execute_callback=_mask_batch,
-        # conn_id, py_files, conf, pool (and max_active_tis_per_dagrun), the config's airflow_tasks: merge_queue,
-        # merge_priority_weight, merge_executor_config and its spark_submit: options
-        **config.merge_operator_kwargs(SETTINGS),
-    ).expand_kwargs(planned)
-    report = refresh_metastore(planned["plan"])
-    merges >> report
-    with TaskGroup(alerts.ASSET_EVENT_GROUP, tooltip="one asset event per table with merged partitions"):
-        for t in SETTINGS.tables:
-            asset_event(t.name)(report)
-        if SETTINGS.patterns:
-            pattern_events([p.entry for p in SETTINGS.patterns])(report)
-
-# The second DAG of this file: roll back a run's merges in one table, from a form.
-rollback = rollback_dag(CONFIG_PATH, SETTINGS, ON_FAILURE)
+CONFIG = config.dag_config_path(__file__)  # a second instance: the path of its own YAML
+dag, rollback = compaction_dags(CONFIG)

@@ -1,6 +1,9 @@
 """The tables as Airflow assets, and the events a run emits for what it compacted.
 
-One asset per configured table, ``hive://<db>/<table>`` (named ``<db>.<table>``). After a run
+One asset per configured table: ``hive://<host>:<port>/<db>.<table>``, named so too, where the config's
+``dag: asset_namespace`` names the Metastore (OpenLineage's naming of a Hive table, so lineage tools
+join it with other jobs' datasets; two instances on two Metastores do not share assets), else
+``hive://<db>/<table>`` (named ``<db>.<table>``). After a run
 merged partitions of a table, its event carries each merged partition's name ("dt=2026-09-10")
 as a partition key, so a downstream DAG with a ``PartitionedAssetTimetable`` runs per partition,
 or per date through a mapper (``dags/hive_compaction_downstream_example.py``), and the figures
@@ -9,7 +12,7 @@ extra: it holds the table's totals and, per partition (up to ``MAX_EVENT_PARTITI
 partition's own.
 
 Tables matched by a pattern of the config get their events through one asset alias per pattern entry
-(``hive_compaction:<entry>``), from one task whatever their number: Airflow 3.3's alias events carry
+(``<dag_id>:<entry>``), from one task whatever their number: Airflow 3.3's alias events carry
 no partition keys, so those events list the merged partitions in their extra (``merged_partitions``)
 instead.
 """
@@ -35,9 +38,9 @@ class AliasEvent:
     extra: dict
 
 
-def alias_name(entry: str) -> str:
-    """The asset alias of a pattern entry of ``tables:``."""
-    return f"hive_compaction:{entry}"
+def alias_name(entry: str, dag_id: str = "hive_compaction") -> str:
+    """The asset alias of a pattern entry of ``tables:`` in the DAG ``dag_id``."""
+    return f"{dag_id}:{entry}"
 
 
 def alias_events(report: dict) -> list[AliasEvent]:
@@ -47,9 +50,11 @@ def alias_events(report: dict) -> list[AliasEvent]:
             for table, e in events(report).items() if table in matched_by]
 
 
-def table_asset(name: str):
-    """The asset of table ``db.table``."""
+def table_asset(name: str, namespace: str | None = None):
+    """The asset of table ``db.table``; ``namespace``: ``hive://<metastore host>:<port>``."""
     from airflow.sdk import Asset
+    if namespace:
+        return Asset(name=f"{namespace}/{name}", uri=f"{namespace}/{name}")
     return Asset(name=name, uri=f"hive://{name.replace('.', '/')}")
 
 

@@ -22,6 +22,7 @@ from hive_compaction.airflow.config_schema import (
     AirflowTasks,
     AlertSpec,
     ConfigFile,
+    DagSpec,
     FanOut,
     SparkSubmitOptions,
     TablePolicy,
@@ -109,6 +110,7 @@ class Settings:
     # The ``defaults:`` policy: its partition_lag_days is the DAG's, which the runs' partition
     # keys are counted in (run_params.table_date).
     defaults: TablePolicy = field(default_factory=TablePolicy)
+    dag: DagSpec = field(default_factory=DagSpec)  # dag_id, schedule, tags, asset_namespace
     source: str = "<defaults>"
 
     @property
@@ -252,11 +254,13 @@ def config_path() -> Path:
     return Path(os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_PATH)
 
 
-def dag_config_path(dag_file: str | os.PathLike) -> Path:
-    """The config a DAG file reads: ``$HIVE_COMPACTION_CONFIG`` when set, else the
-    ``hive_compaction.yaml`` beside the DAG file (wherever the dags folder is; the package may be
-    installed anywhere)."""
-    return Path(os.environ.get(CONFIG_ENV) or Path(dag_file).resolve().parent / CONFIG_NAME)
+def dag_config_path(dag_file: str | os.PathLike, name: str = CONFIG_NAME) -> Path:
+    """The config a DAG file reads: the file ``name`` beside the DAG file (wherever the dags folder
+    is; the package may be installed anywhere), or for the default name ``$HIVE_COMPACTION_CONFIG``
+    when set. Another instance's DAG file names its own YAML."""
+    if name == CONFIG_NAME and os.environ.get(CONFIG_ENV):
+        return Path(os.environ[CONFIG_ENV])
+    return Path(dag_file).resolve().parent / name
 
 
 def load(path: str | os.PathLike | None = None) -> Settings:
@@ -281,4 +285,15 @@ def load_lenient(path: str | os.PathLike | None = None) -> tuple[Settings, str |
     try:
         return load(path), None
     except Exception as e:  # noqa: BLE001 - a bad config must not break the DAG import
-        return Settings(), str(e)
+        return Settings(dag=_dag_section(path)), str(e)
+
+
+def _dag_section(path: str | os.PathLike | None) -> DagSpec:
+    """The ``dag:`` section of a file that is wrong elsewhere, if it is right itself: a second
+    instance's DAGs keep their ids (with the defaults' they would collide with the first's)."""
+    try:
+        raw = yaml.safe_load((Path(path) if path else config_path()).read_text())
+        given = raw.get("dag") if isinstance(raw, dict) else None
+        return ConfigFile.model_validate({"dag": given}).dag if given else DagSpec()
+    except Exception:  # noqa: BLE001 - wrong too: the defaults'
+        return DagSpec()

@@ -378,6 +378,38 @@ def _fits_the_pool(pool: PoolSpec) -> PoolSpec:
     return pool
 
 
+def _cron(value: Any) -> str | None:
+    """A cron expression or preset (``@daily``) as croniter (Airflow's) reads it; "none": no schedule."""
+    from croniter import croniter
+    if not isinstance(value, str) or not (value.strip().lower() == "none" or croniter.is_valid(value)):
+        raise ValueError(f"expected a cron expression like '0 0 * * *', a preset like '@daily', or 'none', "
+                         f"got {value!r}")
+    return None if value.strip().lower() == "none" else value.strip()
+
+
+# Airflow's dag_id (KEY_REGEX), short enough for the rollback DAG's id after it.
+DagId = Annotated[str, Field(strict=True, pattern=r"^[A-Za-z0-9_.-]+$", max_length=200),
+                  _says("expected an Airflow dag_id (letters, digits, _ . -; at most 200)")]
+# OpenLineage's namespace of a Hive dataset: the Metastore's Thrift service, hive://<host>:<port>.
+AssetNamespace = Annotated[str, Field(strict=True, pattern=r"^hive://[A-Za-z0-9.-]+:[0-9]{1,5}$"),
+                           _says("expected hive://<metastore host>:<port>, as OpenLineage names Hive datasets")]
+
+
+@with_config(extra="forbid")
+@dataclass(frozen=True)
+class DagSpec:
+    """The ``dag:`` section: what makes one instance of the DAGs apart from another in one Airflow (a
+    second config beside a second DAG file: another team, another Metastore)."""
+    dag_id: DagId = "hive_compaction"  # the merge DAG's; the rollback DAG's is <dag_id>_rollback
+    # When the merge DAG runs: a cron expression or preset, in UTC; 'none': only when triggered.
+    schedule: Annotated[str | None, PlainValidator(_cron, json_schema_input_type=str)] = "0 0 * * *"
+    tags: Annotated[tuple[Text, ...], _shaped(list, "expected a list of tags, got {got}")] = (
+        "maintenance", "hive", "spark")
+    # The tables' assets are hive://<host>:<port>/<db>.<table> with it (OpenLineage's naming of a
+    # Hive table, so lineage tools join them with other jobs' datasets); without it hive://<db>/<table>.
+    asset_namespace: AssetNamespace | None = None
+
+
 # --- the file -----------------------------------------------------------------------------------
 
 class ConfigFile(BaseModel):
@@ -411,6 +443,7 @@ class ConfigFile(BaseModel):
     results_table: TableName | None = None  # default.hive_compaction_results
     alerts: Annotated[list[Annotated[AlertSpec, BeforeValidator(_alert_entry, json_schema_input_type=str | AlertSpec)]],
                       _shaped(list, "expected a list of {{notifier: <import path>, kwargs: {{...}}}}")] = []
+    dag: Annotated[DagSpec, _MAPPING] = Field(default_factory=DagSpec)
 
     @model_validator(mode="before")
     @classmethod
@@ -462,7 +495,8 @@ def _literal_database(entry: Any) -> str | None:
 # Per section, its keys (the unknown ones are refused naming them), and what a misplaced key should
 # say instead of just "unknown".
 _KNOWN = {"defaults": TablePolicy, "tables": TablePolicy, "databases": TablePolicy, "fan_out": FanOut,
-          "spark_submit": SparkSubmitOptions, "airflow_tasks": AirflowTasks, "pool": PoolSpec, "alerts": AlertSpec}
+          "spark_submit": SparkSubmitOptions, "airflow_tasks": AirflowTasks, "pool": PoolSpec, "alerts": AlertSpec,
+          "dag": DagSpec}
 _ELSEWHERE = {
     "spark_submit": {
         "py_files": "use the top-level key py_files",
