@@ -1,4 +1,5 @@
 """Smoke runs of benchmarks/planning_scale.py (the session's Metastore, two small tables, the plan task),
+benchmarks/table_patterns_scale.py (the session's Metastore, a few tables by name and by pattern),
 benchmarks/scan_cost.py (on the session's stack), benchmarks/checksum_cost.py (Spark only), benchmarks/lock_cost.py
 and benchmarks/thread_cpu.py (a process of its own)."""
 from __future__ import annotations
@@ -47,6 +48,25 @@ def test_planning_scale_quick(stack, tmp_path):
     small, large = results
     assert large["calls"] > small["calls"]
     assert figures["ratios"]["calls"] == pytest.approx(large["calls"] / small["calls"], rel=1e-3)
+
+
+@pytest.mark.integration
+def test_table_patterns_scale_quick(stack, tmp_path):
+    """A few tables over two databases of the session stack's Metastore, planned by name and by one
+    pattern: the benchmark's own checks (same partitions, the calls the listing adds, the DAG's task
+    counts) hold, and its figures say what it measured."""
+    out = tmp_path / "figures.json"
+    script = ROOT / "benchmarks" / "table_patterns_scale.py"
+    proc = subprocess.run([sys.executable, str(script), "--tables", "6", "--partitions", "3", "--databases", "2",
+                           "--threads", "2", "--metastore-port", str(stack.port), "--json", str(out)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
+    figures = json.loads(out.read_text())
+    assert figures["ok"] is True and len(figures["checks"]) == 4, figures["checks"]
+    named, pattern = figures["by_name"], figures["by_pattern"]
+    assert named["tables"] == pattern["tables"] == 6 and named["planned"] == pattern["planned"] > 0
+    assert (named["dag_tasks"], pattern["dag_tasks"]) == (3 + 6, 3 + 1)
+    assert named["calls"] > 0 and pattern["seconds"] > 0
 
 
 @pytest.mark.integration

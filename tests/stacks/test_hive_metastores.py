@@ -378,3 +378,67 @@ def test_an_acid_table_is_refused_with_the_reason(hms, spark, tmp_path):
     planned = hms.plan_batches(cfg, run_id="acid")
     assert planned["spark_args"] == []
     assert "is a transactional (ACID) table: Hive's own compactor owns its files" in str(planned["plan"])
+
+
+SECOND_INSTANCE = '''from hive_compaction.airflow import config
+from hive_compaction.airflow.dag_factory import compaction_dags
+
+dag, rollback = compaction_dags(config.dag_config_path(__file__, "team_b.yaml"))
+'''
+
+
+def test_two_instances_on_two_metastores_keep_their_tables_pools_and_assets_apart(hms, stack, spark, tmp_path):
+    """Two instances in one Airflow (this release's Metastore, and the suite's Hive 2.3 one): two
+    DAG files in one dags folder, each with its YAML (its own dag_id, Metastore connection, pool and
+    asset namespace), one table of the same name in each Metastore. Each run merges its own
+    Metastore's table only, rows exact; its merge tasks ran in its own pool; each table's asset
+    event went to its own asset, named the way OpenLineage names a Hive table."""
+    import shutil
+
+    import sqlalchemy
+    import yaml
+    db, table, dates = "twins", "events", ["2026-05-01"]
+    metastores = {"hive_compaction": (hms, "hive_metastore", "pool_a"),
+                  "team_b_compaction": (stack, "metastore_b", "pool_b")}
+    before = {}
+    for dag_id, (where, _, _) in metastores.items():
+        make_table(where, spark, db, table, "ORC", dates, files=4, rows=200)
+        before[dag_id] = content(where, spark, db, table, "ORC")
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    shutil.copy(Path(__file__).resolve().parents[2] / "dags" / "hive_compaction_dag.py", dags)
+    (dags / "team_b_dag.py").write_text(SECOND_INSTANCE)
+    configs = {}
+    for dag_id, (where, conn, pool) in metastores.items():
+        path = tmp_path / "a.yaml" if dag_id == "hive_compaction" else dags / "team_b.yaml"
+        configs[dag_id] = hms.write_config(path, [f"{db}.{table}"], metastore_conn_id=conn, pool=pool,
+                                           results_table=f"default.results_{pool}",
+                                           dag={"dag_id": dag_id, "asset_namespace": f"hive://127.0.0.1:{where.port}"})
+    env = {"AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+           "AIRFLOW_CONN_METASTORE_B": f'{{"conn_type": "generic", "host": "127.0.0.1", "port": {stack.port}}}'}
+    for pool in ("pool_a", "pool_b"):
+        subprocess.run(["airflow", "pools", "set", pool, "4", "a compaction instance's merges"],
+                       env=hms.env(configs["hive_compaction"], **env), check=True, capture_output=True)
+
+    run_b = hms.run_dag(configs["hive_compaction"], dag_id="team_b_compaction", **env)
+    assert run_b.state == "success", run_b.log[-6000:]
+    assert [len(data_files(loc)) for loc, _ in partitions(stack, db, table).values()] == [1]
+    assert [len(data_files(loc)) for loc, _ in partitions(hms, db, table).values()] == [4]  # not B's
+    run_a = hms.run_dag(configs["hive_compaction"], **env)
+    assert run_a.state == "success", run_a.log[-6000:]
+    for dag_id, (where, _, _) in metastores.items():
+        assert content(where, spark, db, table, "ORC") == before[dag_id], dag_id
+        assert [len(data_files(loc)) for loc, _ in partitions(where, db, table).values()] == [1], dag_id
+
+    engine = sqlalchemy.create_engine(hms.postgres.sqlalchemy_url("airflow"))
+    with engine.connect() as c:
+        pools = set(c.execute(sqlalchemy.text(
+            "select dag_id, pool from task_instance where task_id = 'merge' and run_id in (:a, :b)"),
+            {"a": run_a.run_id, "b": run_b.run_id}).all())
+        events = set(c.execute(sqlalchemy.text(
+            "select e.source_dag_id, a.uri from asset_event e join asset a on a.id = e.asset_id "
+            "where e.source_run_id in (:a, :b)"), {"a": run_a.run_id, "b": run_b.run_id}).all())
+    assert pools == {("hive_compaction", "pool_a"), ("team_b_compaction", "pool_b")}, pools
+    assert events == {("hive_compaction", f"hive://127.0.0.1:{hms.port}/{db}.{table}"),
+                      ("team_b_compaction", f"hive://127.0.0.1:{stack.port}/{db}.{table}")}, events
+    assert yaml.safe_load(configs["team_b_compaction"].read_text())["dag"]["dag_id"] == "team_b_compaction"
