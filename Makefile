@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-kerberos.txt pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: venv demo test test-exhaustive test-full test-simulate test-stacks jars stack-start stack-stop stack-up stack-down clean dist
+.PHONY: venv demo lint test test-exhaustive test-full test-simulate test-stacks jars stack-start stack-stop stack-up stack-down clean dist
 
 $(STAMP): requirements.txt requirements-kerberos.txt pyproject.toml
 	@date +%s > .venv-build-started
@@ -24,6 +24,11 @@ venv: $(STAMP)
 
 demo: venv
 	@source scripts/env.sh && python scripts/demo.py
+
+# The linter, the formatter's check and the type checker, as tests/test_lint.py runs them in make test
+# (pyproject.toml configures them; requirements.txt pins them).
+lint: venv
+	@source scripts/env.sh && python -m ruff check . && python -m ruff format --check . && python -m mypy
 
 # The suite: two processes (pytest-xdist, TEST_WORKERS=1 for one), each test module on one of
 # them, the longest first (tests/conftest.py). It prints its wall time, every real component's starts and the ten slowest tests, and

@@ -24,8 +24,9 @@ scans) / (plain + both scans); observed = (observed - plain + outputs' scan) / (
 outputs' scan); cached = (cached write - plain + cache's sums + outputs' scan) / (cached write +
 cache's sums + outputs' scan); writer = (writer's write - plain + outputs' scan) / (writer's
 write + outputs' scan). Every group's checksums must agree across inputs, outputs,
-observations, the cache and the write tasks (exit code 1 otherwise). The last round counts (the first warms the JVM's compilers). In the
-merge job two such jobs run side by side, which this does not: see docs/performance.md, "At scale: 200 partitions".
+observations, the cache and the write tasks (exit code 1 otherwise). The last round counts (the
+first warms the JVM's compilers). In the merge job two such jobs run side by side, which this does
+not: see docs/performance.md, "At scale: 200 partitions".
 """
 from __future__ import annotations
 
@@ -63,6 +64,7 @@ def write(spark, schema, groups: list[list[str]], target: str, observe: bool = F
     checksums by group (the rewrite's way)."""
     from pyspark import StorageLevel
     from pyspark.sql import DataFrame, Observation
+
     from hive_compaction.merge.checksum import content_metrics
     metrics = content_metrics(schema)
     branches, extra = [], []
@@ -94,8 +96,8 @@ def write(spark, schema, groups: list[list[str]], target: str, observe: bool = F
 def cached_sums(schema, cached: list) -> dict[int, tuple[int, int, int]]:
     """Per group, rows and checksums from its persisted read, in one job over the cache (one task
     per core: a task per cached block cost twice as much)."""
-    from pyspark.sql import DataFrame
-    from pyspark.sql import functions as F
+    from pyspark.sql import DataFrame, functions as F
+
     from hive_compaction.merge.checksum import content, content_metrics
     tagged = [df.withColumn("__group", F.lit(g)) for g, df in enumerate(cached)]
     union = functools.reduce(DataFrame.unionAll, tagged)
@@ -108,6 +110,7 @@ def sums(spark, schema, group_of: dict[str, int]) -> dict[int, tuple[int, int, i
     """Per group, rows and checksums of its files, in one scan grouped by file (as the rewrite's
     ``_sums``)."""
     from urllib.parse import unquote, urlsplit
+
     from hive_compaction.merge.checksum import content, content_metrics
     by_path = {urlsplit(p).path: g for p, g in group_of.items()}
     df = spark.read.format("orc").schema(schema).load(list(group_of))
@@ -142,6 +145,7 @@ def main() -> int:
                     default=["observed", "cached", "writer"], help="besides the plain write and the scans")
     args = ap.parse_args()
     from pyspark.sql import SparkSession
+
     from hive_compaction.merge.checksum import content
     spark = (SparkSession.builder.master("local[2]").appName("checksum-cost").config("spark.ui.enabled", "false")
              .config("spark.sql.shuffle.partitions", "2").config("spark.sql.unionOutputPartitioning", "false")
@@ -198,7 +202,8 @@ def main() -> int:
                     df.unpersist()
                 agree.append(read_back(spark, schema, f"file://{work}/cached-{n}"))
                 r |= {"cached_write_s": cached_s, "cache_sums_s": cache_sums_s,
-                      "cached_share": (cached_s - plain + cache_sums_s + out_scan) / (cached_s + cache_sums_s + out_scan)}
+                      "cached_share": (cached_s - plain + cache_sums_s + out_scan)
+                      / (cached_s + cache_sums_s + out_scan)}
                 said.append(f"cached write {cached_s:.1f}s + sums from the cache {cache_sums_s:.1f}s")
             mismatched = sum(1 for g in range(len(groups)) if len({m.get(g) for m in agree}) != 1)
             r |= {"groups_mismatched": mismatched, "rows": sum(v[0] for v in inputs.values())}

@@ -67,6 +67,7 @@ def make_table(uri: str, partitions: int, folder: Path) -> list[str]:
     locations in ``folder``."""
     from hmsclient import hmsclient
     from hmsclient.genthrift.hive_metastore import ttypes
+
     from thrift_tables import storage_descriptor
     host, port = uri.removeprefix("thrift://").split(":")
     folder.mkdir(parents=True, exist_ok=True)
@@ -76,7 +77,8 @@ def make_table(uri: str, partitions: int, folder: Path) -> list[str]:
             c.create_database(ttypes.Database(name=DB, locationUri=root, parameters={}))
         with contextlib.suppress(ttypes.NoSuchObjectException):
             c.drop_table(DB, TABLE, True)
-        c.create_table(ttypes.Table(tableName=TABLE, dbName=DB, owner="bench", sd=storage_descriptor(f"{root}/t", "ORC"),
+        c.create_table(ttypes.Table(tableName=TABLE, dbName=DB, owner="bench",
+                                    sd=storage_descriptor(f"{root}/t", "ORC"),
                                     parameters={"EXTERNAL": "TRUE"}, tableType="EXTERNAL_TABLE",
                                     partitionKeys=[ttypes.FieldSchema("dt", "string", "")]))
         names = [f"dt={n:05d}" for n in range(partitions)]
@@ -99,6 +101,7 @@ def one_request(metastore, names: list[str]) -> float:
     """One LockRequest naming every partition, then its unlock, through the same JVM client."""
     import getpass
     import socket
+
     from hive_compaction.storage.metastore_lock import lock_component
     api = metastore._api
     began = time.monotonic()
@@ -114,6 +117,7 @@ def one_request(metastore, names: list[str]) -> float:
 
 def measure(uri: str, partitions: int, rounds: int, folder: Path) -> dict:
     from pyspark import SparkConf, SparkContext
+
     from hive_compaction.merge.job_spark import JobSpark
     from hive_compaction.storage.metastore_client import JobMetastore
     names = make_table(uri, partitions, folder)

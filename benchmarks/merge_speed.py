@@ -45,8 +45,8 @@ and before it stops: for our job the span of ``run_batch`` from its per-partitio
 results, for the naive script its own clock), files and bytes after, and whether every row of
 every partition is still there (``content``: rows and a digest of every row, equal to the source
 table's; for the floor the output sizes equal the summed input sizes). Then the ratios the
-product targets, with PASS or MISS. A MISS is reported, not fatal: exit code 1 only when a checksum differs or a contestant
-failed to run (its figures would mean nothing).
+product targets, with PASS or MISS. A MISS is reported, not fatal: exit code 1 only when a checksum
+differs or a contestant failed to run (its figures would mean nothing).
 """
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ import sys
 import tempfile
 import textwrap
 import time
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
@@ -71,8 +71,8 @@ for _p in (ROOT / "scripts", ROOT / "plugins"):
 
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 
-from harness import Stack  # noqa: E402
-from hive_compaction.model.batch import batch_tasks, decode_batch  # noqa: E402
+from harness import Stack
+from hive_compaction.model.batch import batch_tasks, decode_batch
 
 DB = "merge_speed"
 GB = 1024**3
@@ -142,7 +142,8 @@ PREPARED = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO hive_compact
 FIRST_MERGE = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO hive_compaction: the first merge began \(")
 # "... INFO hive_compaction: Spark SQL session made for the rewrites in 4.3s"
 SQL_SESSION = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO hive_compaction: Spark SQL session made ")
-REWRITE_VERIFIED = re.compile(r"rewrote \d+ group\(s\) \(\d+ files\) in ([0-9.]+)s, read back and verified in ([0-9.]+)s")
+REWRITE_VERIFIED = re.compile(r"rewrote \d+ group\(s\) \(\d+ files\) in ([0-9.]+)s, "
+                              r"read back and verified in ([0-9.]+)s")
 # "driver memory: JVM peak RSS 612 MB, JVM old generation peak 210 MB of a 1024 MB heap, Python peak RSS 95 MB"
 # (each job's last line)
 DRIVER_MEMORY = re.compile(r"driver memory: (?:JVM peak RSS (\d+) MB, )?JVM old generation peak (\d+) MB of a \d+ MB "
@@ -387,7 +388,7 @@ def start_phases(log_text: str) -> dict:
     Ours = the plan task's body + the driver's work. Empty when a line is missing."""
     def first(pattern: re.Pattern, after: float = 0.0) -> float | None:
         for m in pattern.finditer(log_text):
-            at = (datetime.strptime(m.group(1)[:26], "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=timezone.utc).timestamp()
+            at = (datetime.strptime(m.group(1)[:26], "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=UTC).timestamp()
                   if "T" in m.group(1) else job_time(m.group(1)))
             if at >= after:
                 return at
@@ -508,7 +509,8 @@ def run_dag_scheduled(stack: Stack, work: Path, table: str) -> dict:
     return {"wall_seconds": round(_epoch(run["end_date"]) - started_at, 3), "in_app_seconds": span,
             "first_partition_done_seconds": first, "ran_ok": ok, **phases(log_text, started_at),
             **scheduled_start_phases(tis, records), **cpu,
-            "error": None if ok else (f"DAG run {run['state']}, tasks {sorted((t['task_id'], t['state']) for t in tis)}: "
+            "error": None if ok else (f"DAG run {run['state']}, "
+                                      f"tasks {sorted((t['task_id'], t['state']) for t in tis)}: "
                                       + " | ".join(job_problems(log_text, results) or [log_text[-2000:]])),
             **summarise_results(results)}
 
@@ -625,9 +627,11 @@ def run_naive(stack: Stack, work: Path, table: str, fmt: str, script: Path, per_
         in_app = None if a is None or in_app is None else in_app + a
         if p.returncode != 0 or a is None:
             lines = [x.strip()[:500] for x in (p.stdout + p.stderr).splitlines() if re.search(r"Error|Exception", x)]
-            errors.append(f"spark-submit exit {p.returncode}: " + (" | ".join(lines[:12]) or (p.stdout + p.stderr)[-2000:]))
+            errors.append(f"spark-submit exit {p.returncode}: "
+                          + (" | ".join(lines[:12]) or (p.stdout + p.stderr)[-2000:]))
     scale = len(parts) / len(groups) if per_partition else 1.0
-    out = {"wall_seconds": round(wall * scale, 3), "in_app_seconds": None if in_app is None else round(in_app * scale, 3),
+    out = {"wall_seconds": round(wall * scale, 3),
+           "in_app_seconds": None if in_app is None else round(in_app * scale, 3),
            "spark_submits": len(groups), "ran_ok": not errors, "error": "; ".join(errors) or None}
     if scale != 1.0:
         out.update(extrapolated_from=len(groups), measured_wall_seconds=round(wall, 3))
@@ -823,7 +827,7 @@ def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int
         if key != "floor":
             try:
                 rec.update(after_state(stack, table, expect.get(key, expected)))
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:  # noqa: BLE001 - a read-back failure is this contestant's result
                 rec.update(checksum_ok=False, error=(rec.get("error") or "") + f" reading back: {e}")
         rec = {"label": CONTESTANTS[key], "table": f"{DB}.{table}", "files_before": files_before,
                "bytes_before": bytes_before, **rec}
@@ -857,7 +861,8 @@ def per_partition_seconds(c: dict, partitions: int) -> dict:
             fixed = wall - rec["in_app_seconds"]
         if key in ("per_partition", "floor"):
             fixed = 0.0
-        out[key] = None if wall is None or fixed is None else round((wall - fixed) / rec.get("partitions", partitions), 4)
+        out[key] = (None if wall is None or fixed is None
+                    else round((wall - fixed) / rec.get("partitions", partitions), 4))
     return out
 
 
@@ -893,7 +898,8 @@ def ratios(c: dict, total_bytes: int, total_files: int, partitions: int | None =
     if floor_tp and None not in (wide.get("in_app_seconds"), half.get("in_app_seconds")) \
             and wide["files_before"] > half["half_files"]:
         files, size = wide["files_before"] - half["half_files"], wide["bytes_before"] - half["half_bytes"]
-        file_added = round((wide["in_app_seconds"] - half["in_app_seconds"] - size / (0.25 * floor_tp)) / files * 1000, 3)
+        file_added = round((wide["in_app_seconds"] - half["in_app_seconds"] - size / (0.25 * floor_tp))
+                           / files * 1000, 3)
         steps = (wide.get("driver_ms_per_partition_by_step") or {}, half.get("driver_ms_per_partition_by_step") or {})
         by_step = {k: round((v * wide["partitions"] - steps[1][k] * half["partitions"]) / files, 2)
                    for k, v in steps[0].items() if k in steps[1]}
@@ -937,7 +943,7 @@ def report(figures: dict) -> None:
         log(f"\n== {fmt.upper()}: {f['partitions']} partitions, {f['files_before']} files, "
             f"{f['bytes_before']} bytes, {f['rows']} rows")
         log(f"{'contestant':<36} {'wall s':>9} {'in-app s':>9} {'files after':>12} {'bytes after':>12}  checksum")
-        for key, c in f["contestants"].items():
+        for _key, c in f["contestants"].items():
             per = set((c.get("files_after_per_partition") or {}).values())
             files = f"{c.get('files_after')}" + (f" ({per.pop()}/part)" if len(per) == 1 else "")
             log(f"{c['label']:<36} {_num(c['wall_seconds']):>9} {_num(c['in_app_seconds']):>9} {files:>12} "
@@ -969,7 +975,8 @@ def report(figures: dict) -> None:
         for key, c in f["contestants"].items():
             if c.get("driver_old_gen_peak_mb") is not None:
                 log(f"{key}: the driver's peak memory (its largest job): JVM RSS {c['driver_jvm_peak_rss_mb']} MB, "
-                    f"JVM old generation {c['driver_old_gen_peak_mb']} MB, Python RSS {c['driver_python_peak_rss_mb']} MB")
+                    f"JVM old generation {c['driver_old_gen_peak_mb']} MB, "
+                    f"Python RSS {c['driver_python_peak_rss_mb']} MB")
             if c.get("driver_ms_per_partition_by_step"):  # summed over driver threads, so more than wall time
                 log(f"{key}: the driver's time by step, ms per partition (summed over its threads): "
                     + ", ".join(f"{k} {v}" for k, v in c["driver_ms_per_partition_by_step"].items()))
@@ -983,7 +990,7 @@ def report(figures: dict) -> None:
         if r.get("copy_file_added_driver_ms_by_step"):
             log("copy: what a file adds, the driver's time by step (summed over its threads): "
                 + ", ".join(f"{k} {v}" for k, v in r["copy_file_added_driver_ms_by_step"].items()) + " ms")
-        for name, t in r["targets"].items():
+        for _name, t in r["targets"].items():
             log(f"{t['result']:>4}  {t['what']}: {t['value']} (target {'>=' if t['kind'] == 'min' else '<='} "
                 f"{t['target']})")
         for key, p in (f.get("peer") or {}).items():

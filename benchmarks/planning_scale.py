@@ -36,16 +36,14 @@ for _p in (ROOT / "scripts", ROOT / "plugins"):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
-from hmsclient import hmsclient  # noqa: E402
-from hmsclient.genthrift.hive_metastore import ttypes  # noqa: E402
+from hmsclient import hmsclient
+from hmsclient.genthrift.hive_metastore import ttypes
 
-from hive_compaction.airflow import config as config_mod  # noqa: E402
-from hive_compaction.airflow import tasks as dag_tasks  # noqa: E402
-from hive_compaction.airflow.metastore_hook import Metastore as HMS  # noqa: E402
-from hive_compaction.model.batch import batch_tasks, decode_batch  # noqa: E402
-from hive_compaction.airflow.run_params import select  # noqa: E402
-from local_stack import Metastore as LocalMetastore  # noqa: E402
-from local_stack import free_port  # noqa: E402
+from hive_compaction.airflow import config as config_mod, tasks as dag_tasks
+from hive_compaction.airflow.metastore_hook import Metastore as HMS
+from hive_compaction.airflow.run_params import select
+from hive_compaction.model.batch import batch_tasks, decode_batch
+from local_stack import Metastore as LocalMetastore, free_port
 
 DATABASE = "planning_bench"
 ORC_INPUT = "org.apache.hadoop.hive.ql.io.orc.OrcInputFormat"
@@ -324,8 +322,8 @@ def run(args, port: int, warehouse: str | None) -> dict:
             "name": f"{r['partitions']} partitions -> at most {MAX_SPARK_JOBS} Spark applications",
             "ok": 1 <= r["batches"] <= MAX_SPARK_JOBS, "value": r["batches"]})
         checks.append({
-            "name": f"{r['partitions']} partitions -> calls <= {FIXED_CALLS} + ceil(n/{args.batch_size}) + {CALLS_SLACK} "
-                    f"= {r['max_allowed_calls']}",
+            "name": f"{r['partitions']} partitions -> calls <= {FIXED_CALLS} + ceil(n/{args.batch_size}) "
+                    f"+ {CALLS_SLACK} = {r['max_allowed_calls']}",
             "ok": r["calls"] <= r["max_allowed_calls"], "value": r["calls"]})
         checks.append({
             "name": f"{r['partitions']} partitions -> each planned or deferred (none skipped or lost)",

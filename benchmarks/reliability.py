@@ -37,17 +37,18 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import wheel_sweeps  # noqa: E402
+import wheel_sweeps
+
 if wheel_sweeps.installed() is None:  # else the built wheel, installed (make test-exhaustive; --installed)
     sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "plugins"))
 
-import hive_compaction  # noqa: E402
-from harness import ROOT, Stack  # noqa: E402
-from hive_compaction.storage.paths import partition_id, run_tag  # noqa: E402
-from fault_hooks import FAIL_AT_CALL_ENV, KILL_AT_CALL_ENV, KILL_POINTS, SWITCH_POINTS  # noqa: E402
-from hive_metastores import HOUSEKEEPING, RELEASES, HiveMetastoreServer  # noqa: E402
-from metastore_proxy import MetastoreProxy  # noqa: E402
-from thrift_stack import ThriftStack  # noqa: E402
+import hive_compaction
+from fault_hooks import FAIL_AT_CALL_ENV, KILL_AT_CALL_ENV, KILL_POINTS, SWITCH_POINTS
+from harness import ROOT, Stack
+from hive_compaction.storage.paths import partition_id, run_tag
+from hive_metastores import HOUSEKEEPING, RELEASES, HiveMetastoreServer
+from metastore_proxy import MetastoreProxy
+from thrift_stack import ThriftStack
 
 
 def statistics_wrong(part: dict, rows: int) -> str | None:
@@ -85,7 +86,7 @@ def kill_matrix(stack: Stack, work: Path, formats=("ORC", "PARQUET"), points=KIL
     pairs = [(formats[i % len(formats)], point) for i, point in enumerate(points)] if alternate \
         else [(fmt, point) for fmt in formats for point in points]
     tables = {(fmt, point): f"k_{fmt.lower()}_{point.replace(':', '')}" for fmt, point in pairs}
-    number = lambda point: point.partition(":")[2]  # noqa: E731 - of "call:<n>", "fail:<n>"
+    number = lambda point: point.partition(":")[2]  # of "call:<n>", "fail:<n>"
     for (fmt, _), table in tables.items():
         stack.make_table(db, table, fmt, dates, files=files, rows=rows)
     before = {t: stack.rows(db, t) for t in tables.values()}
@@ -93,12 +94,13 @@ def kill_matrix(stack: Stack, work: Path, formats=("ORC", "PARQUET"), points=KIL
                "rows_lost": 0, "rows_duplicated": 0, "leftovers": 0, "kills_not_reached": 0,
                "calls_past_the_commit": [], "temporary_files_left": 0, "recovery_run": None, "problems": [],
                "rows_wrong_right_after": 0}
-    for (fmt, point), table in tables.items():
+    for (_fmt, point), table in tables.items():
         cfg = stack.write_config(work / f"{table}.yaml", [{"name": f"{db}.{table}"}])
         planned = stack.plan_batches(cfg, run_id=f"killed-{table}")
         storage_error = point.startswith(FAIL)
         if storage_error:
-            kill, said = {FAIL_AT_CALL_ENV: f"{number(point)}:dt={victim}"}, f"test storage fault at {CALL}{number(point)} "
+            kill, said = ({FAIL_AT_CALL_ENV: f"{number(point)}:dt={victim}"},
+                          f"test storage fault at {CALL}{number(point)} ")
         elif point.startswith(CALL):
             kill, said = {KILL_AT_CALL_ENV: f"{number(point)}:dt={victim}"}, f"test kill point {point} reached"
         else:
@@ -311,7 +313,8 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
     readers: dict[str, Path] = {}
     neighbours: dict[str, dict[str, list]] = {}  # in_chunk: table -> the other partitions' rows before
     expected, figures = {}, {"cases": 0, "rows_checked": 0, "rows_lost": 0, "rows_duplicated": 0,
-                                          "folders_recreated": 0, "msck_changed": 0, "journals_left": 0, "statistics_wrong": 0,
+                                          "folders_recreated": 0, "msck_changed": 0, "journals_left": 0,
+                                          "statistics_wrong": 0,
                                           "not_reached": 0, "failed_reported": 0, "false_successes": 0,
                                           "problems": [],
                                           "matrix": {point: {} for point in points}}  # rows in step order
@@ -381,7 +384,8 @@ def _pause_and_act(stack: Stack, work: Path, cases: dict, run_of: dict, mode: di
         elif adv in ("overwrite", "overwrite_new"):
             writer = sorted(str(p) for p in stack.partition_location(db, f"writer_{f}", f"dt={dt}").iterdir()
                             if not p.name.startswith((".", "_")))
-            names = inputs if adv == "overwrite" else [f"part-{k:05d}-{uuid.uuid4()}.c000.{f}" for k in range(len(writer))]
+            names = (inputs if adv == "overwrite"
+                     else [f"part-{k:05d}-{uuid.uuid4()}.c000.{f}" for k in range(len(writer))])
             actions[str(folder)] = {"action": "overwrite", "names": names, "sources": writer}
             expected[table] = stack.rows(db, f"writer_{f}")[f"dt={dt}"]
         elif adv == "steal":
@@ -431,7 +435,8 @@ def _pause_and_act(stack: Stack, work: Path, cases: dict, run_of: dict, mode: di
         for spark_args in stack.plan_batches(cfg, run_id=run_id)["spark_args"]:
             stack.spark_submit(spark_args["application_args"][1], config_path=cfg, conf=through,
                                HIVE_COMPACTION_TEST_HOOK_AT=steps,
-                               HIVE_COMPACTION_TEST_HOOK_CMD=f"{shlex.quote(sys.executable)} {ROOT / 'scripts' / 'adversaries.py'}",
+                               HIVE_COMPACTION_TEST_HOOK_CMD=f"{shlex.quote(sys.executable)} "
+                                                             f"{ROOT / 'scripts' / 'adversaries.py'}",
                                HIVE_COMPACTION_ADVERSARIES=str(plan),
                                HIVE_COMPACTION_ADVERSARY_LOG=str(log_path), HIVE_METASTORE_PORT=str(stack.port))
         # What the paused job said of each partition: a writer it cannot tell from an overwrite
@@ -494,7 +499,8 @@ def _check_cases(stack: Stack, work: Path, cases: dict, run_of: dict, mode: dict
             parked = []
             if reported.get("status") == "failed":
                 figures["failed_reported"] += 1
-                if adv in ("add", "insert_reuse"):  # stopped past its first move: the old rows wait in the trash for a person
+                # stopped past its first move: the old rows wait in the trash for a person
+                if adv in ("add", "insert_reuse"):
                     # This partition's trash only (with --in-chunk its neighbours' replaced inputs are there too)
                     parked = _trash_rows(stack, warehouse / ".hive_compaction" / table / "trash"
                                          / run_tag(run_of[(point, adv)]) / partition_id(f"{db}.{table}", f"dt={dt}"),
@@ -531,7 +537,8 @@ def _check_cases(stack: Stack, work: Path, cases: dict, run_of: dict, mode: dict
             problems.append("MSCK REPAIR TABLE changed the table")
         journal_folder = warehouse / ".hive_compaction" / table / "journal"
         stopped = {j.name[:-len(".stopped")] for j in journal_folder.glob("*.stopped")}
-        journals = [j for j in journal_folder.glob("*.json") if j.stem not in stopped]  # a stopped one waits for a person
+        # a stopped one waits for a person
+        journals = [j for j in journal_folder.glob("*.json") if j.stem not in stopped]
         figures["journals_left"] += len(journals)
         if journals:
             problems.append(f"journal(s) left: {[j.name for j in journals]}")
@@ -555,7 +562,8 @@ def _file_rows(stack: Stack, files: list[str], fmt: str, dt: str) -> list[str]:
     from pyspark.sql.functions import lit
     if not files:
         return []
-    return sorted(repr(tuple(r)) for r in stack.spark.read.format(fmt.lower()).load(files).withColumn("dt", lit(dt)).collect())
+    rows = stack.spark.read.format(fmt.lower()).load(files).withColumn("dt", lit(dt)).collect()
+    return sorted(repr(tuple(r)) for r in rows)
 
 
 def print_matrix(figures: dict) -> None:
@@ -698,7 +706,8 @@ def main() -> int:
                 "recovery_run"):
         print(f"{key:>20}: {f[key]}")
     if f["calls_past_the_commit"]:
-        print(f"{'storage calls':>20}: the commit made {min(f['calls_past_the_commit']) - 1}; a kill before each was tried")
+        print(f"{'storage calls':>20}: the commit made {min(f['calls_past_the_commit']) - 1}; "
+              "a kill before each was tried")
     for problem in f["problems"]:
         print(f"problem: {problem}")
     print(json.dumps(f))

@@ -28,8 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "scripts"), str(ROOT / "plugins")]
 
-from harness import Stack  # noqa: E402
-from merge_speed import DB, ONE_OUTPUT, SPARK_CONF, clone_table, content, log  # noqa: E402
+from harness import Stack
+from merge_speed import DB, ONE_OUTPUT, SPARK_CONF, clone_table, content, log
 
 DATE0 = "2026-02-01"
 
@@ -139,7 +139,8 @@ def main() -> int:
     log(f"\nsmallest block size whose copied scan is within {args.tolerance}x of a rewritten one: "
         + (f"{chosen / 1024:.0f} KB" if chosen else "none of those measured"))
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "tolerance": args.tolerance, "threshold_bytes": chosen}, indent=1))
+        args.json.write_text(json.dumps({"rows": rows, "tolerance": args.tolerance, "threshold_bytes": chosen},
+                                        indent=1))
     return 0
 
 

@@ -36,16 +36,14 @@ for _p in (ROOT / "scripts", ROOT / "plugins", ROOT / "benchmarks"):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
-from hmsclient import hmsclient  # noqa: E402
-from hmsclient.genthrift.hive_metastore import ttypes  # noqa: E402
+from hmsclient import hmsclient
+from hmsclient.genthrift.hive_metastore import ttypes
 
-from hive_compaction.airflow import config as config_mod, table_resolution  # noqa: E402
-from hive_compaction.airflow import tasks as dag_tasks  # noqa: E402
-from hive_compaction.airflow.metastore_hook import Metastore as HMS  # noqa: E402
-from hive_compaction.airflow.run_params import select  # noqa: E402
-from local_stack import Metastore as LocalMetastore  # noqa: E402
-from local_stack import free_port  # noqa: E402
-from planning_scale import COLUMNS, local_folder, precreate, storage  # noqa: E402
+from hive_compaction.airflow import config as config_mod, table_resolution, tasks as dag_tasks
+from hive_compaction.airflow.metastore_hook import Metastore as HMS
+from hive_compaction.airflow.run_params import select
+from local_stack import Metastore as LocalMetastore, free_port
+from planning_scale import COLUMNS, local_folder, precreate, storage
 
 PREFIX = "bench_pat_"
 PATTERN = f"{PREFIX}*.*"

@@ -8,9 +8,9 @@ threads in ``local`` mode, our Python), as in docs/performance.md's "where a col
 
 ``sample`` records, every ``--period`` seconds, the CPU time (user + system, from ``/proc``) of
 every thread of each process whose command line contains one of ``--match`` (by default the merge
-job's: its driver JVM and its Python; ``naive_coalesce.py`` is ``merge_speed.py``'s loop), and of each process as a whole (threads that ended included),
-until ``--seconds`` pass (``--until-gone``: or they have all ended); it waits for such a process
-to appear. Start it, then the job (e.g.
+job's: its driver JVM and its Python; ``naive_coalesce.py`` is ``merge_speed.py``'s loop), and of
+each process as a whole (threads that ended included), until ``--seconds`` pass (``--until-gone``:
+or they have all ended); it waits for such a process to appear. Start it, then the job (e.g.
 ``merge_speed.py --only auto --logs DIR``). ``report`` splits the CPU between the job log's lines
 that match ``--marks`` (by default the merge job's phase lines; their times are read as this
 machine's local time, as the job writes them) by kind of thread, then each process's whole CPU
@@ -141,7 +141,8 @@ def report(samples: list[dict], log_marks: list[tuple[float, str]]) -> list[dict
             seen = sum(t - before["threads"].get(tid, ("", 0))[1] for tid, (_, t) in p["threads"].items())
             by[ENDED] = by.get(ENDED, 0) + (p["total"] - before["total"] - seen) / TICKS
         rows.append({"to": label[:70], "wall": round(t1 - t0, 3), "cpu": round(sum(by.values()), 2),
-                     "by_kind": {k: round(v, 2) for k, v in sorted(by.items(), key=lambda kv: -kv[1]) if abs(v) >= 0.01}})
+                     "by_kind": {k: round(v, 2)
+                                 for k, v in sorted(by.items(), key=lambda kv: -kv[1]) if abs(v) >= 0.01}})
     return rows
 
 

@@ -2,10 +2,11 @@
 
 ``hive_compaction`` emits, for each table it merged partitions of, an asset event on the table's
 asset (``hive_compaction.airflow.assets.table_asset``: ``hive://<db>/<table>``, or
-``hive://<host>:<port>/<db>.<table>`` with the config's ``dag: asset_namespace``) carrying the merged partitions' names ("dt=2026-09-10") as partition keys
-and the figures before and after in its extra. This DAG listens to one table with a
-``PartitionedAssetTimetable``; ``StartOfDayMapper`` reads each key as the table's date column
-(``dt=%Y-%m-%d``) and maps it to the day, so the DAG gets one run per compacted date, keyed
+``hive://<host>:<port>/<db>.<table>`` with the config's ``dag: asset_namespace``) carrying the merged
+partitions' names ("dt=2026-09-10") as partition keys and the figures before and after in its extra.
+This DAG listens to one table with a ``PartitionedAssetTimetable``; ``StartOfDayMapper`` reads each
+key as the table's date column (``dt=%Y-%m-%d``) and maps it to the day, so the DAG gets one run per
+compacted date, keyed
 "2026-09-10", whichever run (scheduled, backfill, the form) compacted it. Copy it, name your
 table, and put your own work in the task (refresh a cache, recompute a table's statistics in
 another engine, ...).

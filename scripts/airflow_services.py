@@ -189,7 +189,8 @@ def _copied_template(url: str, sqlite: Path | None, key: str) -> bool:
     if server is None or not postgres.database_exists(server[0], server[2]):
         return False
     port, database, template = server
-    tables = postgres.psql(port, "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'", database)
+    tables = postgres.psql(port, "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'",
+                           database)
     if tables.strip() != "0":  # a database in use (make stack-up again): migrated in place
         return False
     postgres.psql(port, f'DROP DATABASE IF EXISTS "{database}"')  # empty, just made by the caller

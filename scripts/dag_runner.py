@@ -101,7 +101,8 @@ class Client:
         if not line:
             code = self.proc.wait()
             self.proc = None
-            raise RuntimeError(f"the Airflow process for dags test exited with {code}; see {self.cwd / 'dag_runner.log'}")
+            raise RuntimeError(f"the Airflow process for dags test exited with {code}; "
+                               f"see {self.cwd / 'dag_runner.log'}")
         return json.loads(line)
 
     def start(self) -> float:

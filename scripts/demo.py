@@ -15,7 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from local_stack import Metastore, StackError  # noqa: E402
+from local_stack import Metastore, StackError
 
 ROOT = Path(__file__).resolve().parents[1]
 

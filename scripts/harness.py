@@ -13,10 +13,10 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Callable
 from datetime import datetime, timedelta
+from functools import cached_property
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -25,16 +25,17 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "scripts") not in sys.path:
     sys.path.insert(0, str(ROOT / "scripts"))
-import wheel_sweeps  # noqa: E402
+import wheel_sweeps
+
 # The package under test: the checkout's plugins/, or the built wheel installed unmodified when
 # HIVE_COMPACTION_INSTALLED names it (make test-exhaustive: scripts/wheel_sweeps.py).
 if wheel_sweeps.installed() is None and str(ROOT / "plugins") not in sys.path:
     sys.path.insert(0, str(ROOT / "plugins"))
 
-import postgres  # noqa: E402
-from airflow_services import migrate  # noqa: E402
-from local_stack import VIEWFS_MOUNT, Metastore, free_port  # noqa: E402
-from suite_budget import record, started  # noqa: E402
+import postgres
+from airflow_services import migrate
+from local_stack import VIEWFS_MOUNT, Metastore, free_port
+from suite_budget import record, started
 
 _dates = itertools.count()
 QUICK_JVM_START = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
@@ -381,11 +382,10 @@ class Stack:
 
     def results(self, config_path: Path, run: str) -> list[dict]:
         """What the merge jobs of a run (its id or path tag) recorded in the results table."""
-        from hive_compaction.airflow import config
-        from hive_compaction.airflow import results_reader
+        from hive_compaction.airflow import config, results_reader
         from hive_compaction.airflow.metastore_hook import Metastore as HMS
-        from hive_compaction.storage.paths import run_tag
         from hive_compaction.model.results import decode_results
+        from hive_compaction.storage.paths import run_tag
         settings = config.load(config_path)
         with HMS("127.0.0.1", self.port) as hms:
             recorded = results_reader.read_run(hms, settings.results_table, run_tag(run))
@@ -395,7 +395,8 @@ class Stack:
     def spark_submit_cmd(batch_arg: str, conf: dict | None = None) -> list[str]:
         """The merge job's command for one encoded batch (``conf``: more Spark settings)."""
         return ["spark-submit", "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-                "--conf", "spark.driver.host=127.0.0.1", *[a for k, v in (conf or {}).items() for a in ("--conf", f"{k}={v}")],
+                "--conf", "spark.driver.host=127.0.0.1",
+                *[a for k, v in (conf or {}).items() for a in ("--conf", f"{k}={v}")],
                 str(wheel_sweeps.package_dir() / "jobs" / "compact_partitions.py"), "--batch", batch_arg]
 
     def rollback_cmd(self, table: str, run_id: str, config_path: Path, conf: dict | None = None,

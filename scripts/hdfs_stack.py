@@ -52,7 +52,8 @@ class Hdfs:
     def start(self, timeout: float = 180) -> None:
         jars = sorted(JARS.glob("*.jar"))
         if not jars:
-            raise HdfsError(f"no jars in {JARS}: run `make jars` (it fetches scripts/maven/hdfs/pom.xml's from Maven Central)")
+            raise HdfsError(f"no jars in {JARS}: run `make jars` "
+                            "(it fetches scripts/maven/hdfs/pom.xml's from Maven Central)")
         self.state.mkdir(parents=True, exist_ok=True)
         details, written = self.state / "details.json", self.state / "cluster-conf.xml"
         details.unlink(missing_ok=True)

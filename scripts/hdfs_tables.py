@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from demo_tables import fill, spark_session  # noqa: E402
+from demo_tables import fill, spark_session
 
 
 def create(spark, db: str, location: str, tables: list[str], dates: list[str]) -> None:

@@ -46,7 +46,8 @@ HIVE_SITE = """<?xml version="1.0"?>
 # tables and columns only (autoCreateAll would imply the constraints).
 SCHEMA_CREATION = {
     "derby": "  <property><name>datanucleus.schema.autoCreateAll</name><value>true</value></property>\n",
-    "postgresql": "".join(f"  <property><name>datanucleus.schema.{k}</name><value>{v}</value></property>\n" for k, v in (
+    "postgresql": "".join(f"  <property><name>datanucleus.schema.{k}</name><value>{v}</value></property>\n"
+                          for k, v in (
         ("autoCreateTables", "true"), ("autoCreateColumns", "true"), ("autoCreateConstraints", "false"))),
 }
 
@@ -136,6 +137,7 @@ def free_port() -> int:
 def answers(port: int) -> bool:
     """True when a Hive Metastore answers a Thrift call on the port."""
     import logging
+
     from hmsclient import hmsclient
     logging.getLogger("thrift.transport.TSocket").setLevel(logging.CRITICAL)
     try:

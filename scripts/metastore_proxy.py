@@ -33,7 +33,7 @@ class MetastoreProxy:
         self.faults: list[str] = []  # what was injected, in order
         self._stopped = False
 
-    def start(self) -> "MetastoreProxy":
+    def start(self) -> MetastoreProxy:
         for target in (self._accept, self._serve_control):
             threading.Thread(target=target, daemon=True, name=f"metastore-proxy-{target.__name__}").start()
         return self

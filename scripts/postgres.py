@@ -97,7 +97,8 @@ class Postgres:
                       "--encoding=UTF8", "--locale=C")
         with started("PostgreSQL"):
             self._run(str(bins / "pg_ctl"), "-D", str(self.data), "-l", str(self.log_file), "-w", "-t",
-                      str(int(timeout)), "-o", f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.data} -c fsync=off",
+                      str(int(timeout)), "-o",
+                      f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.data} -c fsync=off",
                       "start")
         print(f"PostgreSQL listening on 127.0.0.1:{self.port} (data {self.data}, log {self.log_file})")
 
@@ -147,8 +148,8 @@ TRANSACTION_TABLES = {
     "COMPLETED_TXN_COMPONENTS": f"CTC_TXNID {_ID}, CTC_DATABASE {_NAME} NOT NULL, CTC_TABLE varchar(256), "
                                 f"CTC_PARTITION {_PART}",
     "NEXT_TXN_ID": f"NTXN_NEXT {_ID} NOT NULL",
-    "HIVE_LOCKS": f"HL_LOCK_EXT_ID {_ID} NOT NULL, HL_LOCK_INT_ID {_ID} NOT NULL, HL_TXNID {_ID}, HL_DB {_NAME} NOT NULL, "
-                  f"HL_TABLE {_NAME}, HL_PARTITION {_PART}, HL_LOCK_STATE {_FLAG} NOT NULL, "
+    "HIVE_LOCKS": f"HL_LOCK_EXT_ID {_ID} NOT NULL, HL_LOCK_INT_ID {_ID} NOT NULL, HL_TXNID {_ID}, "
+                  f"HL_DB {_NAME} NOT NULL, HL_TABLE {_NAME}, HL_PARTITION {_PART}, HL_LOCK_STATE {_FLAG} NOT NULL, "
                   f"HL_LOCK_TYPE {_FLAG} NOT NULL, HL_LAST_HEARTBEAT {_ID} NOT NULL, HL_ACQUIRED_AT {_ID}, "
                   f"HL_USER {_NAME} NOT NULL, HL_HOST {_NAME} NOT NULL, HL_HEARTBEAT_COUNT integer, "
                   f"HL_AGENT_INFO {_NAME}, HL_BLOCKEDBY_EXT_ID {_ID}, HL_BLOCKEDBY_INT_ID {_ID}, "

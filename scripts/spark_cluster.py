@@ -22,8 +22,8 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from local_stack import free_port  # noqa: E402
-from suite_budget import record  # noqa: E402
+from local_stack import free_port
+from suite_budget import record
 
 MASTER = "org.apache.spark.deploy.master.Master"
 WORKER = "org.apache.spark.deploy.worker.Worker"
@@ -119,7 +119,7 @@ class StandaloneCluster:
         except OSError:
             return False
 
-    def start(self, timeout: float = 90) -> "StandaloneCluster":
+    def start(self, timeout: float = 90) -> StandaloneCluster:
         if self.alive():
             return self
         if shutil.which("java") is None:

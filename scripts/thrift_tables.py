@@ -4,7 +4,8 @@ the calls Spark's built-in Hive 2.3 client sends; test_kerberos_job: the test pr
 no Kerberos login)."""
 from __future__ import annotations
 
-from typing import Callable, ContextManager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 from hmsclient.genthrift.hive_metastore import ttypes
 
@@ -34,7 +35,7 @@ def write_rows(spark, at: str, storage: str, seed: int, rows: int, files: int) -
      .repartition(files).write.mode("overwrite").format(storage.lower()).save(at))
 
 
-def make_table(connect: Callable[[], ContextManager], warehouse: str, spark, db: str, table: str, storage: str,
+def make_table(connect: Callable[[], AbstractContextManager], warehouse: str, spark, db: str, table: str, storage: str,
                dates: list[str] | None, files: int = 4, rows: int = 200, seed: int = 0) -> None:
     """An external table at ``<warehouse>/<db>.db/<table>`` made through Thrift (``connect()``:
     a Metastore client's context), each partition's ``files`` files written by Spark (``dates``

@@ -72,7 +72,8 @@ def build_and_install(dest: Path = DEFAULT_DEST) -> Path:
         for name in ("pyproject.toml", "README.md"):
             shutil.copy(ROOT / name, src / name)
         shutil.copytree(ROOT / "plugins", src / "plugins", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        _run([sys.executable, "-m", "pip", "wheel", "-q", "--disable-pip-version-check", "--no-deps", "-w", "dist", "."],
+        _run([sys.executable, "-m", "pip", "wheel", "-q", "--disable-pip-version-check", "--no-deps", "-w", "dist",
+              "."],
              src)
         wheels = sorted((src / "dist").glob("hive_compaction-*.whl"))
         if len(wheels) != 1:

@@ -39,14 +39,16 @@ class Yarn:
     def _compile(self) -> Path:
         classes = self.state / "classes"
         classes.mkdir(parents=True, exist_ok=True)
-        p = subprocess.run(["javac", "-cp", f"{JARS}/*", "-d", str(classes), str(SOURCE)], capture_output=True, text=True)
+        p = subprocess.run(["javac", "-cp", f"{JARS}/*", "-d", str(classes), str(SOURCE)], capture_output=True,
+                           text=True)
         if p.returncode:
             raise YarnError(f"javac {SOURCE.name} failed: {p.stderr[-2000:]}")
         return classes
 
     def start(self, timeout: float = 180) -> None:
         if not list(JARS.glob("*.jar")):
-            raise YarnError(f"no jars in {JARS}: run `make jars` (it fetches scripts/maven/yarn/pom.xml's from Maven Central)")
+            raise YarnError(f"no jars in {JARS}: run `make jars` "
+                            "(it fetches scripts/maven/yarn/pom.xml's from Maven Central)")
         self.conf_dir.mkdir(parents=True, exist_ok=True)
         site = self.conf_dir / "yarn-site.xml"
         site.unlink(missing_ok=True)
@@ -60,7 +62,8 @@ class Yarn:
         cmd = ["java", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", f"-Djava.io.tmpdir={self.state}",
                "-cp", f"{classes}:{JARS}/*", "MiniYarn", str(site), *(f"{k}={v}" for k, v in settings.items())]
         with open(self.state / "yarn.log", "ab") as log:  # (its work folders go in the current folder)
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.state, start_new_session=True)
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.state,
+                                         start_new_session=True)
         await_start(self.proc, site.exists, t0, timeout, "MiniYARNCluster", self.state / "yarn.log", YarnError,
                     self.stop)
         self.conf = site_properties(site)

@@ -1,5 +1,6 @@
 """Kept for scripts that name this path: runs ``hive_compaction/jobs/rollback.py``, the one copy
 (shipped inside the package, so inside its wheel and zip). Prefer that file."""
+
 import sys
 
 from hive_compaction.jobs.rollback import main

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from hive_compaction.commit.record import CommitRecord, StagedOutput
-from hive_compaction.storage.listing import RecordedFile
 from hive_compaction.commit.work_area import WorkArea
+from hive_compaction.storage.listing import RecordedFile
 from hive_compaction.storage.paths import partition_id
 
 
@@ -22,6 +22,7 @@ def decided_commit(tmp_path: Path, table: str, partition: str, run: str, folder:
         (staged / name).write_text(text)
     record = CommitRecord(run=run, pid=pid, owner=f"{run}/1", table=table, partition=partition,
                           location=f"file://{folder}", table_location=f"file://{folder.parent}", inputs=inputs,
-                          outputs=[StagedOutput(f"file://{staged / n}", n, (staged / n).stat().st_size) for n in outputs],
+                          outputs=[StagedOutput(f"file://{staged / n}", n,
+                                                (staged / n).stat().st_size) for n in outputs],
                           staging=f"file://{staged}")  # the attempt's own staging folder, as a merge job names it
     return area, record, staged

@@ -17,11 +17,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "plugins"), str(ROOT / "scripts")]
 
-import postgres  # noqa: E402
-from harness import Stack, quick_submit_opts  # noqa: E402
-from matrix_sampling import deselect_undrawn  # noqa: E402
-from suite_budget import SuiteBudget, started  # noqa: E402
-
+import postgres
+from harness import Stack, quick_submit_opts
+from matrix_sampling import deselect_undrawn
+from suite_budget import SuiteBudget, started
 
 # pytest-xdist hands out whole modules (--dist loadfile: module fixtures are made once) in
 # collection order (--no-loadscope-reorder): the longest first, so that no long one starts last.
@@ -31,8 +30,10 @@ LONGEST_FIRST = ("test_safety_kills", "test_safety_actors", "test_yarn_cluster",
                  "test_safety", "test_end_to_end", "test_commit_false_success", "test_as_a_user", "test_memory",
                  "test_commit_protocol", "test_celery_queues", "test_merge_modes", "test_spark35",
                  "test_rollback_and_cleanup", "test_standalone_cluster",
-                 "test_viewfs", "test_layouts", "test_install", "test_rollback_dag", "test_metastore_lock", "test_operations",
-                 "test_stale_statistics", "test_kerberos_job", "test_benchmark_smoke", "test_metastore_client", "test_object_store")
+                 "test_viewfs", "test_layouts", "test_install", "test_rollback_dag", "test_metastore_lock",
+                 "test_operations",
+                 "test_stale_statistics", "test_kerberos_job", "test_benchmark_smoke", "test_metastore_client",
+                 "test_object_store")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -121,6 +122,7 @@ def matrix_rng():
     """(seed, random.Random) for a safety matrix's sample: a new seed each run, printed in the
     suite's summary; ``SUITE_MATRIX_SEED=<seed>`` replays it (``matrix_sampling.note_sample``)."""
     import random
+
     from reliability import matrix_seed
     seed = matrix_seed()
     return seed, random.Random(seed)

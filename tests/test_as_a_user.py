@@ -16,18 +16,17 @@ import re
 import shutil
 import subprocess
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote, unquote
 
-from suite_budget import started
-
-import postgres
 import pytest
 
+import postgres
 from airflow_services import DAG_ID, AirflowServices, service_env
 from hive_compaction.storage.paths import run_tag
 from local_stack import free_port
+from suite_budget import started
 from test_end_to_end import files_with_times
 from test_metrics import StatsdListener
 
@@ -122,7 +121,7 @@ def airflow(stack, tmp_path_factory):
         pytest.skip(f"Airflow's services run on PostgreSQL here, and {postgres.missing()}")
     started = time.monotonic()
     tmp = tmp_path_factory.mktemp("as_a_user")
-    today = datetime.now(timezone.utc).date()
+    today = datetime.now(UTC).date()
     stack.make_table(DB, DAILY_TABLE, "ORC", [str(today - timedelta(days=d)) for d in (2, 1, 0)], files=3, rows=100)
     for table in (FORM_TABLE, BACKFILL_TABLE, BROWSER_TABLE):
         stack.make_table(DB, table, "ORC", [])
@@ -302,7 +301,7 @@ def test_the_scheduled_run_compacts_its_key_and_the_backlog_before_it(airflow, s
     lookback_days, the day before yesterday's (never listed); today's are left alone."""
     svc = airflow
     run = svc.scheduled_run
-    today = datetime.now(timezone.utc).date()
+    today = datetime.now(UTC).date()
     yesterday, before_yesterday = str(today - timedelta(days=1)), str(today - timedelta(days=2))
     assert run["state"] == "success", svc.diagnostics(run["dag_run_id"])
     assert run["partition_key"] == yesterday and run["logical_date"] is None, run
@@ -448,7 +447,7 @@ def test_the_rollback_form_in_a_browser_brings_the_original_files_back(airflow, 
     shots = Path(os.environ.get("TEST_ARTIFACTS", ROOT / "test-artifacts")) / "rollback_form_browser"
     shots.mkdir(parents=True, exist_ok=True)
     run_id = svc.scheduled_run["dag_run_id"]
-    today = datetime.now(timezone.utc).date()
+    today = datetime.now(UTC).date()
     back, kept = f"dt={today - timedelta(days=1)}", f"dt={today - timedelta(days=2)}"
     before, content_before = airflow.before[DAILY_TABLE]
     merged = partition_state(stack, DB, DAILY_TABLE)
@@ -456,7 +455,8 @@ def test_the_rollback_form_in_a_browser_brings_the_original_files_back(airflow, 
     t0 = time.monotonic()
     svc.unpause(ROLLBACK_ID)
     # What the form's schema refuses, the API refuses too, naming the field; no run is created.
-    for conf, field_name in (({"table": "not a table", "run": run_id}, "table"), ({"table": f"{DB}.{DAILY_TABLE}"}, "run"),
+    for conf, field_name in (({"table": "not a table", "run": run_id}, "table"),
+                             ({"table": f"{DB}.{DAILY_TABLE}"}, "run"),
                              ({"table": f"{DB}.{DAILY_TABLE}", "run": run_id, "dry_run": "yes"}, "dry_run")):
         r = svc.request("POST", f"/api/v2/dags/{ROLLBACK_ID}/dagRuns", json={"logical_date": None, "conf": conf})
         assert 400 <= r.status_code < 500 and field_name in r.json()["detail"], (conf, r.status_code, r.text)

@@ -10,9 +10,17 @@ import pytest
 from hive_compaction.airflow import backlog, config, tasks as dag_tasks
 from hive_compaction.airflow.metastore_types import PartitionInfo, PartitionRecord, TableInfo
 from hive_compaction.airflow.planning import DDL_TIME
-from hive_compaction.model.results import (LISTED_AT, NUM_FILES, PLANNED_AT, SMALL_FILES, TOTAL_SIZE, PartitionResult, Status,
-                                           encode_results)
 from hive_compaction.airflow.run_params import select
+from hive_compaction.model.results import (
+    LISTED_AT,
+    NUM_FILES,
+    PLANNED_AT,
+    SMALL_FILES,
+    TOTAL_SIZE,
+    PartitionResult,
+    Status,
+    encode_results,
+)
 
 ORC_IN = "org.apache.hadoop.hive.ql.io.orc.OrcInputFormat"
 POLICY = config.TablePolicy()
@@ -155,7 +163,7 @@ def settings_for(**fan_out):
 
 
 def test_a_scheduled_run_plans_its_date_then_the_backlog_oldest_first_and_marks_what_it_deferred():
-    d = lambda n: KEY - timedelta(days=n)  # noqa: E731
+    d = lambda n: KEY - timedelta(days=n)
     hms = FakeMetastore({
         "db.events": [small(KEY), small(d(2)),  # never listed
                       small(d(3), **{LISTED_AT: NOW - 86400, SMALL_FILES: 0, NUM_FILES: 1}),  # clean
@@ -185,7 +193,7 @@ def test_a_scheduled_run_plans_its_date_then_the_backlog_oldest_first_and_marks_
 
 
 def test_the_backlog_orders_oldest_first_after_the_runs_own_date():
-    d = lambda n: KEY - timedelta(days=n)  # noqa: E731
+    d = lambda n: KEY - timedelta(days=n)
     hms = FakeMetastore({"db.events": [small(d(1)), small(d(6)), small(d(3)), part(KEY, **{NUM_FILES: 1})],
                          "db.late": []})
     settings = settings_for(max_spark_jobs=1, max_partitions_per_job=2)

@@ -58,7 +58,7 @@ def test_deferred_and_quiet_partitions_come_back_in_the_next_scheduled_run(stack
     plan, report = scheduled_run(stack, cfg, DAY2)
     assert planned_partitions(plan) == {(events, f"dt={DAY2}"), (events, f"dt={OLD}")}
     assert plan["deferred"] == [{"table": busy, "partition": f"dt={DAY1}",
-                                 "again": f"again in the scheduled run of 2026-07-11 (within lookback_days: 7)"}]
+                                 "again": "again in the scheduled run of 2026-07-11 (within lookback_days: 7)"}]
     assert {(r["partition"], r["status"]) for r in report["partitions"]} == \
         {(f"dt={DAY2}", "merged"), (f"dt={OLD}", "merged")}
     snaps = stack.snapshot(DB, "events")

@@ -7,13 +7,13 @@ The contestant itself runs only with ``--only ... lakekeeper`` and Lakekeeper in
 from __future__ import annotations
 
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import merge_speed  # noqa: E402
+import merge_speed  # noqa: E402 - after the sys.path line that finds benchmarks/
 
 # As lakekeeper 0.0.6's core/reporter.py logs it (config.setup_logging's format), then our launcher.
 REPORT = """\
@@ -42,7 +42,7 @@ Compaction Report: merge_speed.c_lakekeeper_orc
     File reduction:    1,200 -> 30 (-97.5%)
 
 LAKEKEEPER elapsed 44.012 exit 0
-"""
+"""  # noqa: W291 - the trailing space is the log's own
 
 
 def test_parse_lakekeeper_report():
@@ -163,7 +163,7 @@ def test_the_fixed_start_of_a_run_the_scheduler_drove():
     Airflow writes it (JSON lines; the merge job's own lines are their events), split as for
     ``airflow dags test``. The job's timestamps are the machine's local time, as it logs them."""
     def local(hms: str) -> str:  # the job's "2026-11-28 17:00:10,500" for a UTC time of day
-        t = datetime(2026, 11, 28, *map(int, hms.split(":")), tzinfo=timezone.utc).astimezone()
+        t = datetime(2026, 11, 28, *map(int, hms.split(":")), tzinfo=UTC).astimezone()
         return t.strftime("%Y-%m-%d %H:%M:%S,") + "500"
     tis = [{"task_id": "plan", "map_index": -1, "start_date": "2026-11-28T17:00:00Z",
             "end_date": "2026-11-28T17:00:01.500000Z"},

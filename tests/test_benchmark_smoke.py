@@ -149,7 +149,8 @@ def test_thread_cpu_sample_and_report(tmp_path):
     )
     samples = tmp_path / "samples.jsonl"
     sampler = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "thread_cpu.py"), "sample", str(samples),
-                                "--match", marker, "--seconds", "30", "--until-gone"], stdout=subprocess.PIPE, text=True)
+                                "--match", marker, "--seconds", "30", "--until-gone"], stdout=subprocess.PIPE,
+                               text=True)
     subprocess.run([sys.executable, "-c", job, marker], check=True, timeout=60)
     assert sampler.wait(timeout=30) == 0, "no process was sampled"
     out = tmp_path / "rows.json"

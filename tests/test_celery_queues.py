@@ -20,9 +20,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import quote
 
-import postgres
 import pytest
 
+import postgres
 from airflow_services import DAG_ID, AirflowServices, Redis, service_env
 from local_stack import free_port
 
@@ -137,7 +137,8 @@ def test_merge_tasks_run_only_on_the_spark_queue(stack, tmp_path):
     # The workers' logs: who executed what (of this run and of the scheduled one).
     ran = {name: executed(log) for name, log in logs.items()}
     print(f"\nspark worker executed {ran[spark_worker]}\nno-java worker executed {ran[other_worker]}")
-    assert sorted(ran[spark_worker]) == [("merge", t["map_index"]) for t in sorted(merges, key=lambda t: t["map_index"])], ran
+    assert sorted(ran[spark_worker]) == [("merge", t["map_index"])
+                                         for t in sorted(merges, key=lambda t: t["map_index"])], ran
     assert not [t for t in ran[other_worker] if t[0] == "merge"], ran
     assert ran[other_worker].count(("plan", -1)) >= 1 and ran[other_worker].count(("refresh_metastore", -1)) >= 1
     assert {t for t, _ in ran[other_worker]} >= {"plan", "refresh_metastore"}, ran

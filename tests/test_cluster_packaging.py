@@ -52,7 +52,8 @@ def test_the_package_builds_as_a_wheel_with_its_modules_and_dependencies(tmp_pat
     [wheel] = tmp_path.glob("hive_compaction-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     package = ROOT / "plugins" / "hive_compaction"
-    modules = {f"hive_compaction/{f.relative_to(package)}" for f in package.rglob("*.py") if "__pycache__" not in f.parts}
+    modules = {f"hive_compaction/{f.relative_to(package)}"
+               for f in package.rglob("*.py") if "__pycache__" not in f.parts}
     assert modules <= set(names) and set(JVM_SOURCES) <= set(names)
     # the Spark side's entry points travel inside the package (the config's merge_job default)
     assert {"hive_compaction/jobs/compact_partitions.py", "hive_compaction/jobs/rollback.py"} <= set(names)
@@ -84,7 +85,8 @@ def test_the_merge_job_runs_from_only_the_job_file_and_the_zip(stack, tmp_path):
     node = tmp_path / "node"
     (node / "blocker").mkdir(parents=True)
     (node / "blocker" / "sitecustomize.py").write_text(BLOCKER)
-    job = shutil.copy(ROOT / "plugins" / "hive_compaction" / "jobs" / "compact_partitions.py", node / "compact_partitions.py")
+    job = shutil.copy(ROOT / "plugins" / "hive_compaction" / "jobs" / "compact_partitions.py",
+                      node / "compact_partitions.py")
     shipped = build_zip(node / "hive_compaction.zip")
     cmd = ["spark-submit", "--master", "local[2]", "--conf", "spark.ui.enabled=false",
            "--conf", "spark.driver.host=127.0.0.1", "--py-files", str(shipped), str(job), "--batch", batch]

@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+
 from matrix_sampling import variants
 
 pytestmark = pytest.mark.integration
@@ -74,11 +75,13 @@ def test_a_retried_kill_then_an_overwrite_never_brings_old_rows_back_or_reports_
     # checked after: what each reported, what the partition read then.
     seen = {}
     young = stack.spark_submit(batch(stack, cfg, "young"))
-    seen["young"] = (young.returncode, statuses(young.stdout, label, partition), stack.rows(db, table).get(partition, []))
+    seen["young"] = (young.returncode, statuses(young.stdout, label, partition),
+                     stack.rows(db, table).get(partition, []))
     late = stack.spark_submit(batch(stack, cfg, "late"))
     seen["late"] = (late.returncode, statuses(late.stdout, label, partition), stack.rows(db, table).get(partition, []))
     again = stack.spark_submit(batch(stack, cfg, "again"))
-    seen["again"] = (again.returncode, statuses(again.stdout, label, partition), stack.rows(db, table).get(partition, []))
+    seen["again"] = (again.returncode, statuses(again.stdout, label, partition),
+                     stack.rows(db, table).get(partition, []))
     summary = {run: (rc, st, len(rows)) for run, (rc, st, rows) in seen.items()}
     rc, st, rows = seen["young"]
     assert rc != 0 and st == ["failed"] and rows == overwritten, (summary, young.stdout[-3000:])
@@ -91,7 +94,8 @@ def test_a_retried_kill_then_an_overwrite_never_brings_old_rows_back_or_reports_
     assert len(list(journals.glob("*.stopped"))) == 1
 
 
-@pytest.mark.parametrize("point", variants("test_commit_false_success: replay step", ["outputs_moved", "manifest_written"]))
+@pytest.mark.parametrize("point",
+                         variants("test_commit_false_success: replay step", ["outputs_moved", "manifest_written"]))
 def test_a_replay_past_its_commit_point_stops_beside_a_file_written_under_an_input_name(stack, tmp_path, point):
     """Killed once every input is in the trash and every output is published (the commit point);
     before the retry a writer puts a file under a name an input had: Hive's INSERT INTO takes
@@ -197,7 +201,8 @@ def test_a_retry_of_the_same_run_that_merges_a_partition_again_keeps_both_commit
     assert retry.returncode == 0 and statuses(retry.stdout, label, partition) == ["merged"], retry.stdout[-3000:]
     assert stack.rows(db, table)[partition] == rows
     area = work_area(stack, db, table)
-    manifests = sorted((area / "manifests" / "again").glob("*/*.json"), key=lambda f: json.loads(f.read_text())["committed_at"])
+    manifests = sorted((area / "manifests" / "again").glob("*/*.json"),
+                       key=lambda f: json.loads(f.read_text())["committed_at"])
     assert len(manifests) == 2 and manifests[0].parent == manifests[1].parent
     trashes = [area / "trash" / "again" / m.parent.name / m.stem for m in manifests]
     assert sorted(f.name for f in data_files(trashes[0])) == originals

@@ -11,15 +11,15 @@ import threading
 from pathlib import Path
 
 import pytest
-from commit_records import decided_commit
 
+from commit_records import decided_commit
 from hive_compaction.commit import in_place as commit, steps
+from hive_compaction.commit.record import CommitRecord, StagedOutput
 from hive_compaction.commit.steps import Step
+from hive_compaction.commit.work_area import WorkArea
 from hive_compaction.storage import metastore_client
 from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.paths import partition_id
-from hive_compaction.commit.record import CommitRecord, StagedOutput
-from hive_compaction.commit.work_area import WorkArea
 from matrix_sampling import variants
 
 pytestmark = pytest.mark.integration
@@ -159,10 +159,10 @@ def test_a_journal_is_published_whole_and_to_one_publisher_only(spark, tmp_path)
     for round_ in range(5):
         wins, barrier = [], threading.Barrier(4)
 
-        def publish(i: int) -> None:
-            barrier.wait()
+        def publish(i: int) -> None:  # its threads are joined within the round
+            barrier.wait()  # noqa: B023 - this round's
             if fs.create_exclusive(target, json.dumps({"owner": i, "pad": "x" * 200_000})):
-                wins.append(i)
+                wins.append(i)  # noqa: B023 - this round's
 
         threads = [threading.Thread(target=publish, args=(i,)) for i in range(4)]
         for t in threads:
@@ -314,7 +314,6 @@ def test_a_file_rewritten_with_the_same_name_size_and_time_is_told_apart(stack, 
     (here the inode, on HDFS the file id, on S3A / ABFS the etag), recorded in the journal, differs.
     The commit stops before moving anything; the writer's file stays. Through a viewfs mount a
     file has the version of the file the mount leads to."""
-    import os
     fs = HadoopFS(stack.spark)
     table, partition, run = "rewritten.events", "dt=2026-05-06", "run1"
     pid = partition_id(table, partition)
@@ -337,7 +336,8 @@ def test_a_file_rewritten_with_the_same_name_size_and_time_is_told_apart(stack, 
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_AT", "journaled")
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD", f"python3 -c {json.dumps(rewrite)}")
 
-    with pytest.raises(metastore_client.CommitConflict, match=r"input\(s\) \['000000_0'\] of rewritten.events/dt=2026-05-06 "
+    with pytest.raises(metastore_client.CommitConflict,
+                       match=r"input\(s\) \['000000_0'\] of rewritten.events/dt=2026-05-06 "
                                                     "changed while it was being merged; nothing was committed"):
         commit.commit(fs, area, record)
     now = fs.status(f"file://{folder}/000000_0")

@@ -46,7 +46,7 @@ DEPENDS_ON_CONDITIONS = {"service_started", "service_healthy", "service_complete
 
 # --- reading the compose file -------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compose() -> dict:
     return yaml.safe_load(COMPOSE_FILE.read_text())
 
@@ -307,7 +307,8 @@ def test_dockerfile_base_images_are_pinned_and_airflow_matches_requirements():
         bases = re.findall(r"^FROM\s+(\S+)", text, flags=re.M)
         assert bases, f"{path}: no FROM"
         for base in bases:
-            resolved = re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: args.get(m.group(1) or m.group(2), m.group(0)), base)
+            resolved = re.sub(r"\$\{(\w+)\}|\$(\w+)",
+                              lambda m: args.get(m.group(1) or m.group(2), m.group(0)), base)  # noqa: B023 - run here
             assert "$" not in resolved, f"{path}: FROM {base} uses an ARG without a default"
             tag = image_tag(resolved)
             assert tag and tag != "latest", f"{path}: base image {resolved!r} is not pinned"
@@ -318,7 +319,7 @@ def test_dockerfile_base_images_are_pinned_and_airflow_matches_requirements():
 
 def test_dockerfile_installs_java_and_the_pinned_requirements():
     assert dockerfiles(), "no service builds the project image"
-    for name, path in dockerfiles().items():
+    for _name, path in dockerfiles().items():
         text = dockerfile_text(path)
         assert re.search(r"apt-get install[^\n]*(jre|jdk)", text, flags=re.S | re.I) or \
             re.search(r"(openjdk|default-jre|temurin)", text, flags=re.I), f"{path}: installs no Java runtime"
@@ -385,7 +386,8 @@ def test_warehouse_writers_share_group_0_and_create_group_writable_entries():
         assert gid == "0", f"{name} writes the warehouse with group {gid!r}: every writer must run with group 0"
         if name in project:
             # The Airflow image's entrypoint sets umask 0002: keep it in the path.
-            assert not service(name).get("entrypoint"), f"{name}: the Airflow image's entrypoint (umask 0002) is bypassed"
+            assert not service(name).get("entrypoint"), \
+                f"{name}: the Airflow image's entrypoint (umask 0002) is bypassed"
         else:
             script = command_text(name, "entrypoint") + " " + command_text(name)
             assert re.search(r"\bumask\s+0{0,2}002\b", script), f"{name}: its entrypoint does not set umask 0002"
@@ -394,12 +396,14 @@ def test_warehouse_writers_share_group_0_and_create_group_writable_entries():
     for name in sorted(WAREHOUSE_USERS & set(AIRFLOW_SERVICES)):
         value = spark_defaults(name).get("spark.hadoop.fs.permissions.umask-mode")
         assert umask_keeps_group_write(value), (
-            f"{name}: spark-defaults.conf must set spark.hadoop.fs.permissions.umask-mode to keep group write (002), not {value}")
+            f"{name}: spark-defaults.conf must set spark.hadoop.fs.permissions.umask-mode to keep group write "
+            f"(002), not {value}")
     conf_dir = env("hive-metastore").get("HIVE_CUSTOM_CONF_DIR")
     folder = conf_dir and mounted_folder("hive-metastore", conf_dir)
     assert folder, "hive-metastore: no HIVE_CUSTOM_CONF_DIR mounted from the repository (for core-site.xml)"
     value = hadoop_xml(folder / "core-site.xml").get("fs.permissions.umask-mode")
-    assert umask_keeps_group_write(value), f"{folder}/core-site.xml: fs.permissions.umask-mode must keep group write, not {value}"
+    assert umask_keeps_group_write(value), \
+        f"{folder}/core-site.xml: fs.permissions.umask-mode must keep group write, not {value}"
 
 
 def test_only_the_services_that_open_table_files_mount_the_warehouse():
@@ -422,12 +426,13 @@ def test_airflow_services_mount_only_the_dags_folder_and_import_the_package_from
         assert str(by_source["dags"]) == e.get("AIRFLOW__CORE__DAGS_FOLDER", str(AIRFLOW_HOME / "dags")), \
             f"{name}: ./dags is mounted at {by_source['dags']}, not at Airflow's dags folder"
         for folder in ("plugins", "spark_jobs"):
-            assert folder not in by_source, f"{name}: ./{folder} is mounted: the package must come from the image's wheel"
+            assert folder not in by_source, \
+                f"{name}: ./{folder} is mounted: the package must come from the image's wheel"
         assert "plugins" not in (e.get("PYTHONPATH") or ""), f"{name}: PYTHONPATH names the checkout's plugins/"
 
 
 def test_the_image_installs_the_package_from_a_wheel_of_this_checkout():
-    for name, path in dockerfiles().items():
+    for _name, path in dockerfiles().items():
         text = dockerfile_text(path)
         copied = re.findall(r"^COPY\s+(?:--\S+\s+)*(.+?)\s+(\S+)$", text, flags=re.M)
         sources = {src for srcs, _ in copied for src in srcs.split()}
@@ -460,7 +465,8 @@ def test_airflow_metadata_database_points_at_its_postgres():
 def test_airflow_shares_secrets_and_reaches_the_execution_api():
     for key in ("AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__API__SECRET_KEY"):
         values = {name: env(name).get(key) for name in AIRFLOW_SERVICES}
-        assert None not in values.values() and len(set(values.values())) == 1, f"{key} differs between services: {values}"
+        assert None not in values.values() and len(set(values.values())) == 1, \
+            f"{key} differs between services: {values}"
     api_servers = [n for n in AIRFLOW_SERVICES if command_text(n).strip() in ("api-server", "airflow api-server")]
     assert len(api_servers) == 1, f"expected one api-server service, found {api_servers}"
     for name in AIRFLOW_SERVICES:
@@ -540,8 +546,10 @@ def test_airflow_init_creates_the_pool_the_header_tells_the_config_to_use():
     pools = created_pools()
     assert pools, f"airflow-init creates no pool (`airflow pools set NAME SLOTS DESCRIPTION`): {script}"
     migrate = re.search(r"airflow\s+db\s+migrate", script)
-    assert migrate and migrate.start() < script.index("pools set"), "airflow-init must create the pool after `airflow db migrate`"
-    assert not re.search(r"\|\|\s*true|;\s*airflow\s+pools", script), "a failed migration or pool set must fail airflow-init"
+    assert migrate and migrate.start() < script.index("pools set"), \
+        "airflow-init must create the pool after `airflow db migrate`"
+    assert not re.search(r"\|\|\s*true|;\s*airflow\s+pools",
+                         script), "a failed migration or pool set must fail airflow-init"
     cores, _ = worker_resources()
     cores_max = int(spark_defaults("airflow-scheduler")["spark.cores.max"])
     for name, slots in pools.items():
@@ -550,7 +558,8 @@ def test_airflow_init_creates_the_pool_the_header_tells_the_config_to_use():
             f"pool {name}: {slots} slots x spark.cores.max {cores_max} exceed the worker's {cores} cores")
     cfg = yaml.safe_load((ROOT / "dags" / "hive_compaction.yaml").read_text()) or {}
     pool = cfg.get("pool", "default_pool")
-    assert pool == "default_pool" or pool in pools, f"dags/hive_compaction.yaml uses pool {pool!r}, which nothing creates"
+    assert pool == "default_pool" or pool in pools, \
+        f"dags/hive_compaction.yaml uses pool {pool!r}, which nothing creates"
 
 
 def test_merge_jobs_leave_room_on_the_worker():
@@ -566,7 +575,8 @@ def test_merge_jobs_leave_room_on_the_worker():
                 f"{name}: spark.cores.max {cores_max} does not let two merges share the worker's {cores} cores")
             executor_memory = mebibytes(defaults.get("spark.executor.memory", "1g"))  # Spark's default: 1g
             assert 2 * executor_memory <= memory, (
-                f"{name}: two executors of {defaults.get('spark.executor.memory', '1g')} do not fit the worker's memory")
+                f"{name}: two executors of {defaults.get('spark.executor.memory', '1g')} do not fit the "
+                "worker's memory")
     master_opts = java_options(env("spark-master").get("SPARK_MASTER_OPTS") or "")
     if "spark.deploy.defaultCores" in master_opts:
         assert int(master_opts["spark.deploy.defaultCores"]) < cores, "spark.deploy.defaultCores takes the whole worker"
@@ -618,7 +628,8 @@ def test_depends_on_names_existing_services_with_valid_conditions():
             assert condition in DEPENDS_ON_CONDITIONS, f"{name} -> {dep}: unknown condition {condition!r}"
             if condition == "service_healthy":
                 check = service(dep).get("healthcheck") or {}
-                assert check.get("test") and not check.get("disable"), f"{name} waits for {dep} to be healthy: no healthcheck"
+                assert check.get("test") and not check.get("disable"), \
+                    f"{name} waits for {dep} to be healthy: no healthcheck"
             if condition == "service_completed_successfully":
                 assert service(dep).get("restart", "no") in ("no", "on-failure"), (
                     f"{name} waits for {dep} to complete, but {dep} restarts forever")

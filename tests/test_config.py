@@ -9,8 +9,16 @@ import pytest
 import yaml
 
 from hive_compaction.airflow import config
-from hive_compaction.airflow.config import (ConfigError, FanOut, Settings, TablePolicy, load, load_lenient,
-                                            parse, parse_size)
+from hive_compaction.airflow.config import (
+    ConfigError,
+    FanOut,
+    Settings,
+    TablePolicy,
+    load,
+    load_lenient,
+    parse,
+    parse_size,
+)
 
 MB = 1024**2
 GB = 1024**3
@@ -488,7 +496,8 @@ def test_the_shipped_config_routes_nothing():
 
 @pytest.mark.parametrize("section, message", [
     ("spark", "cfg.yaml: airflow_tasks: expected a mapping, got str"),
-    ({"merge_queue": "spark, gpu"}, "cfg.yaml: airflow_tasks: key 'merge_queue': expected an Airflow executor queue's name"),
+    ({"merge_queue": "spark, gpu"},
+     "cfg.yaml: airflow_tasks: key 'merge_queue': expected an Airflow executor queue's name"),
     ({"queue": ""}, "cfg.yaml: airflow_tasks: key 'queue': expected an Airflow executor queue's name"),
     ({"queue": 3}, "cfg.yaml: airflow_tasks: key 'queue': expected an Airflow executor queue's name"),
     ({"merge_priority_weight": "high"}, "cfg.yaml: airflow_tasks: key 'merge_priority_weight': expected an integer"),
@@ -526,6 +535,7 @@ def test_a_work_dir_without_a_scheme_is_refused_saying_why():
 
 def test_a_merge_timeout_becomes_the_merge_tasks_execution_timeout():
     from datetime import timedelta
+
     from hive_compaction.airflow.config import merge_operator_kwargs
     assert merge_operator_kwargs(parse({"airflow_tasks": {"merge_timeout_minutes": 90}}))["execution_timeout"] == \
         timedelta(minutes=90)

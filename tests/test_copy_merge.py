@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hive_compaction.merge.copy import CopyMergeError, copy_merge
-
 from copy_checks import copy_groups, footer_info, read_one, verify_copy
+from hive_compaction.merge.copy import CopyMergeError, copy_merge
 
 pytestmark = pytest.mark.integration
 
@@ -116,6 +115,7 @@ def test_the_digest_of_each_copied_range_is_its_crc32c_then_its_crc32(spark, dat
     digits), computed here apart from the JVM, so a range that differs by one byte differs."""
     import zlib
     from urllib.parse import urlsplit
+
     from hive_compaction.storage import jvm_helper
     files = data[fmt]["plain"][:2]
     out = tmp_path / f"merged.{fmt}"

@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from hive_compaction.model.batch import PartitionTask
+from copy_checks import copy_groups, footer_info, read_one, verify_copy
+from hive_compaction.merge.checksum import content as observed_content, content_metrics
 from hive_compaction.merge.copy import CopyMergeError, copy_merge, read_footers
 from hive_compaction.merge.grouping import copy_notes
-from hive_compaction.merge.checksum import content as observed_content, content_metrics
+from hive_compaction.model.batch import PartitionTask
 from hive_compaction.storage.listing import DataFile
-
-from copy_checks import copy_groups, footer_info, read_one, verify_copy
 
 pytestmark = pytest.mark.integration
 
@@ -195,7 +194,8 @@ def test_orc_inputs_with_different_calendars_are_not_copied_together(spark, orc_
         assert read_rows(spark, "orc", target) == read_rows(spark, "orc", group)
 
 
-def test_a_partition_with_both_calendars_is_copied_in_separate_groups_with_the_reason(stack, spark, orc_files, tmp_path):
+def test_a_partition_with_both_calendars_is_copied_in_separate_groups_with_the_reason(stack, spark, orc_files,
+                                                                                      tmp_path):
     """The merge job on a real partition folder, merge_mode copy: two copy groups, one per calendar,
     the reason in the partition's result; every row (dates before 1582 included) reads back the
     same. (auto rewrites such a partition into one file: copying would leave two.)"""

@@ -1,13 +1,13 @@
 """End to end on the real stack: Metastore plan -> mapped spark-submits -> Metastore refresh."""
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
 from matrix_sampling import variants
 
 pytestmark = pytest.mark.integration
@@ -38,7 +38,8 @@ def test_dag_compacts_keeps_every_row_and_refreshes_statistics(stack, tmp_path, 
     before = stack.snapshot(db, table)
     single_dir = stack.partition_location(db, table, f"dt={SINGLE}")
     single_before = files_with_times(single_dir)
-    assert {k: v["num_files"] for k, v in before.items()} == {"dt=2026-03-01": 1, "dt=2026-03-02": 5, "dt=2026-03-03": 5}
+    assert {k: v["num_files"] for k, v in before.items()} == {"dt=2026-03-01": 1, "dt=2026-03-02": 5,
+                                                              "dt=2026-03-03": 5}
 
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])
     run = stack.run_dag(cfg)
@@ -123,8 +124,8 @@ def test_dag_imports_cleanly_even_with_a_broken_config(stack, tmp_path):
     for config in (None, broken, tmp_path / "missing.yaml"):
         p = subprocess.run([sys.executable, "-c", check], env=stack.env(config), capture_output=True, text=True)
         assert p.returncode == 0, p.stderr
-        assert p.stdout.splitlines()[-2:] == ["{}", "['hive_compaction', 'hive_compaction_downstream_example', 'hive_compaction_rollback']"], \
-            p.stdout
+        assert p.stdout.splitlines()[-2:] == [
+            "{}", "['hive_compaction', 'hive_compaction_downstream_example', 'hive_compaction_rollback']"], p.stdout
 
     run = stack.run_dag(broken)
     assert run.state == "failed"

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from hive_compaction.merge.grouping import (
+    Engine,
+    FileFooter,
+    auto_choice,
+    copy_notes,
+    expansion,
+    group,
+    output_codec,
+    skip_reason,
+    staged_suffix,
+    tiny_blocks,
+)
 from hive_compaction.model.batch import PartitionTask
-from hive_compaction.merge.grouping import (Engine, FileFooter, auto_choice, copy_notes, expansion, group,
-                                            output_codec, skip_reason, staged_suffix, tiny_blocks)
-from hive_compaction.storage.listing import data_files
-from hive_compaction.storage.listing import DataFile
 from hive_compaction.storage.hadoop_fs import Entry
+from hive_compaction.storage.listing import DataFile, data_files
 
 MB = 1 << 20
 NOW = 1_800_000_000_000
@@ -236,6 +245,7 @@ def test_each_partition_commits_once_its_rewrite_groups_are_staged():
     the last of them is reported (staged or failed), in chunks of one table; each exactly once; one
     never reported fails, its files untouched, rather than committing without its outputs."""
     from types import SimpleNamespace as NS
+
     from hive_compaction.merge.runner import ReadyCommits
 
     def work(table: str, *engines: Engine):
@@ -263,6 +273,7 @@ def test_without_spark_sql_the_partitions_to_rewrite_fail_and_are_reported():
     """RewriteEngine.stage: when Spark SQL's session cannot be made, each partition to rewrite fails
     with why (its files untouched) and is reported to its commit, so the copies of the batch go on."""
     from types import SimpleNamespace as NS
+
     from hive_compaction.merge.rewrite import RewriteEngine
 
     class NoSession:
@@ -314,7 +325,8 @@ def test_a_parquet_footer_shows_the_writer_settings_that_keep_its_layout():
     assert of_schema(maps) == ParquetLayout(legacy=True)
     assert of_schema("message m {\n  optional int64 t (TIMESTAMP(MILLIS,true));\n"
                      "  optional fixed_len_byte_array(9) big (DECIMAL(20,3));\n"
-                     "  optional int64 ntz (TIMESTAMP(MICROS,false));\n}") == ParquetLayout(timestamps="TIMESTAMP_MILLIS")
+                     "  optional int64 ntz (TIMESTAMP(MICROS,false));\n}") \
+        == ParquetLayout(timestamps="TIMESTAMP_MILLIS")
     assert of_schema("message m {\n  optional int32 a;\n}").writer_options() == {}  # the session's settings stand
     assert ParquetLayout(legacy=True, timestamps="INT96").kept_by(of_schema(HIVE_LAYOUT))
     assert not ParquetLayout(legacy=True).kept_by(of_schema(STANDARD))

@@ -141,7 +141,8 @@ def test_install_into_an_existing_airflow_word_for_word(stack, tmp_path):
     work = tmp_path / "elsewhere"  # no checkout in the working folder
     work.mkdir()
     probe = run(["python", "-c", "import hive_compaction, json, sys, importlib.metadata as m; print(json.dumps("
-                 "[hive_compaction.__file__, sys.path, m.version('hive-compaction'), __import__('shutil').which('airflow'),"
+                 "[hive_compaction.__file__, sys.path, m.version('hive-compaction'), "
+                 "__import__('shutil').which('airflow'),"
                  " __import__('shutil').which('spark-submit')]))"], cwd=work, env=env)
     module, path, version, airflow_bin, spark_submit = json.loads(probe.stdout)
     assert Path(module).is_relative_to(site), module

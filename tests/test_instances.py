@@ -76,7 +76,8 @@ def test_two_configs_make_two_instances_that_share_nothing(two_instances):
 
 
 def test_a_triggered_only_instance_has_no_schedule(two_instances):
-    instance_config(two_instances / "team_b.yaml", tables=["sales.orders"], dag={"dag_id": "team_b", "schedule": "none"})
+    instance_config(two_instances / "team_b.yaml", tables=["sales.orders"],
+                    dag={"dag_id": "team_b", "schedule": "none"})
     bag = dag_bag(two_instances)
     assert type(bag.dags["team_b"].timetable).__name__ == "NullTimetable"
     assert bag.dags["hive_compaction"].timetable.expression == "0 0 * * *"

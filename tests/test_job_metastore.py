@@ -15,8 +15,7 @@ import pytest
 
 from hive_compaction.storage import metastore_lock
 from hive_compaction.storage.metastore_client import JobMetastore
-from hive_compaction.storage.metastore_lock import LockLost, LocksUnavailable
-from hive_compaction.storage.metastore_lock import check_lock_held
+from hive_compaction.storage.metastore_lock import LockLost, LocksUnavailable, check_lock_held
 
 
 @pytest.fixture(autouse=True)

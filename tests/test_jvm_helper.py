@@ -43,7 +43,7 @@ def test_moves_skip_missing_sources_and_never_overwrite(spark, tmp_path):
     for name in ("a", "b", "c"):
         (src / name).write_text(name)
     (tmp_path / "taken").write_text("keep me")
-    uri = lambda p: p.as_uri()  # noqa: E731
+    uri = lambda p: p.as_uri()
 
     # Missing sources are skipped (a replayed journal), folders are created, order is kept.
     assert fs.move_all([(uri(src / "a"), uri(dst / "a")), (uri(src / "gone"), uri(dst / "gone")),
@@ -90,7 +90,7 @@ def test_the_local_disks_files_and_folders_get_the_modes_hadoop_would_give_them(
         hadoop.mkdirs(fs.path((tmp_path / "hadoops" / "x").as_uri()))
         hadoop.create(fs.path((tmp_path / "hadoops" / "x" / "f").as_uri())).close()
         hadoop.close()
-        mode = lambda p: oct(p.stat().st_mode & 0o7777)  # noqa: E731
+        mode = lambda p: oct(p.stat().st_mode & 0o7777)
         folders = {p: mode(tmp_path / p) for p in ("ours", "ours/x", "notes", "notes/y", "manifests", "manifests/w",
                                                    "staged", "staged/z", "hadoops", "hadoops/x")}
         files = {p: mode(tmp_path / p) for p in ("staged/z/out.orc", "staged/z/.out.orc.crc", "hadoops/x/f",
@@ -108,7 +108,7 @@ def test_moves_into_a_partition_never_create_its_folder(spark, tmp_path):
     nothing; into an existing folder it moves the file and its checksum file."""
     fs = HadoopFS(spark)
     src, gone = tmp_path / "staging", tmp_path / "table" / "dt=1"
-    uri = lambda p: f"file://{p}"  # noqa: E731 (as_uri() would quote the "=")
+    uri = lambda p: f"file://{p}"  # as_uri() would quote the "="
     src.mkdir()
     for name in ("a", "b"):
         fs._write(uri(src / name), name)  # through Hadoop: with its .crc side file
@@ -139,6 +139,7 @@ def test_each_python_threads_py4j_connection_gets_no_nagle_delay(spark):
     own connection, so each thread is handled once. If Spark or py4j changed this, every reply
     over 8 KB would silently cost ~40 ms again."""
     import threading
+
     from hive_compaction.storage import jvm_helper
 
     got = []

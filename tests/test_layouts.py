@@ -53,7 +53,8 @@ def test_multi_level_partitions_with_awkward_values(stack, tmp_path):
           .withColumn("payload", F.concat(F.lit("p"), F.col("id").cast("string")))
           .withColumn("year", F.lit(2026))
           .withColumn("day", F.to_date(F.lit("2026-08-02")))
-          .withColumn("label", F.element_at(F.array(*[F.lit(v) for v in labels]), (F.col("id") % len(labels) + 1).cast("int"))))
+          .withColumn("label", F.element_at(F.array(*[F.lit(v) for v in labels]),
+                                            (F.col("id") % len(labels) + 1).cast("int"))))
     df.repartition(4).write.insertInto(f"{db}.{table}")
     stack.spark.sql(f"REFRESH TABLE {db}.{table}")
 

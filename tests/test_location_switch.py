@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
+
 from matrix_sampling import variants
 
 pytestmark = pytest.mark.integration
@@ -145,7 +146,7 @@ def test_a_killed_switch_is_finished_or_undone_by_the_next_run(stack, tmp_path):
 
     run = stack.run_dag(cfg, conf={"partition_date": DT})
     assert run.state == "success", run.log[-4000:]
-    for point, (db, table, folder, content) in cases.items():
+    for _point, (db, table, folder, content) in cases.items():
         assert stack.content(db, table) == content
         new = stack.partition_location(db, table, f"dt={DT}")
         assert new != folder and len(data_files(new)) == 2

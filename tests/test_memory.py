@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 
 import pytest
+
 from matrix_sampling import variants
 
 pytestmark = pytest.mark.integration
@@ -36,7 +37,8 @@ def test_a_partition_larger_than_the_heap_compacts(stack, tmp_path, mode):
     # Eight slices of the range, eight input files, without a shuffle of the 1.4 GB.
     (spark.range(0, rows, 1, 8).select("id", blob.alias("blob"), F.lit("2026-11-01").alias("dt"))
      .write.insertInto(f"{db}.{table}"))
-    before = spark.sql(f"SELECT count(*) AS n, sum(cast(xxhash64(id, blob) AS DECIMAL(38,0))) AS h FROM {db}.{table}").collect()[0]
+    before = spark.sql("SELECT count(*) AS n, sum(cast(xxhash64(id, blob) AS DECIMAL(38,0))) AS h "
+                       f"FROM {db}.{table}").collect()[0]
     folder = stack.partition_location(db, table, "dt=2026-11-01")
     inputs = [f for f in folder.iterdir() if f.suffix == ".orc"]
     assert len(inputs) == 8 and sum(f.stat().st_size for f in inputs) > 2 * 640 * 1024**2
@@ -57,5 +59,6 @@ def test_a_partition_larger_than_the_heap_compacts(stack, tmp_path, mode):
     assert len(outputs) == 1 and outputs[0].name.startswith("part-compacted-")
     assert outputs[0].stat().st_size > 2 * 640 * 1024**2  # still more than twice the heap
     spark.sql(f"REFRESH TABLE {db}.{table}")
-    after = spark.sql(f"SELECT count(*) AS n, sum(cast(xxhash64(id, blob) AS DECIMAL(38,0))) AS h FROM {db}.{table}").collect()[0]
+    after = spark.sql("SELECT count(*) AS n, sum(cast(xxhash64(id, blob) AS DECIMAL(38,0))) AS h "
+                      f"FROM {db}.{table}").collect()[0]
     assert (after["n"], after["h"]) == (before["n"], before["h"]) and after["n"] == rows

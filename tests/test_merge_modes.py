@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
 from copy_checks import footer_info
 from matrix_sampling import variants
 
@@ -141,6 +142,7 @@ def test_a_file_damaged_past_its_footer_fails_only_its_own_partition(stack, tmp_
 def _arrow_content(folder: Path) -> tuple[int, str]:
     """(rows, digest of the sorted rows) of a partition folder's files as pyarrow reads them."""
     import hashlib
+
     import pyarrow.parquet as pq
     rows = sorted(repr(tuple(r.values())) for f in data_files(folder) for r in pq.read_table(f).to_pylist())
     return len(rows), hashlib.sha256("\n".join(rows).encode()).hexdigest()

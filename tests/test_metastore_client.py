@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 from hmsclient import hmsclient
 from hmsclient.genthrift.hive_metastore import ThriftHiveMetastore, ttypes
-from local_stack import free_port
 from thrift.protocol import TBinaryProtocol
 from thrift.transport import TSocket, TTransport
 
 from hive_compaction.airflow.metastore_connection import MetastoreUnavailable, parse_hosts
 from hive_compaction.airflow.metastore_hook import Metastore, TableNotFound
 from hive_compaction.model.results import NUM_FILES
+from local_stack import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -444,7 +444,8 @@ import json, logging, os, sys
 sys.path.insert(0, sys.argv[1])
 from hive_compaction.airflow import metastore_hook
 records = []
-logging.getLogger(metastore_hook.__name__).addHandler(type("H", (logging.Handler,), {"emit": lambda s, r: records.append(r.getMessage())})())
+logging.getLogger(metastore_hook.__name__).addHandler(
+    type("H", (logging.Handler,), {"emit": lambda s, r: records.append(r.getMessage())})())
 logging.getLogger(metastore_hook.__name__).setLevel(logging.INFO)
 def conn(host):
     return json.dumps({"conn_type": "generic", "host": host, "port": 9083})

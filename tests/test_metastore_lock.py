@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from hmsclient import hmsclient
 from hmsclient.genthrift.hive_metastore import ttypes
+
 from matrix_sampling import variants
 
 pytestmark = pytest.mark.integration
@@ -103,7 +104,8 @@ def test_a_busy_partition_never_holds_back_the_others_of_its_commit_chunk(stack,
 
 
 @pytest.mark.parametrize("commit_mode, point", variants("test_metastore_lock: commit mode",
-                                                        [("in_place", "inputs_moved"), ("location_switch", "folder_built")]))
+                                                        [("in_place", "inputs_moved"),
+                                                         ("location_switch", "folder_built")]))
 def test_a_writer_asking_for_the_lock_during_a_commit_waits(stack, tmp_path, commit_mode, point):
     db, table = f"locking_{commit_mode}", "events"
     stack.make_table(db, table, "PARQUET", [DT], files=3, rows=90)

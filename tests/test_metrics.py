@@ -66,7 +66,7 @@ class StatsdListener:
         while not self._stop.is_set():
             try:
                 packet = self.sock.recv(65535).decode()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             for line in packet.splitlines():
                 name, _, rest = line.partition(":")

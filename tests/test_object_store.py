@@ -38,8 +38,9 @@ def make_object_store_table(stack, tmp_path: Path, table: str, storage: str) -> 
     partition. Spark writes the files to a local folder; they are then put into the s3like root
     (as an upload would), and the table and its partitions registered through the Metastore,
     which reaches the storage through the mount (its statistics are computed by listing it)."""
-    from demo_tables import events
     from functools import reduce
+
+    from demo_tables import events
     written = tmp_path / "written" / table
     frames = [events(stack.spark, d, ROWS_PER_PARTITION, seed=i) for i, d in enumerate(DATES)]
     reduce(lambda a, b: a.unionByName(b), frames).repartition(FILES_PER_PARTITION) \
@@ -142,8 +143,9 @@ def test_two_concurrent_merge_jobs_refuse_an_object_store_and_change_nothing(sta
 def object_store_jvm(stack):
     """A JVM on the wheel's jars and the s3like jar, and a Hadoop configuration that reaches the
     storage (the session's Spark JVM cannot load a class added after it started): a py4j gateway."""
-    import s3like
     from py4j.java_gateway import GatewayParameters, JavaGateway, launch_gateway
+
+    import s3like
     require_object_store(stack)
     jars = s3like.spark_jars()
     port = launch_gateway(jarpath=str(next(jars.glob("py4j-*.jar"))), classpath=f"{jars}/*:{stack.s3like_jar}",

@@ -4,12 +4,18 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from hive_compaction.airflow.metastore_types import escape_path_name, partition_name, unescape_path_name
-from hive_compaction.storage.paths import (canonical, default_work_dir, is_within, location_problem,
-                                           partition_id, run_tag, split_uri)
+from hive_compaction.storage.paths import (
+    canonical,
+    default_work_dir,
+    is_within,
+    location_problem,
+    partition_id,
+    run_tag,
+    split_uri,
+)
 
 TABLE = "hdfs://nn:8020/wh/db.db/t"
 SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9_.-]+$")

@@ -8,17 +8,34 @@ from collections import Counter
 from dataclasses import replace
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from hive_compaction.airflow.config import FanOut, TablePolicy
 from hive_compaction.airflow.metastore_types import PartitionInfo, TableInfo, storage_format
+from hive_compaction.airflow.planning import (
+    DDL_TIME,
+    LISTED_AT,
+    Skipped,
+    batch_label,
+    candidate,
+    one_task_per_folder,
+    pack_batches,
+    plan_table,
+    priority,
+    split_oversized,
+    table_refusal,
+)
+from hive_compaction.model.batch import (
+    MAX_ENCODED_BATCH,
+    PartitionTask,
+    batch_payload,
+    batch_tasks,
+    decode_batch,
+    encode_batch,
+    task_from_dict,
+    task_to_dict,
+)
 from hive_compaction.model.results import NUM_FILES, TOTAL_SIZE
-from hive_compaction.model.batch import (MAX_ENCODED_BATCH, PartitionTask, batch_payload, batch_tasks,
-                                         decode_batch, encode_batch, task_from_dict, task_to_dict)
-from hive_compaction.airflow.planning import (DDL_TIME, LISTED_AT, Skipped, batch_label, candidate,
-                                              one_task_per_folder, pack_batches, plan_table, priority,
-                                              split_oversized, table_refusal)
 
 MB = 1024**2
 GB = 1024**3
@@ -268,7 +285,8 @@ def test_s3a_tables_are_merged_by_location_switch_only(location, mode, refused):
         assert "set commit_mode: location_switch for this table" in reason
     tasks, skipped = plan_table(make_table(location=location), TablePolicy(commit_mode=mode),
                                 [make_partition("dt=1", numFiles=9, location=f"{location}/dt=1")])
-    assert ([t.partition for t in tasks], [s.reason for s in skipped]) == (([], [reason]) if refused else (["dt=1"], []))
+    assert ([t.partition for t in tasks],
+            [s.reason for s in skipped]) == (([], [reason]) if refused else (["dt=1"], []))
 
 
 def test_two_partitions_sharing_one_folder_are_not_both_planned():

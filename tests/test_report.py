@@ -27,7 +27,8 @@ RESULTS = [
 SKIPPED = [{"table": "db.v", "partition": "", "reason": "is a view"},
            {"table": "db.t", "partition": "dt=9", "reason": "location x is outside the table location y"}]
 AGAIN = "again in the scheduled run of 2026-08-03 (within lookback_days: 7)"
-DEFERRED = [{"table": "db.t", "partition": "dt=10", "again": AGAIN}, {"table": "db.t", "partition": "dt=11", "again": AGAIN}]
+DEFERRED = [{"table": "db.t", "partition": "dt=10", "again": AGAIN},
+            {"table": "db.t", "partition": "dt=11", "again": AGAIN}]
 
 
 @pytest.mark.parametrize("n, text", [
@@ -106,7 +107,7 @@ def test_render_rows_sorted_and_formatted():
     lines = render(RESULTS, SKIPPED, DEFERRED).split("\n")
     body = lines[2:11]
     # results sorted by (table, partition); then planning skips; then deferred
-    assert [l.split()[:3] for l in body[:5]] == [
+    assert [line.split()[:3] for line in body[:5]] == [
         ["db.a", "-", "failed"], ["db.t", "dt=1", "merged"], ["db.t", "dt=2", "merged"],
         ["db.t", "dt=3", "nothing_to_do"], ["db.t", "dt=4", "skipped"]]
     merged = body[2]
@@ -157,8 +158,7 @@ def test_render_accepts_merge_job_result_dicts():
 
 
 def test_results_fit_the_metastore_parameter_column_and_a_cut_batch_is_refused():
-    from hive_compaction.model.results import (MAX_PARAM_CHARS, PartitionResult, Status, decode_results,
-                                               encode_results)
+    from hive_compaction.model.results import MAX_PARAM_CHARS, PartitionResult, Status, decode_results, encode_results
     long = PartitionResult("db.t", "dt=1", "x", Status.FAILED, reason="boom " * 5000,
                            outputs=[f"part-{i:05d}-{'x' * 60}.orc" for i in range(200)])
     params = encode_results([long, long])
@@ -171,8 +171,8 @@ def test_results_fit_the_metastore_parameter_column_and_a_cut_batch_is_refused()
 
 # --- file-size distribution and the run note --------------------------------------------------
 
-from hive_compaction.airflow.report import bucket_labels, distribution, note, render_distribution  # noqa: E402
-from hive_compaction.model.results import size_histogram  # noqa: E402
+from hive_compaction.airflow.report import bucket_labels, distribution, note, render_distribution  # noqa: E402 - this section's
+from hive_compaction.model.results import size_histogram  # noqa: E402 - this section's
 
 POLICY = {"small_file_limit": 100 * MB, "target_file_size": 128 * MB}
 
@@ -267,9 +267,17 @@ def test_note_is_one_line_and_counts_would_merge_in_a_dry_run():
 
 
 def test_the_refresh_writes_only_the_statistics_that_differ_and_when_it_listed():
-    from hive_compaction.model.results import (LISTED_AT, NUM_FILES, NUM_ROWS, SPARK_NUM_ROWS,
-                                               SPARK_TOTAL_SIZE, TOTAL_SIZE, PartitionResult, Status,
-                                               statistics_update)
+    from hive_compaction.model.results import (
+        LISTED_AT,
+        NUM_FILES,
+        NUM_ROWS,
+        SPARK_NUM_ROWS,
+        SPARK_TOTAL_SIZE,
+        TOTAL_SIZE,
+        PartitionResult,
+        Status,
+        statistics_update,
+    )
     r = PartitionResult("db.t", "dt=1", "file:/t/dt=1", Status.MERGED, files_before=4, files_after=1,
                         bytes_before=400, bytes_after=300, rows=10, listed=True)
     spark_keys = {NUM_FILES: "4", TOTAL_SIZE: "300", SPARK_TOTAL_SIZE: "400", SPARK_NUM_ROWS: "10"}
@@ -282,7 +290,13 @@ def test_the_refresh_writes_only_the_statistics_that_differ_and_when_it_listed()
 def test_column_statistics_marked_accurate_for_another_row_count_lose_the_mark():
     """Issue 29, finding 6: Hive's COLUMN_STATS_ACCURATE vouched for the old numRows; where the
     disk's count differs, the mark goes (None removes the key); where it agrees, it stays."""
-    from hive_compaction.model.results import COLUMN_STATS_ACCURATE, NUM_ROWS, PartitionResult, Status, statistics_update
+    from hive_compaction.model.results import (
+        COLUMN_STATS_ACCURATE,
+        NUM_ROWS,
+        PartitionResult,
+        Status,
+        statistics_update,
+    )
     r = PartitionResult("db.t", "dt=1", "file:/t/dt=1", Status.MERGED, files_after=1, bytes_after=300, rows=10,
                         listed=True)
     accurate = '{"BASIC_STATS":"true","COLUMN_STATS":{"id":"true"}}'

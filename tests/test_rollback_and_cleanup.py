@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from hmsclient import hmsclient
 
-from hive_compaction.storage.hadoop_fs import HadoopFS
-from hive_compaction.storage.paths import partition_id
-from hive_compaction.model.results import LISTED_AT, STATISTICS_KEYS
 from hive_compaction.commit.record import CommitRecord, StagedOutput
-from hive_compaction.storage.listing import RecordedFile
 from hive_compaction.commit.rollback import RollbackError, rollback_partition
 from hive_compaction.commit.work_area import WorkArea, read_journal
+from hive_compaction.model.results import LISTED_AT, STATISTICS_KEYS
+from hive_compaction.storage.hadoop_fs import HadoopFS
+from hive_compaction.storage.listing import RecordedFile
+from hive_compaction.storage.paths import partition_id
 
 pytestmark = pytest.mark.integration
 
@@ -65,7 +65,8 @@ def test_rollback_restores_the_original_files_and_statistics(stack, tmp_path):
     bogus = subprocess.run(stack.rollback_cmd(f"{db}.{table}", "no-such-run", cfg), env=stack.env(cfg),
                            capture_output=True, text=True)
     assert bogus.returncode == 1
-    assert "run no-such-run has no committed compaction" in bogus.stdout + bogus.stderr, bogus.stdout[-2000:] + bogus.stderr[-2000:]
+    assert "run no-such-run has no committed compaction" in bogus.stdout + bogus.stderr, \
+        bogus.stdout[-2000:] + bogus.stderr[-2000:]
 
 
 def test_cleanup_purges_trash_older_than_the_retention_only(stack, tmp_path):
@@ -276,13 +277,15 @@ from hmsclient import hmsclient
 from hive_compaction.model.results import STATISTICS_KEYS
 with hmsclient.HMSClient(host="127.0.0.1", port={stack.port}) as c:
     p = c.get_partition_by_name({db!r}, {table!r}, {partition!r})
-    p.parameters.update({{"spark.sql.statistics.numRows": "150", "spark.sql.statistics.totalSize": p.parameters["totalSize"]}})
+    p.parameters.update({{"spark.sql.statistics.numRows": "150",
+                          "spark.sql.statistics.totalSize": p.parameters["totalSize"]}})
     c.alter_partition({db!r}, {table!r}, p)
     p = c.get_partition_by_name({db!r}, {table!r}, {partition!r})
     json.dump({{k: v for k, v in p.parameters.items() if k in STATISTICS_KEYS}}, open({str(at_commit)!r}, "w"))
 """)
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])
-    run = stack.run_dag(cfg, HIVE_COMPACTION_TEST_HOOK_AT="staged", HIVE_COMPACTION_TEST_HOOK_CMD=f"{sys.executable} {analyze}")
+    run = stack.run_dag(cfg, HIVE_COMPACTION_TEST_HOOK_AT="staged",
+                        HIVE_COMPACTION_TEST_HOOK_CMD=f"{sys.executable} {analyze}")
     assert run.state == "success", run.log[-4000:]
     before_commit = json.loads(at_commit.read_text())
     assert before_commit != params_plan[partition] and "spark.sql.statistics.numRows" in before_commit

@@ -51,9 +51,10 @@ def test_the_form_is_checked_against_what_runs_committed(stack, merged):
             ({"table": "rbdag.nope", "run": run_id}, "table:", "the Metastore has no table rbdag.nope"),
             ({"table": "not a table", "run": run_id}, "table:", "expected database.table"),
             ({"table": f"{DB}.{OTHER}", "run": run_id}, "table:", f"no run committed a compaction of {DB}.{OTHER}"),
-            ({"table": f"{DB}.{TABLE}", "run": "manual__1999-01-01"}, "run:", f"runs that have, newest first: {tag} "
-                                                                             "(2 partition(s): dt=2026-07-01, dt=2026-07-02)"),
-            ({"table": f"{DB}.{TABLE}", "run": " "}, "run:", f"required; runs that committed something to {DB}.{TABLE}"),
+            ({"table": f"{DB}.{TABLE}", "run": "manual__1999-01-01"}, "run:",
+             f"runs that have, newest first: {tag} (2 partition(s): dt=2026-07-01, dt=2026-07-02)"),
+            ({"table": f"{DB}.{TABLE}", "run": " "}, "run:",
+             f"required; runs that committed something to {DB}.{TABLE}"),
             ({"table": f"{DB}.{TABLE}", "run": run_id, "partitions": ["dt=2026-07-03"]}, "partitions:",
              f"['dt=2026-07-03'] not committed to {DB}.{TABLE} by run {tag}")):
         with pytest.raises(ParamError) as e:
@@ -71,7 +72,7 @@ def test_a_dry_run_through_the_dag_lists_what_would_move_back_and_moves_nothing(
     originals = sorted(merged["before"]["dt=2026-07-02"]["files"])
     assert len(originals) == 3
     for name in originals:
-        assert f"back: " in out.log and f"dt=2026-07-02/{name}" in out.log, (name, out.log[-4000:])
+        assert "back: " in out.log and f"dt=2026-07-02/{name}" in out.log, (name, out.log[-4000:])
     assert "dt=2026-07-01/" not in out.log.split("dry run:", 1)[1], "a partition that was not asked for"
     # The report (task log): the partition, its state and figures, and the note.
     assert "dry run: rollback of run" in out.log and "1 partition(s), 3 original file(s) would move back, " \

@@ -7,8 +7,7 @@ from datetime import datetime
 from decimal import Decimal
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from pyspark.sql import types as T
 
 from hive_compaction.merge.checksum import content, content_metrics

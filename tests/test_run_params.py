@@ -1,7 +1,7 @@
 """The trigger form and run selection: good input accepted, bad input rejected naming the field."""
 from __future__ import annotations
 
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 import pytest
 from airflow.sdk import Param
@@ -29,7 +29,7 @@ def form(**values):
 def test_good_form_input_is_accepted_and_selects_tables_and_dates():
     values = form(tables=["db.late"], partition_date="2026-03-01", partition_date_to="2026-03-03",
                   dry_run=True, target_file_size_mb=256, small_file_limit_mb=100)
-    s = select(SETTINGS, values, "manual", datetime(2026, 3, 10, tzinfo=timezone.utc))
+    s = select(SETTINGS, values, "manual", datetime(2026, 3, 10, tzinfo=UTC))
     assert [t.name for t in s.tables] == ["db.late"]
     assert s.dates == {"db.late": (date(2026, 3, 1), date(2026, 3, 3))}
     assert s.dry_run is True
@@ -78,14 +78,14 @@ def test_selection_rejects_what_the_form_cannot_catch_naming_the_field(values, f
 
 
 def test_scheduled_runs_compact_each_tables_date_minus_its_lag():
-    s = select(SETTINGS, {}, "scheduled", datetime(2026, 3, 10, tzinfo=timezone.utc))
+    s = select(SETTINGS, {}, "scheduled", datetime(2026, 3, 10, tzinfo=UTC))
     assert s.dates == {"db.events": (date(2026, 3, 9),) * 2, "db.late": (date(2026, 3, 7),) * 2}
 
 
 def test_the_task_sdks_run_type_enum_is_understood():
     """Inside a task, dag_run.run_type is the SDK's DagRunType enum, whose str() is not its value."""
     from airflow.sdk.api.datamodels._generated import DagRunType
-    day = datetime(2026, 3, 10, tzinfo=timezone.utc)
+    day = datetime(2026, 3, 10, tzinfo=UTC)
     assert select(SETTINGS, {}, DagRunType.SCHEDULED, day).dates["db.events"] == (date(2026, 3, 9),) * 2
     assert select(SETTINGS, {}, DagRunType.BACKFILL, day).dates["db.events"] == (date(2026, 3, 10),) * 2
     assert select(SETTINGS, {}, DagRunType.MANUAL, day).dates["db.events"] is None
@@ -108,7 +108,7 @@ def test_only_scheduled_runs_look_back_and_they_know_the_next_scheduled_key():
     assert s.next_key == date(2026, 3, 10) and s.key_lag_days == 1
     assert select(SETTINGS, {}, "backfill", None, "2026-03-09").lookback == {}
     # other runs: the key of the next daily tick after now
-    now = datetime(2026, 3, 20, 15, tzinfo=timezone.utc)
+    now = datetime(2026, 3, 20, 15, tzinfo=UTC)
     assert select(SETTINGS, {}, "backfill", None, "2026-03-09", now=now).next_key == date(2026, 3, 20)
     assert select(SETTINGS, {"partition_date": "2026-01-02"}, "manual", None, now=now).next_key == date(2026, 3, 20)
     off = config.parse({"defaults": {"lookback_days": 0}, "tables": [{"name": "db.events"}]})
@@ -125,9 +125,10 @@ def test_a_form_date_wins_over_the_runs_key_and_a_bad_key_names_the_field():
 def test_the_dags_schedule_keys_runs_as_select_reads_them():
     """The DAG's CronPartitionTimetable, as the scheduler runs it: the run at 2026-03-10 00:00 UTC
     carries the key 2026-03-09 (the default lag of one day)."""
-    from airflow.timetables.trigger import CronPartitionTimetable
-    from hive_compaction.airflow.run_params import KEY_FORMAT
     import pendulum
+    from airflow.timetables.trigger import CronPartitionTimetable
+
+    from hive_compaction.airflow.run_params import KEY_FORMAT
     tt = CronPartitionTimetable("0 0 * * *", timezone="UTC", run_offset=-SETTINGS.key_lag_days, key_format=KEY_FORMAT)
     _, key = tt._get_partition_info(pendulum.datetime(2026, 3, 10, tz="UTC"))
     assert key == "2026-03-09"
@@ -135,7 +136,7 @@ def test_the_dags_schedule_keys_runs_as_select_reads_them():
 
 
 def test_backfill_runs_compact_the_partition_date_they_name():
-    s = select(SETTINGS, {}, "backfill", datetime(2026, 3, 10, tzinfo=timezone.utc))
+    s = select(SETTINGS, {}, "backfill", datetime(2026, 3, 10, tzinfo=UTC))
     assert s.dates == {"db.events": (date(2026, 3, 10),) * 2, "db.late": (date(2026, 3, 10),) * 2}
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from test_end_to_end import files_with_times
 from matrix_sampling import variants
+from test_end_to_end import files_with_times
 
 pytestmark = pytest.mark.integration
 
@@ -62,7 +62,8 @@ def test_files_added_during_a_merge_stay_where_they_are(stack, tmp_path):
 
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])
     run = stack.run_dag(cfg, HIVE_COMPACTION_TEST_HOOK_AT="staged",
-                        HIVE_COMPACTION_TEST_HOOK_CMD=f'cp "{late_file}" "$HIVE_COMPACTION_PARTITION_DIR/part-late-arrival.zstd.orc"')
+                        HIVE_COMPACTION_TEST_HOOK_CMD=f'cp "{late_file}" '
+                                                      '"$HIVE_COMPACTION_PARTITION_DIR/part-late-arrival.zstd.orc"')
     assert run.state == "success", run.log[-5000:]
     folder = stack.partition_location(db, table, "dt=2026-04-03")
     names = partition_files(folder)
@@ -142,7 +143,7 @@ def test_unsafe_or_unsupported_inputs_are_skipped_with_a_reason_and_left_byte_fo
     stack.make_table(db, "writing", "PARQUET", ["2026-04-09"], files=3, rows=90)
     writing = stack.partition_location(db, "writing", "dt=2026-04-09")
     (writing / ".hive-staging_hive_2026-04-09_10-00-00_000_1" / "-ext-10000").mkdir(parents=True)
-    loc = lambda dt: stack.partition_location(db, "events", f"dt={dt}")  # noqa: E731
+    loc = lambda dt: stack.partition_location(db, "events", f"dt={dt}")
     (loc("2026-05-01") / "part-99999-corrupt.c000.zstd.orc").write_bytes(b"not an ORC file" * 64)
     (loc("2026-05-02") / "part-99998-empty.c000.zstd.orc").write_bytes(b"")
     foreign = next(stack.partition_location(db, "parquet_src", "dt=2026-05-01").glob("*.parquet"))
@@ -200,7 +201,8 @@ def test_a_rewrite_whose_output_does_not_match_its_inputs_is_not_committed(stack
             f'rm -f "$(dirname "$f")/.$(basename "$f").crc"; done')
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}", "merge_mode": "rewrite"}])
     job = stack.spark_submit(stack.plan_batches(cfg, run_id="tampered")["spark_args"][0]["application_args"][1],
-                             config_path=cfg, HIVE_COMPACTION_TEST_HOOK_AT="rewritten", HIVE_COMPACTION_TEST_HOOK_CMD=swap)
+                             config_path=cfg, HIVE_COMPACTION_TEST_HOOK_AT="rewritten",
+                             HIVE_COMPACTION_TEST_HOOK_CMD=swap)
     log = job.stdout + job.stderr
     assert job.returncode != 0
     assert "test hook at rewritten" in log
@@ -234,9 +236,11 @@ def test_the_shipped_code_holds_no_test_machinery():
     Metastore classes): the package reads no ``HIVE_COMPACTION_*`` variable but its config path,
     names no kill point, and neither runs commands nor sends signals."""
     import re
+
     from hive_compaction.airflow import config
     package = Path(config.__file__).resolve().parents[1]
-    shipped = {p.relative_to(package).as_posix(): p.read_text() for p in package.rglob("*") if p.suffix in (".py", ".java")}
+    shipped = {p.relative_to(package).as_posix(): p.read_text()
+               for p in package.rglob("*") if p.suffix in (".py", ".java")}
     assert len(shipped) > 40
     variables = {(name, v) for name, text in shipped.items() for v in re.findall(r"HIVE_COMPACTION_[A-Z_]+", text)}
     assert variables == {("airflow/config.py", config.CONFIG_ENV)}, variables
@@ -259,7 +263,8 @@ def test_the_fault_injector_stops_a_job_at_named_steps_and_calls(spark, tmp_path
                                      [e.identity() for e in fs.list(f"file://{folder}")], {"part-0": "output"})
     seen = tmp_path / "seen"
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_AT", "journaled:dt=2026-06-02;journaled:dt=2026-06-01;inputs_moved")
-    monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD", f'ls "$HIVE_COMPACTION_PARTITION_DIR" >> {seen}; echo -- >> {seen}')
+    monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD",
+                       f'ls "$HIVE_COMPACTION_PARTITION_DIR" >> {seen}; echo -- >> {seen}')
     commit.commit(fs, area, record)
     # Once at the journal (the other partition's entry does not match), once with the input in the trash.
     assert seen.read_text().split("--\n") == ["000000_0\n", "", ""]

@@ -5,11 +5,21 @@ purge, a reader) at the steps of an in-place commit and of a location switch, ev
 from __future__ import annotations
 
 import pytest
-from fault_hooks import SWITCH_POINTS
 
+from fault_hooks import SWITCH_POINTS
 from matrix_sampling import note_sample
-from reliability import (ADVERSARIES, ADVERSARY_POINTS, JOB_ACTORS, METASTORE_FAULTS, SWITCH_ADVERSARIES,
-                         adversary_matrix, call_sample, covering_sample, print_matrix, switch_case_allowed)
+from reliability import (
+    ADVERSARIES,
+    ADVERSARY_POINTS,
+    JOB_ACTORS,
+    METASTORE_FAULTS,
+    SWITCH_ADVERSARIES,
+    adversary_matrix,
+    call_sample,
+    covering_sample,
+    print_matrix,
+    switch_case_allowed,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -46,8 +56,9 @@ def test_other_actors_during_a_location_switch_never_lose_or_duplicate_a_row(sta
     """The same sampled matrix with commit_mode location_switch (one costly actor drawn of the
     restarting Metastore and the four jobs), plus a reader that lists the
     partition at the step and reads what it listed after the run: it gets exactly the rows
-    before, or finds the files gone to the trash (a query that fails and is retried), never a mix. Writers by path and a DROP PARTITION after the switch's commit point are that mode's
-    documented limits (``switch_case_allowed``), never sampled."""
+    before, or finds the files gone to the trash (a query that fails and is retried), never a mix.
+    Writers by path and a DROP PARTITION after the switch's commit point are that mode's documented
+    limits (``switch_case_allowed``), never sampled."""
     seed, rng = matrix_rng
     points = SWITCH_POINTS + call_sample("location_switch", rng)
     # The hung Metastore (a retry's spark-submit inside the pause) is sampled in place only, for

@@ -4,8 +4,8 @@ run repairs every partition, every row checked (``benchmarks/reliability.py`` ru
 from __future__ import annotations
 
 import pytest
-from fault_hooks import KILL_POINTS
 
+from fault_hooks import KILL_POINTS
 from matrix_sampling import note_sample
 from reliability import CALL, FAIL, call_sample, kill_matrix
 

@@ -199,7 +199,8 @@ def test_a_paused_takeovers_finish_never_undoes_a_later_rollback():
     outcome, trace = scripted("location_switch", ("merge run1/1", "merge run2/1", "rollback run1"),
                               [Rule("merge run1/1", waiting_at("merge run1/1", ".released")),
                                Rule("merge run2/1", lambda w: did("merge run2/1", "renamed folder work/staging")(w)
-                                    and waiting_at("merge run2/1", "list ")(w) and waiting_at("merge run2/1", "/t/dt=1")(w),
+                                    and waiting_at("merge run2/1", "list ")(w)
+                                    and waiting_at("merge run2/1", "/t/dt=1")(w),
                                     "pause:700")],
                               {"merge run2/1": gone("merge run1/1"), "rollback run1": paused("merge run2/1")})
     world = outcome.world
@@ -230,7 +231,8 @@ def test_a_journal_write_landing_late_is_written_back_by_the_lock_holder():
     assert "merge run2/1: wrote work/journal/" in trace, trace
     # C finished the dead job's commit under its lock, before the TRUNCATE came in.
     assert "merge run1/2: wrote work/manifests/run1/" in trace and "run1/2: reported SKIPPED" not in trace, trace
-    assert trace.index("merge run1/2: wrote work/manifests/run1/") < trace.index("writer truncate: truncate done"), trace
+    assert (trace.index("merge run1/2: wrote work/manifests/run1/")
+            < trace.index("writer truncate: truncate done")), trace
     assert world.partition_rows() == world.intent and sum(world.intent.values()) == 0, trace
 
 
@@ -267,7 +269,7 @@ def test_the_double_ends_where_the_real_file_system_does(spark, tmp_path, matrix
             memory = run_schedule(schedule)
             root = tmp_path / f"s{n}"
             real = run_schedule(None, memory.mode, memory.cast, list(memory.decisions),
-                                fs_factory=lambda sched, clock: RealFS(sched, clock, spark, root))
+                                fs_factory=lambda sched, clock: RealFS(sched, clock, spark, root))  # noqa: B023 - run here
             apart = twin_differences(memory, real)
             assert not apart, (f"schedule {schedule} (seed {seed}) ends apart on the double and on the disk:\n  "
                                + "\n  ".join(apart[:12]) + "\n on the disk:\n  " + "\n  ".join(render(real.trace)))

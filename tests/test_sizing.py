@@ -4,11 +4,10 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from hive_compaction.storage.listing import DataFile
 from hive_compaction.merge.sizing import pack_small_files, small_files
+from hive_compaction.storage.listing import DataFile
 
 MB = 1024**2
 

@@ -29,6 +29,7 @@ SPARK_CONF = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2", 
 def cluster(tmp_path_factory):
     """Its own component: the only tests whose executors run in JVMs of their own."""
     import shutil
+
     from spark_cluster import ClusterError, StandaloneCluster, spark_home
     if shutil.which("java") is None:
         pytest.skip("no java on PATH: a Spark standalone cluster cannot start")
@@ -74,11 +75,10 @@ def assert_compacted(stack, db: str, content_before: dict, run) -> None:
 
 def results_by_batch(stack, cfg: Path, run_id: str) -> dict[int, list]:
     """What each merge job (batch) of the run recorded in the results table."""
-    from hive_compaction.airflow import config
-    from hive_compaction.airflow import results_reader
+    from hive_compaction.airflow import config, results_reader
     from hive_compaction.airflow.metastore_hook import Metastore
-    from hive_compaction.storage.paths import run_tag
     from hive_compaction.model.results import decode_results
+    from hive_compaction.storage.paths import run_tag
     settings = config.load(cfg)
     with Metastore("127.0.0.1", stack.port) as hms:
         recorded = results_reader.read_run(hms, settings.results_table, run_tag(run_id))

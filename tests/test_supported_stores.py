@@ -9,7 +9,8 @@ from pathlib import Path
 from hive_compaction.storage import capabilities
 
 ROOT = Path(__file__).resolve().parents[1]
-BEGIN, END = "<!-- supported-stores: begin (generated from storage/capabilities.py) -->\n", "<!-- supported-stores: end -->"
+BEGIN = "<!-- supported-stores: begin (generated from storage/capabilities.py) -->\n"
+END = "<!-- supported-stores: end -->"
 
 
 def test_deploy_md_quotes_the_capability_table():
@@ -18,7 +19,8 @@ def test_deploy_md_quotes_the_capability_table():
     quoted = text.split(BEGIN, 1)[1].split(END, 1)[0]
     assert quoted == capabilities.supported_stores_table(), (
         "docs/deploy.md's supported-storage table differs from storage/capabilities.py: paste "
-        "`python -c 'from hive_compaction.storage.capabilities import supported_stores_table as t; print(t(), end=\"\")'` "
+        "`python -c 'from hive_compaction.storage.capabilities import supported_stores_table as t; "
+        "print(t(), end=\"\")'` "
         "between its markers")
 
 

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 import hive_compaction
-from hive_compaction.model.batch import (VersionMismatch, batch_payload, check_version, decode_batch,
-                                         encode_batch)
+from hive_compaction.model.batch import VersionMismatch, batch_payload, check_version, decode_batch, encode_batch
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -73,7 +73,8 @@ def test_the_whole_dag_on_viewfs(stack, tmp_path):
     p = subprocess.run(rollback, env=stack.env(cfg), capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     restored = viewfs_snapshot(stack, db, "events_orc")
-    assert {k: v["files"] for k, v in restored.items()} == {k: v["files"] for k, v in before[f"{db}.events_orc"].items()}
+    assert ({k: v["files"] for k, v in restored.items()}
+            == {k: v["files"] for k, v in before[f"{db}.events_orc"].items()})
     assert stack.content(db, "events_orc") == content[f"{db}.events_orc"]
 
     # A kill in the middle of a commit, finished by a later run (the journal aged past any

@@ -9,9 +9,9 @@ import time
 import pytest
 
 from hive_compaction.commit.record import CommitRecord, PurgeHold, StagedOutput, UnsafeRecord, parse
-from hive_compaction.storage.listing import RecordedFile
 from hive_compaction.commit.work_area import WorkArea, check_record, journal_files, purge_expired, read_journal
 from hive_compaction.storage.hadoop_fs import HadoopFS
+from hive_compaction.storage.listing import RecordedFile
 from hive_compaction.storage.paths import partition_id
 
 

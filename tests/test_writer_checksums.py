@@ -7,12 +7,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from test_row_hash import SCHEMA, values
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from hive_compaction.merge import writer_checksums
 from hive_compaction.merge.checksum import content, content_metrics
+from test_row_hash import SCHEMA, values
 
 
 def scan(spark, fmt: str, paths: list[str]) -> tuple[int, int, int]:

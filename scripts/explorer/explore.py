@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 sys.path[:0] = [os.path.join(os.path.dirname(__file__), ".."), os.path.join(os.path.dirname(__file__), "..", "..",
                                                                            "plugins")]
 
-from explorer.scenario import Outcome, run_schedule, world_clock  # noqa: E402
-from explorer.scheduler import Decision, render  # noqa: E402
+from explorer.scenario import Outcome, run_schedule, world_clock
+from explorer.scheduler import Decision, render
 
 
 @dataclass

@@ -18,12 +18,11 @@ import contextlib
 import itertools
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from explorer.scheduler import Actor, Decision, Scheduler, ScheduleTooLong
 from explorer.world import Clock, MemoryFS, MemoryMetastore, Partition
-
 from hive_compaction.commit import in_place, location_switch, recovery, rollback, steps, work_area
 from hive_compaction.commit.record import StagedOutput
 from hive_compaction.commit.rollback import RollbackError, rollback_run
@@ -36,8 +35,8 @@ from hive_compaction.merge.step_times import StepTimes
 from hive_compaction.model.batch import PartitionTask
 from hive_compaction.model.results import PartitionResult, Status
 from hive_compaction.storage import hadoop_fs, metastore_lock
-from hive_compaction.storage.metastore_lock import LockTimeout
 from hive_compaction.storage.listing import MERGED_PREFIX, data_files
+from hive_compaction.storage.metastore_lock import LockTimeout
 from hive_compaction.storage.paths import partition_id
 
 DB, NAME = "db", "t"
@@ -117,7 +116,8 @@ class World:
             return
         if self.location() is None:
             self.violated(f"{claim.split()[0]} {claim.split()[1]}: the partition is gone",
-                          f"{who} {claim}: the partition is gone, yet its writers' rows are {sum(self.intent.values())}")
+                          f"{who} {claim}: the partition is gone, yet its writers' rows are "
+                          f"{sum(self.intent.values())}")
             return
         here = self.partition_rows()
         if here != self.intent:
@@ -151,7 +151,8 @@ class World:
         misses are where a FAILED report said they are (in the work area)."""
         for a in self.sched.actors:
             if a.error is not None:
-                self.violated(f"crashed: {type(a.error).__name__}", f"{a.name} crashed: {type(a.error).__name__}: {a.error}")
+                self.violated(f"crashed: {type(a.error).__name__}",
+                              f"{a.name} crashed: {type(a.error).__name__}: {a.error}")
         loc = self.location()
         if loc is not None and loc not in self.fs.dirs:
             self.violated("the Metastore names a missing folder", f"the Metastore names {loc}, which does not exist")
@@ -361,7 +362,7 @@ class Outcome:
     trace: list[str]
     violations: list[Violation] = field(default_factory=list)
     beyond_lease: list[str] = field(default_factory=list)  # what no lease fences happened (world.MemoryMetastore)
-    world: "World | None" = None
+    world: World | None = None
 
 
 def cast_for(rng: random.Random) -> tuple[str, ...]:
@@ -419,7 +420,7 @@ def world_clock():
 
     proxy, saved = Proxy(), [(m, m.time) for m in _TIMED]
     rows_saved = (finish.partition_rows, committers.partition_rows, prepare.partition_rows)
-    counting = lambda spark, fmt, files, footers=None: CURRENT[0].rows_of(files)  # noqa: E731
+    counting = lambda spark, fmt, files, footers=None: CURRENT[0].rows_of(files)
     for m in _TIMED:
         m.time = proxy
     finish.partition_rows = committers.partition_rows = prepare.partition_rows = counting
@@ -447,7 +448,7 @@ class Rule:
     """A step of a written schedule (``Script``): once ``when(world)`` holds, ``actor``
     (its cast name) is killed, or paused for ``action`` ("pause:<seconds>")."""
     actor: str
-    when: Callable[["World"], bool]
+    when: Callable[[World], bool]
     action: str = "kill"
     done: bool = False
 
@@ -456,7 +457,7 @@ class Script:
     """A schedule written by hand: the actors take their steps in cast order (the first ready one
     whose ``starts`` condition holds), and each ``Rule`` fires once, when its condition holds."""
 
-    def __init__(self, rules: list[Rule], starts: dict[str, Callable[["World"], bool]] | None = None):
+    def __init__(self, rules: list[Rule], starts: dict[str, Callable[[World], bool]] | None = None):
         self.rules, self.starts = rules, starts or {}
         self.world: World | None = None
         self.order: list[str] = []

@@ -7,8 +7,8 @@ replayed from a list, so a schedule is replayed exactly and can be shrunk by edi
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import greenlet
 
@@ -131,7 +131,7 @@ class Scheduler:
             if d.action == "kill":
                 self.trace.append((actor.name, "killed (at: {})", (self._before(actor),)))
                 actor.killed = True
-                self._enter(actor, lambda: actor.glet.throw(Killed()))
+                self._enter(actor, lambda: actor.glet.throw(Killed()))  # noqa: B023 - called right away
                 continue
             if d.action.startswith("pause:"):
                 seconds = float(d.action.split(":", 1)[1])

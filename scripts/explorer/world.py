@@ -18,15 +18,15 @@ import contextlib
 import itertools
 from dataclasses import dataclass, field
 
-from hive_compaction.storage.hadoop_fs import Entry, FolderGone, HadoopFS
 from hive_compaction.storage import metastore_lock
+from hive_compaction.storage.hadoop_fs import Entry, FolderGone, HadoopFS
+from hive_compaction.storage.metastore_client import MISSING, DescriptorChanged, PartitionState, same_location
 from hive_compaction.storage.metastore_lock import DEAD_AFTER_SECONDS, HeldLock, LockTimeout
 
 # When the Metastore's housekeeping releases a lock whose heartbeats stopped (hive.txn.timeout):
 # a writer that waits for a lock gets it then; this package's jobs take their own dead jobs' locks
 # after DEAD_AFTER_SECONDS.
 TXN_TIMEOUT_SECONDS = 300.0
-from hive_compaction.storage.metastore_client import MISSING, DescriptorChanged, PartitionState, same_location
 
 
 class Killed(BaseException):
@@ -394,7 +394,8 @@ class MemoryMetastore:
 
     def states(self, table: str, partitions: list[str]) -> dict:
         self.sched.point("get_partitions_by_names")
-        return {k: PartitionState(dict(p.parameters), p.descriptor, p.location, p.created) for k, p in self.partitions.items()
+        return {k: PartitionState(dict(p.parameters), p.descriptor, p.location, p.created)
+                for k, p in self.partitions.items()
                 if "/".join(f"dt={v}" for v in k) in partitions}
 
     def table_location(self, table: str) -> str | None:

@@ -12,14 +12,13 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from stack_sampling import require_jars
 
 from harness import ROOT, Stack
 from hdfs_stack import Hdfs, HdfsError
-from stack_sampling import require_jars
 
 pytestmark = pytest.mark.integration
 
@@ -155,8 +154,10 @@ def test_a_work_area_the_job_user_cannot_create_fails_saying_why_and_another_fil
     spark_tables(stack, "create", db, f"{hdfs.uri}/warehouse/{db}.db", "events:ORC", "--dates", DATES[0])
     elsewhere = f"hdfs://localhost:{hdfs.port}/warehouse/{db}.db/events/dt=2026-10-09"
     spark_tables(stack, "sql", f"ALTER TABLE {db}.events ADD PARTITION (dt='2026-10-09') LOCATION '{elsewhere}'",
-                 f"INSERT INTO {db}.events PARTITION (dt='2026-10-09') SELECT 1, 'u', 1, 1.5, now(), array(1), map('k','v')",
-                 f"INSERT INTO {db}.events PARTITION (dt='2026-10-09') SELECT 2, 'u', 1, 1.5, now(), array(1), map('k','v')")
+                 f"INSERT INTO {db}.events PARTITION (dt='2026-10-09') "
+                 "SELECT 1, 'u', 1, 1.5, now(), array(1), map('k','v')",
+                 f"INSERT INTO {db}.events PARTITION (dt='2026-10-09') "
+                 "SELECT 2, 'u', 1, 1.5, now(), array(1), map('k','v')")
     before = spark_tables(stack, "content", f"{db}.events")["tables"]
     files = {n: p["files"] for n, p in partitions(stack, hdfs, "events", db).items()}
     assert {n: len(f) for n, f in files.items()} == {f"dt={DATES[0]}": 4, "dt=2026-10-09": 2}

@@ -20,13 +20,13 @@ from urllib.parse import urlsplit
 import pytest
 from hmsclient import hmsclient
 from hmsclient.genthrift.hive_metastore import ttypes
+from stack_sampling import require_jars, sampled
 from thrift.Thrift import TApplicationException
 
 import thrift_tables
-from stack_sampling import require_jars, sampled
-from thrift_tables import COLUMNS, FORMATS
 from harness import Stack
 from hive_metastores import HOUSEKEEPING, NO_TRANSFORMER, TXN_TIMEOUT_SECONDS, HiveMetastoreServer
+from thrift_tables import COLUMNS, FORMATS
 
 pytestmark = pytest.mark.integration
 
@@ -178,6 +178,7 @@ def test_the_jobs_jvm_client(hms, spark, monkeypatch):
     chunk's reads and writes raise no Java exception on the way (reading a Java list by its
     iterator ends in one, which PySpark converts at ~25 ms each once a SparkSession exists)."""
     from pyspark.errors.exceptions import captured
+
     from hive_compaction.storage.metastore_client import JobMetastore, jvm_client
 
     make_table(hms, spark, "jvm_side", "flat", "ORC", None, files=2, rows=10)
@@ -211,7 +212,8 @@ def test_the_jobs_jvm_client(hms, spark, monkeypatch):
         # A commit chunk's reads and writes: several partitions in one call each.
         converted = []
         monkeypatch.setattr(captured, "convert_exception",
-                            functools.partial(lambda real, e: converted.append(e) or real(e), captured.convert_exception))
+                            functools.partial(lambda real, e: converted.append(e) or real(e),
+                                              captured.convert_exception))
         states = jm.states("jvm_side.events", ["dt=2026-02-01", "dt=2030-01-01"])
         assert list(states) == [("2026-02-01",)]
         assert states[("2026-02-01",)] == jm.state("jvm_side.events", ["2026-02-01"])
@@ -294,6 +296,7 @@ def test_a_killed_merge_jobs_lock_is_taken_over(hms, spark, caplog):
     comes first: the job's own release of a silent lock of this package (``metastore_lock``,
     reading show_locks' heartbeat times as 3.1 / 4.0 report them) or the Metastore's expiry."""
     import logging
+
     from hive_compaction.storage.metastore_client import JobMetastore
     from hive_compaction.storage.metastore_lock import AGENT, DEAD_AFTER_SECONDS
 
@@ -351,7 +354,7 @@ def test_dag_run_and_rollback(hms, spark, tmp_path):
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
         assert {n: data_files(loc) for n, (loc, _) in partitions(hms, db, table).items()} == before[table][1], table
         assert content(hms, spark, db, table, storage) == before[table][0], table
-        for name, (location, params) in partitions(hms, db, table).items():
+        for name, (_location, params) in partitions(hms, db, table).items():
             assert params.get("numFiles") == "4", (table, name, params)
 
 

@@ -99,7 +99,7 @@ def audit(kerberos, since: int) -> list[str]:
 def test_the_metastore_wants_sasl(kerberos, as_airflow_worker):
     """The real thing: a plain Thrift client is refused; a GSSAPI one (alice's ticket) answered,
     and the Metastore's log names alice as the caller."""
-    with pytest.raises(Exception):  # the server closes a connection that does not start with SASL
+    with pytest.raises(Exception):  # noqa: B017 - the server closes a connection that does not start with SASL
         with hmsclient.HMSClient(host="localhost", port=kerberos.port) as c:
             c.get_all_databases()
     mark = kerberos.metastore.audit_log.stat().st_size

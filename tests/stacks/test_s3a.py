@@ -17,10 +17,10 @@ import sys
 from urllib.parse import urlsplit
 
 import pytest
+from stack_sampling import missing, require_jars
 
 from harness import ROOT, Stack
 from s3a_stack import SERVER, S3Error, S3Server, connector_jars
-from stack_sampling import missing, require_jars
 
 pytestmark = pytest.mark.integration
 

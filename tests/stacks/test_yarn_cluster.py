@@ -19,12 +19,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from stack_sampling import require_jars
+from test_hdfs import JOB_USER, METASTORE_USER, ON_HDFS, partitions, spark_tables
 
 from harness import QUICK_JVM_START, ROOT, Stack
 from hdfs_stack import Hdfs
-from stack_sampling import require_jars
 from yarn_stack import Yarn
-from test_hdfs import JOB_USER, METASTORE_USER, ON_HDFS, partitions, spark_tables
 
 pytestmark = pytest.mark.integration
 
@@ -69,16 +69,19 @@ def yarn_config(stack, tmp_path, tables: list[dict], **top) -> Path:
     # Spark's jars as a cluster with Spark installed on every node gives them (``local:``): without
     # it each application zips the ~400 MB of jars, uploads them to HDFS and unpacks them in its
     # containers (~20 s a run here), which is Spark's distribution, not this package's.
-    containers = {"spark.yarn.appMasterEnv.PYSPARK_PYTHON": PLAIN_PYTHON, "spark.executorEnv.PYSPARK_PYTHON": PLAIN_PYTHON,
+    containers = {"spark.yarn.appMasterEnv.PYSPARK_PYTHON": PLAIN_PYTHON,
+                  "spark.executorEnv.PYSPARK_PYTHON": PLAIN_PYTHON,
                   "spark.yarn.am.memory": "512m", "spark.yarn.jars": f"local:{spark_home()}/jars/*",
                   # the containers' JVMs start as the tests' local jobs do (scripts/harness.py)
                   "spark.driver.extraJavaOptions": QUICK_JVM_START, "spark.executor.extraJavaOptions": QUICK_JVM_START,
                   # and bind to loopback, as everything the tests start does
-                  "spark.yarn.appMasterEnv.SPARK_LOCAL_IP": "127.0.0.1", "spark.executorEnv.SPARK_LOCAL_IP": "127.0.0.1"}
+                  "spark.yarn.appMasterEnv.SPARK_LOCAL_IP": "127.0.0.1",
+                  "spark.executorEnv.SPARK_LOCAL_IP": "127.0.0.1"}
     return stack.write_config(tmp_path / "c.yaml", tables, py_files=str(zip_path),
                               spark_submit={"deploy_mode": "cluster", "durable": True, "yarn_track_via_rm_api": True,
                                             "driver_memory": "512m", "executor_memory": "512m", "num_executors": 1},
-                              spark_conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2", **containers},
+                              spark_conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
+                                          **containers},
                               **top)
 
 
@@ -133,7 +136,8 @@ def test_the_dag_merges_in_yarn_cluster_mode_from_the_zip(cluster, tmp_path):
     assert "1 of 1 partitions merged" in run.log
     # The driver ran in the ApplicationMaster's container (its log is the container's stdout): its
     # rewrite took the checksums in the executors' write tasks, from the jar it added.
-    driver = [c.read_text(errors="replace") for c in yarn.state.glob(f"target/**/{report['id']}/container_*_000001/stdout")]
+    driver = [c.read_text(errors="replace")
+              for c in yarn.state.glob(f"target/**/{report['id']}/container_*_000001/stdout")]
     assert any("the inputs' checksums taken by the write tasks" in text for text in driver), driver
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
+
 import yaml
 
 from hive_compaction.airflow import config as config_mod
@@ -97,7 +98,7 @@ def build(spec: config_mod.AlertSpec):
     cls = config_mod.import_notifier(spec.notifier, f"alerts: notifier {spec.notifier!r}")
     try:
         return cls(**spec.kwargs)
-    except Exception as e:  # noqa: BLE001 - wrong or missing arguments of the user's notifier
+    except Exception as e:
         raise config_mod.ConfigError(f"alerts: notifier {spec.notifier!r} cannot be created with kwargs "
                                      f"{sorted(spec.kwargs)}: {type(e).__name__}: {e}") from e
 
@@ -118,11 +119,11 @@ def lenient_specs(path: str | Path | None = None) -> tuple[config_mod.AlertSpec,
         entries = (raw.get("alerts") or []) if isinstance(raw, dict) else []
     except Exception:  # noqa: BLE001 - unreadable: the plan task says why
         return ()
-    specs = []
+    specs: list[config_mod.AlertSpec] = []
     for i, entry in enumerate(entries if isinstance(entries, list) else []):
         try:
             specs += config_mod.parse({"alerts": [entry]}).alerts
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - a bad entry is left out, the others still alert
             log.warning("alerts[%d] left out: %s", i, e)
     return tuple(specs)
 
@@ -160,7 +161,7 @@ def describe(context: dict, config_path: str | Path | None = None) -> dict:
     if task_id != "plan":
         try:
             plan = ti.xcom_pull(task_ids="plan", key="plan", map_indexes=-1)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - the alert goes out without the plan
             log.warning("could not read the plan from XCom: %s", e)
     results = _recorded(plan, map_index, config_path) if task_id == "merge" and plan else None
     tables = None
@@ -171,7 +172,7 @@ def describe(context: dict, config_path: str | Path | None = None) -> dict:
                                                       [t.name for t in config_mod.load_lenient(config_path)[0].tables])
         if isinstance(params.get("table"), str) and isinstance(params.get("partitions"), list):
             asked = [(params["table"], p) for p in params["partitions"] if isinstance(p, str) and p.strip()]
-    return failure(task_id, context.get("run_id") or getattr(ti, "run_id", "?"), map_index=map_index,
+    return failure(task_id, context.get("run_id") or getattr(ti, "run_id", "?"), map_index=map_index,  # type: ignore[arg-type]  # a run id, or "?"
                    label=getattr(ti, "rendered_map_index", None) if task_id == "merge" else None,
                    plan=plan, exception=context.get("exception"), results=results, tables=tables,
                    try_number=getattr(ti, "try_number", None), asked=asked)
@@ -180,8 +181,8 @@ def describe(context: dict, config_path: str | Path | None = None) -> dict:
 def _recorded(plan: dict, batch: int, config_path: str | Path | None) -> list[dict] | None:
     """A merge job's results as it recorded them, read through the Metastore connection of the
     DAG's config (``config_path``: the file beside the DAG, wherever the package is installed)."""
-    from hive_compaction.airflow.metastore_hook import Metastore
     from hive_compaction.airflow import results_reader
+    from hive_compaction.airflow.metastore_hook import Metastore
     from hive_compaction.model.results import decode_results
     try:
         settings = config_mod.load(config_path)

@@ -17,8 +17,16 @@ import yaml
 from pydantic import ValidationError
 
 from hive_compaction.airflow import config_schema, table_patterns
-from hive_compaction.airflow.config_schema import (SUBMIT_CONF, AirflowTasks, AlertSpec, ConfigFile, DagSpec, FanOut,
-                                                   SparkSubmitOptions, TablePolicy)
+from hive_compaction.airflow.config_schema import (
+    SUBMIT_CONF,
+    AirflowTasks,
+    AlertSpec,
+    ConfigFile,
+    DagSpec,
+    FanOut,
+    SparkSubmitOptions,
+    TablePolicy,
+)
 
 # The file's name in the dags folder: the DAG passes the one beside itself (``dag_config_path``).
 CONFIG_NAME = "hive_compaction.yaml"
@@ -151,7 +159,7 @@ def parse(raw: Any, source: str = "<config>") -> Settings:
     patterns = tuple(_pattern(t, raw_t, given, source) for t, raw_t in entries
                      if not table_patterns.parse(t.name).is_exact)
     return Settings(**{k: v for k, v in given if v is not None and k not in ("pool", "tables", "alerts", "exclude")},
-                    **pool, tables=tuple(TableConfig(*t.name.lower().split("."), t.policy()) for t in exact),
+                    **pool, tables=tuple(TableConfig(*t.name.lower().split("."), t.policy()) for t in exact),  # type: ignore[arg-type, call-arg]  # the checked file's keys; database.table
                     patterns=patterns, exclude=tuple(given.exclude), alerts=tuple(given.alerts), source=source)
 
 
@@ -161,7 +169,9 @@ def _pattern(entry, raw_entry: Any, given: ConfigFile, source: str) -> TablePatt
     keys = [k for k in (raw_entry if isinstance(raw_entry, dict) else {}) if k != "name"]
     found = TablePattern(entry.name, tuple((k, getattr(entry, k)) for k in keys))
     pattern = found.pattern
-    for db, policy in ({**given.databases, None: given.defaults}).items():
+    policies: dict[str | None, TablePolicy] = {db: p for db, p in given.databases.items()}
+    policies[None] = given.defaults
+    for db, policy in policies.items():
         if db is not None and not pattern.may_hold(db):
             continue
         try:
@@ -180,7 +190,7 @@ def import_notifier(path: str, where: str) -> type:
                           f"airflow.providers.smtp.notifications.smtp.SmtpNotifier, got {path!r}")
     try:
         cls = getattr(importlib.import_module(module), name)
-    except Exception as e:  # noqa: BLE001 - a missing provider, a typo, an import error in it
+    except Exception as e:
         raise ConfigError(f"{where}: cannot import notifier {path!r}: {type(e).__name__}: {e}") from e
     if not isinstance(cls, type) or not callable(getattr(cls, "notify", None)):
         raise ConfigError(f"{where}: {path!r} is not a notifier class (a subclass of airflow.sdk.BaseNotifier)")

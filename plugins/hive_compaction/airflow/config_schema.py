@@ -11,8 +11,18 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Annotated, Any, Literal
 
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator,
-                      ValidationError, WrapValidator, model_validator, with_config)
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    ValidationError,
+    WrapValidator,
+    model_validator,
+    with_config,
+)
 
 from hive_compaction.airflow import table_patterns
 
@@ -290,16 +300,16 @@ SUBMIT_CONF = {f.name: f.metadata["spark_property"] for f in fields(SparkSubmitO
 def _refuse_combinations(opts: SparkSubmitOptions, spark_conf: dict[str, str]) -> None:
     """Combinations the provider (or Spark) would refuse at run time, whatever the connection says."""
     if opts.cores_max is not None and opts.total_executor_cores is not None:
-        raise ValueError(f"spark_submit: keys 'cores_max' and 'total_executor_cores' set the same "
+        raise ValueError("spark_submit: keys 'cores_max' and 'total_executor_cores' set the same "
                          "Spark property (spark.cores.max): set one")
     for key, prop in SUBMIT_CONF.items():
         if getattr(opts, key) is not None and prop in spark_conf:
             raise ValueError(f"spark_submit: key {key!r} sets {prop}, which spark_conf sets too: set one")
     if opts.use_krb5ccache and (opts.principal or opts.keytab):
-        raise ValueError(f"spark_submit: key 'use_krb5ccache' logs the job in from the ticket cache (KRB5CCNAME): "
+        raise ValueError("spark_submit: key 'use_krb5ccache' logs the job in from the ticket cache (KRB5CCNAME): "
                          "set principal and keytab for a keytab login, or use_krb5ccache alone")
     if opts.track_driver_via_k8s_api and opts.deploy_mode == "client":
-        raise ValueError(f"spark_submit: key 'track_driver_via_k8s_api' needs deploy_mode cluster")
+        raise ValueError("spark_submit: key 'track_driver_via_k8s_api' needs deploy_mode cluster")
     # With RM / Kubernetes API tracking spark-submit must return as soon as the job is submitted.
     for key, prop, refused in (
             ("yarn_track_via_rm_api", "spark.yarn.submit.waitAppCompletion", lambda v: v != "false"),
@@ -372,7 +382,8 @@ def _cron(value: Any) -> str | None:
     """A cron expression or preset (``@daily``) as croniter (Airflow's) reads it; "none": no schedule."""
     from croniter import croniter
     if not isinstance(value, str) or not (value.strip().lower() == "none" or croniter.is_valid(value)):
-        raise ValueError(f"expected a cron expression like '0 0 * * *', a preset like '@daily', or 'none', got {value!r}")
+        raise ValueError(f"expected a cron expression like '0 0 * * *', a preset like '@daily', or 'none', "
+                         f"got {value!r}")
     return None if value.strip().lower() == "none" else value.strip()
 
 
@@ -476,7 +487,7 @@ def _literal_database(entry: Any) -> str | None:
     """The database a ``tables:`` entry names literally (its ``databases:`` section applies at once)."""
     name = entry.get("name") if isinstance(entry, dict) else entry
     try:
-        return table_patterns.parse(name).database
+        return table_patterns.parse(name).database  # type: ignore[arg-type]  # what the file holds, not checked yet
     except ValueError:
         return None
 
@@ -551,10 +562,10 @@ def problem(error: ValidationError, raw: Any, source: str) -> str:
         return f"{where}: unknown key(s) {', '.join(names)}" + (
             " (Airflow's executor queue, priority and executor_config go in the section airflow_tasks:)"
             if _TASK_KEYS & set(names) else "")
-    known = ", ".join(sorted(f.name for f in fields(_KNOWN[owner[0]])))
+    known = ", ".join(sorted(f.name for f in fields(_KNOWN[owner[0]])))  # type: ignore[index]  # a section's name
     if owner[0] in ("pool", "alerts"):  # entries name all their unknown keys at once
         return f"{where}: unknown key(s) {', '.join(names)} (known: {known})"
-    hint = _ELSEWHERE.get(owner[0], {}).get(key)
+    hint = _ELSEWHERE.get(owner[0], {}).get(key)  # type: ignore[arg-type]  # a section's name
     return f"{where}: unknown key {key!r}{f': {hint}' if hint else ''} (known: {known})"
 
 

@@ -108,7 +108,8 @@ def _plan(config_path: Path):
         only over a task's return value, so multiple_outputs cannot carry both)."""
         from airflow.sdk import conf
         from airflow.sdk.exceptions import AirflowFailException
-        from hive_compaction.airflow import tasks as dag_tasks, metastore_hook as metastore, table_resolution
+
+        from hive_compaction.airflow import metastore_hook as metastore, table_resolution, tasks as dag_tasks
 
         def selected(settings):
             try:  # a wrong form value is not worth a retry
@@ -138,7 +139,7 @@ def _refresh(config_path: Path, settings: config.Settings):
     @task(trigger_rule="none_failed", retries=max(settings.retries, 2),
           retry_delay=timedelta(seconds=5), retry_exponential_backoff=False)
     def refresh_metastore(plan: dict, dag_run=None):
-        from hive_compaction.airflow import metrics, tasks as dag_tasks, metastore_hook as metastore
+        from hive_compaction.airflow import metastore_hook as metastore, metrics, tasks as dag_tasks
         current = config.load(config_path)
         with metastore.from_airflow_connection(current.metastore_conn_id) as hms:
             report = dag_tasks.refresh(current, hms, plan)
@@ -158,6 +159,7 @@ def _asset_event(name: str, namespace: str | None):
     @task(task_id=name, outlets=[asset], retries=2, retry_delay=timedelta(seconds=5))
     def emit(report: dict, outlet_events=None):
         from airflow.sdk.exceptions import AirflowSkipException
+
         from hive_compaction.airflow import assets
         event = assets.events(report).get(name)
         if not event:
@@ -181,6 +183,7 @@ def _pattern_events(entries: list[str], settings: config.Settings):
           retry_delay=timedelta(seconds=5))
     def emit_by_pattern(report: dict, outlet_events=None):
         from airflow.sdk.exceptions import AirflowSkipException
+
         from hive_compaction.airflow import assets
         added = [e for e in assets.alias_events(report) if e.entry in aliases]
         if not added:

@@ -89,7 +89,7 @@ class _PureSaslClient:
     def decode(self, data):
         return self._run(self._sasl.unwrap, data)
 
-    def getError(self) -> str:  # noqa: N802 - the sasl.Client name
+    def getError(self) -> str:
         return self._error
 
 

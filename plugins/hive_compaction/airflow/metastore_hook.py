@@ -17,7 +17,7 @@ cost of a scan grows linearly with the number of partitions. Only calls that Hiv
 from __future__ import annotations
 
 import logging
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 from airflow.sdk import BaseHook
 from hmsclient.genthrift.hive_metastore import ttypes
@@ -99,7 +99,7 @@ class Metastore(BaseHook):
             raise MetastoreUnavailable("not connected to the Hive Metastore: use `with Metastore(...) as hms:`")
         return self.connection.client
 
-    def __enter__(self) -> "Metastore":
+    def __enter__(self) -> Metastore:
         self.connection.open()
         return self
 
@@ -158,7 +158,7 @@ class Metastore(BaseHook):
         for i in range(0, len(names), self.batch_size):
             yield self.connection.call("get_partitions_by_names", database, table, names[i:i + self.batch_size])
 
-    def update_statistics(self, table: TableInfo, stats: dict[str, dict[str, str]]) -> int:
+    def update_statistics(self, table: TableInfo, stats: dict[str, dict[str, str | None]]) -> int:
         """Write parameters (statistics) to partitions, keyed by partition name; batched.
         A value of None removes the key."""
         if not stats:
@@ -259,6 +259,6 @@ def _settings(conn, conn_id: str | None) -> tuple[str, int, float, int, dict]:
             int(extra.get("batch_size", 500)), options)
 
 
-def _merged(parameters: dict | None, updates: dict[str, str | None]) -> dict[str, str]:
+def _merged(parameters: dict | None, updates: Mapping[str, str | None]) -> dict[str, str]:
     out = {**(parameters or {}), **updates}
     return {k: v for k, v in out.items() if v is not None}

@@ -3,9 +3,8 @@ package's own partition records, and Hive's partition names. Pure Python (no Air
 Thrift import), so planning and the backlog rules can use them without either."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
-
 
 
 @dataclass(frozen=True)
@@ -22,7 +21,7 @@ class TableInfo:
     sort_columns: tuple[tuple[str, int], ...] = ()
 
     @classmethod
-    def from_thrift(cls, t) -> "TableInfo":
+    def from_thrift(cls, t) -> TableInfo:
         """From the Metastore's Thrift ``Table``."""
         params = dict(t.parameters or {})
         return cls(
@@ -60,7 +59,7 @@ class PartitionInfo:
     input_format: str = ""
 
     @classmethod
-    def from_thrift(cls, table: TableInfo, p) -> "PartitionInfo":
+    def from_thrift(cls, table: TableInfo, p) -> PartitionInfo:
         """From the Metastore's Thrift ``Partition`` of ``table``."""
         return cls(
             name=partition_name(table.partition_keys, p.values),
@@ -71,7 +70,7 @@ class PartitionInfo:
         )
 
     @classmethod
-    def of_table(cls, table: TableInfo) -> "PartitionInfo":
+    def of_table(cls, table: TableInfo) -> PartitionInfo:
         """A non-partitioned table as its one partition (name "")."""
         return cls("", (), table.location, dict(table.parameters), table.input_format)
 
@@ -93,7 +92,7 @@ class PartitionRecord:
 
 def _num_buckets(hive_buckets: int | None, parameters: dict[str, str]) -> int:
     """Hive keeps buckets in the storage descriptor, Spark's data source tables in a parameter."""
-    if (hive_buckets or 0) > 0:
+    if hive_buckets is not None and hive_buckets > 0:
         return hive_buckets
     try:
         return max(0, int(parameters.get("spark.sql.sources.schema.numBuckets", 0)))

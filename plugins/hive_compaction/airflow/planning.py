@@ -62,7 +62,7 @@ def audit_due(partition: PartitionInfo, policy: TablePolicy, now: float) -> bool
             or (planned is not None and planned > listed))
 
 
-def priority(task: "PartitionTask") -> tuple:
+def priority(task: PartitionTask) -> tuple:
     """Which partitions come first when the fan-out caps defer some: those whose statistics
     show small files (most files first), then the ones listed longest ago (never: first)."""
     flagged = task.reason == "statistics"
@@ -119,7 +119,7 @@ def plan_table(table: TableInfo, policy: TablePolicy, partitions, work_root: str
         tasks.append(PartitionTask(
             database=table.database, table=table.table, partition=p.name, values=p.values,
             location=p.location, table_location=table.location,
-            storage_format=table.storage_format, work_dir=work_dir,
+            storage_format=table.storage_format, work_dir=work_dir,  # type: ignore[arg-type]  # None: refused above
             target_file_size=policy.target_file_size, small_file_limit=policy.small_file_limit,
             min_small_files=policy.min_small_files, merge_mode=policy.merge_mode, commit_mode=policy.commit_mode,
             lock_wait_seconds=policy.lock_wait_seconds, require_locks=policy.require_locks,
@@ -163,7 +163,8 @@ def pack_batches(tasks: list[PartitionTask], fan_out: FanOut, max_map_length: in
         return [], []
     limit = max(1, min(fan_out.max_spark_jobs, max_map_length))
     total = sum(t.total_size or 0 for t in tasks)
-    wanted = max(math.ceil(total / fan_out.max_bytes_per_job), math.ceil(len(tasks) / fan_out.max_partitions_per_job), 1)
+    wanted = max(math.ceil(total / fan_out.max_bytes_per_job),
+                 math.ceil(len(tasks) / fan_out.max_partitions_per_job), 1)
     n = min(limit, wanted)
     batches: list[list[PartitionTask]] = [[] for _ in range(n)]
     load = [0] * n

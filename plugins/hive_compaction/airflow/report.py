@@ -4,7 +4,7 @@ from __future__ import annotations
 from hive_compaction.model.results import BUCKETS, bucket_edges, statistics_were_stale
 
 
-def _size(n: int | None) -> str:
+def _size(n: float | None) -> str:
     if n is None:
         return "-"
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
@@ -131,7 +131,8 @@ def _left_reason(r: dict, small: int | None = None) -> str:
         reason = LITTLE_DATA
     else:
         reason = r.get("reason") or {"merged": LITTLE_DATA, "would_merge": "dry run",
-                                     "nothing_to_do": "fewer small files than min_small_files"}.get(r["status"], r["status"])
+                                     "nothing_to_do": "fewer small files than min_small_files"}.get(r["status"],
+                                                                                                    r["status"])
     return "; ".join(x for x in (reason, r.get("again")) if x)
 
 
@@ -150,7 +151,7 @@ def distribution(results: list[dict], skipped: list[dict], deferred: list[dict],
             limit, target = p.get("small_file_limit"), p.get("target_file_size")
             known = limit is not None and target is not None
             tables[name] = {"small_file_limit": limit, "target_file_size": target,
-                            "buckets": bucket_labels(limit, target) if known else None,
+                            "buckets": bucket_labels(limit, target) if known else None,  # type: ignore[arg-type]  # known: both set
                             "before": [0] * BUCKETS if known else None,
                             "after": [0] * BUCKETS if known else None,
                             "partitions": 0, "files_before": 0, "files_after": 0,

@@ -5,8 +5,15 @@ from __future__ import annotations
 import logging
 
 from hive_compaction.airflow.metastore_hook import Metastore
-from hive_compaction.model.result_table import (KEEP_DAYS, PARTITION_KEYS, TEXT_INPUT, TEXT_OUTPUT,
-                                                TEXT_SERDE, partition_name, split_name)
+from hive_compaction.model.result_table import (
+    KEEP_DAYS,
+    PARTITION_KEYS,
+    TEXT_INPUT,
+    TEXT_OUTPUT,
+    TEXT_SERDE,
+    partition_name,
+    split_name,
+)
 
 log = logging.getLogger(__name__)
 

@@ -47,7 +47,8 @@ def params_schema(table_names: list[str]) -> dict[str, dict]:
                        "title": "Partitions", "description": "Only these partitions of the run (dt=2026-01-01), one "
                                                              "per line; empty: every partition it committed"},
         "dry_run": {"type": "boolean", "title": "Dry run",
-                    "description": "List what would move back (in the rollback task's log and the report); move nothing"},
+                    "description": "List what would move back (in the rollback task's log and the report); "
+                                   "move nothing"},
     }
 
 
@@ -134,7 +135,8 @@ def check(settings: Settings, hms: Metastore, params: dict) -> Request:
                          f"{KEEP_DAYS} days {settings.results_table} keeps (nothing to roll back)")
     run = params.get("run")
     if not isinstance(run, str) or not run.strip():
-        raise ParamError(f"run: required; runs that committed something to {table}, newest first: {describe_runs(runs)}")
+        raise ParamError(f"run: required; runs that committed something to {table}, newest first: "
+                         f"{describe_runs(runs)}")
     tag = run_tag(run.strip())
     if tag not in runs:
         raise ParamError(f"run: {run.strip()!r} has nothing committed to {table} that is not rolled back yet; runs "

@@ -34,9 +34,7 @@ def rollback_dag(config_path: Path, settings: config.Settings, on_failure, dag_i
     with DAG(
         dag_id=dag_id,
         description="Roll back a hive_compaction run's merges in one table (originals and statistics back)",
-        schedule=None,
-        start_date=datetime(2026, 1, 1),
-        catchup=False,
+        schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
         max_active_runs=1,  # two rollbacks of one partition would wait on each other's lock
         default_args={"retries": settings.retries, "retry_delay": timedelta(minutes=1),
                       "on_failure_callback": on_failure, **config.task_defaults(settings)},
@@ -48,6 +46,7 @@ def rollback_dag(config_path: Path, settings: config.Settings, on_failure, dag_i
         @task(multiple_outputs=True)  # retried when the Metastore is unreachable, never for a wrong value
         def check(params=None, run_id=None):
             from airflow.sdk.exceptions import AirflowFailException
+
             from hive_compaction.airflow.metastore_hook import Metastore
             from hive_compaction.airflow.run_params import ParamError
             try:
@@ -64,6 +63,7 @@ def rollback_dag(config_path: Path, settings: config.Settings, on_failure, dag_i
         @task(trigger_rule="all_done_min_one_success", retries=2, retry_delay=timedelta(seconds=5))
         def report(request: dict, run_id=None):
             from airflow.sdk.exceptions import AirflowFailException
+
             from hive_compaction.airflow.metastore_hook import Metastore
             current = config.load(config_path)
             with Metastore(metastore_conn_id=current.metastore_conn_id) as hms:
@@ -82,11 +82,11 @@ def rollback_dag(config_path: Path, settings: config.Settings, on_failure, dag_i
         job = SparkSubmitOperator(
             task_id="rollback",
             application=settings.rollback_job_file,  # config key rollback_job (default: beside merge_job)
-            application_args=checked["application_args"],
+            application_args=checked["application_args"],  # type: ignore[index]  # multiple_outputs: by key
             name="hive-compaction rollback {{ params.table }}",
             **config.merge_operator_kwargs(settings),
         )
-        job >> report(checked["request"])
+        job >> report(checked["request"])  # type: ignore[index]  # multiple_outputs: by key
     return dag
 
 

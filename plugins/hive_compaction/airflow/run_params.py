@@ -13,8 +13,9 @@ anything reaches the Metastore or a path; errors name the field.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from hive_compaction.airflow import table_patterns
@@ -31,7 +32,7 @@ class ParamError(ValueError):
     """A trigger-form value is wrong; the message names the field."""
 
 
-def params_schema(table_names: list[str], patterns: list[str] = ()) -> dict[str, dict]:
+def params_schema(table_names: list[str], patterns: Sequence[str] = ()) -> dict[str, dict]:
     """JSON schema of each form field (the Airflow UI renders these as a form). ``patterns``: the config's
     pattern entries: the field then takes names or patterns (of the tables they match), and its pick list
     shows the exact names and the patterns, not every table they match."""
@@ -62,7 +63,7 @@ def params_schema(table_names: list[str], patterns: list[str] = ()) -> dict[str,
     }
 
 
-PARAM_DEFAULTS = {"tables": [], "partition_date": None, "partition_date_to": None, "dry_run": False,
+PARAM_DEFAULTS: dict[str, Any] = {"tables": [], "partition_date": None, "partition_date_to": None, "dry_run": False,
                   "target_file_size_mb": None, "small_file_limit_mb": None}
 
 
@@ -155,7 +156,7 @@ def select(settings: Settings, params: dict, run_type, logical_date: datetime | 
             dates[t.name] = (d, d)
         else:
             dates[t.name] = None
-    today = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).date()
+    today = (now or datetime.now(UTC)).astimezone(UTC).date()
     next_key = next_scheduled_key(run_type, key if not start else None, key_lag, today)
     return RunSelection(tuple(overridden), dates, p["dry_run"], lookback, next_key, key_lag)
 

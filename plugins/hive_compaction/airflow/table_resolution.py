@@ -11,8 +11,9 @@ a pattern may hold (its table names), then the matched tables' objects, ``batch_
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Iterator, Protocol
+from typing import Protocol
 
 from hive_compaction.airflow.config import Settings, TableConfig
 from hive_compaction.airflow.metastore_types import TableInfo
@@ -69,7 +70,7 @@ def resolve(settings: Settings, catalog: Catalog) -> Resolution:
     exclude = [parse(x) for x in settings.exclude] + [parse(settings.results_table)]
     exact = {t.name for t in settings.tables}
     if all(p.database for p in patterns):
-        databases = sorted({p.database for p in patterns})
+        databases = sorted({p.database for p in patterns if p.database})
     else:
         databases = sorted({d.lower() for d in catalog.databases()})
     matched: dict[str, int] = {}
@@ -95,7 +96,7 @@ def resolve(settings: Settings, catalog: Catalog) -> Resolution:
         log.info("%d matched table(s) gone before they were read, left out: %s", len(gone), ", ".join(gone[:10]))
     kept = sorted(n for n in matched if n in infos)
     resolved = tuple(
-        TableConfig(*n.split(".", 1), settings.patterns[matched[n]].policy(settings.policy_of(n.split(".", 1)[0])))
+        TableConfig(*n.split(".", 1), settings.patterns[matched[n]].policy(settings.policy_of(n.split(".", 1)[0])))  # type: ignore[call-arg, arg-type]  # database.table
         for n in kept)
     entries = tuple(EntryMatch(p.entry, tuple(n for n in kept if matched[n] == i), tuple(excluded.get(i, ())))
                     for i, p in enumerate(settings.patterns))

@@ -9,17 +9,31 @@ from datetime import date
 from hive_compaction.airflow import backlog, config as config_mod, results_reader
 from hive_compaction.airflow.metastore_hook import Metastore
 from hive_compaction.airflow.metastore_types import TableInfo, unescape_path_name
-from hive_compaction.airflow.planning import (Skipped, batch_label, one_task_per_folder, pack_batches,
-                                              plan_table, priority, split_oversized, table_refusal,
-                                              table_work_dir)
-from hive_compaction.airflow.report import (distribution, note, reader_gap_note, render, render_distribution,
-                                            summarize)
+from hive_compaction.airflow.planning import (
+    Skipped,
+    batch_label,
+    one_task_per_folder,
+    pack_batches,
+    plan_table,
+    priority,
+    split_oversized,
+    table_refusal,
+    table_work_dir,
+)
+from hive_compaction.airflow.report import distribution, note, reader_gap_note, render, render_distribution, summarize
 from hive_compaction.airflow.run_params import RunSelection, partition_date
 from hive_compaction.airflow.table_resolution import Resolution
 from hive_compaction.model import result_table
 from hive_compaction.model.batch import LOCK_LEASE_SECONDS, PartitionTask, batch_payload, encode_batch
-from hive_compaction.model.results import (NUM_FILES, PLANNED_AT, TOTAL_SIZE, PartitionResult, Status,
-                                           decode_results, statistics_update)
+from hive_compaction.model.results import (
+    NUM_FILES,
+    PLANNED_AT,
+    TOTAL_SIZE,
+    PartitionResult,
+    Status,
+    decode_results,
+    statistics_update,
+)
 from hive_compaction.storage.capabilities import IN_PLACE
 from hive_compaction.storage.paths import run_tag
 
@@ -115,9 +129,10 @@ def candidates(hms: Metastore, selection: RunSelection, now: float,
         table = found.tables[tc.name] = (known or {}).get(tc.name) or hms.table(tc.database, tc.table)
         dates, window = selection.dates.get(tc.name), selection.lookback.get(tc.name)
         if window and table.partition_keys:
-            partitions = list(partitions_in_dates(hms, table, tc, (window[0], dates[1]), found.skipped))
-            own = [p for p in partitions if _in_range(_values(table, p), tc, *dates)]
-            back = [p for p in partitions if not _in_range(_values(table, p), tc, *dates)]
+            # a lookback window comes with the run's dates
+            partitions = list(partitions_in_dates(hms, table, tc, (window[0], dates[1]), found.skipped))  # type: ignore[index]
+            own = [p for p in partitions if _in_range(_values(table, p), tc, *dates)]  # type: ignore[misc]
+            back = [p for p in partitions if not _in_range(_values(table, p), tc, *dates)]  # type: ignore[misc]
         else:
             own, back = list(partitions_in_dates(hms, table, tc, dates, found.skipped)), []
         t, s = plan_table(table, tc.policy, own, list_all=dates is not None, now=now)
@@ -203,7 +218,8 @@ def describe(settings: config_mod.Settings, selection: RunSelection, found: Cand
     unpicked = set(found.unpicked)
     plan["deferred"] = [
         {"table": t.table_name, "partition": t.partition,
-         "again": revisit_text(plan, t.table_name, t.partition, not dry_run or (t.table_name, t.partition) not in unpicked)}
+         "again": revisit_text(plan, t.table_name, t.partition,
+                               not dry_run or (t.table_name, t.partition) not in unpicked)}
         for t in deferred]
     return plan
 
@@ -260,8 +276,8 @@ def _mark_planned(hms: Metastore, partitions: set[tuple[str, str]], now: float,
     """Write ``PLANNED_AT`` to (table, partition)s a run meant to list and did not (the backlog
     reads it)."""
     by_table: dict[str, dict[str, dict]] = {}
-    for table, partition in sorted(partitions):
-        by_table.setdefault(table, {})[partition] = {PLANNED_AT: str(int(now))}
+    for table_name, partition in sorted(partitions):
+        by_table.setdefault(table_name, {})[partition] = {PLANNED_AT: str(int(now))}
     for name, updates in by_table.items():
         table = (tables or {}).get(name) or hms.table(*name.split(".", 1))
         hms.update_statistics(table, updates)

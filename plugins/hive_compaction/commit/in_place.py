@@ -15,10 +15,10 @@ The journal is published whole and exclusively (``HadoopFS.create_exclusive``: o
 whose primitives make that atomic, see ``storage``), so of two committers exactly one holds a
 partition. Its record names its owner (the job's attempt); before each step the committer reads
 the journal again and stops if another job took it over (one that holds the partition's lock
-writes its record back instead: the other wrote late, having lost the lock, ``check_owner``). A job that takes a journal over renames
-the staging folder and the moving trash (``take_over``), so a paused earlier holder's next move
-fails whatever it had checked; a journal is released only while it is the file its holder published
-(``work_area.release_journal``).
+writes its record back instead: the other wrote late, having lost the lock, ``check_owner``). A job
+that takes a journal over renames the staging folder and the moving trash (``take_over``), so a
+paused earlier holder's next move fails whatever it had checked; a journal is released only while
+it is the file its holder published (``work_area.release_journal``).
 
 A crash before 1 leaves only staging garbage outside the partition. A crash after 1 is finished
 by ``recover`` at the start of the next attempt on that partition, which replays steps 2-4 (each
@@ -41,13 +41,23 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from hive_compaction.commit.record import CommitRecord, PurgeHold
 from hive_compaction.commit.steps import Step, reached
-from hive_compaction.commit.work_area import (WorkArea, check_record, journal_holder, publish_journal, read_journal,
-                                              read_manifest, release_journal, replace_journal)
-from hive_compaction.storage.hadoop_fs import FolderGone, HadoopFS
+from hive_compaction.commit.work_area import (
+    WorkArea,
+    check_record,
+    journal_holder,
+    publish_journal,
+    read_journal,
+    read_manifest,
+    release_journal,
+    replace_journal,
+)
+from hive_compaction.storage.hadoop_fs import Entry, FolderGone, HadoopFS
 from hive_compaction.storage.listing import MERGED_PREFIX, RecordedFile, is_hidden
 from hive_compaction.storage.metastore_lock import CommitConflict, check_lock_held, holding_lock
 
@@ -55,9 +65,11 @@ log = logging.getLogger(__name__)
 
 # A journal or replay claim this old belongs to a job that is gone: a commit holds it for seconds.
 ORPHAN_AGE_SECONDS = 600
+if TYPE_CHECKING:  # What finishes the interrupted commit of a location switch (``recover``'s ``switch``).
+    FinishSwitch = Callable[[CommitRecord], CommitRecord | None]
 
 
-def recent(status) -> bool:
+def recent(status: Entry | None) -> bool:
     """Whether a journal or claim (its file status, or None) changed within ORPHAN_AGE_SECONDS:
     its job may still be alive."""
     return status is not None and status.modification_time > (time.time() - ORPHAN_AGE_SECONDS) * 1000
@@ -123,7 +135,7 @@ def hold(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> None:
 
 
 def recover(fs: HadoopFS, area: WorkArea, pid: str, owner: str, location: str | None = None,
-            table_location: str | None = None, switch=None) -> CommitRecord | None:
+            table_location: str | None = None, switch: FinishSwitch | None = None) -> CommitRecord | None:
     """Finish a commit a crashed attempt left behind for this partition; None if there was none.
     ``location``: the partition's folder as planned (the record must name the same); else the
     record's folder must lie inside ``table_location``. ``switch(record)`` finishes a location
@@ -231,7 +243,7 @@ def _generation(folder: str, current: int, wanted: int) -> str:
     return base if wanted == 0 else f"{base}~{wanted}"
 
 
-def _visible(fs: HadoopFS, location: str) -> list:
+def _visible(fs: HadoopFS, location: str) -> list[Any]:
     """The partition's files that readers see (Hive and Spark skip names starting with '_' or '.')."""
     return [e for e in fs.list(location.rstrip("/")) if not e.is_dir and not is_hidden(e.name)]
 
@@ -344,7 +356,7 @@ def _release(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> None:
         raise CommitConflict(f"{record.label}: this job no longer holds the partition's journal; it stopped")
 
 
-def _unlisted(record: CommitRecord, here: dict) -> tuple[list[str], list[str]]:
+def _unlisted(record: CommitRecord, here: dict[str, Any]) -> tuple[list[str], list[str]]:
     """The partition's files (``here``, by name) that are neither an input, an output nor listed
     by the journal as they were, and the listed files that are not inputs and are gone: another
     writer's work (none for a journal written before the listing was recorded)."""
@@ -433,7 +445,8 @@ def _apply(fs: HadoopFS, area: WorkArea, record: CommitRecord, first: bool = Fal
         if done is not None and done.committed_at and not done.rolled_back_at:
             # Its manifest is written: the first pass (or a replay) had found the partition as its
             # moves made it, outputs in, so whatever arrived since is a writer's that came after.
-            log.warning("%s: the interrupted commit of run %s had written its manifest: finishing it", record.label, run)
+            log.warning("%s: the interrupted commit of run %s had written its manifest: finishing it",
+                        record.label, run)
             release_journal(fs, area, record)
             fs.delete(record.staging or area.staging(record.run, record.pid), recursive=True)
             return done
@@ -502,7 +515,7 @@ def _swap(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, first:
     return window_ms
 
 
-def identity_moves(src: str, dst: str, files: list[RecordedFile]) -> list[tuple]:
+def identity_moves(src: str, dst: str, files: list[RecordedFile]) -> list[tuple[Any, ...]]:
     """``HadoopFS.move_all`` pairs moving recorded files from folder ``src``
     to ``dst``, each only while it is the file recorded (size, time and version, where recorded)."""
     return [(f"{src}/{f.name}", f"{dst}/{f.name}") +

@@ -51,15 +51,22 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
+from typing import Any, NoReturn
 
-from hive_compaction.commit.in_place import (InputsChanged, check_owner, identity_moves, take_over, to_run_trash,
-                                             unpublish)
+from hive_compaction.commit.in_place import (
+    InputsChanged,
+    check_owner,
+    identity_moves,
+    take_over,
+    to_run_trash,
+    unpublish,
+)
 from hive_compaction.commit.record import CommitRecord
 from hive_compaction.commit.steps import Step, reached
 from hive_compaction.commit.work_area import WorkArea, check_record, journal_holder, release_journal
 from hive_compaction.storage.capabilities import LOCATION_SWITCH, is_object_store
-from hive_compaction.storage.hadoop_fs import FolderGone, HadoopFS
+from hive_compaction.storage.hadoop_fs import Entry, FolderGone, HadoopFS
 from hive_compaction.storage.listing import RecordedFile, data_files
 from hive_compaction.storage.metastore_client import DescriptorChanged, JobMetastore, PartitionState, same_location
 from hive_compaction.storage.metastore_lock import CommitConflict, LockLost, check_lock_held
@@ -93,7 +100,7 @@ def new_folder(table_location: str, partition: str, run: str, attempt: str) -> s
 
 
 def build_and_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: CommitRecord,
-                     rows_of: Callable[[list], int]) -> CommitRecord:
+                     rows_of: Callable[[list[Any]], int]) -> CommitRecord:
     """Steps 2-6 for a held journal; returns the manifest. ``rows_of(files)``: the rows in the
     footers of data files. Raises CommitConflict (another job or writer: nothing changed, the
     partition is left for the next run), SwitchAborted (undone, nothing changed) or another error
@@ -105,7 +112,7 @@ def build_and_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: Co
         raise
     except (SwitchAborted, CommitConflict):
         raise
-    except Exception as e:  # the file system failed before the switch: undo the new folder
+    except Exception as e:  # noqa: BLE001 - the file system failed before the switch: undo the new folder
         _abort(fs, area, record, f"{type(e).__name__}: {e}".splitlines()[0][:300])
     try:
         switched = hms.switch(record.table, record.values, record.location, record.new_location, {
@@ -129,7 +136,7 @@ def build_and_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: Co
     return _finish(fs, area, record)
 
 
-def _build(fs: HadoopFS, area: WorkArea, record: CommitRecord, rows_of: Callable[[list], int]) -> None:
+def _build(fs: HadoopFS, area: WorkArea, record: CommitRecord, rows_of: Callable[[list[Any]], int]) -> None:
     old, new = record.location.rstrip("/"), record.new_location
     label = record.label
     if fs.exists(new):  # not this job's: left alone
@@ -170,7 +177,7 @@ def _check_old_folder(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> Non
                                         f"({changed[:3]})", conflict=True)
 
 
-def changed_files(files: list, recorded: list[RecordedFile]) -> list[str]:
+def changed_files(files: list[Any], recorded: list[RecordedFile]) -> list[str]:
     """Names of files that are not as recorded (``Entry.identity()``), added or gone, sorted."""
     then = {f.name: f for f in recorded}
     now = {f.name: f for f in files}
@@ -293,8 +300,8 @@ def recover_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: Comm
         raise CommitConflict(f"{label}: dropped after the location switch of run {record.run}, before that switch was "
                              f"finished: the old folder's files it replaced went to the trash {area.trash_of(record)}")
     release_journal(fs, area, record)
-    raise InputsChanged(f"{label}: the Metastore's partition is at {current or 'nothing (dropped)'}, neither the folder "
-                        f"run {record.run} merged nor the one it built; both were left as they are")
+    raise InputsChanged(f"{label}: the Metastore's partition is at {current or 'nothing (dropped)'}, neither the "
+                        f"folder run {record.run} merged nor the one it built; both were left as they are")
 
 
 def _unbuilt(fs: HadoopFS, record: CommitRecord) -> bool:
@@ -304,10 +311,10 @@ def _unbuilt(fs: HadoopFS, record: CommitRecord) -> bool:
     return any(st is not None for st in fs.statuses([o.staged for o in record.outputs]))
 
 
-def _in_flight(record: CommitRecord, journal) -> SwitchInFlight:
+def _in_flight(record: CommitRecord, journal: Entry | None) -> SwitchInFlight:
     return SwitchInFlight(f"{record.label}: the location switch of run {record.run} has not happened, but its "
                           f"alter_partition may still land (its new folder was built; journal written "
-                          f"{time.time() - journal.modification_time / 1000:.0f} s ago): the new folder "
+                          f"{time.time() - journal.modification_time / 1000:.0f} s ago): the new folder "  # type: ignore[union-attr]  # young: it exists
                           f"{record.new_location} is left as it is, the partition reads its old folder; a run "
                           f"{IN_FLIGHT_SECONDS} s after the journal removes it")
 
@@ -330,7 +337,7 @@ def _recreated(fs: HadoopFS, record: CommitRecord, state: PartitionState) -> boo
     return built and not fs.exists(record.new_location)
 
 
-def _superseded(fs: HadoopFS, area: WorkArea, record: CommitRecord, current: str | None) -> None:
+def _superseded(fs: HadoopFS, area: WorkArea, record: CommitRecord, current: str | None) -> NoReturn:
     """The switch happened (its finish had begun, or the partition was dropped with the new
     folder and written again at the old one), and the partition no longer reads the new folder:
     it reads its old folder again (re-created there, or pointed back by hand), another one, or
@@ -405,7 +412,8 @@ def adopt_late_files(fs: HadoopFS, old: str, new: str, known: list[RecordedFile]
     late = [f for f in files if f.name not in then]
     if not late:
         return []
-    replaced = changed_files([f for f in files if f.name in then], [f for f in known if f.name in {g.name for g in files}])
+    replaced = changed_files([f for f in files if f.name in then],
+                             [f for f in known if f.name in {g.name for g in files}])
     gone = then - {f.name for f in files}
     if replaced or (gone and not moved_out):
         # Not an append: a writer replaced or removed files the switch had copied (an overwrite by

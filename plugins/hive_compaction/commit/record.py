@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from typing import Any, cast
 
 from hive_compaction.storage.capabilities import IN_PLACE, LOCATION_SWITCH
 from hive_compaction.storage.listing import RecordedFile
@@ -30,7 +31,7 @@ class StagedOutput:
     name: str
     size: int
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"staged": self.staged, "name": self.name, "size": self.size}
 
 
@@ -50,7 +51,8 @@ class CommitRecord:
     attempt: str = ""  # the merge job's attempt: its trash and manifest are its own
     staging: str = ""
     table_location: str | None = None
-    stats_before: dict = field(default_factory=dict)
+    # its text is the journal schema's type (_TYPES), so it stays plain dict
+    stats_before: dict = field(default_factory=dict)  # type: ignore[type-arg]
     # Committed without the Metastore's lock (require_locks: false, a Metastore serving none):
     # its replay and rollback need none either.
     unlocked: bool = False
@@ -91,7 +93,7 @@ class CommitRecord:
         """Committed (or to be committed) by a location switch."""
         return self.mode == LOCATION_SWITCH
 
-    def but(self, **changes) -> "CommitRecord":
+    def but(self, **changes: Any) -> CommitRecord:
         """A copy with these fields changed."""
         return replace(self, **changes)
 
@@ -99,7 +101,7 @@ class CommitRecord:
         return json.dumps(vars(self), default=_entry_json)  # no deep copy (asdict), and the C encoder
 
 
-def _entry_json(entry: RecordedFile | StagedOutput) -> dict:
+def _entry_json(entry: RecordedFile | StagedOutput) -> dict[str, Any]:
     return entry.to_json()
 
 
@@ -115,11 +117,13 @@ class PurgeHold:
         return json.dumps(asdict(self))
 
 
-_TYPES = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "list[RecordedFile]": (list,),
+_TYPES: dict[str, tuple[type, ...]] = {
+          "str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "list[RecordedFile]": (list,),
           "list[StagedOutput]": (list,), "list[str]": (list,), "dict": (dict,), "str | None": (str, type(None)),
           "float | None": (int, float, type(None)), "list[RecordedFile] | None": (list, type(None))}
 # The typed entries of a record's file lists: each JSON object's fields and their types.
-_ENTRIES = {"RecordedFile": (RecordedFile, {"name": (str,), "size": (int,)}, {"mtime": (int,), "version": (str,)}),
+_ENTRIES: dict[str, tuple[type, dict[str, tuple[type, ...]], dict[str, tuple[type, ...]]]] = {
+            "RecordedFile": (RecordedFile, {"name": (str,), "size": (int,)}, {"mtime": (int,), "version": (str,)}),
             "StagedOutput": (StagedOutput, {"staged": (str,), "name": (str,), "size": (int,)}, {})}
 
 
@@ -144,11 +148,12 @@ def parse(text: str) -> CommitRecord | PurgeHold | None:
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             problems.append(f"{name} is {type(value).__name__}, not {declared}")
         elif _entry_kind(declared) and value:
-            entry = _ENTRIES[_entry_kind(declared)]
-            if not all(isinstance(v, dict) for v in value):
+            entry = _ENTRIES[_entry_kind(declared)]  # type: ignore[index]  # not None: the line above
+            if not all(isinstance(v, dict) for v in value):  # type: ignore[attr-defined]  # a list: its type said so
                 problems.append(f"{name} holds items that are not objects")
             else:
-                problems += [f"{name}[{i}]: {p}" for i, v in enumerate(value) for p in _entry_problems(v, entry)]
+                problems += [f"{name}[{i}]: {p}" for i, v in enumerate(value)  # type: ignore[arg-type, var-annotated]  # a list
+                             for p in _entry_problems(v, entry)]
     if problems:
         table, partition = str(data.get("table", "")), str(data.get("partition", ""))
         raise UnsafeRecord(f"the commit record of {table}/{partition} is refused, nothing was moved: "
@@ -168,7 +173,7 @@ def _entry_kind(declared: str) -> str | None:
     return kind if kind in _ENTRIES else None
 
 
-def _entry_problems(item: dict, entry: tuple) -> list[str]:
+def _entry_problems(item: dict[str, Any], entry: tuple[Any, ...]) -> list[str]:
     """What is wrong with one item of a record's file list: a field missing or of another type."""
     _, required, optional = entry
     problems = [f"{k} is missing" for k in required if k not in item]
@@ -180,6 +185,7 @@ def _entry_problems(item: dict, entry: tuple) -> list[str]:
 
 
 # Each record class's fields (name -> declared type) and the names it cannot do without, read once.
-_SCHEMA = {cls: ({f.name: f.type for f in fields(cls)},
-                 [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING])
-           for cls in (CommitRecord, PurgeHold)}
+_SCHEMA: dict[type, tuple[dict[str, str], list[str]]] = {
+    cls: ({f.name: cast(str, f.type) for f in fields(cls)},  # annotations are text here (from __future__)
+          [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING])
+    for cls in (CommitRecord, PurgeHold)}

@@ -10,13 +10,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from typing import Any
 
 from hive_compaction.commit import location_switch
-from hive_compaction.commit.in_place import CommitHeld, CommitStopped, InputsChanged, ORPHAN_AGE_SECONDS, recover
+from hive_compaction.commit.in_place import ORPHAN_AGE_SECONDS, CommitHeld, CommitStopped, InputsChanged, recover
 from hive_compaction.commit.record import CommitRecord, PurgeHold, UnsafeRecord
 from hive_compaction.commit.work_area import WorkArea, journal_files, purge_expired, read_journal
 from hive_compaction.model.batch import PartitionTask
-from hive_compaction.model.results import FAILED_REASON_CHARS, PartitionResult, REASON_CHARS, Status
+from hive_compaction.model.results import FAILED_REASON_CHARS, REASON_CHARS, PartitionResult, Status
+from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.listing import data_files
 from hive_compaction.storage.metastore_client import JobMetastore
 from hive_compaction.storage.metastore_lock import LOCK_FAILURES, CommitConflict
@@ -27,7 +29,7 @@ log = logging.getLogger(__name__)
 # How long an orphan's replay waits for the partition's Metastore lock (a writer's, a rollback's).
 ORPHAN_LOCK_WAIT_SECONDS = 60
 
-def maintain(fs, run: str, owner: str, areas: list[dict], tasks: list[PartitionTask],
+def maintain(fs: HadoopFS, run: str, owner: str, areas: list[dict[str, Any]], tasks: list[PartitionTask],
              partitions: JobMetastore | None = None) -> list[PartitionResult]:
     """For each work area (``{"table", "table_location", "work_dir", "trash_retention_days"}``):
     finish the commits of other runs' jobs in partitions this job does not list itself (``owner``
@@ -45,7 +47,7 @@ def maintain(fs, run: str, owner: str, areas: list[dict], tasks: list[PartitionT
     return results
 
 
-def _maintain_area(fs, run: str, owner: str, a: dict, planned: set[str], old: float,
+def _maintain_area(fs: HadoopFS, run: str, owner: str, a: dict[str, Any], planned: set[str], old: float,
                    partitions: JobMetastore | None) -> list[PartitionResult]:
     results = []
     area, keep, unsafe = WorkArea(a["work_dir"]), {run}, False
@@ -78,8 +80,8 @@ def _maintain_area(fs, run: str, owner: str, a: dict, planned: set[str], old: fl
     return results
 
 
-def _recover_orphan(fs, area: WorkArea, pid: str, record: CommitRecord, owner: str, table_location: str | None,
-                    partitions: JobMetastore | None) -> PartitionResult:
+def _recover_orphan(fs: HadoopFS, area: WorkArea, pid: str, record: CommitRecord, owner: str,
+                    table_location: str | None, partitions: JobMetastore | None) -> PartitionResult:
     result = PartitionResult(record.table, record.partition, record.location, Status.MERGED,
                              reason=f"finished the commit run {record.run} left behind", recovered=True)
     switch = (lambda r: location_switch.recover_switch(fs, area, partitions, r, table_location or "", owner)) \

@@ -11,15 +11,25 @@ import contextlib
 import logging
 import time
 import uuid
+from collections.abc import Callable
 
 from hive_compaction.commit import location_switch
 from hive_compaction.commit.in_place import recent, recover
 from hive_compaction.commit.record import CommitRecord, UnsafeRecord
-from hive_compaction.commit.work_area import (WorkArea, check_record, journal_holder, publish_journal, read_journal,
-                                              read_manifest, release_journal, replace_journal)
+from hive_compaction.commit.work_area import (
+    WorkArea,
+    check_record,
+    journal_holder,
+    publish_journal,
+    read_journal,
+    read_manifest,
+    release_journal,
+    replace_journal,
+)
 from hive_compaction.model.results import NUM_FILES, SPARK_TOTAL_SIZE, TOTAL_SIZE
 from hive_compaction.storage.hadoop_fs import FolderGone, HadoopFS
 from hive_compaction.storage.listing import data_files
+from hive_compaction.storage.metastore_client import JobMetastore
 from hive_compaction.storage.metastore_lock import check_lock_held
 
 log = logging.getLogger(__name__)
@@ -54,7 +64,8 @@ def manifests(fs: HadoopFS, area: WorkArea, run: str) -> list[CommitRecord]:
 
 
 def rollback_partition(fs: HadoopFS, area: WorkArea, manifest: CommitRecord, table_location: str,
-                       owner: str = "rollback", partitions=None, locked: bool = False) -> CommitRecord:
+                       owner: str = "rollback", partitions: JobMetastore | None = None,
+                       locked: bool = False) -> CommitRecord:
     """Undo one committed merge. Everything is checked before anything moves: the manifest's
     names and folders, that no commit, replay, purge or other rollback holds the partition (its
     journal is taken), that every file to move is where the manifest says and that no name it
@@ -83,7 +94,7 @@ def rollback_partition(fs: HadoopFS, area: WorkArea, manifest: CommitRecord, tab
     try:
         if switched:  # one alter_partition back to the old folder, then its files back
             try:
-                location_switch.rollback_switch(fs, partitions, manifest, resuming)
+                location_switch.rollback_switch(fs, partitions, manifest, resuming)  # type: ignore[arg-type]  # set: see switched above
             except location_switch.SwitchedBack as e:
                 raise RollbackUnfinished(f"{e}; run the rollback again to finish it") from None
             except RuntimeError as e:
@@ -107,7 +118,8 @@ def rollback_partition(fs: HadoopFS, area: WorkArea, manifest: CommitRecord, tab
     return done
 
 
-def _hold(fs: HadoopFS, area: WorkArea, record: CommitRecord, label: str, locked: bool, finish_left=None) -> bool:
+def _hold(fs: HadoopFS, area: WorkArea, record: CommitRecord, label: str, locked: bool,
+          finish_left: Callable[[], None] | None = None) -> bool:
     """Take the partition's journal, or refuse; True when it finishes an interrupted rollback.
     A rollback journal left by a rollback that is gone is taken over (the rollback is finished:
     each step is idempotent), one of a live rollback never: two would move the same files and the
@@ -128,14 +140,14 @@ def _hold(fs: HadoopFS, area: WorkArea, record: CommitRecord, label: str, locked
         finish_left()
         return _hold(fs, area, record, label, locked)
     if not locked and recent(st):
-        raise RollbackError(f"{label}: another rollback ({current.owner}) holds it ({journal}); nothing was changed")
-    log.warning("%s: finishing the interrupted rollback of %s (%s)", label, current.owner, journal)
+        raise RollbackError(f"{label}: another rollback ({current.owner}) holds it ({journal}); nothing was changed")  # type: ignore[union-attr]  # a rollback's record
+    log.warning("%s: finishing the interrupted rollback of %s (%s)", label, current.owner, journal)  # type: ignore[union-attr]  # a rollback's record
     replace_journal(fs, area, record)  # replaced in one step: no gap for a rival
     return True
 
 
 def _finish_left(fs: HadoopFS, area: WorkArea, manifest: CommitRecord, table_location: str, owner: str,
-                 partitions) -> None:
+                 partitions: JobMetastore | None) -> None:
     """A dead job's commit of the partition, found under this rollback's lock, finished as a
     merge job's replay would (``recover``); what it cannot finish is refused with its reason."""
     label = f"{manifest.table} {manifest.partition}"
@@ -158,7 +170,8 @@ def _check_owner(fs: HadoopFS, area: WorkArea, pid: str, owner: str, label: str)
         raise RollbackError(f"{label}: this rollback no longer holds {area.journal(pid)}; it stopped")
 
 
-def _check_and_move(fs: HadoopFS, manifest: CommitRecord, label: str, location: str, trash: str, check_owner) -> None:
+def _check_and_move(fs: HadoopFS, manifest: CommitRecord, label: str, location: str, trash: str,
+                    check_owner: Callable[[], None]) -> None:
     inputs, outputs = manifest.inputs, manifest.outputs
     paths = ([f"{trash}/{f.name}" for f in inputs] + [f"{location}/{f.name}" for f in inputs]
              + [f"{location}/{o.name}" for o in outputs] + [f"{trash}/rolled-back/{o.name}" for o in outputs])
@@ -191,7 +204,8 @@ def _check_and_move(fs: HadoopFS, manifest: CommitRecord, label: str, location: 
                             f"re-created, the original files stay in {trash}") from None
     except Exception as e:  # the merged files are out, the originals not all back: hold on, run it again
         raise RollbackUnfinished(f"{label}: the rollback stopped after the merged files left the partition "
-                                 f"({type(e).__name__}: {e}); run it again to move the originals back from {trash}") from e
+                                 f"({type(e).__name__}: {e}); run it again to move the originals back from "
+                                 f"{trash}") from e
     back_before = sum(1 for t, p in zip(in_trash, in_place) if t is None and p is not None)  # an earlier try's
     if restored + back_before != n:
         raise RollbackError(f"{label}: {n - restored - back_before} original file(s) left {trash} while the rollback "
@@ -212,7 +226,9 @@ def statistics_after(fs: HadoopFS, manifest: CommitRecord) -> dict[str, str | No
 
 
 def rollback_run(fs: HadoopFS, area: WorkArea, run: str, table_location: str,
-                 partitions: list[str] | None = None, metastore=None, restored=None, dry_run: bool = False) -> list[CommitRecord]:
+                 partitions: list[str] | None = None, metastore: JobMetastore | None = None,
+                 restored: Callable[[CommitRecord], None] | None = None,
+                 dry_run: bool = False) -> list[CommitRecord]:
     """``metastore``: a ``JobMetastore``, for tables committed by location switch.
     ``restored(manifest)`` is called as soon as each partition is rolled back (its statistics:
     a later partition that fails must not leave this one's files with the merge's statistics).

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from enum import Enum
+
 # typing's: an alias evaluated at import, and collections.abc.Callable[...] needs Python 3.9 (the job side runs on 3.8)
 from typing import Callable
 

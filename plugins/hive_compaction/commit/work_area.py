@@ -25,11 +25,16 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from hive_compaction.commit.record import CommitRecord, PurgeHold, UnsafeRecord, parse
 from hive_compaction.storage.capabilities import TEMP_SUFFIX, is_object_store, scheme
 from hive_compaction.storage.paths import canonical, is_within, location_problem, partition_id, versions_folder
+
+if TYPE_CHECKING:  # the job side's file system (the schedule explorer passes a double of it)
+    from hive_compaction.storage.hadoop_fs import HadoopFS
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +72,8 @@ class WorkArea:
         return f"{self.root}/manifests/{run}"
 
     def manifest(self, run: str, pid: str, attempt: str = "") -> str:
-        return f"{self.partition_manifests(run, pid)}/{attempt}.json" if attempt else f"{self.manifests(run)}/{pid}.json"
+        return (f"{self.partition_manifests(run, pid)}/{attempt}.json" if attempt
+                else f"{self.manifests(run)}/{pid}.json")
 
     def partition_manifests(self, run: str, pid: str) -> str:
         """The folder of a partition's manifests, one per attempt that committed it."""
@@ -79,7 +85,7 @@ class WorkArea:
     def manifest_of(self, record: CommitRecord) -> str:
         return self.manifest(record.run, record.pid, record.attempt)
 
-    def manifests_of(self, fs, run: str, pid: str | None = None) -> list[str]:
+    def manifests_of(self, fs: HadoopFS, run: str, pid: str | None = None) -> list[str]:
         """The manifests a run wrote (of one partition), old layout and per attempt."""
         found = []
         for e in fs.list(self.manifests(run)):
@@ -143,19 +149,19 @@ def check_record(record: CommitRecord, area: WorkArea, pid: str, location: str |
                            + "; ".join(problems), record.table, record.partition)
 
 
-def read_journal(fs, uri: str) -> CommitRecord | PurgeHold | None:
+def read_journal(fs: HadoopFS, uri: str) -> CommitRecord | PurgeHold | None:
     """A journal's record, or None for a torn one: a journal is closed before its commit moves
     a file, so an empty or cut-short one (a job killed while writing it) means nothing moved."""
     return parse(fs.read_text(uri))
 
 
-def read_journal_if_exists(fs, uri: str) -> CommitRecord | PurgeHold | None:
+def read_journal_if_exists(fs: HadoopFS, uri: str) -> CommitRecord | PurgeHold | None:
     """A journal's (or manifest's) record; None when it does not exist or is torn (one round trip)."""
     text = fs.read_text_if_exists(uri)
     return None if text is None else parse(text)
 
 
-def read_manifest(fs, uri: str) -> CommitRecord | None:
+def read_manifest(fs: HadoopFS, uri: str) -> CommitRecord | None:
     """A manifest's record (None when it does not exist or is torn)."""
     record = read_journal_if_exists(fs, uri)
     if isinstance(record, PurgeHold):
@@ -163,7 +169,7 @@ def read_manifest(fs, uri: str) -> CommitRecord | None:
     return record
 
 
-def journal_files(fs, area: WorkArea) -> list:
+def journal_files(fs: HadoopFS, area: WorkArea) -> list[Any]:
     """The file entries of every journal in the work area; the partition id is the entry's name
     without ``.json``."""
     return [e for e in fs.list(area.journals) if e.name.endswith(".json") and not e.name.startswith(".")]
@@ -173,17 +179,17 @@ def journal_files(fs, area: WorkArea) -> list:
 # may move its files (a commit, a replay, a location switch, a rollback, a purge). It is taken by
 # publishing it exclusively, taken over by replacing it in one step, and checked before each step
 # by reading who it names.
-def publish_journal(fs, area: WorkArea, record: CommitRecord | PurgeHold) -> bool:
+def publish_journal(fs: HadoopFS, area: WorkArea, record: CommitRecord | PurgeHold) -> bool:
     """Take the partition's journal: False when another holds it."""
     return fs.create_exclusive(area.journal(record.pid), record.to_json())
 
 
-def replace_journal(fs, area: WorkArea, record: CommitRecord) -> None:
+def replace_journal(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> None:
     """Take over a journal whose holder is gone, in one step (no gap for a rival)."""
     fs.write_text_atomic(area.journal(record.pid), record.to_json())
 
 
-def release_journal(fs, area: WorkArea, record: CommitRecord | PurgeHold) -> bool:
+def release_journal(fs: HadoopFS, area: WorkArea, record: CommitRecord | PurgeHold) -> bool:
     """Remove the partition's journal only while it is the one ``record``'s holder published:
     its status is read, then whom it names, then it is moved aside only if it still has that
     status (a journal another job took over or published since is another file: it stays), and
@@ -200,7 +206,7 @@ def release_journal(fs, area: WorkArea, record: CommitRecord | PurgeHold) -> boo
     return True
 
 
-def _held_by(fs, journal: str, record: CommitRecord | PurgeHold) -> bool:
+def _held_by(fs: HadoopFS, journal: str, record: CommitRecord | PurgeHold) -> bool:
     try:
         now = read_journal_if_exists(fs, journal)
     except UnsafeRecord:
@@ -210,7 +216,7 @@ def _held_by(fs, journal: str, record: CommitRecord | PurgeHold) -> bool:
     return isinstance(now, CommitRecord) and now.owner == record.owner
 
 
-def journal_holder(fs, area: WorkArea, pid: str) -> str | None:
+def journal_holder(fs: HadoopFS, area: WorkArea, pid: str) -> str | None:
     """Who holds the partition's journal now: the owner its record names (None: nobody, a torn
     journal, a purge's hold; a journal that is no record is nobody's this job knows)."""
     try:
@@ -219,8 +225,8 @@ def journal_holder(fs, area: WorkArea, pid: str) -> str | None:
         return None
 
 
-def purge_expired(fs, area: WorkArea, retention_days: int, keep_runs: set[str], now: float | None = None,
-                  retire=None) -> list[str]:
+def purge_expired(fs: HadoopFS, area: WorkArea, retention_days: int, keep_runs: set[str], now: float | None = None,
+                  retire: Callable[[CommitRecord], bool] | None = None) -> list[str]:
     """Delete the per-run folders (trash, manifests, staging) of runs older than the retention.
 
     A run's age is the newest change in any of its folders (on an object store, the time in its
@@ -270,7 +276,7 @@ def _on_object_store(area: WorkArea) -> bool:
     return is_object_store(scheme(area.root))
 
 
-def _record_age(fs, area: WorkArea, run: str) -> int:
+def _record_age(fs: HadoopFS, area: WorkArea, run: str) -> int:
     """When a run last changed (ms) on an object store, where folders have no time of their own
     (S3A reports the time of the call: a run would never expire) and a copied object takes a new
     one: its commit records' newest time (a manifest's committed_at or rolled_back_at); for a run
@@ -287,13 +293,14 @@ def _record_age(fs, area: WorkArea, run: str) -> int:
     return max(files, default=0)
 
 
-def _partitions_of(fs, area: WorkArea, run: str) -> set[str]:
+def _partitions_of(fs: HadoopFS, area: WorkArea, run: str) -> set[str]:
     """The partition ids a run's folders hold something of (hidden temporary files aside)."""
     return {e.name[:-len(".json")] if e.name.endswith(".json") else e.name
             for folder in RUN_FOLDERS for e in fs.list(f"{area.root}/{folder}/{run}") if not e.name.startswith(".")}
 
 
-def _purge_partition(fs, area: WorkArea, run: str, pid: str, retire) -> bool:
+def _purge_partition(fs: HadoopFS, area: WorkArea, run: str, pid: str,
+                     retire: Callable[[CommitRecord], bool] | None) -> bool:
     """Delete one partition's trash, manifest and staging of an expired run while holding its
     journal, as a commit does: a rollback holds it while it moves files out of this trash and
     back (deleting the trash then would lose the rows that were in it), a commit or replay while

@@ -31,7 +31,6 @@ from hive_compaction.model.batch import VersionMismatch, batch_tasks, check_vers
 from hive_compaction.model.results import Status, encode_results
 from hive_compaction.storage.kerberos_login import logged_in
 
-
 log = logging.getLogger("hive_compaction")
 
 

@@ -81,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
             # removed again), its file count and size as its folder holds them now.
             stats = statistics_after(fs, m)
             metastore.update_parameters(name, m.partition, stats)
-            already = m.rolled_back_at < started  # an earlier rollback did it: only the statistics again
+            # an earlier rollback did it: only the statistics again
+            already = m.rolled_back_at < started  # type: ignore[operator]  # set before restored() is called
             handled.append(_described(m, "already rolled back" if already else "restored", stats))
             print(f"rolled back {args.table} {m.partition or '(table)'}: "
                   + (f"reads {m.location} again" if m.switched else f"{len(m.inputs)} original file(s) restored")
@@ -123,7 +124,7 @@ def _described(m: CommitRecord, state: str, stats: dict | None = None) -> dict:
             "statistics": {k: stats.get(k) for k in (NUM_FILES, TOTAL_SIZE, NUM_ROWS)}}
 
 
-def _dry_run(fs: HadoopFS, name: str, found: list[dict]) -> list[dict]:
+def _dry_run(fs: HadoopFS, name: str, found: list[CommitRecord]) -> list[dict]:
     """What a rollback of ``found`` (manifests) would do, printed and described; RollbackError
     (after listing them all) when the originals of some are gone: the rollback would refuse those."""
     described, refused = [], []

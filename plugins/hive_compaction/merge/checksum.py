@@ -6,9 +6,9 @@ maps (``struct(null, 1)`` hashes as ``struct(1, null)``, ``[]`` as ``[null]``), 
 arrays and maps as JSON text with microsecond timestamps (exact for the types it is used on),
 others field by field: every nested value carries its own null flag, every float or double a
 flag for a negative zero, arrays and maps of other types their length and their elements or
-entries in file order (a rewrite keeps it). Timestamps and decimals are hashed by Spark at full precision (micros, the unscaled
-value of the column's type). NaN payloads are not told apart: Spark reads every NaN as its one
-canonical NaN.
+entries in file order (a rewrite keeps it). Timestamps and decimals are hashed by Spark at full
+precision (micros, the unscaled value of the column's type). NaN payloads are not told apart: Spark
+reads every NaN as its one canonical NaN.
 
 Two 64-bit hashes with different seeds (the second chain starts from a constant) make 128 bits;
 each is summed over the rows (order-independent), exactly: as two 64-bit integer sums of its
@@ -18,9 +18,7 @@ two cores: 1.0 s against 5.0 s).
 """
 from __future__ import annotations
 
-from pyspark.sql import Column
-from pyspark.sql import functions as F
-from pyspark.sql import types as T
+from pyspark.sql import Column, functions as F, types as T
 
 SECOND_SEED = 0x9E3779B97F4A7C15 - (1 << 64)  # any constant: it only moves the second chain's seed
 

@@ -97,11 +97,11 @@ def read_footers(spark, fmt: str, paths: list[str]) -> list[FileFooter | CopyMer
 def readable_footers(spark, fmt: str, files: list, small: list) -> tuple[dict[str, FileFooter], list[str]]:
     """Footers of ``files`` (DataFile) by path, and the small files whose footer cannot be read
     ("name (why)"): those stop a merge; a big file, never touched, may be anything."""
-    footers, bad, small = {}, [], set(small)
+    footers, bad, small_set = {}, [], set(small)
     for f, ft in zip(files, read_footers(spark, fmt, [f.path for f in files])):
         if not isinstance(ft, CopyMergeError):
             footers[f.path] = ft
-        elif f in small:
+        elif f in small_set:
             bad.append(f"{f.name} ({str(ft).split(': ', 1)[-1][:160]})")
     return footers, bad
 
@@ -217,16 +217,16 @@ def _compare(fmt: str, inputs: list[str], read: list[Read], output: str, out: Re
                 fail(f"statistics of {kind} {i} of {p} {want.what} differ in the output")
     if out.file_stats:
         fail(out.file_stats)
-    out_iter = iter(out_digests)
+    digest_iter = iter(out_digests)
     for p, r, digests in zip(inputs, read, in_digests):
-        for i, (want, got) in enumerate(zip(digests, out_iter)):
-            if want != got:
+        for i, (want_digest, got_digest) in enumerate(zip(digests, digest_iter)):
+            if want_digest != got_digest:
                 fail(f"bytes of {kind} {i} of {p} {r.units[i].what} differ in the output")
 
 
 def describe_extra_difference(want: tuple, got: tuple) -> str:
     """Which keys of two ``FileFooter.extra`` differ, with both values (cut short)."""
     a, b = dict(want), dict(got)
-    cut = lambda v: "absent" if v is None else '""' if v == "" else v if len(v) <= 60 else v[:57] + "..."  # noqa: E731
+    cut = lambda v: "absent" if v is None else '""' if v == "" else v if len(v) <= 60 else v[:57] + "..."
     return ", ".join(f"{k} ({cut(a.get(k))} in the input, {cut(b.get(k))} in the output)"
                      for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from hive_compaction.commit import location_switch
 from hive_compaction.commit.in_place import JournalHeld, recover
-from hive_compaction.commit.record import CommitRecord
+from hive_compaction.commit.record import CommitRecord, StagedOutput
 from hive_compaction.commit.steps import Step, observed, reached
 from hive_compaction.merge import committers
 from hive_compaction.merge.committers import footers_by_name
@@ -25,7 +25,7 @@ from hive_compaction.merge.job_spark import JobSpark
 from hive_compaction.merge.outcome import failed, histogram
 from hive_compaction.merge.step_times import StepTimes
 from hive_compaction.model.batch import PartitionTask
-from hive_compaction.model.results import PartitionResult, STATISTICS_KEYS, Status, statistics_update
+from hive_compaction.model.results import STATISTICS_KEYS, PartitionResult, Status, statistics_update
 from hive_compaction.storage import listing
 from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.metastore_client import JobMetastore, PartitionState, same_location
@@ -137,7 +137,8 @@ class Finisher:
                 released = time.monotonic()
             if chunk is None:
                 self.steps.add("unlock", time.monotonic() - released, task)
-        except (LockTimeout, PartitionMoved, LeftCommitFinished) as e:  # nothing of this job's moved: the next run looks again
+        except (LockTimeout, PartitionMoved, LeftCommitFinished) as e:
+            # nothing of this job's moved: the next run looks again
             log.warning("%s", e)
             result.status, result.reason = Status.SKIPPED, str(e)[:500]
         except Exception as e:
@@ -175,7 +176,7 @@ class Finisher:
         raise LeftCommitFinished(f"{task.label}: an interrupted commit of another run was found and finished under "
                                  "the lock; this job's merge of the partition is left for the next run")
 
-    def _describe_merged(self, work: Work, result: PartitionResult, outputs: list[dict]) -> None:
+    def _describe_merged(self, work: Work, result: PartitionResult, outputs: list[StagedOutput]) -> None:
         """The committed partition's files, sizes and rows, listed again where it now reads."""
         task = work.task
         after, _ = listing.data_files(self.fs.list(result.location))

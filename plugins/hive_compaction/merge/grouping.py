@@ -30,7 +30,7 @@ from hive_compaction.merge.parquet_layout import ParquetLayout
 from hive_compaction.merge.sizing import pack_small_files
 from hive_compaction.model.batch import PartitionTask
 from hive_compaction.model.results import PartitionResult
-from hive_compaction.storage.listing import DataFile, WRITER_STAGING
+from hive_compaction.storage.listing import WRITER_STAGING, DataFile
 
 # Footer facts (``FileFooter.extra`` keys) that change how a reader decodes values: files that
 # disagree on one are never copied together (their blocks would be read under one footer).
@@ -140,7 +140,8 @@ def tiny_blocks(ft: FileFooter, min_avg_block_bytes: int = 0, min_block_rows: in
     return bool(n) and (sum(ft.block_bytes) / n < min_avg_block_bytes or ft.rows / n < min_block_rows)
 
 
-def group(task: PartitionTask, files: list[DataFile], small: list[DataFile], footers: dict[str, FileFooter]) -> list[Group]:
+def group(task: PartitionTask, files: list[DataFile], small: list[DataFile],
+          footers: dict[str, FileFooter]) -> list[Group]:
     """The partition's merge groups (Hudi-style packing), by ``merge_mode``.
 
     copy: the small files that may be copied, packed per copy key (the rest stay); rewrite, or a
@@ -233,7 +234,7 @@ def rewrite_layouts(task: PartitionTask, files: list[DataFile],
     mixed, as a copy never mixes footers that differ; ORC (None) is written one way."""
     if task.storage_format != "parquet":
         return [(None, files)]
-    return parquet_layout.split(files, lambda f: footers[f.path].schema)
+    return parquet_layout.split(files, lambda f: footers[f.path].schema)  # type: ignore[return-value]  # a list of tuples of ParquetLayout
 
 
 def layout_notes(task: PartitionTask, rewritten: list[DataFile], footers: dict[str, FileFooter]) -> str:
@@ -284,10 +285,11 @@ def footer_differences(footers: list[FileFooter]) -> list[str]:
         seen: dict[str, int] = {}
         for v in values:
             seen[v] = seen.get(v, 0) + 1
-        cut = lambda v: '""' if v == "" else v if len(v) <= 40 else v[:37] + "..."  # noqa: E731
+        cut = lambda v: '""' if v == "" else v if len(v) <= 40 else v[:37] + "..."
         return ", ".join(f"{cut(v)}: {n}" for v, n in seen.items())
 
-    reading, other = [], []
+    reading: list[str] = []
+    other: list[str] = []
     for name in ("schema", "compression", "version"):
         values = [getattr(ft, name) for ft in footers]
         if len(set(values)) > 1:

@@ -17,8 +17,9 @@ footers' schemas are already read (``grouping.FileFooter.schema``, parquet-java'
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable, TypeVar
+from typing import TypeVar
 
 LEGACY_OPTION = "spark.sql.parquet.writeLegacyFormat"
 TIMESTAMP_OPTION = "spark.sql.parquet.outputTimestampType"

@@ -10,7 +10,7 @@ import time
 
 from hive_compaction.commit import location_switch
 from hive_compaction.commit.in_place import CommitHeld, CommitStopped, InputsChanged, recover
-from hive_compaction.commit.record import UnsafeRecord
+from hive_compaction.commit.record import CommitRecord, UnsafeRecord
 from hive_compaction.commit.work_area import WorkArea
 from hive_compaction.merge import committers, grouping
 from hive_compaction.merge.copy import partition_rows, readable_footers
@@ -65,7 +65,7 @@ class Preparer:
         return Work(task, pid, area, result, files, footers, groups, codec, started,
                     staging=f"{area.staging(self.run, pid)}/{self.attempt}")
 
-    def _recover(self, task: PartitionTask, area: WorkArea, pid: str) -> dict | PartitionResult | None:
+    def _recover(self, task: PartitionTask, area: WorkArea, pid: str) -> CommitRecord | PartitionResult | None:
         """Finish a commit of the partition another run left behind (under the Metastore's lock):
         its manifest, None when there was none, or the partition's result when it must not be
         merged now (a commit still held or unaccounted for, another writer's conflict, a location
@@ -105,7 +105,8 @@ class Preparer:
             result.status, result.reason = Status.SKIPPED, reason
             return result
 
-        reason = grouping.skip_reason(task, files, folders, time.time() * 1000) or (self._refusal(task) if files else None)
+        reason = (grouping.skip_reason(task, files, folders, time.time() * 1000)
+                  or (self._refusal(task) if files else None))
         if reason:
             return skip(reason)
         small = small_files(files, task.small_file_limit)
@@ -142,7 +143,8 @@ class Preparer:
     def _refusal(self, task: PartitionTask) -> str | None:
         """Why the partition's storage or configured modes cannot merge it, known before a footer
         is read (a dry run says so too)."""
-        return committers.for_mode(task.commit_mode).refusal(task) or storage.commit_refusal(self.fs.resolved_scheme(task.location), task.commit_mode,
+        return committers.for_mode(task.commit_mode).refusal(task) \
+            or storage.commit_refusal(self.fs.resolved_scheme(task.location), task.commit_mode,
                                       mounted=storage.scheme(task.location) in storage.MOUNT_SCHEMES) \
             or grouping.copy_refused(task)
 

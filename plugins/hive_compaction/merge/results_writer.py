@@ -17,7 +17,7 @@ def publish(spark, name: str, run: str, batch: int | str, params: dict[str, str]
         values = [run, str(batch)]
         try:
             client.dropPartition(db, table, values, True)
-        except Exception as e:  # noqa: BLE001 - NoSuchObjectException: the usual case
+        except Exception as e:
             if "NoSuchObject" not in str(e):
                 raise
         serde = api.SerDeInfo()

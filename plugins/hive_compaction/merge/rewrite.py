@@ -17,19 +17,18 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
 from urllib.parse import unquote
 
-from pyspark.sql import DataFrame
-from pyspark.sql import types as T
+from pyspark.sql import DataFrame, types as T
 
 from hive_compaction.commit.record import StagedOutput
+from hive_compaction.merge import parquet_layout, writer_checksums
 from hive_compaction.merge.checksum import content, content_metrics
 from hive_compaction.merge.copy import error_text, read_many
 from hive_compaction.merge.grouping import Engine, Group, Work, staged_suffix
 from hive_compaction.merge.job_spark import JobSpark
-from hive_compaction.merge import parquet_layout, writer_checksums
 from hive_compaction.merge.parquet_layout import ParquetLayout
 from hive_compaction.merge.step_times import StepTimes
 from hive_compaction.storage.hadoop_fs import HadoopFS
@@ -57,7 +56,7 @@ class RewriteEngine:
             return
         try:
             self.spark.session()  # Spark SQL's, made since the first partition to rewrite was prepared
-        except Exception as e:  # each partition to rewrite fails with it; the copies go on
+        except Exception as e:  # noqa: BLE001 - each partition to rewrite fails with it; the copies go on
             for w, _ in items:
                 w.error = w.error or f"Spark SQL's session for the rewrites failed: {error_text(e)}"[:500]
             done(items)
@@ -87,7 +86,7 @@ class RewriteEngine:
 
         def rewrite(chunk: list[tuple[Work, Group]]) -> None:
             try:
-                self._rewrite_or_isolate(chunk, schemas[id(chunk[0][0])])
+                self._rewrite_or_isolate(chunk, schemas[id(chunk[0][0])])  # type: ignore[arg-type]  # not an error: those were not queued
             finally:
                 done(chunk)
 
@@ -101,7 +100,7 @@ class RewriteEngine:
         try:
             self._rewrite_job(chunk, schema)
             return
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - whatever failed: each group again in a job of its own
             if len(chunk) == 1:
                 w = chunk[0][0]
                 log.error("%s: rewrite failed: %s", w.task.label, error_text(e))
@@ -210,7 +209,7 @@ class RewriteEngine:
             key = by_path.get(_path_of(unquote(r["file"])))
             if key is None:
                 raise RuntimeError(f"rows read from {r['file']}, a file of no group being checked")
-            out[key] = tuple(a + b for a, b in zip(out.get(key, (0, 0, 0)), content(r)))
+            out[key] = tuple(a + b for a, b in zip(out.get(key, (0, 0, 0)), content(r)))  # type: ignore[assignment]  # 3 + 3
         return out
 
     def _check_layouts(self, items: list[tuple[Work, Group]], layout: ParquetLayout | None) -> None:
@@ -219,7 +218,7 @@ class RewriteEngine:
         if layout is None or not layout.writer_options():
             return
         staged = [(w, o.staged) for w, g in items if not w.error for o in g.staged]
-        for (w, path), read in zip(staged, read_many(self.spark, "parquet", [p for _, p in staged])):
+        for (w, _path), read in zip(staged, read_many(self.spark, "parquet", [p for _, p in staged])):
             written = None if isinstance(read, Exception) else parquet_layout.of_schema(read.footer.schema)
             if written is None or not layout.kept_by(written):
                 w.error = w.error or (f"the rewrite's output does not keep its inputs' Parquet layout ({layout}): "
@@ -263,7 +262,7 @@ def _written_sums(items: list[tuple[Work, Group]], outputs: dict[int, list],
     out: dict[int, tuple[int, int, int]] = {}
     for i, (_, g) in enumerate(items):
         for e in outputs.get(i, []):
-            out[id(g)] = tuple(a + b for a, b in zip(out.get(id(g), (0, 0, 0)), by_file[e.name]))
+            out[id(g)] = tuple(a + b for a, b in zip(out.get(id(g), (0, 0, 0)), by_file[e.name]))  # type: ignore[assignment]  # 3 + 3
     return out
 
 
@@ -327,7 +326,7 @@ def _read_schemas(spark: JobSpark, items: list[tuple[Work, Group]]) -> dict[int,
 
     out: dict[int, T.StructType | Exception] = {}
     for table, table_works in tables.items():
-        reps: dict[str, str] = {}
+        reps = {}
         for key in table_works:
             for k, v in per_work[key].items():
                 reps.setdefault(k, v)
@@ -335,13 +334,13 @@ def _read_schemas(spark: JobSpark, items: list[tuple[Work, Group]]) -> dict[int,
             schema = union(next(iter(table_works.values())).task.storage_format, reps)
             for key in table_works:
                 out[key] = schema
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - no common schema: each partition on its own
             log.warning("%s: the files to rewrite have no common schema (%s); trying each partition "
                         "on its own", table, error_text(e))
             for key, w in table_works.items():
                 try:
                     out[key] = union(w.task.storage_format, per_work[key])
-                except Exception as e2:
+                except Exception as e2:  # noqa: BLE001 - that partition fails with it, the others go on
                     out[key] = RuntimeError(error_text(e2))
     return out
 

@@ -31,7 +31,7 @@ from hive_compaction.commit import recovery as maintenance
 from hive_compaction.merge import copy as copy_merge
 from hive_compaction.merge.copy import CopyMergeError
 from hive_compaction.merge.finish import Finisher
-from hive_compaction.merge.grouping import Engine, Work, staged_suffix
+from hive_compaction.merge.grouping import Engine, Group, Work, staged_suffix
 from hive_compaction.merge.job_spark import JobSpark
 from hive_compaction.merge.outcome import failed
 from hive_compaction.merge.prepare import Preparer
@@ -76,7 +76,7 @@ class ReadyCommits:
         self._lock = threading.Lock()
         self._start([(i, w) for i, w in works if not self._pending[id(w)]])
 
-    def staged(self, items: list[tuple[Work, object]]) -> None:
+    def staged(self, items: list[tuple[Work, Group]]) -> None:
         """Rewrite groups staged (or failed): their partitions start once none of theirs is left."""
         ready = []
         with self._lock:

@@ -20,8 +20,7 @@ import threading
 import zipfile
 from pathlib import Path
 
-from pyspark.sql import DataFrame
-from pyspark.sql import types as T
+from pyspark.sql import DataFrame, types as T
 
 from hive_compaction.merge.checksum import row_hashes
 from hive_compaction.storage import jvm_helper
@@ -88,5 +87,5 @@ def write(spark, df: DataFrame, fmt: str, options: dict[str, str], path: str, pr
     for line in jvm_helper.java_list(sums.value()):
         name, rows, high, low, high2, low2 = str(line).split("\t")
         got = (int(rows), (int(high) << 32) + int(low), (int(high2) << 32) + int(low2))
-        out[name] = tuple(a + b for a, b in zip(out.get(name, (0, 0, 0)), got))
+        out[name] = tuple(a + b for a, b in zip(out.get(name, (0, 0, 0)), got))  # type: ignore[assignment]  # 3 + 3
     return out

@@ -3,12 +3,15 @@
 Shared by the plan task (Airflow) and the merge job (Spark), so it needs the standard library
 only: a Spark driver on a cluster node imports it from the zip shipped with ``--py-files``.
 """
+
 from __future__ import annotations
 
 import base64
 import json
 import zlib
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from hive_compaction import __version__
 
@@ -17,11 +20,12 @@ from hive_compaction import __version__
 # the longest time readers can miss rows after a job dies mid-commit (report.reader_gap_note).
 LOCK_LEASE_SECONDS = 10.0
 
+
 class VersionMismatch(RuntimeError):
     """The batch was planned by another version of this package than the merge job's."""
 
 
-def check_version(payload: dict, version: str = __version__) -> None:
+def check_version(payload: dict[str, Any], version: str = __version__) -> None:
     """Refuse a batch planned by another version than the running job's (a stale ``py_files``
     zip, an old wheel on a gateway): the plan and the job must read the payload alike. Called
     before the job touches anything.
@@ -34,7 +38,8 @@ def check_version(payload: dict, version: str = __version__) -> None:
         raise VersionMismatch(
             f"this batch was planned by hive-compaction {planned or '(a version that does not record it)'} "
             f"but this merge job is hive-compaction {version}: install the same version on the Airflow "
-            f"workers and where the job runs (the wheel, or the zip given as py_files: make dist)")
+            f"workers and where the job runs (the wheel, or the zip given as py_files: make dist)"
+        )
 
 
 # One command-line argument may not exceed 128 KiB on Linux (MAX_ARG_STRLEN); stay well below.
@@ -44,6 +49,7 @@ MAX_ENCODED_BATCH = 96 * 1024
 @dataclass(frozen=True)
 class PartitionTask:
     """One partition to look at in a Spark job; everything the job needs, nothing it must ask."""
+
     database: str
     table: str
     partition: str
@@ -84,32 +90,43 @@ class PartitionTask:
         return f"{self.table_name}/{self.partition}" if self.partition else self.table_name
 
 
-def encode_batch(payload: dict) -> str:
+def encode_batch(payload: dict[str, Any]) -> str:
     raw = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
     return base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode()
 
 
-def decode_batch(text: str) -> dict:
-    return json.loads(zlib.decompress(base64.urlsafe_b64decode(text.encode())))
+def decode_batch(text: str) -> dict[str, Any]:
+    payload: dict[str, Any] = json.loads(zlib.decompress(base64.urlsafe_b64decode(text.encode())))
+    return payload
 
 
-def task_to_dict(t: PartitionTask) -> dict:
+def task_to_dict(t: PartitionTask) -> dict[str, Any]:
     d = asdict(t)
     d["values"], d["sort_columns"] = list(t.values), list(t.sort_columns)
     return d
 
 
-def task_from_dict(d: dict) -> PartitionTask:
+def task_from_dict(d: dict[str, Any]) -> PartitionTask:
     return PartitionTask(**{**d, "values": tuple(d["values"]), "sort_columns": tuple(d.get("sort_columns", ()))})
 
 
 # The fields of a task that vary per partition; the rest is the table's, sent once per batch.
-PARTITION_FIELDS = ("partition", "values", "location", "num_files", "total_size", "num_rows", "reason", "listed_at",
-                    "statistics")
+PARTITION_FIELDS = (
+    "partition",
+    "values",
+    "location",
+    "num_files",
+    "total_size",
+    "num_rows",
+    "reason",
+    "listed_at",
+    "statistics",
+)
 
 
-def batch_payload(run: str, batch: int, dry_run: bool, tasks: list[PartitionTask],
-                  maintain: list[dict] = ()) -> dict:
+def batch_payload(
+    run: str, batch: int, dry_run: bool, tasks: list[PartitionTask], maintain: Sequence[dict[str, Any]] = ()
+) -> dict[str, Any]:
     """What one merge job needs, compactly: each table's policy once, its partitions as rows
     (a location that follows Hive's ``table/name`` convention is left out). ``maintain`` lists
     the work areas whose old journals and expired runs this job looks after."""
@@ -122,11 +139,18 @@ def batch_payload(run: str, batch: int, dry_run: bool, tasks: list[PartitionTask
         if d["location"] == f"{t.table_location.rstrip('/')}/{t.partition}":
             d["location"] = None
         rows.append([index] + [d[k] for k in PARTITION_FIELDS])
-    return {"version": __version__, "run": run, "batch": batch, "dry_run": dry_run, "tables": [json.loads(k) for k in tables],
-            "partitions": rows, "maintain": list(maintain)}
+    return {
+        "version": __version__,
+        "run": run,
+        "batch": batch,
+        "dry_run": dry_run,
+        "tables": [json.loads(k) for k in tables],
+        "partitions": rows,
+        "maintain": list(maintain),
+    }
 
 
-def batch_tasks(payload: dict) -> list[PartitionTask]:
+def batch_tasks(payload: dict[str, Any]) -> list[PartitionTask]:
     out = []
     for row in payload["partitions"]:
         d = {**payload["tables"][row[0]], **dict(zip(PARTITION_FIELDS, row[1:]))}

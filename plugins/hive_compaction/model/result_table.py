@@ -10,6 +10,7 @@ This module holds what both sides share: the table's layout and names. The Airfl
 prunes it (``airflow.results_reader``, Thrift), the merge job writes it (``merge.results_writer``,
 the JVM client); pure Python.
 """
+
 from __future__ import annotations
 
 PARTITION_KEYS = ("run", "batch")

@@ -10,11 +10,14 @@ driver's output never reaches the Airflow worker.
 
 Pure logic: no Spark, no Thrift.
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
+from typing import Any
 
 # Hive's basic statistics keys (StatsSetupConst) and Spark's own copies of them.
 NUM_FILES, TOTAL_SIZE, NUM_ROWS = "numFiles", "totalSize", "numRows"
@@ -34,8 +37,16 @@ PLANNED_AT = "hive_compaction.plannedAt"
 COLUMN_STATS_ACCURATE = "COLUMN_STATS_ACCURATE"
 # Every partition parameter the refresh may change: a commit records them as they were, and a
 # rollback restores exactly these (a key the partition did not have is removed again).
-STATISTICS_KEYS = (NUM_FILES, TOTAL_SIZE, NUM_ROWS, SPARK_TOTAL_SIZE, SPARK_NUM_ROWS, LISTED_AT, SMALL_FILES,
-                   COLUMN_STATS_ACCURATE)
+STATISTICS_KEYS = (
+    NUM_FILES,
+    TOTAL_SIZE,
+    NUM_ROWS,
+    SPARK_TOTAL_SIZE,
+    SPARK_NUM_ROWS,
+    LISTED_AT,
+    SMALL_FILES,
+    COLUMN_STATS_ACCURATE,
+)
 
 # Hive stores a parameter value in a VARCHAR(4000) column (Hive 2.3 to 4 schemas).
 MAX_PARAM_CHARS = 4000
@@ -94,27 +105,29 @@ class PartitionResult:
     def stale_statistics(self) -> bool:
         return statistics_were_stale(vars(self))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["status"] = self.status.value
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "PartitionResult":
+    def from_dict(cls, d: dict[str, Any]) -> PartitionResult:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in d.items() if k in known}
         values["status"] = Status(values["status"])
         return cls(**values)
 
 
-def statistics_were_stale(r: dict) -> bool:
+def statistics_were_stale(r: dict[str, Any]) -> bool:
     """The Metastore's numFiles / totalSize disagreed with the listing before the run (``r``: a
     result's fields, as the report's dicts carry them)."""
-    return bool(r.get("listed")) and (r.get("stats_files"), r.get("stats_bytes")) != (r["files_before"],
-                                                                                       r["bytes_before"])
+    return bool(r.get("listed")) and (r.get("stats_files"), r.get("stats_bytes")) != (
+        r["files_before"],
+        r["bytes_before"],
+    )
 
 
-def small_files_left(r: dict) -> int | None:
+def small_files_left(r: dict[str, Any]) -> int | None:
     """Small files a listed partition holds after the run (the size buckets below the run's
     small-file limit: bucket_edges), or None where the job recorded no sizes."""
     after = r.get("sizes_after")
@@ -127,8 +140,11 @@ def statistics_update(result: PartitionResult, parameters: dict[str, str], now: 
     """What the refresh writes to a listed partition whose parameters are ``parameters``: Hive's
     (and, where present, Spark's) statistics keys that differ from the disk, when it was listed
     and the small files left (None: remove the key)."""
-    new: dict[str, str | None] = {NUM_FILES: str(result.files_after), TOTAL_SIZE: str(result.bytes_after),
-                                  LISTED_AT: str(int(now))}
+    new: dict[str, str | None] = {
+        NUM_FILES: str(result.files_after),
+        TOTAL_SIZE: str(result.bytes_after),
+        LISTED_AT: str(int(now)),
+    }
     small = small_files_left(vars(result))
     new[SMALL_FILES] = None if small is None else str(small)  # unknown: no stale count stays
     if result.rows is not None:
@@ -148,7 +164,7 @@ def encode_results(results: list[PartitionResult]) -> dict[str, str]:
     params = {}
     for i, r in enumerate(results):
         d = r.to_dict()
-        d["reason"] = d["reason"][:FAILED_REASON_CHARS if r.status is Status.FAILED else REASON_CHARS]
+        d["reason"] = d["reason"][: FAILED_REASON_CHARS if r.status is Status.FAILED else REASON_CHARS]
         text = json.dumps(d, separators=(",", ":"))
         if len(text) > MAX_PARAM_CHARS:
             d["outputs"] = d["outputs"][:3] + [f"... {len(r.outputs) - 3} more"]
@@ -176,7 +192,7 @@ def bucket_edges(small_file_limit: int, target_file_size: int) -> tuple[int, int
     return small_file_limit // 4, small_file_limit, target_file_size
 
 
-def size_histogram(sizes, small_file_limit: int, target_file_size: int) -> list[int]:
+def size_histogram(sizes: Iterable[int], small_file_limit: int, target_file_size: int) -> list[int]:
     """Counts of ``sizes`` per bucket: a compact form of a partition's file sizes (4 integers),
     meant to travel in a PartitionResult as ``sizes_before`` / ``sizes_after``."""
     edges = bucket_edges(small_file_limit, target_file_size)

@@ -9,9 +9,11 @@ rollback job through Spark's Metastore client, read by the Airflow side over Thr
 
 Pure logic: no Spark, no Thrift.
 """
+
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from hive_compaction.model.results import MAX_PARAM_CHARS
 
@@ -27,27 +29,33 @@ def record_run(rollback_run: str) -> str:
     return f"rollback.{rollback_run}"
 
 
-def encode(of_run: str, table: str, dry_run: bool, partitions: list[dict], error: str | None = None) -> dict[str, str]:
+def encode(
+    of_run: str, table: str, dry_run: bool, partitions: list[dict[str, Any]], error: str | None = None
+) -> dict[str, str]:
     """``partitions``: one dict per partition the rollback handled (or would, in a dry run)."""
-    params = {ROLLBACK_OF: of_run, TABLE: table, DRY_RUN: "true" if dry_run else "false",
-              COUNT: str(len(partitions))}
+    params = {ROLLBACK_OF: of_run, TABLE: table, DRY_RUN: "true" if dry_run else "false", COUNT: str(len(partitions))}
     if error:
         params[ERROR] = error[:ERROR_CHARS]
     for i, p in enumerate(partitions):
         text = json.dumps(p, separators=(",", ":"))
         if len(text) > MAX_PARAM_CHARS:  # long paths or file names: keep the partition and the figures
-            text = json.dumps({k: v for k, v in p.items() if k not in ("location", "names_back")},
-                              separators=(",", ":"))
+            text = json.dumps(
+                {k: v for k, v in p.items() if k not in ("location", "names_back")}, separators=(",", ":")
+            )
         params[f"{PARTITION_PREFIX}{i:05d}"] = text
     return params
 
 
-def decode(params: dict[str, str]) -> dict | None:
+def decode(params: dict[str, str]) -> dict[str, Any] | None:
     """The record's content, or None when ``params`` is not a rollback's (a merge batch's)."""
     if ROLLBACK_OF not in params:
         return None
     keys = sorted(k for k in params if k.startswith(PARTITION_PREFIX))
-    return {"of_run": params[ROLLBACK_OF], "table": params.get(TABLE, ""),
-            "dry_run": params.get(DRY_RUN) == "true", "error": params.get(ERROR),
-            "complete": params.get(COUNT) == str(len(keys)),
-            "partitions": [json.loads(params[k]) for k in keys]}
+    return {
+        "of_run": params[ROLLBACK_OF],
+        "table": params.get(TABLE, ""),
+        "dry_run": params.get(DRY_RUN) == "true",
+        "error": params.get(ERROR),
+        "complete": params.get(COUNT) == str(len(keys)),
+        "partitions": [json.loads(params[k]) for k in keys],
+    }

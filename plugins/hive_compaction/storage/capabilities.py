@@ -19,12 +19,13 @@ both win. So a scheme is used only where we know how to publish a file exclusive
 
 Anything else is refused with the reason, before a byte is staged.
 """
+
 from __future__ import annotations
 
 from urllib.parse import urlsplit
 
 RENAME_NO_REPLACE = "rename"  # the file system's rename fails when the target exists
-HARD_LINK = "link"            # java.nio Files.createLink: link(2) fails when the target exists
+HARD_LINK = "link"  # java.nio Files.createLink: link(2) fails when the target exists
 CONDITIONAL_PUT = "if-none-match"  # S3 PutObject with If-None-Match: *, refused (412) when the key exists
 
 EXCLUSIVE_PUBLISH = {"hdfs": RENAME_NO_REPLACE, "file": HARD_LINK, "s3a": CONDITIONAL_PUT}
@@ -53,20 +54,26 @@ def commit_refusal(resolved_scheme: str, commit_mode: str = IN_PLACE, mounted: b
     """Why files on ``resolved_scheme`` cannot be committed in ``commit_mode``, or None.
     ``mounted``: the location is a viewfs path that resolves there."""
     if resolved_scheme in OBJECT_STORES and mounted:
-        return (f"storage scheme '{resolved_scheme}' behind a viewfs mount: the conditional writes its journals "
-                "need are not asked through a mount, so a commit there could duplicate or lose rows; it is "
-                f"refused (point the Metastore's locations at {resolved_scheme}:// directly)")
+        return (
+            f"storage scheme '{resolved_scheme}' behind a viewfs mount: the conditional writes its journals "
+            "need are not asked through a mount, so a commit there could duplicate or lose rows; it is "
+            f"refused (point the Metastore's locations at {resolved_scheme}:// directly)"
+        )
     if resolved_scheme in OBJECT_STORES and commit_mode != LOCATION_SWITCH:
-        return (f"storage scheme '{resolved_scheme}' is an object store: a rename there is a copy then a delete, "
-                "so the in-place commit, which moves files in and out of the partition, could duplicate or lose "
-                "rows if a job died midway; it is refused (set commit_mode: location_switch for this table: it "
-                "builds a new folder and switches the Metastore's location in one call)")
+        return (
+            f"storage scheme '{resolved_scheme}' is an object store: a rename there is a copy then a delete, "
+            "so the in-place commit, which moves files in and out of the partition, could duplicate or lose "
+            "rows if a job died midway; it is refused (set commit_mode: location_switch for this table: it "
+            "builds a new folder and switches the Metastore's location in one call)"
+        )
     if resolved_scheme in EXCLUSIVE_PUBLISH:
         return None
-    return (f"storage scheme '{resolved_scheme}' is not known to rename atomically or to create a file "
-            "exclusively (GCS and blob stores copy on rename); a commit there could duplicate or lose rows, "
-            f"so it is refused (supported: {', '.join(sorted(set(EXCLUSIVE_PUBLISH) - set(OBJECT_STORES)))}, "
-            "s3a with commit_mode location_switch, and viewfs mounts over them)")
+    return (
+        f"storage scheme '{resolved_scheme}' is not known to rename atomically or to create a file "
+        "exclusively (GCS and blob stores copy on rename); a commit there could duplicate or lose rows, "
+        f"so it is refused (supported: {', '.join(sorted(set(EXCLUSIVE_PUBLISH) - set(OBJECT_STORES)))}, "
+        "s3a with commit_mode location_switch, and viewfs mounts over them)"
+    )
 
 
 def plan_refusal(location: str, commit_mode: str = IN_PLACE) -> str | None:
@@ -77,15 +84,18 @@ def plan_refusal(location: str, commit_mode: str = IN_PLACE) -> str | None:
 
 
 # How each scheme publishes a file exclusively, as the supported-stores table says it.
-_HOW = {RENAME_NO_REPLACE: "the file system's rename, which never replaces a file",
-        HARD_LINK: "a hard link (`link(2)` fails when the name exists)",
-        CONDITIONAL_PUT: "S3's conditional PUT (`If-None-Match: *`), probed first; where the endpoint does not "
-                         "honour it, only while the job holds the partition's Metastore lock"}
+_HOW = {
+    RENAME_NO_REPLACE: "the file system's rename, which never replaces a file",
+    HARD_LINK: "a hard link (`link(2)` fails when the name exists)",
+    CONDITIONAL_PUT: "S3's conditional PUT (`If-None-Match: *`), probed first; where the endpoint does not "
+    "honour it, only while the job holds the partition's Metastore lock",
+}
 OTHER_SCHEMES = ("gs", "abfs", "abfss", "wasb", "oss")  # examples of what the last row refuses
 
 
 def supported_stores_table() -> str:
     """The supported-stores table docs/deploy.md quotes (tests/test_supported_stores.py keeps them equal)."""
+
     def mode(s: str, m: str) -> str:
         return "yes" if commit_refusal(s, m) is None else "refused"
 
@@ -93,10 +103,13 @@ def supported_stores_table() -> str:
     for s, how in EXCLUSIVE_PUBLISH.items():
         rows.append(f"| `{s}` | {mode(s, IN_PLACE)} | {mode(s, LOCATION_SWITCH)} | {_HOW[how]} |")
     for s in MOUNT_SCHEMES:
-        rows.append(f"| `{s}` | as its mount's scheme | as its mount's scheme (an object store behind a mount: "
-                    "refused) | its mount's scheme |")
+        rows.append(
+            f"| `{s}` | as its mount's scheme | as its mount's scheme (an object store behind a mount: "
+            "refused) | its mount's scheme |"
+        )
     other = OTHER_SCHEMES[0]
-    rows.append(f"| anything else ({', '.join(f'`{x}`' for x in OTHER_SCHEMES)}, ...) | {mode(other, IN_PLACE)} "
-                f"| {mode(other, LOCATION_SWITCH)} | nothing known to be exclusive: refused before a byte is staged |")
+    rows.append(
+        f"| anything else ({', '.join(f'`{x}`' for x in OTHER_SCHEMES)}, ...) | {mode(other, IN_PLACE)} "
+        f"| {mode(other, LOCATION_SWITCH)} | nothing known to be exclusive: refused before a byte is staged |"
+    )
     return "\n".join(rows) + "\n"
-

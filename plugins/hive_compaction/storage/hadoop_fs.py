@@ -4,10 +4,13 @@ All file work of the Spark job goes through here, so the same code runs on HDFS,
 the local file system: whatever scheme the partition location has (``capabilities`` says which
 ones a commit may use).
 """
+
 from __future__ import annotations
 
+import builtins
 import time
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from py4j.java_gateway import JavaClass
@@ -65,7 +68,7 @@ class HadoopFS(SmallFiles):
     file included (``small_files``: write, publish, delete the temporary name), so the job's
     storage traffic can be traced or wrapped at this one boundary."""
 
-    def __init__(self, spark):
+    def __init__(self, spark: Any) -> None:
         self._spark = spark
         self._jvm = spark._jvm
         self._conf = spark._jsc.hadoopConfiguration()
@@ -73,7 +76,7 @@ class HadoopFS(SmallFiles):
         self._cache: dict[str, object] = {}
         self._publish: dict[str, str] = {}  # folder -> the scheme its storage resolves to
 
-    def _call(self, method: str, *args):
+    def _call(self, method: str, *args: Any) -> Any:
         try:
             return jvm_helper.call(self._spark, method, *args)
         except Py4JJavaError as e:
@@ -89,10 +92,10 @@ class HadoopFS(SmallFiles):
         classpath (and py4j's imports): about 1 ms a walk, several per commit (2026-11-27)."""
         return JavaClass(name, self._jvm._gateway_client)
 
-    def path(self, uri: str):
+    def path(self, uri: str) -> Any:
         return self._path_class(uri)
 
-    def fs(self, uri: str):
+    def fs(self, uri: str) -> Any:
         parts = urlsplit(uri)
         key = f"{parts.scheme}://{parts.netloc}"
         if key not in self._cache:
@@ -100,15 +103,16 @@ class HadoopFS(SmallFiles):
         return self._cache[key]
 
     @staticmethod
-    def _entry(doc: dict) -> Entry:
-        return Entry(doc["path"], doc["name"], int(doc["size"]), int(doc["mtime"]), bool(doc["dir"]),
-                     doc.get("version"))
+    def _entry(doc: dict[str, Any]) -> Entry:
+        return Entry(
+            doc["path"], doc["name"], int(doc["size"]), int(doc["mtime"]), bool(doc["dir"]), doc.get("version")
+        )
 
     def list(self, uri: str) -> list[Entry]:
         """Direct children of a folder (empty when it does not exist), sorted by name."""
         return [self._entry(d) for d in self._call("list", uri)]
 
-    def statuses(self, uris: list[str]) -> list[Entry | None]:
+    def statuses(self, uris: builtins.list[str]) -> builtins.list[Entry | None]:  # list: the method above
         """The status of each path (None where it does not exist), in one call."""
         if not uris:
             return []
@@ -120,7 +124,7 @@ class HadoopFS(SmallFiles):
     def exists(self, uri: str) -> bool:
         return self.status(uri) is not None
 
-    def move_all(self, pairs: list[tuple], create_folders: bool = True) -> int:
+    def move_all(self, pairs: builtins.list[tuple[Any, ...]], create_folders: bool = True) -> int:
         """Move files (src, dst[, size, mtime[, version]]) in order, creating folders; a missing src
         is skipped (replays are idempotent), and so is one whose size, modification time or
         version (``Entry.version``) is not the one given; an existing dst raises (a move never
@@ -179,7 +183,8 @@ class HadoopFS(SmallFiles):
 
     def read_text_if_exists(self, uri: str) -> str | None:
         """A small file's text, or None when it does not exist (one round trip)."""
-        return self._call("readText", uri)
+        text: str | None = self._call("readText", uri)
+        return text
 
     def resolved_scheme(self, uri: str) -> str:
         """The scheme the data really lives on: the URI's own, but for a mount (viewfs), that of
@@ -190,7 +195,7 @@ class HadoopFS(SmallFiles):
         fs = self.fs(uri)
         return str(fs.resolvePath(self.existing_ancestor(fs, uri)).toUri().getScheme() or "file").lower()
 
-    def existing_ancestor(self, fs, uri: str):
+    def existing_ancestor(self, fs: Any, uri: str) -> Any:
         """The Path of ``uri``, or of its nearest ancestor that exists (on ``fs``, its file system)."""
         existing = self.path(uri)
         while existing.getParent() is not None and not fs.exists(existing):
@@ -211,8 +216,10 @@ class HadoopFS(SmallFiles):
             if denied is None:
                 raise
             # Its one use is the work area: by default a folder beside the table, in its parent.
-            raise PermissionError(f"cannot create {uri} ({denied}): the account that runs the merges needs write "
-                                  "access to the folder it goes in, or a work_dir in the config that it owns") from e
+            raise PermissionError(
+                f"cannot create {uri} ({denied}): the account that runs the merges needs write "
+                "access to the folder it goes in, or a work_dir in the config that it owns"
+            ) from e
         return True
 
     def permission(self, uri: str) -> int:

@@ -20,6 +20,7 @@ beside it, every class loaded at once; anything else (no home, another owner, a 
 class that will not load) falls back to compiling, and the job runs the same either way.
 Deleting the folder is always safe.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -34,12 +35,26 @@ import time
 import uuid
 import weakref
 from pathlib import Path
+from typing import Any
 
 _CLASS = "HiveCompactionHelper"
 # Every source file of the helper (jvm/<name>.java): named here because a zipped package cannot be
 # listed through pkgutil. tests/test_jvm_helper.py checks this against the folder.
-SOURCES = ("HiveCompactionHelper", "FileStatuses", "FileMoves", "LocalDisk", "TextFiles", "Footers", "OrcFooters",
-           "ParquetFooters", "Digests", "CopyKey", "CopyMerge", "OrcCopy", "ParquetCopy")
+SOURCES = (
+    "HiveCompactionHelper",
+    "FileStatuses",
+    "FileMoves",
+    "LocalDisk",
+    "TextFiles",
+    "Footers",
+    "OrcFooters",
+    "ParquetFooters",
+    "Digests",
+    "CopyKey",
+    "CopyMerge",
+    "OrcCopy",
+    "ParquetCopy",
+)
 _lock = threading.Lock()
 _thread = threading.local()  # .clients: the py4j clients whose connection for this thread has no Nagle delay
 _helpers: dict[int, tuple[object, object]] = {}  # id(py4j gateway client) -> (that client, helper)
@@ -56,10 +71,13 @@ def _sources(names: tuple[str, ...] = SOURCES, package: str = _PACKAGE) -> dict[
     """File name -> Java source text of each class of ``names`` (``package``'s ``jvm/`` folder;
     by default every helper class)."""
     # pkgutil reads package data from a zip too (the package shipped with --py-files).
-    return {f"{name}.java": pkgutil.get_data(package, f"jvm/{name}.java").decode("utf-8") for name in names}
+    return {
+        f"{name}.java": pkgutil.get_data(package, f"jvm/{name}.java").decode("utf-8")  # type: ignore[union-attr]  # the package's own file
+        for name in names
+    }
 
 
-def _compile(spark, parent, sources: dict[str, str]):
+def _compile(spark: Any, parent: Any, sources: dict[str, str]) -> Any:
     """The helper's class files (``sources``: ``_sources()``), compiled together: a Java map of
     "Name.class" (and "Outer$Inner.class") to their bytes, in the JVM.
 
@@ -67,9 +85,10 @@ def _compile(spark, parent, sources: dict[str, str]):
     their references to each other (and to Spark's classes through ``parent``), and hands the
     class files to a resource creator."""
     from py4j.java_gateway import JavaClass
+
     client = spark._jvm._gateway_client
 
-    def new(name, *args):
+    def new(name: Any, *args: Any) -> Any:
         return JavaClass(name, client)(*args)
 
     compiler = new("org.codehaus.janino.Compiler")
@@ -86,16 +105,21 @@ def _compile(spark, parent, sources: dict[str, str]):
     return classes.getMap()
 
 
-def _cache_key(spark, sources: dict[str, str]) -> str:
+def _cache_key(spark: Any, sources: dict[str, str]) -> str:
     """What the class files depend on: the sources, and the classes they were compiled against."""
     jvm, conf = spark._jvm, spark.sparkContext.getConf()
     digest = hashlib.sha256()
     for name, text in sorted(sources.items()):
-        digest.update(f"{name}\0{text}\0".encode("utf-8"))
-    for part in (spark.version, jvm.java.lang.System.getProperty("java.version"),
-                 jvm.org.apache.hadoop.util.VersionInfo.getVersion(), conf.get("spark.jars", ""),
-                 conf.get("spark.jars.packages", ""), conf.get("spark.driver.extraClassPath", "")):
-        digest.update(f"{part}\0".encode("utf-8"))
+        digest.update(f"{name}\0{text}\0".encode())
+    for part in (
+        spark.version,
+        jvm.java.lang.System.getProperty("java.version"),
+        jvm.org.apache.hadoop.util.VersionInfo.getVersion(),
+        conf.get("spark.jars", ""),
+        conf.get("spark.jars.packages", ""),
+        conf.get("spark.driver.extraClassPath", ""),
+    ):
+        digest.update(f"{part}\0".encode())
     return digest.hexdigest()[:32]
 
 
@@ -128,16 +152,17 @@ def _cached(entry: Path) -> list[str] | None:
         f = entry / name
         if not _private(f, False) or hashlib.sha256(f.read_bytes()).hexdigest() != sha:
             raise ValueError(f"{f} is not the file compiled there")
-    return [name[:-len(".class")] for name in manifest]
+    return [name[: -len(".class")] for name in manifest]
 
 
-def _load_cached(spark, parent, entry: Path):
+def _load_cached(spark: Any, parent: Any, entry: Path) -> Any:
     """A class loader over a cache entry with every class loaded (a later deletion of the folder
     cannot break this job), or None."""
     names = _cached(entry)
     if names is None:
         return None
     from py4j.java_gateway import JavaClass
+
     client = spark._jvm._gateway_client
     urls = spark.sparkContext._gateway.new_array(JavaClass("java.net.URL", client), 1)
     urls[0] = JavaClass("java.io.File", client)(str(entry)).toURI().toURL()
@@ -148,7 +173,7 @@ def _load_cached(spark, parent, entry: Path):
     return loader
 
 
-def _store(entry: Path, compiled) -> None:
+def _store(entry: Path, compiled: Any) -> None:
     """Write the cache entry ``entry`` of ``compiled`` (``_compile``'s map): into a private folder
     of its own, renamed into place when complete (drivers starting together each write theirs;
     the first rename wins)."""
@@ -181,10 +206,13 @@ def _store(entry: Path, compiled) -> None:
             shutil.rmtree(old, ignore_errors=True)
 
 
-def _class_loader(spark, sources: dict[str, str] | None = None, class_files: dict[str, bytes] | None = None):
+def _class_loader(
+    spark: Any, sources: dict[str, str] | None = None, class_files: dict[str, bytes] | None = None
+) -> Any:
     """A class loader holding the helper's classes (or those of ``sources``): from the cache, or
     compiled (and cached). ``class_files``, if given, receives their class files' bytes by name."""
     from py4j.java_gateway import JavaClass
+
     client = spark._jvm._gateway_client
     parent = JavaClass("org.apache.spark.util.Utils", client).getContextOrSparkClassLoader()
     began = time.monotonic()
@@ -220,14 +248,14 @@ def _class_loader(spark, sources: dict[str, str] | None = None, class_files: dic
     return JavaClass("org.codehaus.commons.compiler.util.ResourceFinderClassLoader", client)(finder, parent)
 
 
-def load_classes(spark, names: tuple[str, ...], package: str) -> tuple[object, dict[str, bytes]]:
+def load_classes(spark: Any, names: tuple[str, ...], package: str) -> tuple[object, dict[str, bytes]]:
     """A class loader holding the classes ``names`` of ``package``'s ``jvm/`` folder, compiled
     apart from the helper (or from the cache), and their class files' bytes by file name."""
     files: dict[str, bytes] = {}
     return _class_loader(spark, _sources(names, package), files), files
 
 
-def helper(spark):
+def helper(spark: Any) -> Any:
     """The helper instance of this Spark application's JVM (compiled on first use)."""
     client = spark._jvm._gateway_client
     key = id(client)
@@ -240,7 +268,7 @@ def helper(spark):
         return _helpers[key][1]
 
 
-def java_list(items) -> list:
+def java_list(items: Any) -> list[Any]:
     """A Java List's items, read by index. Iterated through py4j, a list ends with a Java
     exception (its iterator's NoSuchElementException), which PySpark's handler, installed once a
     SparkSession exists, converts into a Python one, far dearer than the reads themselves; a commit
@@ -248,7 +276,7 @@ def java_list(items) -> list:
     return [items.get(i) for i in range(items.size())]
 
 
-def call(spark, method: str, *args):
+def call(spark: Any, method: str, *args: Any) -> Any:
     """``helper.method(*args)`` with list / dict arguments sent as JSON; the JSON result parsed."""
     sent = [json.dumps(a) if isinstance(a, (list, dict)) else a for a in args]
     instance = helper(spark)

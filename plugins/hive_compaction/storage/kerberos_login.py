@@ -12,18 +12,25 @@ the ticket cache (``KRB5CCNAME``). A failed login stops the job before it touche
 a message naming the principal and keytab (or the cache) instead of the Metastore client's
 ``TTransportException: GSS initiate failed``.
 """
+
 from __future__ import annotations
 
 import logging
 import os
 import sys
+from typing import Any
 
 # Hadoop's own words for the usual causes, and what to do about each.
 _HINTS = (
-    ("Unable to obtain password from user", "the keytab holds no key for this principal (another principal's "
-                                            "keytab?): list it with `klist -kt KEYTAB`"),
-    ("Checksum failed", "the keytab's key is not the KDC's (exported before the principal's key changed?): "
-                        "export it again (kadmin ktadd)"),
+    (
+        "Unable to obtain password from user",
+        "the keytab holds no key for this principal (another principal's keytab?): list it with `klist -kt KEYTAB`",
+    ),
+    (
+        "Checksum failed",
+        "the keytab's key is not the KDC's (exported before the principal's key changed?): "
+        "export it again (kadmin ktadd)",
+    ),
     ("Client not found in Kerberos database", "the KDC does not know this principal"),
     ("Cannot locate KDC", "no KDC for the principal's realm in krb5.conf (java.security.krb5.conf)"),
     ("Cannot contact any KDC", "the KDC does not answer"),
@@ -35,7 +42,7 @@ class KerberosLoginFailed(RuntimeError):
     """The driver could not log in to Kerberos; the message says with what and why."""
 
 
-def login(spark) -> str | None:
+def login(spark: Any) -> str | None:
     """Log the driver in where its Metastore wants SASL (``hive.metastore.sasl.enabled``) and
     it holds no Kerberos credentials yet; the user it is logged in as (None: no SASL needed).
     KerberosLoginFailed when it cannot."""
@@ -49,14 +56,18 @@ def login(spark) -> str | None:
         return str(ugi.getCurrentUser().getUserName())  # spark-submit logged in, or the cluster's AM
     principal = spark.sparkContext.getConf().get("spark.kerberos.principal", None)
     keytab = spark.sparkContext.getConf().get("spark.kerberos.keytab", None)
-    source = (f"principal {principal} with keytab {keytab} (spark-submit --principal/--keytab: the "
-              "operator's principal and keytab)" if principal and keytab
-              else f"the ticket cache {os.environ.get('KRB5CCNAME') or '(the default: no KRB5CCNAME)'}")
+    source = (
+        f"principal {principal} with keytab {keytab} (spark-submit --principal/--keytab: the "
+        "operator's principal and keytab)"
+        if principal and keytab
+        else f"the ticket cache {os.environ.get('KRB5CCNAME') or '(the default: no KRB5CCNAME)'}"
+    )
     if not ugi.isSecurityEnabled():
         raise KerberosLoginFailed(
             f"Kerberos login failed for {source}: the Metastore wants SASL (hive.metastore.sasl.enabled=true) "
             "but Hadoop's hadoop.security.authentication is not kerberos: set it in the cluster's core-site.xml "
-            "or as spark.hadoop.hadoop.security.authentication=kerberos in spark_conf")
+            "or as spark.hadoop.hadoop.security.authentication=kerberos in spark_conf"
+        )
     if keytab and not os.path.isfile(keytab):
         raise KerberosLoginFailed(f"Kerberos login failed for {source}: no such keytab file on the driver")
     try:
@@ -68,13 +79,15 @@ def login(spark) -> str | None:
         raise KerberosLoginFailed(f"Kerberos login failed for {source}: {_reason(e)}") from None
     user = ugi.getCurrentUser()
     if not user.hasKerberosCredentials():
-        raise KerberosLoginFailed(f"Kerberos login failed for {source}: no Kerberos ticket there; run kinit (or "
-                                  "Airflow's `airflow kerberos`), or give the job a principal and keytab "
-                                  "(spark_submit: principal, keytab)")
+        raise KerberosLoginFailed(
+            f"Kerberos login failed for {source}: no Kerberos ticket there; run kinit (or "
+            "Airflow's `airflow kerberos`), or give the job a principal and keytab "
+            "(spark_submit: principal, keytab)"
+        )
     return str(user.getUserName())
 
 
-def _metastore_token(jvm, conf) -> bool:
+def _metastore_token(jvm: Any, conf: Any) -> bool:
     """Whether the driver holds a Metastore delegation token that Hive's client picks (as its
     ``open`` does: by ``hive.metastore.token.signature``), e.g. one a YARN driver was given at
     submission: the client then authenticates with it (SASL DIGEST) and needs no login."""
@@ -82,7 +95,7 @@ def _metastore_token(jvm, conf) -> bool:
     return jvm.org.apache.hadoop.hive.shims.Utils.getTokenStrForm(signature) is not None
 
 
-def logged_in(spark) -> bool:
+def logged_in(spark: Any) -> bool:
     """``login`` for a job's entry point: the user logged in as, in the log; False when the login
     failed, said on stderr as ``error: ...`` (the job then stops before touching anything)."""
     try:

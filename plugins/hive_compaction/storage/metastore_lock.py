@@ -22,6 +22,7 @@ any error (a transient one is never read as "this Metastore serves no locks"). O
 configured with ``require_locks: false`` commits without a lock when the Metastore refuses to
 serve them; its results say so (``unlocked``).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -31,11 +32,14 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from hive_compaction.model.batch import LOCK_LEASE_SECONDS
 from hive_compaction.storage.jvm_helper import java_list
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 # Well inside any Metastore's hive.txn.timeout (300 s by default).
@@ -83,7 +87,7 @@ class HeldLock:
     no longer held, once it is not. A commit chunk's lock (``MetastoreLocks.hold_all``) covers
     ``partitions``."""
 
-    def __init__(self, lock_id: int, label: str, partitions: frozenset[str] = frozenset()):
+    def __init__(self, lock_id: int, label: str, partitions: frozenset[str] = frozenset()) -> None:
         self.lock_id, self.label, self.partitions = lock_id, label, partitions
         self.last_beat = time.monotonic()
         self.lost: str | None = None
@@ -95,16 +99,19 @@ class HeldLock:
         if self.lost is None and silent > LOST_AFTER_SECONDS:
             self.lost = f"no heartbeat went through for {silent:.0f} s"
         if self.lost is not None:
-            raise LockLost(f"{label or self.label}: this job lost the Metastore's lock {self.lock_id} on it "
-                           f"({self.lost}); its commit stopped before the next step. Its journal stays: the task's "
-                           "retry or the next run finishes the commit under the lock")
+            raise LockLost(
+                f"{label or self.label}: this job lost the Metastore's lock {self.lock_id} on it "
+                f"({self.lost}); its commit stopped before the next step. Its journal stays: the task's "
+                "retry or the next run finishes the commit under the lock"
+            )
 
 
 # The lock held by this thread's commit (a commit runs in one thread, inside ``hold``), with the
 # partition it commits: every step of the commit protocol checks it, wherever it is
 # (``commit.in_place.check_owner``).
-_held_here: contextvars.ContextVar[tuple[HeldLock, str] | None] = contextvars.ContextVar("held_metastore_lock",
-                                                                                         default=None)
+_held_here: contextvars.ContextVar[tuple[HeldLock, str] | None] = contextvars.ContextVar(
+    "held_metastore_lock", default=None
+)
 
 
 def holding_lock() -> bool:
@@ -129,7 +136,7 @@ class MetastoreLocks:
     package). Whether the Metastore serves locks is learnt from the first request. One heartbeat
     thread keeps every held lock alive (``Heartbeats``)."""
 
-    def __init__(self, api, client):
+    def __init__(self, api: Any, client: Any) -> None:
         self._api, self._client = api, client
         self._locks_served: bool | None = None  # unknown until the first lock request answers
         self._probe = threading.Lock()  # one thread asks first whether locks are served
@@ -140,8 +147,9 @@ class MetastoreLocks:
         self._beats.let_go_all()
 
     @contextlib.contextmanager
-    def hold(self, table: str, partition: str, wait_seconds: float, required: bool = True,
-             chunk: HeldLock | None = None):
+    def hold(
+        self, table: str, partition: str, wait_seconds: float, required: bool = True, chunk: HeldLock | None = None
+    ) -> Iterator[HeldLock | None]:
         """Hold the Metastore's EXCLUSIVE lock on the partition while the block runs, heartbeating
         it; yields the ``HeldLock``, or None when not ``required`` and the Metastore serves no
         locks. LockTimeout if another holder keeps it longer than ``wait_seconds``;
@@ -153,9 +161,11 @@ class MetastoreLocks:
             try:
                 chunk.check(label)
             except LockLost:
-                raise LockLost(f"{label}: this job lost the Metastore's lock {chunk.lock_id} of its commit chunk "
-                               f"({chunk.lost}) before this partition's commit began; nothing was moved, the next "
-                               "run will look at it again") from None
+                raise LockLost(
+                    f"{label}: this job lost the Metastore's lock {chunk.lock_id} of its commit chunk "
+                    f"({chunk.lost}) before this partition's commit began; nothing was moved, the next "
+                    "run will look at it again"
+                ) from None
             token = _held_here.set((chunk, label))
             try:
                 yield chunk
@@ -180,7 +190,7 @@ class MetastoreLocks:
             self._release(lock_id, label)
 
     @contextlib.contextmanager
-    def hold_all(self, table: str, partitions: list[str]):
+    def hold_all(self, table: str, partitions: list[str]) -> Iterator[HeldLock | None]:
         """One EXCLUSIVE lock on several partitions of ``table`` (a commit chunk), in one request,
         if the Metastore grants it at once: yields its ``HeldLock`` (heartbeated, released after
         the block; each partition's commit then runs under it through ``hold(..., chunk=)``).
@@ -201,11 +211,12 @@ class MetastoreLocks:
             self._beats.let_go(held)
             self._release(lock_id, label)
 
-    def _lock_request(self, table: str, partitions: list[str]):
+    def _lock_request(self, table: str, partitions: list[str]) -> Any:
         """A request for this package's lock (its agent info) on the ``partitions`` of ``table``."""
         api = self._api
-        request = api.LockRequest([lock_component(api, table, p) for p in partitions], getpass.getuser(),
-                                  socket.gethostname())
+        request = api.LockRequest(
+            [lock_component(api, table, p) for p in partitions], getpass.getuser(), socket.gethostname()
+        )
         request.setAgentInfo(AGENT)
         return request
 
@@ -217,10 +228,11 @@ class MetastoreLocks:
             if response is None:
                 response = self._request(request, label)
         except LocksUnavailable as e:
-            log.info("%s: no lock for the chunk (%s): each partition is locked on its own", label,
-                     summary(e.__cause__ or e))
+            log.info(
+                "%s: no lock for the chunk (%s): each partition is locked on its own", label, summary(e.__cause__ or e)
+            )
             return None
-        lock_id = response.getLockid()
+        lock_id: int = response.getLockid()
         if str(response.getState()) == "ACQUIRED":
             return lock_id
         log.info("%s: a partition is busy (lock %s): each partition is locked on its own", label, response.getState())
@@ -238,24 +250,26 @@ class MetastoreLocks:
         if response is None:
             response = self._request(request, label)
         with self._client() as client:
-            lock_id = response.getLockid()
+            lock_id: int = response.getLockid()
             deadline = time.monotonic() + wait_seconds
             seen: dict[int, tuple[int, float]] = {}
             while str(response.getState()) == "WAITING" and time.monotonic() < deadline:
                 time.sleep(1.0)
-                _release_dead(client, api, *table.split(".", 1), partition, lock_id, seen)
+                _release_dead(client, api, *table.split(".", 1), partition, lock_id, seen)  # type: ignore[call-arg, arg-type]  # database.table
                 response = client.checkLock(lock_id)  # also heartbeats the waiting request
             if str(response.getState()) != "ACQUIRED":
                 try:
                     client.unlock(lock_id)  # withdraw the request
                 except Exception:  # noqa: BLE001 - timed out already
                     pass
-                raise LockTimeout(f"{table}/{partition}: another writer holds the Metastore's lock on it "
-                                  f"(waited {wait_seconds:.0f}s, lock {response.getState()}); nothing was moved, "
-                                  "the next run will look at it again")
+                raise LockTimeout(
+                    f"{table}/{partition}: another writer holds the Metastore's lock on it "
+                    f"(waited {wait_seconds:.0f}s, lock {response.getState()}); nothing was moved, "
+                    "the next run will look at it again"
+                )
             return lock_id
 
-    def _first_request(self, request, label: str, required: bool):
+    def _first_request(self, request: Any, label: str, required: bool) -> Any:
         """The job's first lock request, one thread at a time until one is answered; None when
         another thread's answered first (or the Metastore serves no locks and none is required).
         A fresh Metastore 2.3 fails requests that arrive together before its first one has been
@@ -269,15 +283,18 @@ class MetastoreLocks:
                 if required:
                     raise
                 if self._locks_served is None:
-                    log.warning("the Hive Metastore does not serve locks (%s): require_locks is false, so commits "
-                                "run WITHOUT the Metastore's lock and rely on their journal and identity checks "
-                                "only", summary(e.__cause__ or e))
+                    log.warning(
+                        "the Hive Metastore does not serve locks (%s): require_locks is false, so commits "
+                        "run WITHOUT the Metastore's lock and rely on their journal and identity checks "
+                        "only",
+                        summary(e.__cause__ or e),
+                    )
                 self._locks_served = False
                 return None
             self._locks_served = True
             return response
 
-    def _request(self, request, label: str):
+    def _request(self, request: Any, label: str) -> Any:
         """``lock(request)``, asked again after an error (REQUEST_ATTEMPTS in all): a Metastore
         restarting or a dropped connection is not a refusal. LocksUnavailable after the last."""
         for attempt in range(REQUEST_ATTEMPTS):
@@ -293,7 +310,8 @@ class MetastoreLocks:
             f"({summary(error)}); nothing was moved. "
             "Commits take the Metastore's lock (require_locks: true). Only if this Metastore serves no locks "
             "(no transaction tables), set require_locks: false for the table: its commits then run unlocked, "
-            "and every report says so") from error
+            "and every report says so"
+        ) from error
 
     def _release(self, lock_id: int, label: str) -> None:
         """Unlock, asked again on a new connection if the one it used broke (else the lock would
@@ -308,7 +326,7 @@ class Heartbeats:
     """One thread, started with the first held lock, that heartbeats every held lock through
     ``client`` (as ``MetastoreLocks``'s) every HEARTBEAT_SECONDS."""
 
-    def __init__(self, client):
+    def __init__(self, client: Any) -> None:
         self._client = client
         self._held: dict[int, HeldLock] = {}  # the locks kept alive
         self._held_changed = threading.Condition()
@@ -318,8 +336,7 @@ class Heartbeats:
         with self._held_changed:
             self._held[held.lock_id] = held
             if self._beating is None:
-                self._beating = threading.Thread(target=self._heartbeats, daemon=True,
-                                                 name="metastore-lock-heartbeats")
+                self._beating = threading.Thread(target=self._heartbeats, daemon=True, name="metastore-lock-heartbeats")
                 self._beating.start()
 
     def let_go(self, held: HeldLock) -> None:
@@ -347,7 +364,7 @@ class Heartbeats:
                     with self._client() as client:
                         client.heartbeat(0, h.lock_id)
                     h.last_beat = time.monotonic()
-                except Exception as e:  # noqa: BLE001
+                except Exception as e:  # noqa: BLE001 - a lock the Metastore forgot is marked lost, the rest logged
                     error = summary(e)
                     if h.lock_id not in self._held:
                         continue  # released meanwhile
@@ -356,12 +373,13 @@ class Heartbeats:
                     log.warning("could not heartbeat Metastore lock %s (%s): %s", h.lock_id, h.label, error)
 
 
-def lock_component(api, table: str, partition: str):
+def lock_component(api: Any, table: str, partition: str) -> Any:
     """The exclusive, non-transactional lock component of one partition (or, with no partition,
     the whole table) of ``table`` (``db.table``)."""
     db, tbl = table.split(".", 1)
-    component = api.LockComponent(api.LockType.EXCLUSIVE,
-                                  api.LockLevel.PARTITION if partition else api.LockLevel.TABLE, db)
+    component = api.LockComponent(
+        api.LockType.EXCLUSIVE, api.LockLevel.PARTITION if partition else api.LockLevel.TABLE, db
+    )
     component.setTablename(tbl)
     if partition:
         component.setPartitionname(partition)
@@ -370,8 +388,9 @@ def lock_component(api, table: str, partition: str):
     return component
 
 
-def _release_dead(client, api, db: str, tbl: str, partition: str, ours: int,
-                  seen: dict[int, tuple[int, float]]) -> None:
+def _release_dead(
+    client: Any, api: Any, db: str, tbl: str, partition: str, ours: int, seen: dict[int, tuple[int, float]]
+) -> None:
     """Release locks on the partition held by merge jobs of this package that stopped
     heartbeating (killed mid-commit): their last heartbeat DEAD_AFTER_SECONDS older than our
     own waiting request's, which ``checkLock`` stamps with the Metastore's clock (so a lock
@@ -397,8 +416,14 @@ def _release_dead(client, api, db: str, tbl: str, partition: str, ours: int,
             seen[lock_id] = first = (beat, time.monotonic())
         silent = (now_ms - beat) / 1000 if now_ms > 0 and beat > 0 else time.monotonic() - first[1]
         if silent >= DEAD_AFTER_SECONDS:
-            log.warning("%s.%s/%s: releasing Metastore lock %s of a merge job that stopped heartbeating it "
-                        "%.0fs ago (killed?)", db, tbl, partition, lock_id, silent)
+            log.warning(
+                "%s.%s/%s: releasing Metastore lock %s of a merge job that stopped heartbeating it %.0fs ago (killed?)",
+                db,
+                tbl,
+                partition,
+                lock_id,
+                silent,
+            )
             try:
                 client.unlock(lock_id)
             except Exception:  # noqa: BLE001 - released meanwhile
@@ -407,15 +432,21 @@ def _release_dead(client, api, db: str, tbl: str, partition: str, ours: int,
 
 # What a broken connection to the Metastore says through py4j (a Metastore restarting, a
 # connection dropped): the request may not have reached it, or its answer was lost.
-_CONNECTION_LOST = ("TTransportException", "SocketException", "Broken pipe", "Connection reset",
-                    "Connection refused", "SocketTimeoutException")
+_CONNECTION_LOST = (
+    "TTransportException",
+    "SocketException",
+    "Broken pipe",
+    "Connection reset",
+    "Connection refused",
+    "SocketTimeoutException",
+)
 
 
 def connection_lost(e: BaseException) -> bool:
     return any(sign in str(e) for sign in _CONNECTION_LOST)
 
 
-def reconnecting(client, call):
+def reconnecting(client: Any, call: Callable[[Any], T]) -> T:  # type: ignore[return]  # the last attempt returns or raises
     """``call(c)`` with the calling thread's Metastore client ``c`` from ``client`` (a context
     manager that replaces a client whose call failed), made again on a new client when the
     connection broke (a Metastore restarting, a dropped connection; REQUEST_ATTEMPTS in all,
@@ -425,7 +456,7 @@ def reconnecting(client, call):
         try:
             with client() as c:
                 return call(c)
-        except Exception as e:  # noqa: BLE001 - py4j wraps the Metastore's exceptions
+        except Exception as e:
             if not connection_lost(e) or attempt + 1 == REQUEST_ATTEMPTS:
                 raise
             log.warning("the Hive Metastore's connection broke (%s): asking again on a new one", summary(e))

@@ -1,10 +1,10 @@
 """Location checks that keep every change inside the partition it names, and the work-area layout."""
+
 from __future__ import annotations
 
 import hashlib
 import re
 from urllib.parse import urlsplit
-
 
 # Under a table's folder: the folders location_switch builds partitions in. Starting with "_",
 # it is skipped by Hive's and Spark's MSCK REPAIR; partitions located under it are still read.
@@ -63,10 +63,12 @@ def location_problem(location: str, table_location: str, partitioned: bool) -> s
     if split_uri(location) == split_uri(table_location):
         return f"location {location} is the table root"
     if split_uri(location)[:2] != split_uri(table_location)[:2]:
-        return (f"location {location} is on another file system ({file_system(location)}) than its table "
-                f"({file_system(table_location)}): a commit moves the partition's files to and from the "
-                "table's work area by renames, which cannot cross file systems (locations are compared as "
-                "written: a NameNode's own address for its nameservice is another file system here)")
+        return (
+            f"location {location} is on another file system ({file_system(location)}) than its table "
+            f"({file_system(table_location)}): a commit moves the partition's files to and from the "
+            "table's work area by renames, which cannot cross file systems (locations are compared as "
+            "written: a NameNode's own address for its nameservice is another file system here)"
+        )
     if not is_within(location, table_location):
         return f"location {location} is outside the table location {table_location}"
     return None

@@ -6,10 +6,12 @@ Mixed into ``hadoop_fs.HadoopFS``, whose ``path``, ``fs``, ``_call``, ``resolved
 step (write, publish, delete the temporary name, make the folder) is a method of its own, so the
 job's storage traffic can be traced or wrapped step by step.
 """
+
 from __future__ import annotations
 
 import logging
 import uuid
+from typing import TYPE_CHECKING, Any
 
 from py4j.protocol import Py4JJavaError
 
@@ -21,6 +23,19 @@ log = logging.getLogger(__name__)
 
 class SmallFiles:
     """Exclusive and atomic publication of small text files (see the module's text)."""
+
+    if TYPE_CHECKING:  # what HadoopFS, which mixes this in, has
+        _spark: Any
+        _conf: Any
+        _path_class: Any
+        _publish: dict[str, str]
+
+        def _call(self, method: str, *args: Any) -> Any: ...
+        def java_class(self, name: str) -> Any: ...
+        def path(self, uri: str) -> Any: ...
+        def fs(self, uri: str) -> Any: ...
+        def resolved_scheme(self, uri: str) -> str: ...
+        def existing_ancestor(self, fs: Any, uri: str) -> Any: ...
 
     def create_exclusive(self, uri: str, text: str) -> bool:
         """Publish a small file only if nothing has its name; False if something did.
@@ -47,7 +62,8 @@ class SmallFiles:
         """Give the closed temporary file ``tmp`` the name ``uri`` (same folder) unless something has it."""
         if how == storage.HARD_LINK:
             return bool(self._call("linkLocal", tmp, uri))
-        return bool(self.fs(uri).rename(self.path(tmp), self.path(uri)))  # HDFS: false when the target exists, atomically
+        # HDFS: false when the target exists, atomically
+        return bool(self.fs(uri).rename(self.path(tmp), self.path(uri)))
 
     def _delete_temporary(self, tmp: str) -> None:
         """Delete a temporary file (and the local file system's checksum file beside it): a step
@@ -78,11 +94,14 @@ class SmallFiles:
             return
         missing = self._conditional_writes_missing(fs, self.existing_ancestor(fs, folder))
         if missing:
-            log.warning("%s: journals there are published under the partition's Metastore lock only "
-                        "(the purge of expired runs, which holds none, cannot run there)", missing)
+            log.warning(
+                "%s: journals there are published under the partition's Metastore lock only "
+                "(the purge of expired runs, which holds none, cannot run there)",
+                missing,
+            )
         self._publish[bucket] = missing or ""
 
-    def _put_if_absent(self, fs, p, text: str) -> bool:
+    def _put_if_absent(self, fs: Any, p: Any, text: str) -> bool:
         """S3: PutObject with If-None-Match: * (hadoop-aws's conditional create); False when the
         store refused it because the key exists (412, RemoteFileChangedException) or hadoop-aws
         saw it first (FileAlreadyExistsException). The object appears whole when the PUT ends."""
@@ -98,7 +117,7 @@ class SmallFiles:
             raise
         return True
 
-    def _conditional_writes_missing(self, fs, folder) -> str | None:
+    def _conditional_writes_missing(self, fs: Any, folder: Any) -> str | None:
         """Before the first exclusive publish on an S3 bucket: why conditional writes cannot be
         relied on there, or None. hadoop-aws must offer them (3.4.2+,
         ``fs.s3a.create.conditional.enabled``) and the endpoint must honour them (some
@@ -106,15 +125,23 @@ class SmallFiles:
         the second must be refused; then it is deleted."""
         where = f"{fs.getUri()} (folder {folder.toString()})"
         if not fs.hasPathCapability(folder, storage.CONDITIONAL_CREATE_OPTION):
-            return (f"the S3A connector does not offer conditional writes on {where} (hadoop-aws 3.4.2 or newer, "
-                    "fs.s3a.create.conditional.enabled true)")
+            return (
+                f"the S3A connector does not offer conditional writes on {where} (hadoop-aws 3.4.2 or newer, "
+                "fs.s3a.create.conditional.enabled true)"
+            )
         probe = self._path_class(folder, f".hive_compaction-conditional-write-probe-{uuid.uuid4().hex[:12]}")
         try:
             honoured = self._put_if_absent(fs, probe, "1") and not self._put_if_absent(fs, probe, "2")
         finally:
             fs.delete(probe, False)
-        return None if honoured else (f"the S3 endpoint of {where} ignores conditional writes (a PutObject with "
-                                      "If-None-Match: * replaced an existing object)")
+        return (
+            None
+            if honoured
+            else (
+                f"the S3 endpoint of {where} ignores conditional writes (a PutObject with "
+                "If-None-Match: * replaced an existing object)"
+            )
+        )
 
     def _put_under_lock(self, uri: str, text: str, missing: str) -> bool:
         """Without conditional writes the partition's Metastore lock is the lease: every other
@@ -122,8 +149,10 @@ class SmallFiles:
         first, so a look then a PUT cannot race. Without the lock (``require_locks: false`` on a
         Metastore that serves none, or the purge, which holds none): OSError with the reason."""
         if not holding_lock():
-            raise OSError(f"{missing}, and this job holds no Metastore lock on the partition: {uri} could "
-                          "not be published exclusively, so nothing is committed or purged there")
+            raise OSError(
+                f"{missing}, and this job holds no Metastore lock on the partition: {uri} could "
+                "not be published exclusively, so nothing is committed or purged there"
+            )
         if self.fs(uri).exists(self.path(uri)):
             return False
         self._write(uri, text, storage.CONDITIONAL_PUT)
@@ -181,9 +210,9 @@ class SmallFiles:
         rename = self.java_class("org.apache.hadoop.fs.Options$Rename")
         options = self._spark.sparkContext._gateway.new_array(rename, 1)
         options[0] = rename.OVERWRITE
-        self.java_class("org.apache.hadoop.fs.FileContext").getFileContext(target.getUri(), self._conf) \
-            .rename(self._path_class(parent, tmp.rsplit("/", 1)[1]), self._path_class(parent, uri.rsplit("/", 1)[1]),
-                    options)
+        self.java_class("org.apache.hadoop.fs.FileContext").getFileContext(target.getUri(), self._conf).rename(
+            self._path_class(parent, tmp.rsplit("/", 1)[1]), self._path_class(parent, uri.rsplit("/", 1)[1]), options
+        )
 
 
 def _caused_by(e: Py4JJavaError, names: tuple[str, ...]) -> bool:
