@@ -236,6 +236,30 @@ def test_a_journal_write_landing_late_is_written_back_by_the_lock_holder():
     assert world.partition_rows() == world.intent and sum(world.intent.values()) == 0, trace
 
 
+def test_a_stop_mark_landing_late_is_replaced_by_the_holders_own():
+    """Found in the 500,000 of 7472795 (``--replay 20261267812343``): a writer replaced an input
+    the dead job had moved; B's replay saw it and stopped, but paused before writing its stop mark;
+    C took over, saw the same and stopped too, but B's late mark (naming B) was there first, so C's
+    exclusive create failed and C's journal had no mark of its own; after a TRUNCATE the next run's
+    replay, seeing no mark of C's, moved the merged rows in. C now replaces a mark that is not its
+    journal's with its own."""
+    def before_the_mark(name):
+        return lambda w: waiting_at(name, "create exclusive ")(w) and waiting_at(name, ".stopped")(w)
+    outcome, trace = scripted("in_place", ("merge run1/1", "writer append_reuse", "merge run1/2", "merge run2/1",
+                                           "writer truncate"),
+                              [Rule("merge run1/1", waiting_at("merge run1/1", "step inputs_moved")),
+                               Rule("merge run1/2", before_the_mark("merge run1/2"), "pause:30"),
+                               Rule("merge run2/1", before_the_mark("merge run2/1"), "pause:30")],
+                              {"writer append_reuse": gone("merge run1/1"), "merge run1/2": gone("writer append_reuse"),
+                               "merge run2/1": lambda w: paused("merge run1/2")(w) or gone("merge run1/2")(w),
+                               "writer truncate": lambda w: gone("merge run1/2")(w) and gone("merge run2/1")(w)})
+    world = outcome.world
+    assert not outcome.violations, trace
+    assert "merge run1/2: paused 30 s (before: create exclusive" in trace, trace
+    assert "merge run2/1: paused 30 s (before: create exclusive" in trace, trace
+    assert world.partition_rows() == world.intent and sum(world.intent.values()) == 0, trace
+
+
 def test_an_in_place_commit_rereads_the_location_under_its_lock():
     """Finding 5: ALTER TABLE ... SET LOCATION between the plan and the commit."""
     outcome, trace = scripted("in_place", ("merge run1/1", "writer set_location"),

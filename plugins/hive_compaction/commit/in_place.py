@@ -334,8 +334,14 @@ def _stop(fs: HadoopFS, area: WorkArea, record: CommitRecord, error: Exception) 
     check_owner(fs, area, record)
     unpublish(fs, record, record.location)
     text = f"{error}; the merged output(s) are in staging {record.staging}"
-    fs.create_exclusive(area.stopped_mark(record.pid), json.dumps(
-        {"owner": record.owner, "generation": record.generation, "what": text}))
+    mark, body = area.stopped_mark(record.pid), json.dumps(
+        {"owner": record.owner, "generation": record.generation, "what": text})
+    check_owner(fs, area, record)  # again: unpublishing may have outlasted the lease
+    if not fs.create_exclusive(mark, body) and _stopped(fs, area, record) is None:
+        # A mark an earlier holder that lost its lock left late: not this journal's, and the replay
+        # would ignore it. This holder's replaces it.
+        check_owner(fs, area, record)
+        fs.write_text_atomic(mark, body)
     raise type(error)(text)
 
 
