@@ -62,6 +62,23 @@ s.stop()
 """
 
 
+SECOND_INSTANCE_DAG_FILE = '''from hive_compaction.airflow import config
+from hive_compaction.airflow.dag_factory import compaction_dags
+
+dag, rollback = compaction_dags(config.dag_config_path(__file__, "{config_name}"))
+'''
+
+
+def two_instance_dags(folder: Path, config_name: str = "team_b.yaml") -> Path:
+    """A dags folder as a user with two instances has it: the shipped DAG file (its YAML is
+    ``hive_compaction.yaml`` beside it, or ``$HIVE_COMPACTION_CONFIG``) and a second DAG file
+    reading ``config_name`` beside it. The YAMLs are the caller's to write."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(ROOT / "dags" / "hive_compaction_dag.py", folder)
+    (folder / "team_b_dag.py").write_text(SECOND_INSTANCE_DAG_FILE.format(config_name=config_name))
+    return folder
+
+
 def shared_class_archive() -> Path:
     """Where this machine's driver class archive is: keyed by the Java, the Spark jars (their
     folder's change time: a reinstalled venv makes a new one), the JVM flags it was made with,

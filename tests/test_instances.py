@@ -3,20 +3,13 @@ own YAML, make four DAGs whose ids, schedules, tags, pools, connections, assets 
 from their own config and do not collide; a second instance whose config is wrong keeps its ids."""
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
+from harness import two_instance_dags
 from hive_compaction.airflow import config
-
-ROOT = Path(__file__).resolve().parents[1]
-SECOND_DAG_FILE = '''from hive_compaction.airflow import config
-from hive_compaction.airflow.dag_factory import compaction_dags
-
-dag, rollback = compaction_dags(config.dag_config_path(__file__, "team_b.yaml"))
-'''
 
 
 def instance_config(path: Path, **top) -> Path:
@@ -29,13 +22,10 @@ def instance_config(path: Path, **top) -> Path:
 def two_instances(tmp_path, monkeypatch):
     """A dags folder holding the shipped DAG file with its YAML, and a second DAG file with its own."""
     monkeypatch.delenv(config.CONFIG_ENV, raising=False)
-    dags = tmp_path / "dags"
-    dags.mkdir()
-    shutil.copy(ROOT / "dags" / "hive_compaction_dag.py", dags)
+    dags = two_instance_dags(tmp_path / "dags")
     instance_config(dags / "hive_compaction.yaml", metastore_conn_id="metastore_a", pool="compaction_a",
                     tables=["sales.orders", "sales.*"],
                     dag={"asset_namespace": "hive://hms-a.example.com:9083"})
-    (dags / "team_b_dag.py").write_text(SECOND_DAG_FILE)
     return dags
 
 

@@ -55,16 +55,22 @@ def actor(world, name: str):
     return next(a for a in world.sched.actors if a.name == name)
 
 
-def gone(name: str):
-    return lambda world: actor(world, name).done
+def gone(*names: str):
+    return lambda world: all(actor(world, name).done for name in names)
 
 
 def paused(name: str):
     return lambda world: actor(world, name).wake_at > world.clock.now + 1
 
 
-def waiting_at(name: str, text: str):
-    return lambda world: text in world.sched._before(actor(world, name))
+def paused_or_gone(name: str):
+    """A start condition that stays true once the actor waited for has woken and finished."""
+    return lambda world: paused(name)(world) or gone(name)(world)
+
+
+def waiting_at(name: str, *texts: str):
+    """The actor's next call is the one whose description holds every one of ``texts``."""
+    return lambda world: all(text in world.sched._before(actor(world, name)) for text in texts)
 
 
 def output_published(world) -> bool:
@@ -199,9 +205,7 @@ def test_a_paused_takeovers_finish_never_undoes_a_later_rollback():
     outcome, trace = scripted("location_switch", ("merge run1/1", "merge run2/1", "rollback run1"),
                               [Rule("merge run1/1", waiting_at("merge run1/1", ".released")),
                                Rule("merge run2/1", lambda w: did("merge run2/1", "renamed folder work/staging")(w)
-                                    and waiting_at("merge run2/1", "list ")(w)
-                                    and waiting_at("merge run2/1", "/t/dt=1")(w),
-                                    "pause:700")],
+                                    and waiting_at("merge run2/1", "list ", "/t/dt=1")(w), "pause:700")],
                               {"merge run2/1": gone("merge run1/1"), "rollback run1": paused("merge run2/1")})
     world = outcome.world
     assert not outcome.violations, trace
@@ -219,13 +223,11 @@ def test_a_journal_write_landing_late_is_written_back_by_the_lock_holder():
     its own record back and finishes the commit before any writer comes in."""
     outcome, trace = scripted("in_place", ("merge run1/1", "merge run2/1", "merge run1/2", "writer truncate"),
                               [Rule("merge run1/1", waiting_at("merge run1/1", "step inputs_moved")),
-                               Rule("merge run2/1", lambda w: waiting_at("merge run2/1", "write ")(w)
-                                    and waiting_at("merge run2/1", "/journal/")(w), "pause:30"),
-                               Rule("merge run1/2", lambda w: waiting_at("merge run1/2", "rename folder ")(w)
-                                    and waiting_at("merge run1/2", "/trash/")(w), "pause:40")],
-                              {"merge run2/1": gone("merge run1/1"),
-                               "merge run1/2": lambda w: paused("merge run2/1")(w) or gone("merge run2/1")(w),
-                               "writer truncate": lambda w: gone("merge run1/2")(w) and gone("merge run2/1")(w)})
+                               Rule("merge run2/1", waiting_at("merge run2/1", "write ", "/journal/"), "pause:30"),
+                               Rule("merge run1/2", waiting_at("merge run1/2", "rename folder ", "/trash/"),
+                                    "pause:40")],
+                              {"merge run2/1": gone("merge run1/1"), "merge run1/2": paused_or_gone("merge run2/1"),
+                               "writer truncate": gone("merge run1/2", "merge run2/1")})
     world = outcome.world
     assert not outcome.violations, trace
     assert "merge run2/1: wrote work/journal/" in trace, trace
@@ -236,6 +238,9 @@ def test_a_journal_write_landing_late_is_written_back_by_the_lock_holder():
     assert world.partition_rows() == world.intent and sum(world.intent.values()) == 0, trace
 
 
+BEFORE_THE_MARK = ("create exclusive ", ".stopped")
+
+
 def test_a_stop_mark_landing_late_is_replaced_by_the_holders_own():
     """Found in the 500,000 of 7472795 (``--replay 20261267812343``): a writer replaced an input
     the dead job had moved; B's replay saw it and stopped, but paused before writing its stop mark;
@@ -243,16 +248,14 @@ def test_a_stop_mark_landing_late_is_replaced_by_the_holders_own():
     exclusive create failed and C's journal had no mark of its own; after a TRUNCATE the next run's
     replay, seeing no mark of C's, moved the merged rows in. C now replaces a mark that is not its
     journal's with its own."""
-    def before_the_mark(name):
-        return lambda w: waiting_at(name, "create exclusive ")(w) and waiting_at(name, ".stopped")(w)
     outcome, trace = scripted("in_place", ("merge run1/1", "writer append_reuse", "merge run1/2", "merge run2/1",
                                            "writer truncate"),
                               [Rule("merge run1/1", waiting_at("merge run1/1", "step inputs_moved")),
-                               Rule("merge run1/2", before_the_mark("merge run1/2"), "pause:30"),
-                               Rule("merge run2/1", before_the_mark("merge run2/1"), "pause:30")],
+                               Rule("merge run1/2", waiting_at("merge run1/2", *BEFORE_THE_MARK), "pause:30"),
+                               Rule("merge run2/1", waiting_at("merge run2/1", *BEFORE_THE_MARK), "pause:30")],
                               {"writer append_reuse": gone("merge run1/1"), "merge run1/2": gone("writer append_reuse"),
-                               "merge run2/1": lambda w: paused("merge run1/2")(w) or gone("merge run1/2")(w),
-                               "writer truncate": lambda w: gone("merge run1/2")(w) and gone("merge run2/1")(w)})
+                               "merge run2/1": paused_or_gone("merge run1/2"),
+                               "writer truncate": gone("merge run1/2", "merge run2/1")})
     world = outcome.world
     assert not outcome.violations, trace
     assert "merge run1/2: paused 30 s (before: create exclusive" in trace, trace

@@ -24,7 +24,7 @@ from stack_sampling import require_jars, sampled
 from thrift.Thrift import TApplicationException
 
 import thrift_tables
-from harness import Stack
+from harness import Stack, two_instance_dags
 from hive_metastores import HOUSEKEEPING, NO_TRANSFORMER, TXN_TIMEOUT_SECONDS, HiveMetastoreServer
 from thrift_tables import COLUMNS, FORMATS
 
@@ -380,23 +380,13 @@ def test_an_acid_table_is_refused_with_the_reason(hms, spark, tmp_path):
     assert "is a transactional (ACID) table: Hive's own compactor owns its files" in str(planned["plan"])
 
 
-SECOND_INSTANCE = '''from hive_compaction.airflow import config
-from hive_compaction.airflow.dag_factory import compaction_dags
-
-dag, rollback = compaction_dags(config.dag_config_path(__file__, "team_b.yaml"))
-'''
-
-
 def test_two_instances_on_two_metastores_keep_their_tables_pools_and_assets_apart(hms, stack, spark, tmp_path):
     """Two instances in one Airflow (this release's Metastore, and the suite's Hive 2.3 one): two
     DAG files in one dags folder, each with its YAML (its own dag_id, Metastore connection, pool and
     asset namespace), one table of the same name in each Metastore. Each run merges its own
     Metastore's table only, rows exact; its merge tasks ran in its own pool; each table's asset
     event went to its own asset, named the way OpenLineage names a Hive table."""
-    import shutil
-
     import sqlalchemy
-    import yaml
     db, table, dates = "twins", "events", ["2026-05-01"]
     metastores = {"hive_compaction": (hms, "hive_metastore", "pool_a"),
                   "team_b_compaction": (stack, "metastore_b", "pool_b")}
@@ -404,10 +394,7 @@ def test_two_instances_on_two_metastores_keep_their_tables_pools_and_assets_apar
     for dag_id, (where, _, _) in metastores.items():
         make_table(where, spark, db, table, "ORC", dates, files=4, rows=200)
         before[dag_id] = content(where, spark, db, table, "ORC")
-    dags = tmp_path / "dags"
-    dags.mkdir()
-    shutil.copy(Path(__file__).resolve().parents[2] / "dags" / "hive_compaction_dag.py", dags)
-    (dags / "team_b_dag.py").write_text(SECOND_INSTANCE)
+    dags = two_instance_dags(tmp_path / "dags")
     configs = {}
     for dag_id, (where, conn, pool) in metastores.items():
         path = tmp_path / "a.yaml" if dag_id == "hive_compaction" else dags / "team_b.yaml"
@@ -441,4 +428,3 @@ def test_two_instances_on_two_metastores_keep_their_tables_pools_and_assets_apar
     assert pools == {("hive_compaction", "pool_a"), ("team_b_compaction", "pool_b")}, pools
     assert events == {("hive_compaction", f"hive://127.0.0.1:{hms.port}/{db}.{table}"),
                       ("team_b_compaction", f"hive://127.0.0.1:{stack.port}/{db}.{table}")}, events
-    assert yaml.safe_load(configs["team_b_compaction"].read_text())["dag"]["dag_id"] == "team_b_compaction"
