@@ -279,6 +279,79 @@ def test_an_in_place_commit_rereads_the_location_under_its_lock():
         world.hms.partitions[("1",)].parameters["numFiles"] != "1", trace
 
 
+def by_path(world, folder: str) -> Counter:
+    """The rows of the data files directly in ``folder``, whether or not a partition reads it."""
+    return Counter(r for p, n in world.fs.children(folder) if n is not None
+                   and not p.rsplit("/", 1)[1].startswith(("_", ".")) for r in n.rows)
+
+
+def test_a_by_path_overwrite_right_after_a_switch_is_what_the_partition_reads():
+    """Finding 4, second half: a writer that looked the location up before the switch replaces
+    the old folder's files by path (Spark's INSERT OVERWRITE, new names) right after the
+    alter_partition. The merged copy of the rows it replaced must not be what the partition reads
+    while the job reports MERGED (it did, on c386897): the switch is undone, the partition reads
+    the old folder as the writer left it, and the job says so."""
+    outcome, trace = scripted("location_switch", ("merge run1/1", "writer stale_overwrite"),
+                              [Rule("merge run1/1", waiting_at("merge run1/1", "step switched"), "pause:5")],
+                              {"writer stale_overwrite": paused("merge run1/1")})
+    world = outcome.world
+    assert not outcome.violations, trace
+    assert world.location() == DEFAULT_LOCATION and world.partition_rows() == world.intent, trace
+    assert sum(world.intent.values()) == 3, trace
+    first = [(status, reason) for who, status, reason in world.reports if who.startswith("run1/1")]
+    assert [s for s, _ in first] == [Status.FAILED] and "switched back" in first[0][1], trace
+
+
+def test_a_by_path_overwrite_while_the_old_files_move_out_is_what_the_partition_reads():
+    """The same writer between the finish's moves of the old files to the trash: one is there
+    already, the others the writer deleted. The partition reads the writer's files only (the one
+    moved before stays in the trash, named in the report); nothing is rolled back on top."""
+    outcome, trace = scripted("location_switch", ("merge run1/1", "writer stale_overwrite"),
+                              [Rule("merge run1/1", waiting_at("merge run1/1", "/dt=1/000001_0 ->"), "pause:5")],
+                              {"writer stale_overwrite": paused("merge run1/1")})
+    world = outcome.world
+    assert not outcome.violations, trace
+    assert world.location() == DEFAULT_LOCATION and world.partition_rows() == world.intent, trace
+    first = [(status, reason) for who, status, reason in world.reports if who.startswith("run1/1")]
+    assert [s for s, _ in first] == [Status.FAILED] and "/trash/" in first[0][1], trace
+
+
+def test_a_by_path_append_right_after_a_switch_is_moved_where_it_is_read():
+    """An append by path into the old folder while its files are all still there is an append:
+    the commit moves it into the new folder and reports MERGED, every row read once."""
+    outcome, trace = scripted("location_switch", ("merge run1/1", "writer stale_append"),
+                              [Rule("merge run1/1", waiting_at("merge run1/1", "step switched"), "pause:5")],
+                              {"writer stale_append": paused("merge run1/1")})
+    world = outcome.world
+    assert not outcome.violations, trace
+    assert world.location() != DEFAULT_LOCATION and world.partition_rows() == world.intent, trace
+    assert [s for who, s, _ in world.reports if who.startswith("run1/1")] == [Status.MERGED], trace
+
+
+def test_files_arriving_after_the_old_files_left_are_never_read_beside_the_merged_copy():
+    """Once every old file is in the trash, a by-path overwrite and an append look the same (new
+    names in an emptied folder). Seen by the commit, it reports FAILED saying so; arriving after
+    the job (beyond what a location switch supports), the retirement keeps them where they are
+    and says so. Neither moves them beside the merged copy (the retirement did on c386897: every
+    replaced row read twice)."""
+    for last_look in (True, False):
+        point = "rename folder" if last_look else ".released"
+        outcome, trace = scripted("location_switch", ("merge run1/1", "writer stale_overwrite", "maintain run8"),
+                                  [Rule("merge run1/1", waiting_at("merge run1/1", point), "pause:5")],
+                                  {"writer stale_overwrite": paused("merge run1/1"),
+                                   "maintain run8": gone("merge run1/1", "writer stale_overwrite")})
+        world = outcome.world
+        merged = world.partition_rows()
+        assert world.location() != DEFAULT_LOCATION and max(merged.values()) == 1, trace
+        assert not set(merged) & set(world.intent) and by_path(world, DEFAULT_LOCATION) == world.intent, trace
+        first = [(status, reason) for who, status, reason in world.reports if who.startswith("run1/1")]
+        if last_look:
+            assert [s for s, _ in first] == [Status.FAILED] and "cannot tell" in first[0][1], trace
+        else:
+            assert [s for s, _ in first] == [Status.MERGED], trace
+            assert "maintain run8: deleted folder work/trash/run1/" in trace, trace  # retired, the files kept
+
+
 TWINS = int(os.environ.get("SUITE_EXPLORER_TWINS", "16"))
 
 

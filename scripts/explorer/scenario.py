@@ -55,6 +55,11 @@ WRITERS = ("append", "append_reuse", "overwrite", "overwrite_reuse", "truncate",
 # location switch, every writer: that mode is for tables whose writers go through the Metastore)
 # wait for the partition's lock.
 LOCKLESS = {"in_place": {"append", "append_reuse", "overwrite", "overwrite_reuse"}, "location_switch": set()}
+# Writers by path that looked the partition's location up when the schedule began (before any
+# switch) and write there without a lock: outside a location switch's contract (its writers go
+# through the Metastore), so only written schedules cast them; what the tool does with their
+# files is what those tests check.
+STALE_WRITERS = ("stale_append", "stale_overwrite")
 MODES = ("in_place", "location_switch")
 
 # The modules whose clock is the world's while a schedule runs.
@@ -291,9 +296,12 @@ def rollback_job(world: World, run: str):
 
 def writer(world: World, kind: str):
     """One writer's statement, in one step: it changes the partition and the intent (under the
-    partition's Metastore lock unless it is ``LOCKLESS`` in the world's mode)."""
+    partition's Metastore lock unless it is ``LOCKLESS`` in the world's mode, or ``STALE_WRITERS``:
+    by path, at the location it had when the writer was cast)."""
+    looked_up, how = world.location(), kind.removeprefix("stale_")
+
     def program():
-        if kind in LOCKLESS[world.mode]:
+        if kind in LOCKLESS[world.mode] or kind in STALE_WRITERS:
             return write()
         try:
             with world.hms.lock(TABLE, PARTITION, 600, writer=True):
@@ -304,37 +312,37 @@ def writer(world: World, kind: str):
     def write():
         world.sched.point("writer: {}", kind)
         world.writes += 1
-        fs, hms, loc = world.fs, world.hms, world.location()
-        if loc is None and kind != "drop_recreate":
+        fs, hms, loc = world.fs, world.hms, looked_up if kind in STALE_WRITERS else world.location()
+        if loc is None and how != "drop_recreate":
             world.sched.note("{}: no partition, nothing written", kind)
             return
         rows = world.new_rows(3)
-        if kind in ("append", "append_reuse"):
-            free = [n for n in INPUT_NAMES if f"{loc}/{n}" not in fs.files] if kind == "append_reuse" else []
+        if how in ("append", "append_reuse"):
+            free = [n for n in INPUT_NAMES if f"{loc}/{n}" not in fs.files] if how == "append_reuse" else []
             name = free[0] if free else next(world._names)
             fs.put(f"{loc}/{name}", rows)
             world.intent.update(rows)
-        elif kind in ("overwrite", "overwrite_reuse", "truncate"):
+        elif how in ("overwrite", "overwrite_reuse", "truncate"):
             for p, n in fs.children(loc):
                 if n is not None and not p.rsplit("/", 1)[1].startswith(("_", ".")):
                     fs.drop_file(p)
-            if kind == "truncate":
+            if how == "truncate":
                 rows = ()
             else:
-                fs.put(f"{loc}/{INPUT_NAMES[0] if kind == 'overwrite_reuse' else next(world._names)}", rows)
+                fs.put(f"{loc}/{INPUT_NAMES[0] if how == 'overwrite_reuse' else next(world._names)}", rows)
             world.intent = Counter(rows)
-        elif kind in ("drop", "drop_recreate"):
+        elif how in ("drop", "drop_recreate"):
             if loc is not None:
                 del hms.partitions[VALUES]
                 fs.remove_tree(loc)
                 world.intent = None
-            if kind == "drop_recreate":  # then INSERT INTO: the partition again, at its default path
+            if how == "drop_recreate":  # then INSERT INTO: the partition again, at its default path
                 fs.put(f"{DEFAULT_LOCATION}/{next(world._names)}", rows)
                 hms.partitions[VALUES] = Partition(DEFAULT_LOCATION, created=int(world.clock.now) + 1)
                 # What another writer left at the default path is read again: that writer's doing.
                 left = DEFAULT_LOCATION in world.left_by_writers
                 world.intent = Counter(fs.rows_under(DEFAULT_LOCATION)) if left else Counter(rows)
-        elif kind == "set_location":  # ALTER TABLE ... PARTITION ... SET LOCATION to a folder with its own rows
+        elif how == "set_location":  # ALTER TABLE ... PARTITION ... SET LOCATION to a folder with its own rows
             moved = f"{TABLE_LOCATION}/dt=1-moved"
             if moved != loc:
                 world.left_by_writers.add(loc)

@@ -52,6 +52,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from hive_compaction.commit.in_place import (
@@ -65,6 +66,7 @@ from hive_compaction.commit.in_place import (
 from hive_compaction.commit.record import CommitRecord
 from hive_compaction.commit.steps import Step, reached
 from hive_compaction.commit.work_area import WorkArea, check_record, journal_holder, release_journal
+from hive_compaction.model.results import NUM_FILES, STATISTICS_KEYS, TOTAL_SIZE
 from hive_compaction.storage.capabilities import LOCATION_SWITCH, is_object_store
 from hive_compaction.storage.hadoop_fs import Entry, FolderGone, HadoopFS
 from hive_compaction.storage.listing import RecordedFile, data_files
@@ -127,13 +129,13 @@ def build_and_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: Co
         # for the next run, which asks the Metastore (recover_switch).
         if same_location(hms.location(record.table, record.values), record.new_location):
             reached(Step.SWITCHED, record.label)
-            return _finish(fs, area, record)
+            return _finish(fs, area, hms, record)
         raise
     if not switched:
         _abort(fs, area, record, "the Metastore's partition is no longer at the folder that was merged "
                                  "(dropped or moved meanwhile)", conflict=True)
     reached(Step.SWITCHED, record.label)
-    return _finish(fs, area, record)
+    return _finish(fs, area, hms, record)
 
 
 def _build(fs: HadoopFS, area: WorkArea, record: CommitRecord, rows_of: Callable[[list[Any]], int]) -> None:
@@ -220,23 +222,124 @@ def _undo(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> None:
     release_journal(fs, area, record)
 
 
-def _finish(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> CommitRecord:
+class SwitchUndone(RuntimeError):
+    """A writer replaced the old folder's files by path after the switch: the partition points at
+    the old folder again, as that writer left it; the merged copy is no longer read."""
+
+
+class CannotTell(RuntimeError):
+    """Files arrived in the old folder after its files had all left for the trash: an append or an
+    overwrite by path, which cannot be told apart. The switch stands; they are left there, unread."""
+
+
+@dataclass(frozen=True)
+class OldFolderSeen:
+    """The old folder after the switch, against the journal's listing of it."""
+    late: list[Entry]  # data files under names the journal does not know
+    kept: list[str]  # the journal's files still there, as recorded
+    moved: list[str]  # the journal's files in this switch's trash: its finish moved them
+    replaced: list[str]  # the journal's names holding another file now
+    removed: list[str]  # the journal's files neither there nor in the trash: someone deleted them
+
+    @property
+    def overwritten(self) -> bool:
+        """A writer by path changed or deleted files the switch replaced (an overwrite, or part of one)."""
+        return bool(self.replaced or self.removed)
+
+
+def look_at_old_folder(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> OldFolderSeen:
+    files, _ = data_files(fs.list(record.location.rstrip("/")))
+    now = {f.name: f for f in files}
+    known = {f.name: f for f in record.files}
+    missing = [n for n in known if n not in now]
+    trashes = [area.trash_of(record)] + ([record.moving_trash] if record.moving_trash else [])
+    found = fs.statuses([f"{t}/{n}" for n in missing for t in trashes])
+    moved = sorted({n for k, n in enumerate(n for n in missing for _ in trashes) if found[k] is not None})
+    return OldFolderSeen(
+        late=[f for f in files if f.name not in known],
+        kept=sorted(n for n, f in now.items() if n in known and f.matches(known[n])),
+        moved=moved,
+        replaced=sorted(n for n, f in now.items() if n in known and not f.matches(known[n])),
+        removed=sorted(set(missing) - set(moved)))
+
+
+def _finish(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: CommitRecord) -> CommitRecord:
     """After the switch: late files adopted, the old folder's files moved to the run's trash (each
     only while it is the file the journal names, through the moving trash: ``old_files_to_trash``),
     the manifest, the journal released and staging removed (a replay does it all again: each step
     is idempotent). Each step only while this job holds the journal: a paused holder that a replay
-    took over must not move what a later rollback put back, nor write over its manifest."""
+    took over must not move what a later rollback put back, nor write over its manifest.
+
+    The old folder is looked at before and after the moves. A file of the journal's that a writer
+    replaced or deleted there (an overwrite by path, by a writer that looked the location up before
+    the switch) undoes the switch (``_back_to_the_writer``). A file under a new name beside the
+    journal's files, none of them touched, is an append: moved into the new folder. One that
+    arrived once they had all left cannot be told from an overwrite's: CannotTell."""
     label = record.label
     check_owner(fs, area, record)
-    adopted = adopt_late_files(fs, record.location, record.new_location, record.files, label)
+    seen = look_at_old_folder(fs, area, record)
+    if seen.overwritten:
+        _back_to_the_writer(fs, area, hms, record, seen, record.moving_trash or area.trash_of(record))
+    adopted = []
+    if seen.late and seen.kept:
+        adopted = adopt_late_files(fs, record.location, record.new_location, record.files, label,
+                                   moved_out=set(seen.moved))
     trash = old_files_to_trash(fs, area, record)
+    after = look_at_old_folder(fs, area, record)
+    if after.overwritten:
+        _back_to_the_writer(fs, area, hms, record, after, trash)
     check_owner(fs, area, record)
     manifest = record.but(committed_at=time.time(), adopted=adopted, trash=trash)
     fs.write_text_atomic(area.manifest_of(record), manifest.to_json())
     reached(Step.MANIFEST_WRITTEN, label)
     release_journal(fs, area, record)
     fs.delete(record.staging, recursive=True)
+    if after.late:
+        names = [f.name for f in after.late]
+        raise CannotTell(f"{label}: {len(names)} file(s) {names[:5]} arrived in the old folder {record.location} by "
+                         f"path after the location switch, once its files had left for the trash {trash}: an append "
+                         "or an overwrite by a writer that looked the location up before the switch, the tool cannot "
+                         f"tell. They were left there, unread; the partition reads the merged copy in "
+                         f"{record.new_location}. A person decides: move them into {record.new_location} if they "
+                         f"were appended, or point the partition at {record.location} if they replaced its rows")
     return manifest
+
+
+def _back_to_the_writer(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: CommitRecord,
+                        seen: OldFolderSeen, trash: str) -> NoReturn:
+    """A writer by path overwrote (or deleted part of) the old folder after the switch: had the
+    switch not happened, the partition would read the folder as that writer left it, so it is
+    pointed there again (its statistics: the files and bytes there, the rows unknown). Nothing is
+    moved back into it (the old files this finish moved before the writer came stay in the trash,
+    named). Only while the new folder holds just what the switch put there: one a writer added to
+    through the Metastore since is not switched away from, and the journal stays for a person."""
+    old, new, label = record.location.rstrip("/"), record.new_location, record.label
+    changed = seen.replaced + seen.removed
+    what = (f"a writer replaced or removed {changed[:5]} in the old folder {old} by path after the location switch "
+            "(one that looked the location up before it)")
+    check_owner(fs, area, record)
+    written, folders = data_files(fs.list(new))
+    if changed_files(written, new_folder_files(record)) or folders:
+        raise InputsChanged(f"{label}: {what}, and {new}, which the partition reads, holds files the switch did not "
+                            f"put there ({changed_files(written, new_folder_files(record))[:3] or folders[:3]}): "
+                            "nothing was moved, a person decides which rows belong")
+    there, _ = data_files(fs.list(old))
+    stats: dict[str, str | None] = {**dict.fromkeys(STATISTICS_KEYS), PREVIOUS_LOCATION: None,
+                                    NUM_FILES: str(len(there)), TOTAL_SIZE: str(sum(f.size for f in there))}
+    if not hms.switch(record.table, record.values, new, old, stats):
+        raise InputsChanged(f"{label}: {what}; the partition is no longer at {new} either: nothing was switched back, "
+                            "the next run looks again")
+    trash = to_run_trash(fs, area, record, trash)  # (``trash``: where this finish moves the old files)
+    check_owner(fs, area, record)
+    fs.write_text_atomic(area.manifest_of(record), record.but(
+        committed_at=time.time(), rolled_back_at=time.time(), trash=trash).to_json())
+    release_journal(fs, area, record)
+    fs.delete(record.staging, recursive=True)
+    put_aside = f"; the old file(s) {seen.moved[:5]} its finish had moved before are in the trash {trash}" \
+        if seen.moved else ""
+    raise SwitchUndone(f"{label}: {what}: switched back, the partition reads {old} as that writer left it "
+                       f"({len(there)} file(s)); the merged copy in {new} is no longer read (removed with the run's "
+                       f"purge){put_aside}")
 
 
 def old_files_to_trash(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> str:
@@ -267,7 +370,7 @@ def recover_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: Comm
     current = state.location
     if same_location(current, record.new_location):
         log.warning("%s: the location switch of run %s happened; finishing it", label, record.run)
-        return _finish(fs, area, take_over(fs, area, record, owner or record.owner))
+        return _finish(fs, area, hms, take_over(fs, area, record, owner or record.owner))
     if _finish_began(fs, area, record) or (same_location(current, record.location) and _recreated(fs, record, state)):
         return _superseded(fs, area, take_over(fs, area, record, owner or record.owner), current)
     if same_location(current, record.location):
@@ -381,13 +484,22 @@ def retire(fs: HadoopFS, hms: JobMetastore, manifest: CommitRecord) -> bool:
         log.warning("%s: the partition reads %s again (re-created there since the switch): left as it is", label, old)
         _delete_known(fs, manifest.new_location, new_folder_files(manifest), label, manifest.run)
         return True
-    if same_location(current, manifest.new_location):
-        adopt_late_files(fs, old, manifest.new_location, manifest.files, label, moved_out=bool(manifest.trash))
     if manifest.trash:  # the old files left the folder at the switch: it is removed if nothing came since
-        if not data_files(fs.list(old))[0] and fs.exists(old):
+        left, _ = data_files(fs.list(old))
+        if left:
+            # Arrived once the old files had left: an append or an overwrite by path, which cannot be
+            # told apart, so they are not moved beside the merged copy of the rows they may replace.
+            log.warning("%s: %s is no longer read since run %s, but %s arrived there after its files left for the "
+                        "trash (a writer by path that looked the location up before the switch; an append or an "
+                        "overwrite, which cannot be told apart): kept, with the folder; no partition reads them",
+                        label, old, manifest.run, [f.name for f in left][:5])
+        elif fs.exists(old):
             fs.delete(old, recursive=True)
             log.info("%s: retired %s (the partition reads %s)", label, old, manifest.new_location)
-    elif _delete_known(fs, old, manifest.files, label, manifest.run):  # a switch that left them there
+        return True
+    if same_location(current, manifest.new_location):  # a switch that left them there: beside them, an append
+        adopt_late_files(fs, old, manifest.new_location, manifest.files, label)
+    if _delete_known(fs, old, manifest.files, label, manifest.run):
         log.info("%s: retired %s (the partition reads %s)", label, old, manifest.new_location)
     return True
 
@@ -400,13 +512,13 @@ def new_folder_files(manifest: CommitRecord) -> list[RecordedFile]:
 
 
 def adopt_late_files(fs: HadoopFS, old: str, new: str, known: list[RecordedFile], label: str,
-                     moved_out: bool = False) -> list[str]:
+                     moved_out: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """Move the data files of ``old`` (a folder no partition reads any more) under a name it did
     not hold before (``known``) into ``new``, the partition's folder, where readers see their
     rows: a writer that looked the location up before the switch appended them. A name that
     is taken in ``new`` gets a ``_copy_<n>`` suffix, as Hive names a second file. The new names.
-    Only an append is adopted: when a ``known`` file changed or went (not ``moved_out`` by the
-    switch's finish), nothing moves and the error says what is where."""
+    Only an append is adopted: when a ``known`` file changed or went (other than those
+    ``moved_out`` to the trash by the switch's finish), nothing moves and the error says what is where."""
     then = {f.name for f in known}
     files, _ = data_files(fs.list(old.rstrip("/")))
     late = [f for f in files if f.name not in then]
@@ -414,8 +526,8 @@ def adopt_late_files(fs: HadoopFS, old: str, new: str, known: list[RecordedFile]
         return []
     replaced = changed_files([f for f in files if f.name in then],
                              [f for f in known if f.name in {g.name for g in files}])
-    gone = then - {f.name for f in files}
-    if replaced or (gone and not moved_out):
+    gone = then - {f.name for f in files} - set(moved_out)
+    if replaced or gone:
         # Not an append: a writer replaced or removed files the switch had copied (an overwrite by
         # path); its new files beside the merged copy of the rows they replaced could double them.
         log.error("%s: %d file(s) %s arrived in the old folder %s after its location switch while known file(s) "
