@@ -190,10 +190,10 @@ ADVERSARIES = WRITERS + ("steal",) + METASTORE_FAULTS + JOB_ACTORS
 # it must get exactly the rows before (or after; here they are the same rows).
 SWITCH_ADVERSARIES = ADVERSARIES + ("read",)
 # After a switch's commit point, a writer by path writes into the retired folder: an append right
-# after the switch is moved into the new folder by the commit ("switched"), a later one only when
-# the old folder retires with the run's trash, and an overwrite there cannot be told from an
-# append; a DROP PARTITION then MSCK REPAIR re-adds the retired folder while it waits for the
-# trash retention. Those are that mode's documented limits (docs/safety.md), not tried here.
+# after the switch is moved into the new folder by the commit ("switched"), an overwrite there
+# undoes the switch, and a file that arrives once the old files left is kept there, never read
+# (tests/test_schedule_explorer.py shows each); one that arrives after the job's last look is not
+# seen at all. Those are that mode's documented limits (docs/safety.md), not tried here.
 SWITCH_UNSUPPORTED = ({("switched", a) for a in WRITERS if a not in ("add", "insert_reuse")}
                       | {("manifest_written", a) for a in WRITERS})
 

@@ -371,3 +371,26 @@ def test_a_late_file_whose_move_stopped_after_its_copy_is_adopted_once(spark, tm
     assert data_files(old) == []
     assert {f.name: f.read_text() for f in data_files(new)} == {
         "part-compacted-0": "merged", "part-late-0": "late rows", "part-late-1": "later rows"}
+
+
+def test_inputs_another_tables_merge_took_mid_commit_put_back_what_moved(spark, tmp_path, monkeypatch, fault_injection):
+    """Two tables over one folder, each merged by its own run (``test_safety``'s two-table test,
+    without the stack): after this commit's first input moved, the other table's merge takes the
+    input still there and publishes its own merged file. This commit cannot move all its inputs,
+    so it puts back the one it moved, beside the other merge's file: every row once, nothing
+    left in the trash."""
+    fs = HadoopFS(spark)
+    folder, area, staged, record = decided(fs, tmp_path, "alias.events", "dt=2026-05-07", "run1",
+                                           ("part-compacted-mine",))
+    other = tmp_path / "other-trash"
+    other.mkdir()
+    monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_AT", "input_moved")
+    monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD",
+                       f"mv '{folder}/000001_0' '{other}/' && echo merged > '{folder}/part-compacted-theirs'")
+
+    with pytest.raises(commit.CommitStopped, match="every file was put back"):
+        commit.commit(fs, area, record)
+    assert {f.name: f.read_text() for f in data_files(folder)} == {"000000_0": "input 000000_0",
+                                                                  "part-compacted-theirs": "merged\n"}
+    assert {f.name for f in data_files(staged)} == {"part-compacted-mine"}
+    assert not fs.exists(area.journal(record.pid))

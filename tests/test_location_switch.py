@@ -307,9 +307,10 @@ def test_rollback_switches_back_to_the_old_folder_with_its_statistics(stack, tmp
 def test_a_writer_that_looked_the_location_up_before_the_switch_has_its_rows_read(stack, tmp_path):
     """Issue 29, finding 5: a writer that resolved the partition's folder before the switch and
     writes into it by path afterwards would write where nobody reads. A file that arrives right
-    after the switch is moved into the new folder by the commit (the log names it); one that
-    arrives later is moved there when the old folder retires with the run's trash. Every row by
-    content; the rest of the old folder is deleted."""
+    after the switch, while the old files are still there, is moved into the new folder by the
+    commit (the log names it). One that arrives once they left for the trash could as well be an
+    overwrite's (issue 53, finding 4): the old folder's retirement keeps it there and says so, and
+    moves nothing beside the merged copy. Every row by content."""
     db, table, storage = "switch_late", "events", "ORC"
     folder, cfg = make(stack, db, table, storage, tmp_path)
     stack.make_table(db, "late", storage, [DT], files=1, rows=11)
@@ -326,13 +327,37 @@ def test_a_writer_that_looked_the_location_up_before_the_switch_has_its_rows_rea
     assert new != folder and (new / "part-late-1.orc").exists() and not (folder / "part-late-1.orc").exists()
     assert stack.rows(db, table)[f"dt={DT}"] == expected
 
-    shutil.copy(late, folder / "part-late-2.orc")  # later still: the old folder's retirement moves it
+    shutil.copy(late, folder / "part-late-2.orc")  # later still: the old folder's retirement keeps it
     for d, dirs, names in os.walk(work_area(stack, db, table)):  # the run's trash expires
         for n in dirs + names:
             t = time.time() - 40 * 86400
             os.utime(os.path.join(d, n), (t, t))
     run = stack.run_dag(cfg, conf={"partition_date": DT})
     assert run.state == "success", run.log[-4000:]
-    assert not folder.exists(), "the old folder retired"
-    assert "were written to the old folder" in run.log, run.log[-4000:]
-    assert stack.rows(db, table)[f"dt={DT}"] == sorted(expected + late_rows)
+    assert [f.name for f in data_files(folder)] == ["part-late-2.orc"], "kept where it was written"
+    assert "['part-late-2.orc'] arrived there after its files left for the trash" in run.log, run.log[-4000:]
+    assert stack.rows(db, table)[f"dt={DT}"] == expected
+
+
+def test_a_by_path_overwrite_right_after_the_switch_is_what_the_partition_reads(stack, tmp_path):
+    """Issue 53, finding 4, second half, on the real stack: a writer that looked the location up
+    before the switch replaces the old folder's files by path (new names, as Spark's INSERT
+    OVERWRITE writes) right after the alter_partition. The job switches the partition back to the
+    folder as that writer left it and reports FAILED saying so, instead of MERGED on the merged
+    copy of the rows the writer replaced; the next run merges the writer's rows."""
+    db, table, storage = "switch_overwritten", "events", "ORC"
+    folder, cfg = make(stack, db, table, storage, tmp_path)
+    stack.make_table(db, "writer", storage, [DT], files=2, rows=13)
+    written = data_files(stack.partition_location(db, "writer", f"dt={DT}"))
+    expected = stack.rows(db, "writer")[f"dt={DT}"]
+    overwrite = " && ".join([f"rm {folder}/[!._]*"] + [f"cp {f} {folder}/part-{k:05d}-w.c000.orc"
+                                                       for k, f in enumerate(written)])
+    batch = stack.plan_batches(cfg, run_id="overwritten")["spark_args"][0]["application_args"][1]
+    p = stack.spark_submit(batch, HIVE_COMPACTION_TEST_HOOK_AT="switched", HIVE_COMPACTION_TEST_HOOK_CMD=overwrite)
+    out = p.stdout + p.stderr
+    assert "switched back, the partition reads" in out, out[-3000:]
+    assert stack.partition_location(db, table, f"dt={DT}") == folder
+    assert stack.rows(db, table)[f"dt={DT}"] == expected
+    run = stack.run_dag(cfg, conf={"partition_date": DT})
+    assert run.state == "success", run.log[-4000:]
+    assert stack.rows(db, table)[f"dt={DT}"] == expected

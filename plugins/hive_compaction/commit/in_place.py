@@ -267,15 +267,18 @@ class Accounting:
     problem: str  # "" when every file is accounted for
 
 
-def _account(fs: HadoopFS, record: CommitRecord, trash: str, moved: bool, outputs_known: bool = True) -> Accounting:
+def _account(fs: HadoopFS, record: CommitRecord, trash: str, moved: bool, outputs_known: bool = True,
+             merged_elsewhere: bool = False) -> Accounting:
     """Every file in the partition accounted for: an input must be there unchanged (size, time,
     version) or, once moves may have happened (``moved``), in this commit's trash (size,
     version); any other visible file must be an output or a file of the journal's ``listing``
     with its recorded identity, and no listed file that is not an input may be gone (an INSERT
     OVERWRITE deletes every file and writes new names). ``outputs_known`` False: an output is
     neither staged nor published (a writer may have deleted it after it moved in), which counts
-    as unexplained once anything moved. A journal without a listing (written before it was
-    recorded) is checked on its inputs only."""
+    as unexplained once anything moved. ``merged_elsewhere``: inputs that vanished before they
+    moved are explained by another merge's output here (``MERGED_PREFIX``: another table's run over
+    the same folder took them), as ``_stop_if_rewritten`` allows. A journal without a listing
+    (written before it was recorded) is checked on its inputs only."""
     location, inputs, outputs = record.location.rstrip("/"), record.inputs, record.outputs
     here = {e.name: e for e in _visible(fs, location)}
     trashed = fs.statuses([f"{trash}/{f.name}" for f in inputs]) if moved else [None] * len(inputs)
@@ -283,6 +286,9 @@ def _account(fs: HadoopFS, record: CommitRecord, trash: str, moved: bool, output
     changed = [f.name for f in inputs
                if (f.name in here and not here[f.name].matches(f)) or (f.name not in here and f.name not in in_trash)]
     strangers, vanished = _unlisted(record, here)
+    if merged_elsewhere and any(n.startswith(MERGED_PREFIX) and n not in {o.name for o in outputs} for n in here):
+        changed = [n for n in changed if n in here]
+        strangers = [n for n in strangers if not n.startswith(MERGED_PREFIX)]
     published = [o.name for o in outputs if o.name in here]
     lost = [] if outputs_known or not (in_trash or published) else [o.name for o in outputs if o.name not in here]
     problem = " and ".join(x for x in (f"input(s) {changed[:3]}" if changed else "",
@@ -497,7 +503,7 @@ def _swap(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, first:
         # Gone, or changed: only if no writer's file arrived beside them do the moved ones go back.
         _stop_if_rewritten(fs, area, record, trash, all_moved=False)
         _abandon(fs, area, record, trash, location, f"{len(moves) - moved} input(s) vanished or changed before "
-                                                    "they moved")
+                                                    "they moved", merged_elsewhere=True)
     moves = [(o.staged, f"{location}/{o.name}") for o in outputs]
     check_owner(fs, area, record)
     _stop_if_dropped(fs, area, record, first)
@@ -575,7 +581,7 @@ def check_owner(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> None:
 
 
 def _abandon(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, location: str, why: str,
-             outputs_known: bool = True) -> None:
+             outputs_known: bool = True, merged_elsewhere: bool = False) -> None:
     """Put back what this commit moved and give the partition up, only if the partition holds
     exactly what its journal and its own moves explain; else nothing moves (a writer replaced or
     changed it since: the old inputs must not come back beside its rows) and the journal stays,
@@ -583,7 +589,7 @@ def _abandon(fs: HadoopFS, area: WorkArea, record: CommitRecord, trash: str, loc
     # A job that lost the journal to a replay (it paused too long) must not undo that replay's moves.
     check_owner(fs, area, record)
     if fs.status(location) is not None:
-        seen = _account(fs, record, trash, moved=True, outputs_known=outputs_known)
+        seen = _account(fs, record, trash, moved=True, outputs_known=outputs_known, merged_elsewhere=merged_elsewhere)
         if seen.problem:
             _stop(fs, area, record, InputsChanged(
                 f"{record.label}: {why}, and {seen.problem} changed since the commit of run {record.run} was decided "

@@ -22,17 +22,19 @@ one. Per partition, after its outputs are staged and verified as in place:
    (columns, formats, SerDe) read under the lock when the commit began; then ``alter_partition``
    sets the new location and statistics, with ``hive_compaction.previousLocation`` naming the old
    folder.
-6. Files a writer added to the old folder since step 4 (one that looked the location up before
-   the switch, and wrote by path) are moved into the new folder, where they are read (named in
-   the log and the manifest's ``adopted``). The old folder's files the journal names move to the
+6. The old folder is looked at again (a writer that looked the location up before the switch
+   writes there by path): files it added beside the journal's (an append) are moved into the new
+   folder, where they are read (named in the log and the manifest's ``adopted``); a journal's file
+   it replaced or deleted (an overwrite) undoes the switch, the partition pointed back at the old
+   folder as that writer left it (``SwitchUndone``). The old folder's files the journal names move to the
    run's trash (through the switch's moving trash, as an in-place commit's inputs do; outside the
    table, kept for ``trash_retention_days``, purged with the run): the
    old folder is usually the partition's default path, and a partition dropped and written again
    there, or re-added by ``MSCK REPAIR``, must not read them again beside the new rows. (A query
    that listed the old folder before the switch and opens its files afterwards fails, and is
-   retried, as it would after any rewrite of the folder.) The manifest is written, the journal
-   released. When the run expires, a file a writer added to the old folder since is moved into the
-   partition's folder, and the old folder is removed if empty (``retire``).
+   retried, as it would after any rewrite of the folder.) Files that arrive once they left are
+   never read beside the merged copy: the finish fails saying so, and when the run expires the old
+   folder is kept with them, named in the log; an empty old folder is removed (``retire``).
 
 Recovery of a journal asks the Metastore which location is current: the new folder, the switch
 happened (finish step 6); the old one, it did not, or its ``alter_partition`` is still in flight
@@ -69,7 +71,7 @@ from hive_compaction.commit.work_area import WorkArea, check_record, journal_hol
 from hive_compaction.model.results import NUM_FILES, STATISTICS_KEYS, TOTAL_SIZE
 from hive_compaction.storage.capabilities import LOCATION_SWITCH, is_object_store
 from hive_compaction.storage.hadoop_fs import Entry, FolderGone, HadoopFS
-from hive_compaction.storage.listing import RecordedFile, data_files
+from hive_compaction.storage.listing import DataFile, RecordedFile, data_files
 from hive_compaction.storage.metastore_client import DescriptorChanged, JobMetastore, PartitionState, same_location
 from hive_compaction.storage.metastore_lock import CommitConflict, LockLost, check_lock_held
 from hive_compaction.storage.paths import is_within, versions_folder
@@ -235,7 +237,7 @@ class CannotTell(RuntimeError):
 @dataclass(frozen=True)
 class OldFolderSeen:
     """The old folder after the switch, against the journal's listing of it."""
-    late: list[Entry]  # data files under names the journal does not know
+    late: list[DataFile]  # data files under names the journal does not know
     kept: list[str]  # the journal's files still there, as recorded
     moved: list[str]  # the journal's files in this switch's trash: its finish moved them
     replaced: list[str]  # the journal's names holding another file now
