@@ -91,13 +91,13 @@ test-full: venv jars
 test-exhaustive: venv
 	@source scripts/env.sh && set -e && \
 	exports=$$(python scripts/wheel_sweeps.py) && eval "$$exports" && \
-	python benchmarks/reliability.py --installed && \
-	python benchmarks/reliability.py --installed --every-call 34 && \
-	python benchmarks/reliability.py --installed --every-call 34 --storage-errors && \
-	python benchmarks/reliability.py --installed --adversaries && \
-	python benchmarks/reliability.py --installed --adversaries --every-call 34 --actors all && \
-	python benchmarks/reliability.py --installed --adversaries --commit-mode location_switch && \
-	python benchmarks/reliability.py --installed --adversaries --every-call 26 --actors all --commit-mode location_switch
+	python scripts/reliability.py --installed && \
+	python scripts/reliability.py --installed --every-call 34 && \
+	python scripts/reliability.py --installed --every-call 34 --storage-errors && \
+	python scripts/reliability.py --installed --adversaries && \
+	python scripts/reliability.py --installed --adversaries --every-call 34 --actors all && \
+	python scripts/reliability.py --installed --adversaries --commit-mode location_switch && \
+	python scripts/reliability.py --installed --adversaries --every-call 26 --actors all --commit-mode location_switch
 
 # The schedule explorer at length (about an hour on 2 cores): 1,000,000 schedules of the real commit
 # code against the in-memory file system and Metastore (scripts/explorer, docs/safety.md), in two

@@ -71,7 +71,7 @@ for _p in (ROOT / "scripts", ROOT / "plugins"):
 
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 
-from harness import Stack
+from harness import Stack, data_files
 from hive_compaction.model.batch import batch_tasks, decode_batch
 
 DB = "merge_speed"
@@ -240,10 +240,6 @@ def cpu_figures(before: float | None, after: float | None, wall: float | None) -
 
 def log(msg: str = "") -> None:
     print(msg, flush=True)
-
-
-def data_files(folder: Path) -> list[Path]:
-    return sorted(f for f in folder.iterdir() if f.is_file() and not f.name.startswith((".", "_")))
 
 
 def local(uri: str) -> Path:

@@ -62,6 +62,12 @@ s.stop()
 """
 
 
+def data_files(folder: Path) -> list[Path]:
+    """A local folder's data files, sorted: what Hive and Spark read (names starting with '.' or
+    '_' are hidden)."""
+    return sorted(f for f in folder.iterdir() if f.is_file() and not f.name.startswith((".", "_")))
+
+
 SECOND_INSTANCE_DAG_FILE = '''from hive_compaction.airflow import config
 from hive_compaction.airflow.dag_factory import compaction_dags
 
@@ -317,6 +323,10 @@ class Stack:
         from hmsclient import hmsclient
         with hmsclient.HMSClient(host="127.0.0.1", port=self.port) as c:
             return Path(urlsplit(c.get_partition_by_name(db, table, partition).sd.location).path)
+
+    def work_area(self, db: str, table: str) -> Path:
+        """The table's work area (journal, staging, trash, manifests) in the warehouse's folder."""
+        return Path(str(self.metastore.state)) / "warehouse" / f"{db}.db" / ".hive_compaction" / table
 
     def rows(self, db: str, table: str) -> dict[str, list[str]]:
         """Per partition: every row (all columns, partition columns included) as text, sorted.

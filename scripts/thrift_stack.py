@@ -1,6 +1,6 @@
 """A ``harness.Stack`` whose tables are made, read and repaired through Thrift and their files,
 never through Spark's Hive catalog: for a Hive Metastore 4, which no longer serves the calls
-Spark's built-in Hive 2.3 client sends (``get_table``). ``benchmarks/reliability.py --metastore
+Spark's built-in Hive 2.3 client sends (``get_table``). ``scripts/reliability.py --metastore
 4.0.1`` runs its matrices on it; the jobs and the DAG under test are the same as on any stack."""
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ every process of a sweep imports that copy:
   folder the editable install's ``.pth`` names (the checkout's plugins/), in the reliability
   script, in ``airflow dags test`` and its tasks, and in every spark-submit (Spark puts the
   caller's PYTHONPATH on its driver's and its Python workers' path);
-- ``HIVE_COMPACTION_INSTALLED`` names DEST/site: ``harness`` and ``benchmarks/reliability.py``
+- ``HIVE_COMPACTION_INSTALLED`` names DEST/site: ``harness`` and ``scripts/reliability.py``
   then put no plugins/ on sys.path, submit the installed copy's job files (``package_dir``), and
   reliability.py checks where the package and every job imported it from;
 - ``AIRFLOW__CORE__PLUGINS_FOLDER``: an empty folder instead of plugins/ (Airflow puts its

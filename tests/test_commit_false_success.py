@@ -15,17 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from harness import data_files
 from matrix_sampling import variants
 
 pytestmark = pytest.mark.integration
-
-
-def data_files(folder: Path) -> list[Path]:
-    return sorted(f for f in folder.iterdir() if f.is_file() and not f.name.startswith((".", "_")))
-
-
-def work_area(stack, db: str, table: str) -> Path:
-    return Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db" / ".hive_compaction" / table
 
 
 def batch(stack, cfg: Path, run_id: str) -> str:
@@ -50,7 +43,7 @@ def test_a_retried_kill_then_an_overwrite_never_brings_old_rows_back_or_reports_
     stack.make_table(db, table, "ORC", [dt], files=6, rows=600)
     stack.make_table(db, "overwrite", "ORC", [dt], files=1, rows=100)
     folder = stack.partition_location(db, table, partition)
-    journals = work_area(stack, db, table) / "journal"
+    journals = stack.work_area(db, table) / "journal"
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": label}])
     first = batch(stack, cfg, "killed")
 
@@ -125,7 +118,7 @@ def test_a_replay_past_its_commit_point_stops_beside_a_file_written_under_an_inp
     written = (folder / inputs[0]).read_bytes()
 
     retry = stack.spark_submit(batch(stack, cfg, "next"))
-    area = work_area(stack, db, table)
+    area = stack.work_area(db, table)
     if point == "manifest_written":  # the commit had been finished: the writer's file is the partition's
         assert retry.returncode == 0, retry.stdout[-4000:]
         assert sorted(f.name for f in data_files(folder)) == sorted([inputs[0], outputs[0]])
@@ -168,7 +161,7 @@ def test_an_overwrite_with_new_names_after_the_inputs_moved_is_never_joined_by_t
     assert new_name in failed and "trash" in failed and "staging" in failed, failed
     assert [f.name for f in data_files(folder)] == [new_name]
     assert stack.rows(db, table)[partition] == stack.rows(db, "writer")[partition]
-    journals = work_area(stack, db, table) / "journal"  # kept, marked stopped, until a person decides
+    journals = stack.work_area(db, table) / "journal"  # kept, marked stopped, until a person decides
     assert len(list(journals.glob("*.json"))) == 1 and len(list(journals.glob("*.stopped"))) == 1
 
 
@@ -200,7 +193,7 @@ def test_a_retry_of_the_same_run_that_merges_a_partition_again_keeps_both_commit
     retry = stack.spark_submit(job)
     assert retry.returncode == 0 and statuses(retry.stdout, label, partition) == ["merged"], retry.stdout[-3000:]
     assert stack.rows(db, table)[partition] == rows
-    area = work_area(stack, db, table)
+    area = stack.work_area(db, table)
     manifests = sorted((area / "manifests" / "again").glob("*/*.json"),
                        key=lambda f: json.loads(f.read_text())["committed_at"])
     assert len(manifests) == 2 and manifests[0].parent == manifests[1].parent

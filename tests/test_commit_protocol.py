@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from commit_records import decided_commit
+from harness import data_files
 from hive_compaction.commit import in_place as commit, steps
 from hive_compaction.commit.record import CommitRecord, StagedOutput
 from hive_compaction.commit.steps import Step
@@ -31,14 +32,6 @@ def _owner(text: str):
         return json.loads(text)["owner"]
     except ValueError:
         return None
-
-
-def data_files(folder: Path) -> list[Path]:
-    return sorted(f for f in folder.iterdir() if f.is_file() and not f.name.startswith((".", "_")))
-
-
-def work_area(stack, db: str, table: str) -> Path:
-    return Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db" / ".hive_compaction" / table
 
 
 def killed_at(stack, cfg, point: str, run_id: str = "killed"):
@@ -64,7 +57,7 @@ def test_a_replay_never_acts_on_inputs_a_writer_replaced_since_the_commit_was_de
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])
     inputs = [f.name for f in data_files(folder)]
     p = killed_at(stack, cfg, point)
-    assert len(list((work_area(stack, db, table) / "journal").glob("*.json"))) == 1, (p.stdout + p.stderr)[-5000:]
+    assert len(list((stack.work_area(db, table) / "journal").glob("*.json"))) == 1, (p.stdout + p.stderr)[-5000:]
 
     # The writer: the partition now holds only its file, under the name of one of the inputs.
     for f in folder.iterdir():  # with the local file system's .crc side files
@@ -84,7 +77,7 @@ def test_a_replay_never_acts_on_inputs_a_writer_replaced_since_the_commit_was_de
         assert "input(s) in the trash" in run.log and "in staging" in run.log
     assert [f.name for f in data_files(folder)] == [inputs[0]] and (folder / inputs[0]).read_bytes() == written
     assert stack.content(db, table)[f"dt={dt}"] == writer_content
-    journals = work_area(stack, db, table) / "journal"
+    journals = stack.work_area(db, table) / "journal"
     if point == "journaled":
         assert not list(journals.glob("*.json"))
     else:  # the journal stays, marked stopped, until a person decides (every later run fails the partition)
@@ -104,7 +97,7 @@ def test_a_tampered_journal_moves_nothing(stack, tmp_path):
     killed_at(stack, cfg, "journaled")
     before = {f.name: f.read_bytes() for f in data_files(folder)}
     content = stack.content(db, table)
-    journal = next((work_area(stack, db, table) / "journal").glob("*.json"))
+    journal = next((stack.work_area(db, table) / "journal").glob("*.json"))
     record = json.loads(journal.read_text())
     record["inputs"][0]["name"] = f"../../victim/dt={dt}/{data_files(victim)[0].name}"
     journal.write_text(json.dumps(record))
@@ -138,7 +131,7 @@ def test_rollback_checks_every_clash_before_it_moves_anything(stack, tmp_path):
     assert f"file name(s) ['{inputs[-1]}'] exist both in the partition and where rollback" in p.stdout + p.stderr, \
         p.stdout[-3000:]
     assert {f.name: f.read_bytes() for f in data_files(folder)} == after_writer
-    assert not list((work_area(stack, db, table) / "journal").glob("*.json"))  # its hold released
+    assert not list((stack.work_area(db, table) / "journal").glob("*.json"))  # its hold released
 
 
 def test_work_areas_are_private_to_the_account_that_merges(stack, tmp_path):
@@ -147,7 +140,7 @@ def test_work_areas_are_private_to_the_account_that_merges(stack, tmp_path):
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])
     run = stack.run_dag(cfg, conf={"partition_date": dt})
     assert run.state == "success", run.log[-4000:]
-    assert work_area(stack, db, table).stat().st_mode & 0o777 == 0o700
+    assert stack.work_area(db, table).stat().st_mode & 0o777 == 0o700
 
 
 def test_a_journal_is_published_whole_and_to_one_publisher_only(spark, tmp_path):

@@ -67,7 +67,7 @@ def test_dag_compacts_keeps_every_row_and_refreshes_statistics(stack, tmp_path, 
     assert after[f"dt={SINGLE}"]["hms_num_rows"] == str(content_before[f"dt={SINGLE}"][0])
 
     # The replaced inputs are kept in the trash area, outside the table, byte for byte.
-    trash = Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db" / ".hive_compaction" / table / "trash"
+    trash = stack.work_area(db, table) / "trash"
     kept = {f.name: f.stat().st_size for f in trash.rglob("*") if f.is_file() and not f.name.startswith(".")}
     originals = {n: s for p in ("dt=2026-03-02", "dt=2026-03-03") for n, s in before[p]["files"].items()}
     assert kept == originals

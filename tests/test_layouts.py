@@ -9,7 +9,7 @@ from test_end_to_end import assert_statistics_match_disk, files_with_times
 pytestmark = pytest.mark.integration
 
 
-def data_files(folder):
+def data_file_times(folder):
     return {n: v for n, v in files_with_times(folder).items() if not n.startswith((".", "_"))}
 
 
@@ -20,7 +20,7 @@ def test_big_files_stay_and_small_files_are_packed_near_the_target(stack, tmp_pa
     small = events(stack.spark, "2026-08-01", 6000, seed=7)
     small.repartition(8).write.insertInto(f"{db}.{table}")                          # eight small ones
     folder = stack.partition_location(db, table, "dt=2026-08-01")
-    files = data_files(folder)
+    files = data_file_times(folder)
     sizes = sorted(size for size, _ in files.values())
     limit = sizes[-3] + 1                          # every file but the two big ones is small
     target = 3 * sizes[-3] + 1                     # room for about three small files per output
@@ -32,7 +32,7 @@ def test_big_files_stay_and_small_files_are_packed_near_the_target(stack, tmp_pa
                                                     "target_file_size": target}])
     run = stack.run_dag(cfg)
     assert run.state == "success", run.log[-4000:]
-    after = data_files(folder)
+    after = data_file_times(folder)
     assert {n: after[n] for n in big} == big        # big files: same names, same bytes, untouched
     outputs = {n: v[0] for n, v in after.items() if n not in big}
     assert all(n.startswith("part-compacted-") for n in outputs)

@@ -15,19 +15,12 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from harness import data_files
 from matrix_sampling import variants
 
 pytestmark = pytest.mark.integration
 
 DT = "2026-06-01"
-
-
-def data_files(folder: Path) -> list[Path]:
-    return sorted(f for f in folder.iterdir() if f.is_file() and not f.name.startswith((".", "_")))
-
-
-def work_area(stack, db: str, table: str) -> Path:
-    return Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db" / ".hive_compaction" / table
 
 
 def table_folder(stack, db: str, table: str) -> Path:
@@ -95,7 +88,7 @@ def test_a_switch_builds_the_partition_anew_and_readers_see_before_or_after(stac
         assert big[0].read_bytes() == old_bytes[big[0].name]
         # The old folder is left empty; its files are in the run's trash as they were, for a rollback.
         assert data_files(folder) == []
-        trash = work_area(stack, db, table) / "trash"
+        trash = stack.work_area(db, table) / "trash"
         assert {f.name: f.read_bytes() for f in trash.rglob("*") if f.is_file() and not f.name.startswith(".")} \
             == old_bytes
         snap = stack.snapshot(db, table)[f"dt={DT}"]
@@ -105,10 +98,10 @@ def test_a_switch_builds_the_partition_anew_and_readers_see_before_or_after(stac
         stack.spark.sql(f"MSCK REPAIR TABLE {db}.{table}")
         assert stack.content(db, table) == content
         assert list(stack.snapshot(db, table)) == [f"dt={DT}"]
-        assert not list((work_area(stack, db, table) / "journal").glob("*.json"))
+        assert not list((stack.work_area(db, table) / "journal").glob("*.json"))
 
         # Once the run's trash expires, the old folder is retired: its files deleted, then the folder.
-        for d, dirs, names in os.walk(work_area(stack, db, table)):
+        for d, dirs, names in os.walk(stack.work_area(db, table)):
             for n in dirs + names:
                 old = time.time() - 40 * 86400
                 os.utime(os.path.join(d, n), (old, old))
@@ -134,7 +127,7 @@ def test_a_killed_switch_is_finished_or_undone_by_the_next_run(stack, tmp_path):
         batch = stack.plan_batches(cfg, run_id="killed")["spark_args"][0]["application_args"][1]
         p = stack.spark_submit(batch, HIVE_COMPACTION_TEST_KILL_AT=point)
         assert p.returncode != 0, p.stdout[-3000:]
-        [journal] = (work_area(stack, db, table) / "journal").glob("*.json")
+        [journal] = (stack.work_area(db, table) / "journal").glob("*.json")
         assert stack.content(db, table) == content  # the old folder or the new: the same rows
         switched = stack.partition_location(db, table, f"dt={DT}") != folder
         assert switched == (point == "switched")
@@ -152,7 +145,7 @@ def test_a_killed_switch_is_finished_or_undone_by_the_next_run(stack, tmp_path):
         assert new != folder and len(data_files(new)) == 2
         versions = sorted((table_folder(stack, db, table) / "_compacted" / f"dt={DT}").iterdir())
         assert versions == [new], versions  # an undone folder is gone
-        assert not list((work_area(stack, db, table) / "journal").glob("*.json"))
+        assert not list((stack.work_area(db, table) / "journal").glob("*.json"))
         snap = stack.snapshot(db, table)[f"dt={DT}"]
         assert (snap["hms_num_files"], snap["hms_total_size"]) == (str(snap["num_files"]), str(snap["bytes"])), snap
     assert "finished the location switch run killed left behind" in run.log
@@ -170,7 +163,7 @@ def test_a_zombie_journal_published_after_a_later_switch_is_undone_not_failed(st
     batch = stack.plan_batches(cfg, run_id="zombie")["spark_args"][0]["application_args"][1]
     p = stack.spark_submit(batch, HIVE_COMPACTION_TEST_KILL_AT="journaled")
     assert p.returncode != 0, p.stdout[-3000:]
-    [journal] = (work_area(stack, db, table) / "journal").glob("*.json")
+    [journal] = (stack.work_area(db, table) / "journal").glob("*.json")
     zombie = journal.read_text()
     old = time.time() - 3600
     os.utime(journal, (old, old))
@@ -228,7 +221,7 @@ def test_a_writer_or_a_drop_during_the_switch_stops_it(stack, tmp_path, actor):
     assert "the location was not switched, the partition is as it was" in p.stdout + p.stderr, \
         (p.stdout + p.stderr)[-3000:]
     assert not list((table_folder(stack, db, table) / "_compacted").glob("*/*")), "the new folder is left"
-    assert not list((work_area(stack, db, table) / "journal").glob("*.json"))
+    assert not list((stack.work_area(db, table) / "journal").glob("*.json"))
     if actor == "drop":
         assert f"dt={DT}" not in stack.snapshot(db, table) and not folder.exists()  # never re-created
         stack.spark.sql(f"MSCK REPAIR TABLE {db}.{table}")
@@ -291,7 +284,7 @@ def test_rollback_switches_back_to_the_old_folder_with_its_statistics(stack, tmp
     assert stack.content(db, table) == content
     shutil.copy(data_files(folder)[0], new / "part-by-path.parquet")
 
-    for d, dirs, names in os.walk(work_area(stack, db, table)):  # the run's trash expires
+    for d, dirs, names in os.walk(stack.work_area(db, table)):  # the run's trash expires
         for n in dirs + names:
             t = time.time() - 40 * 86400
             os.utime(os.path.join(d, n), (t, t))
@@ -328,7 +321,7 @@ def test_a_writer_that_looked_the_location_up_before_the_switch_has_its_rows_rea
     assert stack.rows(db, table)[f"dt={DT}"] == expected
 
     shutil.copy(late, folder / "part-late-2.orc")  # later still: the old folder's retirement keeps it
-    for d, dirs, names in os.walk(work_area(stack, db, table)):  # the run's trash expires
+    for d, dirs, names in os.walk(stack.work_area(db, table)):  # the run's trash expires
         for n in dirs + names:
             t = time.time() - 40 * 86400
             os.utime(os.path.join(d, n), (t, t))

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from harness import data_files
+
 pytestmark = pytest.mark.integration
 
 # Run by the job at a commit step (HIVE_COMPACTION_TEST_HOOK_CMD): release every lock this
@@ -31,8 +33,8 @@ time.sleep(5)
 """
 
 
-def data_files(folder: Path) -> list[str]:
-    return sorted(f.name for f in folder.iterdir() if f.is_file() and not f.name.startswith((".", "_")))
+def data_file_names(folder: Path) -> list[str]:
+    return [f.name for f in data_files(folder)]
 
 
 def test_a_commit_whose_lock_is_taken_stops_and_the_next_attempt_finishes_it(stack, tmp_path):
@@ -46,7 +48,7 @@ def test_a_commit_whose_lock_is_taken_stops_and_the_next_attempt_finishes_it(sta
     label = f"{db}.{table}"
     stack.make_table(db, table, "ORC", dates, files=4, rows=400)
     folders = {p: stack.partition_location(db, table, p) for p in (first, second, alone)}
-    before, inputs = stack.content(db, table), {p: data_files(f) for p, f in folders.items()}
+    before, inputs = stack.content(db, table), {p: data_file_names(f) for p, f in folders.items()}
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": label}])
     job = stack.plan_batches(cfg, run_id="stolen")["spark_args"][0]["application_args"][1]
     steal = tmp_path / "steal.py"
@@ -63,10 +65,9 @@ def test_a_commit_whose_lock_is_taken_stops_and_the_next_attempt_finishes_it(sta
     assert f"FAILED {label} {second}" in out and "before this partition's commit began; nothing was moved" in out
     assert f"{label} {alone}: merged" in out, out[-4000:]
     # The first stopped before publishing: the merged file is not in the partition beside anything.
-    assert not [n for n in data_files(folders[first]) if n.startswith("part-compacted-")]
-    assert data_files(folders[second]) == inputs[second]
-    journals = list((Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db" / ".hive_compaction" / table
-                     / "journal").glob("*.json"))
+    assert not [n for n in data_file_names(folders[first]) if n.startswith("part-compacted-")]
+    assert data_file_names(folders[second]) == inputs[second]
+    journals = list((stack.work_area(db, table) / "journal").glob("*.json"))
     assert len(journals) == 1  # the first's, left for the attempt that next holds the lock
 
     retry = stack.spark_submit(job)  # the task's retry: the same batch
@@ -74,7 +75,7 @@ def test_a_commit_whose_lock_is_taken_stops_and_the_next_attempt_finishes_it(sta
     assert "recovering the interrupted commit" in retry.stdout + retry.stderr
     assert stack.content(db, table) == before
     for p, folder in folders.items():
-        after = data_files(folder)
+        after = data_file_names(folder)
         assert len(after) == 1 and after[0].startswith("part-compacted-") and not set(after) & set(inputs[p])
     assert not [j for j in journals if j.exists()]
 

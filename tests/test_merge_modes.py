@@ -9,13 +9,10 @@ from pathlib import Path
 import pytest
 
 from copy_checks import footer_info
+from harness import data_files
 from matrix_sampling import variants
 
 pytestmark = pytest.mark.integration
-
-
-def data_files(folder: Path) -> list[Path]:
-    return sorted(f for f in folder.iterdir() if f.is_file() and not f.name.startswith((".", "_")))
 
 
 def footers(stack, fmt: str, files: list[Path]):

@@ -72,7 +72,7 @@ def test_rollback_restores_the_original_files_and_statistics(stack, tmp_path):
 def test_cleanup_purges_trash_older_than_the_retention_only(stack, tmp_path):
     db, table = "purge", "events"
     stack.make_table(db, table, "ORC", ["2026-06-03"], files=3, rows=100)
-    work = Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db" / ".hive_compaction" / table
+    work = stack.work_area(db, table)
     keep = stack.write_config(tmp_path / "keep.yaml", [{"name": f"{db}.{table}", "trash_retention_days": 7}])
     first = stack.run_dag(keep)
     assert first.state == "success", first.log[-4000:]
@@ -122,7 +122,7 @@ def test_a_purge_never_deletes_the_trash_a_rollback_moves_files_through(stack, t
     db, table, dt, other = "rb_purge", "events", "2026-06-04", "2026-06-05"
     stack.make_table(db, table, "ORC", [dt, other], files=4, rows=200)
     content = stack.content(db, table)
-    work = Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db" / ".hive_compaction" / table
+    work = stack.work_area(db, table)
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}", "trash_retention_days": 1}])
     run = stack.run_dag(cfg, conf={"partition_date": dt})  # merges dt only
     assert run.state == "success", run.log[-4000:]

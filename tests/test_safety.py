@@ -30,8 +30,7 @@ def test_an_interrupted_commit_is_finished_even_when_the_next_run_selects_other_
                                 HIVE_COMPACTION_TEST_KILL_AT="inputs_moved:dt=2026-04-06")
     assert killed.returncode != 0
     assert stack.rows(db, table).get("dt=2026-04-06") is None  # its rows are in the trash right now
-    journals = list((stack.partition_location(db, table, "dt=2026-04-06").parent.parent / ".hive_compaction" / table
-                     / "journal").glob("dt_2026-04-06.*.json"))
+    journals = list((stack.work_area(db, table) / "journal").glob("dt_2026-04-06.*.json"))
     assert len(journals) == 1
 
     # A young journal of another run may belong to a commit still under way: left alone.
@@ -91,7 +90,7 @@ def test_two_runs_merging_one_partition_at_once_never_duplicate_a_row(stack, tmp
     folder = stack.partition_location(db, table, "dt=2026-04-05")
     assert len(partition_files(folder)) == 1  # B's output only; A moved nothing
     assert stack.rows(db, table) == rows       # every row exactly once
-    work = Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db" / ".hive_compaction" / table
+    work = stack.work_area(db, table)
     assert not list((work / "journal").glob("dt_2026-04-06.*.json"))
 
 
@@ -128,8 +127,8 @@ def test_two_tables_over_one_folder_merged_at_once_never_duplicate_a_row(stack, 
     assert len([f for f in partition_files(folder) if f.startswith("part-compacted-")]) == 1, partition_files(folder)
     assert a.returncode == 1 and ("changed while it was being merged" in a.stdout or
                                   "every file was put back" in a.stdout), a.stdout[-3000:]
-    areas = Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db" / ".hive_compaction"
-    assert {t: list((areas / t / "journal").glob("*.json")) for t in (table, alias)} == {table: [], alias: []}
+    journals = {t: list((stack.work_area(db, t) / "journal").glob("*.json")) for t in (table, alias)}
+    assert journals == {table: [], alias: []}
 
 
 def test_unsafe_or_unsupported_inputs_are_skipped_with_a_reason_and_left_byte_for_byte(stack, tmp_path):
@@ -196,7 +195,7 @@ def test_a_rewrite_whose_output_does_not_match_its_inputs_is_not_committed(stack
     folder = stack.partition_location(db, table, "dt=2026-04-05")
     before = {f.name: f.read_bytes() for f in folder.iterdir()}
     one_input = sorted(f for f in folder.iterdir() if f.suffix == ".orc")[0]
-    staging = folder.parent.parent / ".hive_compaction" / table / "staging"
+    staging = stack.work_area(db, table) / "staging"
     swap = (f'for f in "{staging}"/*/rewrite-*/part-*; do cp "{one_input}" "$f"; '
             f'rm -f "$(dirname "$f")/.$(basename "$f").crc"; done')
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}", "merge_mode": "rewrite"}])
@@ -219,7 +218,7 @@ def test_staged_outputs_vanishing_mid_commit_put_every_file_back(stack, tmp_path
     folder = stack.partition_location(db, table, "dt=2026-04-08")
     before = {f.name: f.read_bytes() for f in folder.iterdir()}
     content = stack.content(db, table)
-    work = folder.parent.parent / ".hive_compaction" / table
+    work = stack.work_area(db, table)
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}", "merge_mode": "rewrite"}])
     job = stack.spark_submit(stack.plan_batches(cfg, run_id="vanish")["spark_args"][0]["application_args"][1],
                              config_path=cfg, HIVE_COMPACTION_TEST_HOOK_AT="inputs_moved",

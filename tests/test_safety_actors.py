@@ -1,7 +1,7 @@
 """The adversary matrices on the real stack, sampled: other actors (writers, a DROP PARTITION, a
 stolen lock, a hung or restarting Metastore, other runs' and the same run's jobs, a rollback, a
 purge, a reader) at the steps of an in-place commit and of a location switch, every row checked
-(``benchmarks/reliability.py --adversaries`` runs every case)."""
+(``scripts/reliability.py --adversaries`` runs every case)."""
 from __future__ import annotations
 
 import pytest
@@ -42,7 +42,7 @@ def test_other_actors_at_commit_steps_never_lose_or_duplicate_a_row(stack, tmp_p
     PARTITION, a stolen lock, and one drawn of a hung or restarting Metastore, a second
     committer of another run, the same run's job started again, a rollback and a purge; then
     every row is checked against what they left, before and after an MSCK REPAIR TABLE.
-    ``benchmarks/reliability.py --adversaries`` runs every step with every actor."""
+    ``scripts/reliability.py --adversaries`` runs every step with every actor."""
     seed, rng = matrix_rng
     points = ADVERSARY_POINTS + (rng.choice(call_sample("in_place", rng)),)
     actors = drawn_actors(ADVERSARIES, rng)

@@ -1,6 +1,6 @@
 """The kill matrix on the real stack, sampled: the merge job killed at every commit step and before a
 storage call drawn from each third of a commit, a storage call failing, then one DAG
-run repairs every partition, every row checked (``benchmarks/reliability.py`` runs every case)."""
+run repairs every partition, every row checked (``scripts/reliability.py`` runs every case)."""
 from __future__ import annotations
 
 import pytest

@@ -97,7 +97,7 @@ def partitions(stack, db: str, table: str) -> dict[str, tuple[str, dict]]:
         return {f"dt={p.values[0]}": (p.sd.location, dict(p.parameters or {})) for p in c.get_partitions(db, table, -1)}
 
 
-def data_files(location: str) -> dict[str, int]:
+def file_sizes(location: str) -> dict[str, int]:
     folder = Path(urlsplit(location).path)
     return {f.name: f.stat().st_size for f in folder.iterdir() if f.is_file() and not f.name.startswith((".", "_"))}
 
@@ -332,7 +332,7 @@ def test_dag_run_and_rollback(hms, spark, tmp_path):
     for table, (storage, _, dates) in tables.items():
         make_table(hms, spark, db, table, storage, dates, files=4, rows=200)
         before[table] = (content(hms, spark, db, table, storage),
-                         {n: data_files(loc) for n, (loc, _) in partitions(hms, db, table).items()})
+                         {n: file_sizes(loc) for n, (loc, _) in partitions(hms, db, table).items()})
         assert all(len(files) == 4 for files in before[table][1].values())
     cfg = hms.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{t}", "commit_mode": mode}
                                                  for t, (_, mode, _) in tables.items()])
@@ -341,7 +341,7 @@ def test_dag_run_and_rollback(hms, spark, tmp_path):
     for table, (storage, mode, _) in tables.items():
         assert content(hms, spark, db, table, storage) == before[table][0], table
         for name, (location, params) in partitions(hms, db, table).items():
-            files = data_files(location)
+            files = file_sizes(location)
             assert len(files) == 1, (table, name, files)
             assert (params.get("numFiles"), params.get("totalSize")) == ("1", str(sum(files.values()))), (table, name)
             at_first = Path(urlsplit(hms.metastore.warehouse).path) / f"{db}.db" / table / name
@@ -352,7 +352,7 @@ def test_dag_run_and_rollback(hms, spark, tmp_path):
         p = subprocess.run(hms.rollback_cmd(f"{db}.{table}", run.run_id, cfg), env=hms.env(cfg),
                            capture_output=True, text=True, timeout=600)
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-        assert {n: data_files(loc) for n, (loc, _) in partitions(hms, db, table).items()} == before[table][1], table
+        assert {n: file_sizes(loc) for n, (loc, _) in partitions(hms, db, table).items()} == before[table][1], table
         assert content(hms, spark, db, table, storage) == before[table][0], table
         for name, (_location, params) in partitions(hms, db, table).items():
             assert params.get("numFiles") == "4", (table, name, params)
@@ -409,13 +409,13 @@ def test_two_instances_on_two_metastores_keep_their_tables_pools_and_assets_apar
 
     run_b = hms.run_dag(configs["hive_compaction"], dag_id="team_b_compaction", **env)
     assert run_b.state == "success", run_b.log[-6000:]
-    assert [len(data_files(loc)) for loc, _ in partitions(stack, db, table).values()] == [1]
-    assert [len(data_files(loc)) for loc, _ in partitions(hms, db, table).values()] == [4]  # not B's
+    assert [len(file_sizes(loc)) for loc, _ in partitions(stack, db, table).values()] == [1]
+    assert [len(file_sizes(loc)) for loc, _ in partitions(hms, db, table).values()] == [4]  # not B's
     run_a = hms.run_dag(configs["hive_compaction"], **env)
     assert run_a.state == "success", run_a.log[-6000:]
     for dag_id, (where, _, _) in metastores.items():
         assert content(where, spark, db, table, "ORC") == before[dag_id], dag_id
-        assert [len(data_files(loc)) for loc, _ in partitions(where, db, table).values()] == [1], dag_id
+        assert [len(file_sizes(loc)) for loc, _ in partitions(where, db, table).values()] == [1], dag_id
 
     engine = sqlalchemy.create_engine(hms.postgres.sqlalchemy_url("airflow"))
     with engine.connect() as c:

@@ -1,19 +1,19 @@
 """Reliability figures: kill the merge job with SIGKILL at every step of the commit protocol,
 let the next DAG run repair it, and check every row.
 
-    python benchmarks/reliability.py [--formats ORC PARQUET] [--partitions 2] [--files 4] [--rows 250]
-    python benchmarks/reliability.py --every-call 40   # a kill before each of the commit's first 40
+    python scripts/reliability.py [--formats ORC PARQUET] [--partitions 2] [--files 4] [--rows 250]
+    python scripts/reliability.py --every-call 40   # a kill before each of the commit's first 40
                                                        # storage operations, formats alternating
-    python benchmarks/reliability.py --every-call 34 --storage-errors   # that call fails instead: the
+    python scripts/reliability.py --every-call 34 --storage-errors   # that call fails instead: the
                                                        # partition must read every row right after it
-    python benchmarks/reliability.py --adversaries     # other actors at every step instead of kills
-    python benchmarks/reliability.py --adversaries --every-call 27   # writers and a DROP PARTITION
+    python scripts/reliability.py --adversaries     # other actors at every step instead of kills
+    python scripts/reliability.py --adversaries --every-call 27   # writers and a DROP PARTITION
                                                        # before each of the commit's storage operations
-    python benchmarks/reliability.py --adversaries --every-call 23 --actors all   # every actor there
-    python benchmarks/reliability.py --adversaries --in-chunk   # each case second of a commit chunk
+    python scripts/reliability.py --adversaries --every-call 23 --actors all   # every actor there
+    python scripts/reliability.py --adversaries --in-chunk   # each case second of a commit chunk
                                                        # of three under one lock; all three checked
-    python benchmarks/reliability.py --adversaries --commit-mode location_switch
-    exports=$(python scripts/wheel_sweeps.py) && eval "$exports" && python benchmarks/reliability.py --installed ...
+    python scripts/reliability.py --adversaries --commit-mode location_switch
+    exports=$(python scripts/wheel_sweeps.py) && eval "$exports" && python scripts/reliability.py --installed ...
                                                        # against the built wheel, installed (make test-exhaustive)
 
 For each format and kill point, a table is made, its merge job is killed at that point (through
