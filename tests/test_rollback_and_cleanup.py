@@ -167,12 +167,9 @@ def test_a_purge_never_deletes_the_trash_a_rollback_moves_files_through(stack, t
     assert any((work / "trash").rglob("rolled-back/*"))  # the run kept for a later purge
 
 
-def test_a_rollback_never_acts_beside_a_live_one(spark, tmp_path):
-    """Two rollbacks of one partition at once would move the same files, and the first to finish
-    would delete the other's journal: the second refuses, changing nothing. A rollback journal
-    whose job is gone (this job holds the Metastore lock every rollback holds) is taken over."""
-    fs = HadoopFS(spark)
-    table, partition, run = "rb_twice.events", "dt=2026-06-06", "run1"
+def merged_partition(tmp_path: Path, table: str, partition: str, run: str = "run1"):
+    """A partition holding one merged file (part-0) whose two originals (000000_0, 000001_0) are
+    in the run's trash, and the manifest of that commit: (folder, area, trash folder, manifest)."""
     pid = partition_id(table, partition)
     folder = tmp_path / "events" / partition
     folder.mkdir(parents=True)
@@ -187,7 +184,16 @@ def test_a_rollback_never_acts_beside_a_live_one(spark, tmp_path):
         inputs=[RecordedFile(n, len(f"original {n}")) for n in ("000000_0", "000001_0")],
         outputs=[StagedOutput(f"{area.staging(run, pid)}/1/part-0", "part-0", 6)],
         trash=area.trash(run, pid))
-    journal = area.journal(pid)
+    return folder, area, trash, manifest
+
+
+def test_a_rollback_never_acts_beside_a_live_one(spark, tmp_path):
+    """Two rollbacks of one partition at once would move the same files, and the first to finish
+    would delete the other's journal: the second refuses, changing nothing. A rollback journal
+    whose job is gone (this job holds the Metastore lock every rollback holds) is taken over."""
+    fs = HadoopFS(spark)
+    folder, area, _, manifest = merged_partition(tmp_path, "rb_twice.events", "dt=2026-06-06")
+    journal = area.journal(manifest.pid)
     assert fs.create_exclusive(journal, manifest.but(owner="rollback/live", rollback=True).to_json())
 
     with pytest.raises(RollbackError, match="another rollback .*rollback/live.* holds it"):
@@ -235,21 +241,7 @@ def test_a_rollback_says_so_when_an_original_left_the_trash_while_it_ran(spark, 
     deleting by hand; a purge holds the journal and cannot) is not counted as restored: the
     rollback fails naming how many came back, instead of logging them all restored."""
     fs = HadoopFS(spark)
-    table, partition, run = "rb_vanish.events", "dt=2026-06-07", "run1"
-    pid = partition_id(table, partition)
-    folder = tmp_path / "events" / partition
-    folder.mkdir(parents=True)
-    area = WorkArea(f"file://{tmp_path}/.hive_compaction/events")
-    trash = Path(area.trash(run, pid)[len("file://"):])
-    trash.mkdir(parents=True)
-    for name in ("000000_0", "000001_0"):
-        (trash / name).write_text(f"original {name}")
-    (folder / "part-0").write_text("merged")
-    manifest = CommitRecord(
-        run=run, pid=pid, owner=f"{run}/1", table=table, partition=partition, location=f"file://{folder}",
-        inputs=[RecordedFile(n, len(f"original {n}")) for n in ("000000_0", "000001_0")],
-        outputs=[StagedOutput(f"{area.staging(run, pid)}/1/part-0", "part-0", 6)],
-        trash=area.trash(run, pid))
+    folder, area, trash, manifest = merged_partition(tmp_path, "rb_vanish.events", "dt=2026-06-07")
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_AT", "rollback_outputs_moved")
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD", f"rm '{trash / '000001_0'}'")
 
@@ -257,7 +249,7 @@ def test_a_rollback_says_so_when_an_original_left_the_trash_while_it_ran(spark, 
         rollback_partition(fs, area, manifest, f"file://{tmp_path}/events", owner="rollback/1")
     assert {p.name: p.read_text() for p in folder.iterdir() if not p.name.startswith(".")} == {
         "000000_0": "original 000000_0"}
-    assert not fs.exists(area.journal(pid))
+    assert not fs.exists(area.journal(manifest.pid))
 
 
 def test_rollback_restores_the_statistics_of_just_before_the_commit_not_the_plans(stack, tmp_path):

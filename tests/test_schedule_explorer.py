@@ -285,15 +285,21 @@ def by_path(world, folder: str) -> Counter:
                    and not p.rsplit("/", 1)[1].startswith(("_", ".")) for r in n.rows)
 
 
+def stale_writer_at(writer: str, point: str):
+    """A location switch paused at ``point`` while a writer that looked the location up before
+    the switch writes by path (``STALE_WRITERS``); the switch then goes on."""
+    return scripted("location_switch", ("merge run1/1", f"writer {writer}"),
+                    [Rule("merge run1/1", waiting_at("merge run1/1", point), "pause:5")],
+                    {f"writer {writer}": paused("merge run1/1")})
+
+
 def test_a_by_path_overwrite_right_after_a_switch_is_what_the_partition_reads():
     """Finding 4, second half: a writer that looked the location up before the switch replaces
     the old folder's files by path (Spark's INSERT OVERWRITE, new names) right after the
     alter_partition. The merged copy of the rows it replaced must not be what the partition reads
     while the job reports MERGED (it did, on c386897): the switch is undone, the partition reads
     the old folder as the writer left it, and the job says so."""
-    outcome, trace = scripted("location_switch", ("merge run1/1", "writer stale_overwrite"),
-                              [Rule("merge run1/1", waiting_at("merge run1/1", "step switched"), "pause:5")],
-                              {"writer stale_overwrite": paused("merge run1/1")})
+    outcome, trace = stale_writer_at("stale_overwrite", "step switched")
     world = outcome.world
     assert not outcome.violations, trace
     assert world.location() == DEFAULT_LOCATION and world.partition_rows() == world.intent, trace
@@ -306,9 +312,7 @@ def test_a_by_path_overwrite_while_the_old_files_move_out_is_what_the_partition_
     """The same writer between the finish's moves of the old files to the trash: one is there
     already, the others the writer deleted. The partition reads the writer's files only (the one
     moved before stays in the trash, named in the report); nothing is rolled back on top."""
-    outcome, trace = scripted("location_switch", ("merge run1/1", "writer stale_overwrite"),
-                              [Rule("merge run1/1", waiting_at("merge run1/1", "/dt=1/000001_0 ->"), "pause:5")],
-                              {"writer stale_overwrite": paused("merge run1/1")})
+    outcome, trace = stale_writer_at("stale_overwrite", "/dt=1/000001_0 ->")
     world = outcome.world
     assert not outcome.violations, trace
     assert world.location() == DEFAULT_LOCATION and world.partition_rows() == world.intent, trace
@@ -319,9 +323,7 @@ def test_a_by_path_overwrite_while_the_old_files_move_out_is_what_the_partition_
 def test_a_by_path_append_right_after_a_switch_is_moved_where_it_is_read():
     """An append by path into the old folder while its files are all still there is an append:
     the commit moves it into the new folder and reports MERGED, every row read once."""
-    outcome, trace = scripted("location_switch", ("merge run1/1", "writer stale_append"),
-                              [Rule("merge run1/1", waiting_at("merge run1/1", "step switched"), "pause:5")],
-                              {"writer stale_append": paused("merge run1/1")})
+    outcome, trace = stale_writer_at("stale_append", "step switched")
     world = outcome.world
     assert not outcome.violations, trace
     assert world.location() != DEFAULT_LOCATION and world.partition_rows() == world.intent, trace
