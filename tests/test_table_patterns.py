@@ -103,6 +103,16 @@ def test_policy_is_defaults_then_the_database_then_the_entry_and_an_exact_name_w
     assert r.describe()[1] == {"entry": "sales.*", "tables": [], "excluded": []}
 
 
+def test_a_databases_section_applies_without_a_defaults_section():
+    r, _, _ = resolved({"databases": {"sales": {"merge_mode": "copy"}},
+                        "tables": ["sales.orders", {"name": "sales.refunds", "min_small_files": 7}, "sales.t*"]},
+                       {"sales": ["orders", "refunds", "tmp_load"]})
+    policies = {t.name: t.policy for t in r.tables}
+    assert {name: p.merge_mode for name, p in policies.items()} == {
+        "sales.orders": "copy", "sales.refunds": "copy", "sales.tmp_load": "copy"}
+    assert policies["sales.refunds"].min_small_files == 7
+
+
 def test_an_entry_whose_keys_disagree_with_a_databases_section_is_refused_naming_both():
     with pytest.raises(ConfigError, match=r"c\.yaml: table \*\.events \(with databases: small\): .*small_file_limit"):
         config.parse({"databases": {"small": {"target_file_size": "32MB", "small_file_limit": "16MB"}},

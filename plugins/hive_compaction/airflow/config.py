@@ -1,15 +1,14 @@
-"""The tables to maintain and their policy, read from the YAML file users edit.
-
-Everything is validated when a task runs (never at DAG import): an error names the file,
-the table and the key. ``load_lenient`` exists for DAG parsing only: it never raises and
-falls back to defaults, so a bad file can never break the scheduler. The file's shape, its
-sections' records and each key's check are declared in config_schema.
-"""
+"""The tables to maintain and their policy, read from the YAML file users edit (its shape, records and each
+key's check: config_schema). Everything is validated when a task runs (never at DAG import): an error names the
+file, the table and the key. ``load_lenient`` is for DAG parsing only: it never raises and falls back to
+defaults, so a bad file can never break the scheduler."""
 from __future__ import annotations
 
+import copy
 import importlib
 import os
 from dataclasses import dataclass, field, fields, replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,28 +16,14 @@ import yaml
 from pydantic import ValidationError
 
 from hive_compaction.airflow import config_schema, table_patterns
-from hive_compaction.airflow.config_schema import (
-    SUBMIT_CONF,
-    AirflowTasks,
-    AlertSpec,
-    ConfigFile,
-    DagSpec,
-    FanOut,
-    SparkSubmitOptions,
-    TablePolicy,
-)
+from hive_compaction.airflow.config_schema import AirflowTasks, AlertSpec, FanOut, SparkSubmitOptions, TablePolicy
+from hive_compaction.jobs import MERGE_JOB
 
 # The file's name in the dags folder: the DAG passes the one beside itself (``dag_config_path``).
 CONFIG_NAME = "hive_compaction.yaml"
 # Where a config is looked for when no one says where (scripts run from a checkout).
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[3] / "dags" / CONFIG_NAME
 CONFIG_ENV = "HIVE_COMPACTION_CONFIG"
-
-
-def default_merge_job() -> str:
-    """The merge job inside the installed package (the wheel's copy, or the checkout's)."""
-    from hive_compaction.jobs import MERGE_JOB
-    return str(MERGE_JOB)
 
 
 class ConfigError(ValueError):
@@ -64,9 +49,8 @@ class TableConfig:
 
 @dataclass(frozen=True)
 class TablePattern:
-    """An entry of ``tables:`` that names tables by a pattern (``sales.*``, a glob, ``re:...``), resolved
-    from the Metastore's names when a run plans (table_resolution). ``own``: the policy keys the entry
-    sets itself, over its database's policy (``Settings.policy_of``)."""
+    """An entry of ``tables:`` that names tables by a pattern (``sales.*``, a glob, ``re:...``), resolved from the
+    Metastore's names when a run plans (table_resolution). ``own``: its own policy keys, over its database's."""
     entry: str
     own: tuple[tuple[str, Any], ...] = ()
 
@@ -80,12 +64,10 @@ class TablePattern:
 
 @dataclass(frozen=True)
 class Settings:
-    # the exact names of ``tables:`` (a run's plan adds those its patterns match: table_resolution)
-    tables: tuple[TableConfig, ...] = ()
+    tables: tuple[TableConfig, ...] = ()  # the exact names (a run's plan adds what patterns match: table_resolution)
     patterns: tuple[TablePattern, ...] = ()  # the entries of ``tables:`` that are patterns, in the file's order
     exclude: tuple[str, ...] = ()  # names or patterns left out of what ``patterns`` match
-    # ``databases:``: per database, the policy of its tables (over ``defaults:``)
-    databases: dict[str, TablePolicy] = field(default_factory=dict)
+    databases: dict[str, TablePolicy] = field(default_factory=dict)  # per database, over ``defaults:``
     # None (not named): metastore_default (the Hive provider's id) when that connection exists, else
     # hive_metastore (this package's former default; metastore_hook.Metastore)
     metastore_conn_id: str | None = None
@@ -99,30 +81,27 @@ class Settings:
     spark_conf: dict[str, str] = field(default_factory=dict)
     py_files: str | None = None
     # The merge job's file as spark-submit is given it: a local path on the workers that run the
-    # merge tasks, or a URL the cluster reads (hdfs://, s3a://, ...).
-    merge_job: str = field(default_factory=default_merge_job)
-    # The rollback job's, likewise; None: rollback.py beside the merge job (``rollback_job_file``).
-    rollback_job: str | None = None
+    # merge tasks, or a URL the cluster reads (hdfs://, s3a://, ...); by default the installed package's.
+    merge_job: str = str(MERGE_JOB)
+    rollback_job: str | None = None  # likewise; None: rollback.py beside the merge job (``rollback_job_file``)
     spark_submit: SparkSubmitOptions = field(default_factory=SparkSubmitOptions)
     airflow_tasks: AirflowTasks = field(default_factory=AirflowTasks)
-    # Where merge jobs record their results for the refresh task (see results.py).
-    results_table: str = "default.hive_compaction_results"
+    results_table: str = "default.hive_compaction_results"  # merge jobs' results, for the refresh task (results.py)
     # The ``defaults:`` policy: its partition_lag_days is the DAG's, which the runs' partition
     # keys are counted in (run_params.table_date).
     defaults: TablePolicy = field(default_factory=TablePolicy)
-    dag: DagSpec = field(default_factory=DagSpec)  # dag_id, schedule, tags, asset_namespace
+    dag: config_schema.DagSpec = field(default_factory=config_schema.DagSpec)  # dag_id, schedule, tags, asset_namespace
     source: str = "<defaults>"
 
     @property
     def rollback_job_file(self) -> str:
-        """The rollback job as spark-submit gets it: ``rollback_job``, else ``rollback.py`` beside
-        ``merge_job`` (both ship in the package's ``jobs/`` folder: copy them together)."""
+        """The rollback job spark-submit gets: ``rollback_job``, else ``rollback.py`` beside ``merge_job`` (both
+        ship in the package's ``jobs/`` folder: copy them together)."""
         return self.rollback_job or f"{self.merge_job.rsplit('/', 1)[0]}/rollback.py"
 
     @property
     def key_lag_days(self) -> int:
-        """Days between a scheduled run's cron date and its partition key (the schedule's
-        run_offset, negated): the default ``partition_lag_days``."""
+        """Days between a scheduled run's cron date and its partition key (the schedule's run_offset, negated)."""
         return self.defaults.partition_lag_days
 
     def policy_of(self, database: str) -> TablePolicy:
@@ -145,41 +124,34 @@ def parse_size(value: Any, where: str) -> int:
 
 
 def parse(raw: Any, source: str = "<config>") -> Settings:
-    """The settings of a config file's YAML (``raw``); ConfigError naming the file ``source``."""
+    """The settings of a config file's YAML (``raw``); ConfigError naming the file ``source``. A pattern's own
+    keys are checked against every policy its tables may get (a database's of ``databases:``, the defaults)."""
     try:
-        given = ConfigFile.model_validate(raw)
+        given = config_schema.ConfigFile.model_validate(raw)
     except ValidationError as e:
         raise ConfigError(config_schema.problem(e, raw, source)) from None
     for i, alert in enumerate(given.alerts):
         import_notifier(alert.notifier, f"{source}: alerts[{i}]: key 'notifier'")
+    exact, patterns = [], []
+    for t, raw_t in zip(given.tables, (raw or {}).get("tables") or []):
+        if table_patterns.parse(t.name).is_exact:
+            database, table = t.name.lower().split(".")
+            exact.append(TableConfig(database, table, t.policy()))
+            continue
+        keys = [k for k in (raw_t if isinstance(raw_t, dict) else {}) if k != "name"]
+        patterns.append(found := TablePattern(t.name, tuple((k, getattr(t, k)) for k in keys)))
+        for db, policy in [*given.databases.items(), (None, given.defaults)]:
+            try:
+                if db is None or found.pattern.may_hold(db):
+                    config_schema.sizes_agree(found.policy(policy))
+            except ValueError as e:
+                where = f"with databases: {db}" if db else "with defaults"
+                raise ConfigError(f"{source}: table {t.name} ({where}): {e}") from None
     pool = {"pool": given.pool.name, "pool_slots": given.pool.slots,
             "max_merges_per_run": given.pool.max_merges_per_run} if given.pool else {}
-    exact = [t for t in given.tables if table_patterns.parse(t.name).is_exact]
-    entries = zip(given.tables, (raw or {}).get("tables") or [])
-    patterns = tuple(_pattern(t, raw_t, given, source) for t, raw_t in entries
-                     if not table_patterns.parse(t.name).is_exact)
     return Settings(**{k: v for k, v in given if v is not None and k not in ("pool", "tables", "alerts", "exclude")},
-                    **pool, tables=tuple(TableConfig(*t.name.lower().split("."), t.policy()) for t in exact),  # type: ignore[arg-type, call-arg]  # the checked file's keys; database.table
-                    patterns=patterns, exclude=tuple(given.exclude), alerts=tuple(given.alerts), source=source)
-
-
-def _pattern(entry, raw_entry: Any, given: ConfigFile, source: str) -> TablePattern:
-    """A pattern entry, with the keys it sets itself; checked against every database's policy it may get
-    (a database of ``databases:`` it may match, or the defaults)."""
-    keys = [k for k in (raw_entry if isinstance(raw_entry, dict) else {}) if k != "name"]
-    found = TablePattern(entry.name, tuple((k, getattr(entry, k)) for k in keys))
-    pattern = found.pattern
-    policies: dict[str | None, TablePolicy] = {db: p for db, p in given.databases.items()}
-    policies[None] = given.defaults
-    for db, policy in policies.items():
-        if db is not None and not pattern.may_hold(db):
-            continue
-        try:
-            config_schema.sizes_agree(found.policy(policy))
-        except ValueError as e:
-            where = f"with databases: {db}" if db else "with defaults"
-            raise ConfigError(f"{source}: table {entry.name} ({where}): {e}") from None
-    return found
+                    **pool, tables=tuple(exact), patterns=tuple(patterns), exclude=tuple(given.exclude),  # type: ignore[arg-type]  # the checked file's keys
+                    alerts=tuple(given.alerts), source=source)
 
 
 def import_notifier(path: str, where: str) -> type:
@@ -198,54 +170,32 @@ def import_notifier(path: str, where: str) -> type:
 
 
 def task_defaults(settings: Settings) -> dict[str, Any]:
-    """``default_args`` of every task of the DAG from the config: ``queue`` when
-    ``airflow_tasks: queue`` is set (the merge tasks' own arguments override it)."""
+    """``default_args`` of every task: ``airflow_tasks: queue`` if set (the merges' own arguments override it)."""
     return {"queue": settings.airflow_tasks.queue} if settings.airflow_tasks.queue else {}
 
 
 def merge_operator_kwargs(settings: Settings) -> dict[str, Any]:
-    """The SparkSubmitOperator arguments of the merge tasks that come from the config.
-
-    ``conn_id``, ``py_files``, ``conf``, ``pool`` (and ``max_active_tis_per_dagrun`` when
-    ``pool: max_merges_per_run`` is set), the ``airflow_tasks`` arguments of the merges that were
-    set (``queue`` from ``merge_queue``, ``priority_weight``, ``executor_config``,
-    ``execution_timeout`` from ``merge_timeout_minutes``), plus every
-    ``spark_submit`` option that was set (unset ones are left out so that the provider's defaults
-    apply).
-    """
+    """The SparkSubmitOperator arguments of the merge tasks that come from the config; an unset ``spark_submit``
+    option or ``airflow_tasks`` argument is left out, so that the provider's (or Airflow's) default applies.
+    Values are copies: the frozen settings must stay as they are."""
     conf = dict(settings.spark_conf)
-    kwargs: dict[str, Any] = {"conn_id": settings.spark_conn_id, "py_files": settings.py_files,
-                              "pool": settings.pool}
-    if settings.max_merges_per_run is not None:
-        kwargs["max_active_tis_per_dagrun"] = settings.max_merges_per_run
     routing = settings.airflow_tasks
-    if routing.merge_queue or routing.queue:
-        kwargs["queue"] = routing.merge_queue or routing.queue
-    if routing.merge_priority_weight is not None:
-        kwargs["priority_weight"] = routing.merge_priority_weight
-    if routing.merge_timeout_minutes is not None:
-        from datetime import timedelta
-        kwargs["execution_timeout"] = timedelta(minutes=routing.merge_timeout_minutes)
-    if routing.merge_executor_config is not None:
-        import copy  # a copy: the frozen settings must stay as they are
-        kwargs["executor_config"] = copy.deepcopy(routing.merge_executor_config)
-    opts = settings.spark_submit
-    for f in fields(opts):
-        value = getattr(opts, f.name)
-        if value is None:
-            continue
-        if f.name in SUBMIT_CONF:
-            conf[SUBMIT_CONF[f.name]] = str(value)
-            continue
+    minutes = routing.merge_timeout_minutes
+    kwargs: dict[str, Any] = {"conn_id": settings.spark_conn_id, "py_files": settings.py_files, "pool": settings.pool}
+    optional = {"max_active_tis_per_dagrun": settings.max_merges_per_run,
+                "queue": routing.merge_queue or routing.queue or None, "priority_weight": routing.merge_priority_weight,
+                "execution_timeout": None if minutes is None else timedelta(minutes=minutes),
+                "executor_config": copy.deepcopy(routing.merge_executor_config)}
+    kwargs.update({k: v for k, v in optional.items() if v is not None})
+    for f in fields(settings.spark_submit):
+        value = getattr(settings.spark_submit, f.name)
         if f.name == "use_krb5ccache":  # see SparkSubmitOptions
-            if value:
-                conf["spark.kerberos.renewal.credentials"] = "ccache"
-            continue
-        if isinstance(value, tuple):  # the operator takes a list
-            value = list(value)
-        elif isinstance(value, dict):  # a copy: the frozen settings must stay as they are
-            value = dict(value)
-        kwargs[f.metadata["operator_arg"] or f.name] = value
+            conf.update({"spark.kerberos.renewal.credentials": "ccache"} if value else {})
+        elif value is not None and f.name in config_schema.SUBMIT_CONF:
+            conf[config_schema.SUBMIT_CONF[f.name]] = str(value)
+        elif value is not None:  # the operator takes a list; its queue is Airflow's executor queue
+            arg = "yarn_queue" if f.name == "queue" else f.name
+            kwargs[arg] = list(value) if isinstance(value, tuple) else copy.copy(value)
     kwargs["conf"] = conf
     return kwargs
 
@@ -255,9 +205,8 @@ def config_path() -> Path:
 
 
 def dag_config_path(dag_file: str | os.PathLike, name: str = CONFIG_NAME) -> Path:
-    """The config a DAG file reads: the file ``name`` beside the DAG file (wherever the dags folder
-    is; the package may be installed anywhere), or for the default name ``$HIVE_COMPACTION_CONFIG``
-    when set. Another instance's DAG file names its own YAML."""
+    """The config a DAG file reads: the file ``name`` beside it (wherever the dags folder is: the package may be
+    installed anywhere), or for the default name ``$HIVE_COMPACTION_CONFIG`` if set (another instance names its own)."""
     if name == CONFIG_NAME and os.environ.get(CONFIG_ENV):
         return Path(os.environ[CONFIG_ENV])
     return Path(dag_file).resolve().parent / name
@@ -269,9 +218,8 @@ def load(path: str | os.PathLike | None = None) -> Settings:
     try:
         text = p.read_text()
     except (OSError, UnicodeDecodeError) as e:
-        hint = ""
-        if not path and p == DEFAULT_CONFIG_PATH:  # an installed package has no dags/ beside it
-            hint = f"; name the config file (the DAG's {CONFIG_NAME}) or set {CONFIG_ENV}"
+        by_default = not path and p == DEFAULT_CONFIG_PATH  # an installed package has no dags/ beside it
+        hint = f"; name the config file (the DAG's {CONFIG_NAME}) or set {CONFIG_ENV}" if by_default else ""
         raise ConfigError(f"{p}: cannot read the config file ({getattr(e, 'strerror', None) or e}){hint}") from e
     try:
         raw = yaml.safe_load(text)
@@ -281,19 +229,15 @@ def load(path: str | os.PathLike | None = None) -> Settings:
 
 
 def load_lenient(path: str | os.PathLike | None = None) -> tuple[Settings, str | None]:
-    """For DAG parsing: (settings or defaults, the error if there was one). Never raises."""
+    """For DAG parsing: (settings or defaults, the error if there was one). Never raises. A file wrong elsewhere
+    keeps its ``dag:`` section if that is right itself: a second instance's DAGs keep their ids (with the
+    defaults' they would collide with the first's)."""
     try:
         return load(path), None
     except Exception as e:  # noqa: BLE001 - a bad config must not break the DAG import
-        return Settings(dag=_dag_section(path)), str(e)
-
-
-def _dag_section(path: str | os.PathLike | None) -> DagSpec:
-    """The ``dag:`` section of a file that is wrong elsewhere, if it is right itself: a second
-    instance's DAGs keep their ids (with the defaults' they would collide with the first's)."""
-    try:
-        raw = yaml.safe_load((Path(path) if path else config_path()).read_text())
-        given = raw.get("dag") if isinstance(raw, dict) else None
-        return ConfigFile.model_validate({"dag": given}).dag if given else DagSpec()
-    except Exception:  # noqa: BLE001 - wrong too: the defaults'
-        return DagSpec()
+        try:
+            raw = yaml.safe_load((Path(path) if path else config_path()).read_text())
+            given = raw.get("dag") if isinstance(raw, dict) else None
+            return Settings(dag=config_schema.ConfigFile.model_validate({"dag": given or {}}).dag), str(e)
+        except Exception:  # noqa: BLE001 - wrong too: the defaults'
+            return Settings(), str(e)

@@ -1,9 +1,7 @@
-"""The config file's declared shape: its sections and the per-table policy as typed records, each key's
-check with its message, and the file's JSON Schema (``python -m hive_compaction.airflow.config_schema``
-prints docs/config.schema.json). pydantic checks a file against ``ConfigFile``; ``problem`` turns its
-first error into config.parse's message. The records stay plain frozen dataclasses: read from a file
-they are checked, built in code they are not.
-"""
+"""The config file's declared shape: its sections and the per-table policy as typed records, each key's check
+with its message, and the file's JSON Schema (``python -m hive_compaction.airflow.config_schema`` prints
+docs/config.schema.json). pydantic checks a file against ``ConfigFile``; ``problem`` words its first error for
+config.parse. The records stay plain frozen dataclasses: checked when read from a file, not when built in code."""
 from __future__ import annotations
 
 import json
@@ -21,16 +19,11 @@ from pydantic import (
     ValidationError,
     WrapValidator,
     model_validator,
-    with_config,
 )
 
 from hive_compaction.airflow import table_patterns
 
-MERGE_MODES = ("auto", "copy", "rewrite")
-COMMIT_MODES = ("in_place", "location_switch")
 MAX_LOOKBACK_DAYS = 366
-TABLE_NAME = r"^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$"
-DATABASE_NAME = r"^[A-Za-z0-9_]+$"
 URI = r"^[A-Za-z][A-Za-z0-9+.-]*://"
 _SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?B?)\s*")
 _SIZE_UNITS = {unit + b: 1024**i for i, unit in enumerate(("", "K", "M", "G", "T")) for b in ("", "B")}
@@ -68,6 +61,15 @@ def _one_of(*allowed: str, wanted: str = "") -> Any:
     return Annotated[Literal[allowed], _says(f"expected {wanted or 'one of ' + ', '.join(allowed)}")]
 
 
+def _shaped(kind: type, message: str) -> BeforeValidator:
+    """Before a section's keys are checked: it is a ``kind``, else ``message``."""
+    def check(value: Any) -> Any:
+        if not isinstance(value, kind):
+            raise ValueError(message.format(got=type(value).__name__))
+        return value
+    return BeforeValidator(check)
+
+
 def _within_a_year(days: int) -> int:
     if days > MAX_LOOKBACK_DAYS:
         raise ValueError(f"at most {MAX_LOOKBACK_DAYS} days (a scheduled run lists what is pending in that "
@@ -86,10 +88,8 @@ def _env_vars(value: Any) -> dict[str, str]:
     return {name: str(v) for name, v in value.items()}
 
 
-def _job_file(kind: str) -> PlainValidator:
-    """A Spark job's file (``kind``: merge or rollback): an absolute path or a URL, of a .py file."""
-    job = {"merge": "compact_partitions.py", "rollback": "rollback.py"}[kind]
-
+def _job_file(kind: str, job: str) -> PlainValidator:
+    """A Spark job's file (``kind``: merge or rollback, ``job`` its name): an absolute path or a URL."""
     def check(value: Any) -> str:
         if not isinstance(value, str) or not value.strip():
             raise ValueError(f"expected the {kind} job's path or URL (a .py file), got {value!r}")
@@ -105,11 +105,14 @@ def _job_file(kind: str) -> PlainValidator:
 
 _NonEmpty = Annotated[str, Field(strict=True, pattern=r"\S")]
 _Listed = _NonEmpty | Annotated[list[_NonEmpty], Field(strict=True, min_length=1)]
+_EntryName = Annotated[str, Field(pattern=table_patterns.ENTRY_PATTERN)]  # a table's name, a glob or re:...
+_MAPPING = _shaped(dict, "expected a mapping, got {got}")
 Size = Annotated[int, PlainValidator(size, json_schema_input_type=Annotated[int, Field(ge=0)] | Annotated[
     str, Field(pattern=r"^\s*[0-9]+(\.[0-9]+)?\s*([KMGTkmgt][Bb]?|[Bb])?\s*$")])]
 Whole = _int_from(0)
 Count = _int_from(1)
 Flag = Annotated[bool, Field(strict=True), _says("expected true or false")]
+String = Annotated[str, Field(strict=True), _says("expected a string")]
 Text = Annotated[_NonEmpty, _says("expected a non-empty string")]
 Memory = Annotated[str, Field(strict=True, pattern=r"^\s*[1-9][0-9]*([kKmMgGtTpP][bB]?|[bB])?\s*$"),
                    _says("expected a Spark memory size like 512m or 4g"), AfterValidator(str.strip)]
@@ -119,8 +122,8 @@ Commands = Annotated[_Listed, _says("expected a list of shell commands"),
                      AfterValidator(lambda v: (v,) if isinstance(v, str) else tuple(v))]
 EnvVars = Annotated[dict[str, str], PlainValidator(_env_vars, json_schema_input_type=dict[
     Annotated[str, Field(pattern=_ENV_NAME)], str | int | float])]
-# Celery takes a worker's queues as a comma-separated list (``-q spark,default``): a queue's
-# name has no comma and no white space.
+SparkConf = Annotated[dict[Any, Any], _MAPPING, AfterValidator(lambda conf: {str(k): str(v) for k, v in conf.items()})]
+# Celery takes a worker's queues as a comma-separated list (``-q spark,default``): no comma, no white space.
 Queue = Annotated[str, Field(strict=True, pattern=r"^[^\s,]+$"),
                   _says("expected an Airflow executor queue's name (no spaces or commas)")]
 # Airflow stores a priority weight in a 32-bit integer column.
@@ -130,27 +133,18 @@ Minutes = Annotated[float, Field(strict=True, gt=0), _says("expected a positive 
 # Airflow's pool names: what `airflow pools set` and the UI accept without quoting trouble.
 PoolName = Annotated[str, Field(strict=True, pattern=r"^[A-Za-z0-9_.-]+$"),
                      _says("expected a pool name (letters, digits, _ . -)")]
-TableName = Annotated[str, Field(strict=True, pattern=TABLE_NAME), _says("expected 'database.table'"),
-                      AfterValidator(str.lower)]
-String = Annotated[str, Field(strict=True), _says("expected a string")]
-
-
-def _shaped(kind: type, message: str) -> BeforeValidator:
-    """Before a section's keys are checked: it is a ``kind``, else ``message``."""
-    def check(value: Any) -> Any:
-        if not isinstance(value, kind):
-            raise ValueError(message.format(got=type(value).__name__))
-        return value
-    return BeforeValidator(check)
-
-
-_MAPPING = _shaped(dict, "expected a mapping, got {got}")
-SparkConf = Annotated[dict[Any, Any], _MAPPING, AfterValidator(lambda conf: {str(k): str(v) for k, v in conf.items()})]
+TableName = Annotated[str, Field(strict=True, pattern=table_patterns.EXACT.pattern),
+                      _says("expected 'database.table'"), AfterValidator(str.lower)]
+# Airflow's dag_id (KEY_REGEX), short enough for the rollback DAG's id after it.
+DagId = Annotated[str, Field(strict=True, pattern=r"^[A-Za-z0-9_.-]+$", max_length=200),
+                  _says("expected an Airflow dag_id (letters, digits, _ . -; at most 200)")]
+# OpenLineage's namespace of a Hive dataset: the Metastore's Thrift service, hive://<host>:<port>.
+AssetNamespace = Annotated[str, Field(strict=True, pattern=r"^hive://[A-Za-z0-9.-]+:[0-9]{1,5}$"),
+                           _says("expected hive://<metastore host>:<port>, as OpenLineage names Hive datasets")]
 
 
 # --- the sections ------------------------------------------------------------------------------
 
-@with_config(extra="forbid")
 @dataclass(frozen=True)
 class TablePolicy:
     """How a table is compacted: the ``defaults:`` section, and a table's own keys over it."""
@@ -159,24 +153,19 @@ class TablePolicy:
     min_small_files: _int_from(2) = 2
     partition_lag_days: Whole = 1
     partition_filter: String | None = None
-    merge_mode: _one_of(*MERGE_MODES) = "auto"
-    # A bare path would be taken for the Spark driver's local disk (paths.split_uri): the commit's
-    # renames between it and the table's file system would all fail.
+    merge_mode: _one_of("auto", "copy", "rewrite") = "auto"
+    # A bare path is the Spark driver's local disk (paths.split_uri): renames to the table's file system would fail.
     work_dir: Annotated[str, Field(strict=True, pattern=URI), _says(
         "expected a URI on the table's file system, with its scheme (hdfs://nameservice/user/etl/hive_compaction, "
         "hdfs:///..., file:///...)")] | None = None
     quiet_period_minutes: Whole = 10  # a partition written to more recently than this is left for later
-    # Replaced inputs are kept this long for rollback; at least a day: a purge must never reach a run
-    # whose merges may still be committing.
-    trash_retention_days: _int_from(1) = 7
-    # auto copies a partition only where its stripes / row groups average this (docs/performance.md,
-    # "The copy floor")
+    # Replaced inputs are kept this long for rollback; at least a day: no purge may reach a run still committing.
+    trash_retention_days: Count = 7
+    # auto copies a partition only where its stripes / row groups average this (docs/performance.md, "The copy floor")
     copy_min_block_size: Size = 192 * 1024
     date_column: String = "dt"  # the partition column that holds the partition's date
     date_format: String = "%Y-%m-%d"  # how dates are written in it (strftime)
-    # Undated runs also list partitions not listed for this many days (statistics go stale);
-    # 0 turns the audit off.
-    audit_days: Whole = 7
+    audit_days: Whole = 7  # undated runs also list partitions not listed this long (stale statistics); 0: off
     # Scheduled runs also look back this many days before their own date for partitions that
     # still hold small files (deferred, skipped, failed, late data); 0: their own date only.
     lookback_days: Annotated[Whole, AfterValidator(_within_a_year),
@@ -184,10 +173,8 @@ class TablePolicy:
     # How a merge is committed: "in_place" renames files inside the partition's folder;
     # "location_switch" builds the partition anew in a fresh folder and switches the Metastore's
     # location to it (for tables whose writers all go through the Metastore; see commit_switch).
-    commit_mode: _one_of(*COMMIT_MODES) = "in_place"
-    # A commit waits this long for another holder of the Metastore's lock on the partition
-    # (a Hive writer), then leaves the partition for the next run.
-    lock_wait_seconds: Whole = 60
+    commit_mode: _one_of("in_place", "location_switch") = "in_place"
+    lock_wait_seconds: Whole = 60  # a commit waits this long for a Hive writer's lock, then leaves the partition
     # Commits hold the Metastore's lock on the partition; false only for a Metastore that serves
     # no locks (no transaction tables): its commits then run unlocked, and every report says so.
     require_locks: Flag = True
@@ -202,12 +189,14 @@ def sizes_agree(policy: TablePolicy) -> TablePolicy:
     return policy
 
 
+_Policy = Annotated[TablePolicy, _MAPPING, AfterValidator(sizes_agree)]
+
+
 @dataclass(frozen=True, kw_only=True)
 class TableEntry(TablePolicy):
-    """One entry of ``tables:``: ``database.table`` (or a glob, or ``re:<regular expression>``: see
-    table_patterns), or a mapping with its ``name`` and the policy keys it sets (the others are its
-    database's section of ``databases:``, then the ``defaults:`` section's)."""
-    name: Annotated[str, Field(pattern=table_patterns.ENTRY_PATTERN)]
+    """One entry of ``tables:``: ``database.table`` (or a glob, or ``re:<regular expression>``: see table_patterns),
+    or a mapping with its ``name`` and the policy keys it sets (the others: its database's, then ``defaults:``)."""
+    name: _EntryName
 
     def policy(self) -> TablePolicy:
         return TablePolicy(**{f.name: getattr(self, f.name) for f in fields(TablePolicy)})
@@ -226,7 +215,6 @@ def _name_pattern(value: Any) -> str:
     return value.lower() if table_patterns.GLOB.fullmatch(value) else value
 
 
-@with_config(extra="forbid")
 @dataclass(frozen=True)
 class FanOut:
     """How a run's merges are spread over Spark jobs."""
@@ -235,66 +223,53 @@ class FanOut:
     max_bytes_per_job: Annotated[Size, AfterValidator(lambda n: max(1, n))] = 20 * 1024**3
 
 
-def _submit_key(*, operator_arg: str | None = None, spark_property: str | None = None) -> Any:
-    """A ``spark_submit`` key, unset by default, and what it becomes: the operator's argument of the same
-    name, another argument (``operator_arg``), or a Spark property in ``conf`` (``spark_property``)."""
-    return field(default=None, metadata={"operator_arg": operator_arg, "spark_property": spark_property})
-
-
-@with_config(extra="forbid")
 @dataclass(frozen=True)
 class SparkSubmitOptions:
-    """The ``spark_submit:`` section: SparkSubmitOperator arguments of the merge tasks.
-
-    None means "not set": the argument is not passed, so the provider's default (or the Spark
-    connection's extra, for deploy mode, queue, principal, keytab) applies. The master always
-    comes from the connection. Names are the provider's, except ``queue`` (the operator's
-    ``yarn_queue``: its ``queue`` is Airflow's executor queue) and ``cores_max`` /
-    ``driver_cores``, which have no operator argument and become ``spark.cores.max`` /
-    ``spark.driver.cores`` in ``conf``.
-    """
+    """The ``spark_submit:`` section: SparkSubmitOperator arguments of the merge tasks. None means "not set": not
+    passed, so the provider's default (or the Spark connection's extra: deploy mode, queue, principal, keytab)
+    applies; the master always comes from the connection. Names are the provider's, except ``queue`` (the
+    operator's ``yarn_queue``: its ``queue`` is Airflow's executor queue) and ``cores_max`` / ``driver_cores``,
+    which have no operator argument and become ``spark.cores.max`` / ``spark.driver.cores`` in ``conf``."""
     # overrides the connection's deploy-mode
-    deploy_mode: _one_of("client", "cluster", wanted="client or cluster") | None = _submit_key()
-    # Provider default under Airflow 3.3: durable. YARN cluster mode then needs
-    # yarn_track_via_rm_api (the operator raises otherwise); the master is only known from
-    # the connection, so that is checked by the operator, not here.
-    durable: Flag | None = _submit_key()
-    yarn_track_via_rm_api: Flag | None = _submit_key()  # needs yarn_resourcemanager_webapp_address in the connection
-    track_driver_via_k8s_api: Flag | None = _submit_key()  # Kubernetes cluster mode; needs a namespace
-    status_poll_interval: Count | None = _submit_key()
-    driver_memory: Memory | None = _submit_key()
-    driver_cores: Count | None = _submit_key(spark_property="spark.driver.cores")
-    executor_memory: Memory | None = _submit_key()
-    executor_cores: Count | None = _submit_key()
-    num_executors: Count | None = _submit_key()
-    total_executor_cores: Count | None = _submit_key()
-    cores_max: Count | None = _submit_key(spark_property="spark.cores.max")
-    queue: Text | None = _submit_key(operator_arg="yarn_queue")
-    principal: Text | None = _submit_key()
-    keytab: Text | None = _submit_key()  # a path on the worker (the connection's extra takes base64 instead)
-    proxy_user: Text | None = _submit_key()
+    deploy_mode: _one_of("client", "cluster", wanted="client or cluster") | None = None
+    # Provider default under Airflow 3.3: durable. YARN cluster mode then needs yarn_track_via_rm_api (the operator
+    # raises otherwise); the master is only known from the connection, so the operator checks that, not here.
+    durable: Flag | None = None
+    yarn_track_via_rm_api: Flag | None = None  # needs yarn_resourcemanager_webapp_address in the connection
+    track_driver_via_k8s_api: Flag | None = None  # Kubernetes cluster mode; needs a namespace
+    status_poll_interval: Count | None = None
+    driver_memory: Memory | None = None
+    driver_cores: Count | None = None
+    executor_memory: Memory | None = None
+    executor_cores: Count | None = None
+    num_executors: Count | None = None
+    total_executor_cores: Count | None = None
+    cores_max: Count | None = None
+    queue: Text | None = None
+    principal: Text | None = None
+    keytab: Text | None = None  # a path on the worker (the connection's extra takes base64 instead)
+    proxy_user: Text | None = None
     # The ticket cache (KRB5CCNAME) instead of a keytab: becomes spark.kerberos.renewal.credentials=ccache
     # in ``conf``, not the operator's argument, which adds a --principal that Spark 3+ refuses
     # without a keytab ("Both principal and keytab must be defined, or neither").
-    use_krb5ccache: Flag | None = _submit_key()
-    archives: CommaList | None = _submit_key()  # comma-separated (a YAML list is joined)
-    jars: CommaList | None = _submit_key()
-    files: CommaList | None = _submit_key()
-    packages: CommaList | None = _submit_key()
-    exclude_packages: CommaList | None = _submit_key()
-    repositories: CommaList | None = _submit_key()
-    driver_class_path: Text | None = _submit_key()
-    properties_file: Text | None = _submit_key()
-    env_vars: EnvVars | None = _submit_key()
-    verbose: Flag | None = _submit_key()
+    use_krb5ccache: Flag | None = None
+    archives: CommaList | None = None  # comma-separated (a YAML list is joined)
+    jars: CommaList | None = None
+    files: CommaList | None = None
+    packages: CommaList | None = None
+    exclude_packages: CommaList | None = None
+    repositories: CommaList | None = None
+    driver_class_path: Text | None = None
+    properties_file: Text | None = None
+    env_vars: EnvVars | None = None
+    verbose: Flag | None = None
     # The provider accepts only these from a connection's extra (it runs the binary): same here.
-    spark_binary: _one_of("spark-submit", "spark2-submit", "spark3-submit") | None = _submit_key()
-    post_submit_commands: Commands | None = _submit_key()
+    spark_binary: _one_of("spark-submit", "spark2-submit", "spark3-submit") | None = None
+    post_submit_commands: Commands | None = None
 
 
 # The keys that become Spark properties in ``conf`` rather than operator arguments.
-SUBMIT_CONF = {f.name: f.metadata["spark_property"] for f in fields(SparkSubmitOptions)
-               if f.metadata["spark_property"]}
+SUBMIT_CONF = {"driver_cores": "spark.driver.cores", "cores_max": "spark.cores.max"}
 
 
 def _refuse_combinations(opts: SparkSubmitOptions, spark_conf: dict[str, str]) -> None:
@@ -318,17 +293,13 @@ def _refuse_combinations(opts: SparkSubmitOptions, spark_conf: dict[str, str]) -
             raise ValueError(f"spark_submit: key {key!r} cannot work with spark_conf {prop}={spark_conf[prop]}")
 
 
-@with_config(extra="forbid")
 @dataclass(frozen=True)
 class AirflowTasks:
-    """The ``airflow_tasks:`` section: where Airflow's executor runs the DAG's tasks.
-
-    Airflow's own task arguments, not Spark's: ``merge_queue`` is the executor queue (a Celery
-    worker's ``-q``) the merge tasks are sent to, so that only workers with Java and spark-submit
-    take them; Spark's YARN queue is ``spark_submit: queue``. None means "not set": the argument
-    is not passed and Airflow's default applies (``[operators] default_queue``, weight 1, ...).
-    The merge tasks' pool is the top-level ``pool``.
-    """
+    """The ``airflow_tasks:`` section: where Airflow's executor runs the DAG's tasks (Airflow's own task arguments,
+    not Spark's). ``merge_queue``: the executor queue (a Celery worker's ``-q``) of the merge tasks, so that only
+    workers with Java and spark-submit take them; Spark's YARN queue is ``spark_submit: queue``, the merges' pool
+    the top-level ``pool``. None means "not set": not passed, Airflow's default applies (``[operators]
+    default_queue``, weight 1, ...)."""
     queue: Queue | None = None  # plan, refresh_metastore, the asset events (and merges without merge_queue)
     merge_queue: Queue | None = None
     merge_priority_weight: Priority | None = None
@@ -339,7 +310,6 @@ class AirflowTasks:
     merge_timeout_minutes: Minutes | None = None
 
 
-@with_config(extra="forbid")
 @dataclass(frozen=True)
 class AlertSpec:
     """One entry of ``alerts:``: a notifier class (import path) and its keyword arguments."""
@@ -355,7 +325,6 @@ def _alert_entry(value: Any) -> Any:
     return {k: v for k, v in value.items() if v is not None}
 
 
-@with_config(extra="forbid")
 @dataclass(frozen=True)
 class PoolSpec:
     """``pool:``: the merge tasks' Airflow pool, by its name or with its slots and a cap per run."""
@@ -387,15 +356,6 @@ def _cron(value: Any) -> str | None:
     return None if value.strip().lower() == "none" else value.strip()
 
 
-# Airflow's dag_id (KEY_REGEX), short enough for the rollback DAG's id after it.
-DagId = Annotated[str, Field(strict=True, pattern=r"^[A-Za-z0-9_.-]+$", max_length=200),
-                  _says("expected an Airflow dag_id (letters, digits, _ . -; at most 200)")]
-# OpenLineage's namespace of a Hive dataset: the Metastore's Thrift service, hive://<host>:<port>.
-AssetNamespace = Annotated[str, Field(strict=True, pattern=r"^hive://[A-Za-z0-9.-]+:[0-9]{1,5}$"),
-                           _says("expected hive://<metastore host>:<port>, as OpenLineage names Hive datasets")]
-
-
-@with_config(extra="forbid")
 @dataclass(frozen=True)
 class DagSpec:
     """The ``dag:`` section: what makes one instance of the DAGs apart from another in one Airflow (a
@@ -415,19 +375,18 @@ class DagSpec:
 class ConfigFile(BaseModel):
     """hive_compaction.yaml: the tables to maintain and their policy, and how their merges run.
     A key written but empty is not set."""
+    # extra="forbid" holds for the sections' records too: pydantic gives a plain dataclass its model's config.
     model_config = ConfigDict(extra="forbid", title="hive_compaction.yaml")
 
-    defaults: Annotated[TablePolicy, _MAPPING, AfterValidator(sizes_agree)] = Field(default_factory=TablePolicy)
-    tables: Annotated[list[Annotated[TableEntry, BeforeValidator(_table_entry, json_schema_input_type=Annotated[
-        str, Field(pattern=table_patterns.ENTRY_PATTERN)] | TableEntry), AfterValidator(sizes_agree)]],
+    defaults: _Policy = Field(default_factory=TablePolicy)
+    tables: Annotated[list[Annotated[TableEntry, BeforeValidator(
+        _table_entry, json_schema_input_type=_EntryName | TableEntry), AfterValidator(sizes_agree)]],
         _shaped(list, "expected a list of tables, got {got}")] = []
     # Per database: the policy keys its tables get over ``defaults:`` (a table's own keys win).
-    databases: Annotated[dict[Annotated[str, Field(pattern=DATABASE_NAME)], Annotated[
-        TablePolicy, _MAPPING, AfterValidator(sizes_agree)]], _MAPPING] = {}
+    databases: Annotated[dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9_]+$")], _Policy], _MAPPING] = {}
     # Names, globs or re: expressions: tables a pattern of ``tables:`` matches that are left out.
-    exclude: Annotated[list[Annotated[str, PlainValidator(_name_pattern, json_schema_input_type=Annotated[
-        str, Field(pattern=table_patterns.ENTRY_PATTERN)])]],
-        _shaped(list, "expected a list of table names or patterns, got {got}")] = []
+    exclude: Annotated[list[Annotated[str, PlainValidator(_name_pattern, json_schema_input_type=_EntryName)]],
+                       _shaped(list, "expected a list of table names or patterns, got {got}")] = []
     metastore_conn_id: Text | None = None  # None: as Settings says
     spark_conn_id: Text | None = None  # spark_default
     pool: Annotated[PoolSpec, BeforeValidator(_pool, json_schema_input_type=PoolName | PoolSpec),
@@ -437,8 +396,8 @@ class ConfigFile(BaseModel):
     spark_conf: SparkConf = {}
     spark_submit: Annotated[SparkSubmitOptions, _MAPPING] = Field(default_factory=SparkSubmitOptions)
     py_files: Text | None = None
-    merge_job: Annotated[str, _job_file("merge")] | None = None
-    rollback_job: Annotated[str, _job_file("rollback")] | None = None
+    merge_job: Annotated[str, _job_file("merge", "compact_partitions.py")] | None = None
+    rollback_job: Annotated[str, _job_file("rollback", "rollback.py")] | None = None
     airflow_tasks: Annotated[AirflowTasks, _MAPPING] = Field(default_factory=AirflowTasks)
     results_table: TableName | None = None  # default.hive_compaction_results
     alerts: Annotated[list[Annotated[AlertSpec, BeforeValidator(_alert_entry, json_schema_input_type=str | AlertSpec)]],
@@ -458,10 +417,12 @@ class ConfigFile(BaseModel):
         defaults, tables, databases = raw.get("defaults"), raw.get("tables"), raw.get("databases")
         if isinstance(databases, dict):
             base = defaults if isinstance(defaults, dict) else {}
-            raw["databases"] = {db.lower() if isinstance(db, str) else db: {**base, **(keys or {})}
-                                if isinstance(keys, dict) or keys is None else keys for db, keys in databases.items()}
-        databases = raw.get("databases") if isinstance(raw.get("databases"), dict) else {}
-        if isinstance(defaults, dict) and isinstance(tables, list):
+            databases = raw["databases"] = {db.lower() if isinstance(db, str) else db: {**base, **(keys or {})}
+                                            if isinstance(keys, dict) or keys is None else keys
+                                            for db, keys in databases.items()}
+        if isinstance(tables, list) and (isinstance(defaults, dict) or isinstance(databases, dict)):
+            defaults = defaults if isinstance(defaults, dict) else {}
+            databases = databases if isinstance(databases, dict) else {}
             raw["tables"] = [{**defaults, **(databases.get(_literal_database(t)) or {}),
                               **({"name": t} if isinstance(t, str) else t)}
                              if isinstance(t, (str, dict)) else t for t in tables]
@@ -471,47 +432,45 @@ class ConfigFile(BaseModel):
     def _consistent(self) -> ConfigFile:
         names = [t.name.lower() for t in self.tables]
         for i, t in enumerate(self.tables):
-            if t.name.lower() in names[:i]:
+            if names[i] in names[:i]:
                 raise ValueError(f"table {t.name} is listed twice")
         excluded = [table_patterns.parse(x) for x in self.exclude]
-        for t in self.tables:
-            refused = next((x.text for x in excluded if table_patterns.parse(t.name).is_exact and x.matches(t.name)),
-                           None)
+        for t in (t for t in self.tables if table_patterns.parse(t.name).is_exact):
+            refused = next((x.text for x in excluded if x.matches(t.name)), None)
             if refused:
                 raise ValueError(f"table {t.name} is listed and excluded (by {refused!r}): remove one")
         _refuse_combinations(self.spark_submit, self.spark_conf)
         return self
 
 
-def _literal_database(entry: Any) -> str | None:
-    """The database a ``tables:`` entry names literally (its ``databases:`` section applies at once)."""
-    name = entry.get("name") if isinstance(entry, dict) else entry
+def _parsed(name: Any) -> table_patterns.NamePattern | None:
+    """An entry's name as table_patterns reads it; None: not a name (the file's, not checked yet)."""
     try:
-        return table_patterns.parse(name).database  # type: ignore[arg-type]  # what the file holds, not checked yet
+        return table_patterns.parse(name)
     except ValueError:
         return None
 
 
-# Per section, its keys (the unknown ones are refused naming them), and what a misplaced key should
-# say instead of just "unknown".
+def _literal_database(entry: Any) -> str | None:
+    """The database a ``tables:`` entry names literally (its ``databases:`` section applies at once)."""
+    parsed = _parsed(entry.get("name") if isinstance(entry, dict) else entry)
+    return parsed.database if parsed else None
+
+
+# Per section, its keys (an unknown one is refused naming them), and what a misplaced key says besides "unknown".
 _KNOWN = {"defaults": TablePolicy, "tables": TablePolicy, "databases": TablePolicy, "fan_out": FanOut,
           "spark_submit": SparkSubmitOptions, "airflow_tasks": AirflowTasks, "pool": PoolSpec, "alerts": AlertSpec,
           "dag": DagSpec}
 _ELSEWHERE = {
     "spark_submit": {
-        "py_files": "use the top-level key py_files",
-        "conf": "use the top-level mapping spark_conf",
-        "spark_conf": "use the top-level mapping spark_conf",
-        "conn_id": "use the top-level key spark_conn_id",
-        "pool": "use the top-level key pool",
-        "master": "the master comes from the Spark connection (spark_conn_id)",
-        "yarn_queue": "use queue",
-        "name": "each merge task names its own application",
+        "py_files": "use the top-level key py_files", "conf": "use the top-level mapping spark_conf",
+        "spark_conf": "use the top-level mapping spark_conf", "conn_id": "use the top-level key spark_conn_id",
+        "pool": "use the top-level key pool", "master": "the master comes from the Spark connection (spark_conn_id)",
+        "yarn_queue": "use queue", "name": "each merge task names its own application",
         "application_args": "each merge task gets its own from the plan",
     },
     "airflow_tasks": {
-        "pool": "use the top-level key pool",
-        "yarn_queue": "Spark's YARN queue is spark_submit: queue",
+        "pool": "use the top-level key pool", "yarn_queue": "Spark's YARN queue is spark_submit: queue",
         "executor_config": "use merge_executor_config (the merge tasks')",
         "priority_weight": "use merge_priority_weight (the merge tasks')",
     },
@@ -532,17 +491,8 @@ def _where(loc: tuple, raw: Any, source: str) -> str:
         index, *keys = keys
         entry = raw[section][index] if section == "tables" else None
         name = entry.get("name") if isinstance(entry, dict) else entry
-        valid = _literal_database(name) is not None or (isinstance(name, str) and _parses(name))
-        section = f"table {name}" if valid else f"{section}[{index}]"
+        section = f"table {name}" if _parsed(name) or _literal_database(name) else f"{section}[{index}]"
     return ": ".join([source, str(section), *(f"key {k!r}" for k in keys)])
-
-
-def _parses(name: str) -> bool:
-    try:
-        table_patterns.parse(name)
-        return True
-    except ValueError:
-        return False
 
 
 def problem(error: ValidationError, raw: Any, source: str) -> str:
