@@ -296,7 +296,8 @@ def test_rollback_switches_back_to_the_old_folder_with_its_statistics(stack, tmp
     assert stack.content(db, table) == content
 
 
-
+# The two writers by path after the switch: one a day (the schedule explorer runs both every run).
+@pytest.mark.variant("test_location_switch: a writer by path after the switch", "append")
 def test_a_writer_that_looked_the_location_up_before_the_switch_has_its_rows_read(stack, tmp_path):
     """Issue 29, finding 5: a writer that resolved the partition's folder before the switch and
     writes into it by path afterwards would write where nobody reads. A file that arrives right
@@ -332,6 +333,7 @@ def test_a_writer_that_looked_the_location_up_before_the_switch_has_its_rows_rea
     assert stack.rows(db, table)[f"dt={DT}"] == expected
 
 
+@pytest.mark.variant("test_location_switch: a writer by path after the switch", "overwrite")
 def test_a_by_path_overwrite_right_after_the_switch_is_what_the_partition_reads(stack, tmp_path):
     """Issue 53, finding 4, second half, on the real stack: a writer that looked the location up
     before the switch replaces the old folder's files by path (new names, as Spark's INSERT
