@@ -336,18 +336,18 @@ def test_files_arriving_after_the_old_files_left_are_never_read_beside_the_merge
     the job (beyond what a location switch supports), the retirement keeps them where they are
     and says so. Neither moves them beside the merged copy (the retirement did on c386897: every
     replaced row read twice)."""
-    for last_look in (True, False):
-        point = "rename folder" if last_look else ".released"
-        outcome, trace = scripted("location_switch", ("merge run1/1", "writer stale_overwrite", "maintain run8"),
-                                  [Rule("merge run1/1", waiting_at("merge run1/1", point), "pause:5")],
-                                  {"writer stale_overwrite": paused("merge run1/1"),
+    for seen_by_the_job in (True, False):  # paused before its journal's release, or after the job
+        rules = [Rule("merge run1/1", waiting_at("merge run1/1", ".released"), "pause:5")] if seen_by_the_job else []
+        outcome, trace = scripted("location_switch", ("merge run1/1", "writer stale_overwrite", "maintain run8"), rules,
+                                  {"writer stale_overwrite": paused("merge run1/1") if seen_by_the_job
+                                   else gone("merge run1/1"),
                                    "maintain run8": gone("merge run1/1", "writer stale_overwrite")})
         world = outcome.world
         merged = world.partition_rows()
         assert world.location() != DEFAULT_LOCATION and max(merged.values()) == 1, trace
         assert not set(merged) & set(world.intent) and by_path(world, DEFAULT_LOCATION) == world.intent, trace
         first = [(status, reason) for who, status, reason in world.reports if who.startswith("run1/1")]
-        if last_look:
+        if seen_by_the_job:
             assert [s for s, _ in first] == [Status.FAILED] and "cannot tell" in first[0][1], trace
         else:
             assert [s for s, _ in first] == [Status.MERGED], trace

@@ -237,10 +237,10 @@ class CannotTell(RuntimeError):
 @dataclass(frozen=True)
 class OldFolderSeen:
     """The old folder after the switch, against the journal's listing of it."""
-    late: list[DataFile]  # data files under names the journal does not know
+    late: list[DataFile]  # data files the journal does not know, or under a name its file left for the trash
     kept: list[str]  # the journal's files still there, as recorded
     moved: list[str]  # the journal's files in this switch's trash: its finish moved them
-    replaced: list[str]  # the journal's names holding another file now
+    replaced: list[str]  # the journal's names holding another file now, their own file not in the trash
     removed: list[str]  # the journal's files neither there nor in the trash: someone deleted them
 
     @property
@@ -253,16 +253,20 @@ def look_at_old_folder(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> Ol
     files, _ = data_files(fs.list(record.location.rstrip("/")))
     now = {f.name: f for f in files}
     known = {f.name: f for f in record.files}
+    changed = [n for n, f in now.items() if n in known and not f.matches(known[n])]
     missing = [n for n in known if n not in now]
+    # A name whose file this finish moved to the trash is free: an append may take it as well as an
+    # overwrite (Hive's INSERT INTO and INSERT OVERWRITE both write 000000_0 in an empty folder).
+    asked = missing + changed
     trashes = [area.trash_of(record)] + ([record.moving_trash] if record.moving_trash else [])
-    found = fs.statuses([f"{t}/{n}" for n in missing for t in trashes])
-    moved = sorted({n for k, n in enumerate(n for n in missing for _ in trashes) if found[k] is not None})
+    found = fs.statuses([f"{t}/{n}" for n in asked for t in trashes])
+    moved = {n for k, n in enumerate(n for n in asked for _ in trashes) if found[k] is not None}
     return OldFolderSeen(
-        late=[f for f in files if f.name not in known],
+        late=[f for f in files if f.name not in known or f.name in moved],
         kept=sorted(n for n, f in now.items() if n in known and f.matches(known[n])),
-        moved=moved,
-        replaced=sorted(n for n, f in now.items() if n in known and not f.matches(known[n])),
-        removed=sorted(set(missing) - set(moved)))
+        moved=sorted(moved),
+        replaced=sorted(set(changed) - moved),
+        removed=sorted(set(missing) - moved))
 
 
 def _finish(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: CommitRecord) -> CommitRecord:
@@ -296,8 +300,10 @@ def _finish(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: CommitRecor
     reached(Step.MANIFEST_WRITTEN, label)
     release_journal(fs, area, record)
     fs.delete(record.staging, recursive=True)
-    if after.late:
-        names = [f.name for f in after.late]
+    # The last look, once all is done: whatever is in the old folder now came after its files left.
+    arrived, _ = data_files(fs.list(record.location.rstrip("/")))
+    if arrived:
+        names = [f.name for f in arrived]
         raise CannotTell(f"{label}: {len(names)} file(s) {names[:5]} arrived in the old folder {record.location} by "
                          f"path after the location switch, once its files had left for the trash {trash}: an append "
                          "or an overwrite by a writer that looked the location up before the switch, the tool cannot "
