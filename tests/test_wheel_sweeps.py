@@ -37,7 +37,7 @@ print(json.dumps({"module": hive_compaction.__file__, "version": hive_compaction
 def test_the_sweeps_environment_resolves_the_installed_wheel(tmp_path):
     dest = tmp_path / "sweep-wheel"
     script = (f'exports=$({sys.executable} scripts/wheel_sweeps.py {dest}) && eval "$exports" && '
-              f'cd {tmp_path} && {sys.executable} -c "$PROBE" {ROOT / "benchmarks"} {tmp_path / "stack"}')
+              f'cd {tmp_path} && {sys.executable} -c "$PROBE" {ROOT / "scripts"} {tmp_path / "stack"}')
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HIVE_COMPACTION", "PYTHONPATH"))}
     p = subprocess.run(["bash", "-c", script], cwd=ROOT, env={**env, "PROBE": PROBE}, capture_output=True, text=True,
                        timeout=300)
