@@ -147,7 +147,7 @@ def kill_matrix(stack: Stack, work: Path, formats=("ORC", "PARQUET"), points=KIL
                 figures["problems"].append(f"{table}/{name}: {wrong}")
         # Staging outside the partitions may keep a killed attempt's files until the trash retention
         # purges them; an unfinished journal would be a real leftover.
-        area = Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db" / ".hive_compaction" / table
+        area = stack.work_area(db, table)
         journals = [f.name for f in (area / "journal").glob("*") if not f.name.startswith(".")] \
             if (area / "journal").exists() else []
         figures["leftovers"] += len(journals)
@@ -414,7 +414,7 @@ def _pause_and_act(stack: Stack, work: Path, cases: dict, run_of: dict, mode: di
             if adv == "rollback":
                 argv = stack.rollback_cmd(f"{db}.{table}", run_id, cfg)
             elif adv == "purge":  # every folder of the work area older than any retention, then a rival's job
-                area = folder.parent.parent / ".hive_compaction" / table
+                area = stack.work_area(db, table)
                 age = (f"import os,time; t=time.time()-40*86400; "
                        f"[os.utime(os.path.join(d,n),(t,t)) for d,ds,fs in os.walk({str(area)!r}) for n in ds+fs]")
                 argv = ["bash", "-c", f"{sys.executable} -c {json.dumps(age)} && " + " ".join(map(shlex.quote, argv))]
@@ -502,7 +502,7 @@ def _check_cases(stack: Stack, work: Path, cases: dict, run_of: dict, mode: dict
                 # stopped past its first move: the old rows wait in the trash for a person
                 if adv in ("add", "insert_reuse"):
                     # This partition's trash only (with --in-chunk its neighbours' replaced inputs are there too)
-                    parked = _trash_rows(stack, warehouse / ".hive_compaction" / table / "trash"
+                    parked = _trash_rows(stack, stack.work_area(db, table) / "trash"
                                          / run_tag(run_of[(point, adv)]) / partition_id(f"{db}.{table}", f"dt={dt}"),
                                          fmt, dt)
             lost, dup = lost_and_duplicated(expected[table], (after or []) + parked)
@@ -535,7 +535,7 @@ def _check_cases(stack: Stack, work: Path, cases: dict, run_of: dict, mode: dict
         if stack.rows(db, table).get(f"dt={dt}") != after:
             figures["msck_changed"] += 1
             problems.append("MSCK REPAIR TABLE changed the table")
-        journal_folder = warehouse / ".hive_compaction" / table / "journal"
+        journal_folder = stack.work_area(db, table) / "journal"
         stopped = {j.name[:-len(".stopped")] for j in journal_folder.glob("*.stopped")}
         # a stopped one waits for a person
         journals = [j for j in journal_folder.glob("*.json") if j.stem not in stopped]

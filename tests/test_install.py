@@ -201,8 +201,7 @@ def test_install_into_an_existing_airflow_word_for_word(stack, tmp_path):
     # A merge that fails: the alert carries the reason the job recorded for the partition, read
     # through the config beside the DAG file (no HIVE_COMPACTION_CONFIG: the user's install). The
     # partition's journal is damaged (a record with its fields missing), which the job refuses.
-    damaged = stack.partition_location(db, "damaged", "dt=2026-11-25")
-    journals = damaged.parent.parent / ".hive_compaction" / "damaged" / "journal"
+    journals = stack.work_area(db, "damaged") / "journal"
     journals.mkdir(parents=True, exist_ok=True)
     pid = partition_id(f"{db}.damaged", "dt=2026-11-25")
     (journals / f"{pid}.json").write_text(json.dumps({"table": f"{db}.damaged", "partition": "dt=2026-11-25"}))

@@ -92,7 +92,7 @@ def test_a_rollback_that_cannot_finish_reports_why_and_moves_nothing(stack, merg
     from urllib.parse import urlsplit
 
     cfg, run_id = merged["cfg"], merged["run"].run_id
-    work = stack.partition_location(DB, TABLE, "dt=2026-07-01").parent.parent / ".hive_compaction" / TABLE
+    work = stack.work_area(DB, TABLE)
     [manifest] = [m for f in (work / "manifests" / run_tag(run_id)).glob("*/*.json")
                   if (m := json.loads(f.read_text()))["partition"] == "dt=2026-07-01"]
     for f in manifest["inputs"]:

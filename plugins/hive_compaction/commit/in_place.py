@@ -286,7 +286,8 @@ def _account(fs: HadoopFS, record: CommitRecord, trash: str, moved: bool, output
     changed = [f.name for f in inputs
                if (f.name in here and not here[f.name].matches(f)) or (f.name not in here and f.name not in in_trash)]
     strangers, vanished = _unlisted(record, here)
-    if merged_elsewhere and any(n.startswith(MERGED_PREFIX) and n not in {o.name for o in outputs} for n in here):
+    ours = {o.name for o in outputs}
+    if merged_elsewhere and any(n.startswith(MERGED_PREFIX) and n not in ours for n in here):
         changed = [n for n in changed if n in here]
         strangers = [n for n in strangers if not n.startswith(MERGED_PREFIX)]
     published = [o.name for o in outputs if o.name in here]
