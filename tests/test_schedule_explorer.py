@@ -10,6 +10,7 @@ paused before any storage or Metastore call, against a file system and a Metasto
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import time
@@ -335,17 +336,24 @@ def test_files_arriving_after_the_old_files_left_are_never_read_beside_the_merge
     names in an emptied folder). Seen by the commit, it reports FAILED saying so; arriving after
     the job (beyond what a location switch supports), the retirement keeps them where they are
     and says so. Neither moves them beside the merged copy (the retirement did on c386897: every
-    replaced row read twice)."""
-    for seen_by_the_job in (True, False):  # paused before its journal's release, or after the job
+    replaced row read twice). An append that takes an input's freed name (Hive's 000000_0) is one of
+    those arrivals too, never an overwrite to switch back for."""
+    for kind, seen_by_the_job in itertools.product(("stale_overwrite", "stale_append_reuse"), (True, False)):
+        # paused before its journal's release, or after the job
         rules = [Rule("merge run1/1", waiting_at("merge run1/1", ".released"), "pause:5")] if seen_by_the_job else []
-        outcome, trace = scripted("location_switch", ("merge run1/1", "writer stale_overwrite", "maintain run8"), rules,
-                                  {"writer stale_overwrite": paused("merge run1/1") if seen_by_the_job
+        outcome, trace = scripted("location_switch", ("merge run1/1", f"writer {kind}", "maintain run8"), rules,
+                                  {f"writer {kind}": paused("merge run1/1") if seen_by_the_job
                                    else gone("merge run1/1"),
-                                   "maintain run8": gone("merge run1/1", "writer stale_overwrite")})
+                                   "maintain run8": gone("merge run1/1", f"writer {kind}")})
         world = outcome.world
         merged = world.partition_rows()
         assert world.location() != DEFAULT_LOCATION and max(merged.values()) == 1, trace
-        assert not set(merged) & set(world.intent) and by_path(world, DEFAULT_LOCATION) == world.intent, trace
+        arrived = by_path(world, DEFAULT_LOCATION)  # kept where the writer put them, never beside the copy
+        assert arrived and not set(merged) & set(arrived), trace
+        assert (arrived if kind == "stale_overwrite" else merged + arrived) == world.intent, trace
+        if kind == "stale_append_reuse":  # it did take an input's name
+            assert {p.rsplit("/", 1)[1] for p, n in world.fs.children(DEFAULT_LOCATION) if n is not None} \
+                <= set(INPUT_NAMES), trace
         first = [(status, reason) for who, status, reason in world.reports if who.startswith("run1/1")]
         if seen_by_the_job:
             assert [s for s, _ in first] == [Status.FAILED] and "cannot tell" in first[0][1], trace

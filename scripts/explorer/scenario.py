@@ -58,8 +58,9 @@ LOCKLESS = {"in_place": {"append", "append_reuse", "overwrite", "overwrite_reuse
 # Writers by path that looked the partition's location up when the schedule began (before any
 # switch) and write there without a lock: outside a location switch's contract (its writers go
 # through the Metastore), so only written schedules cast them; what the tool does with their
-# files is what those tests check.
-STALE_WRITERS = ("stale_append", "stale_overwrite")
+# files is what those tests check. ``stale_append_reuse`` is Hive's INSERT INTO, which takes an
+# input's name (000000_0) once the folder no longer holds it.
+STALE_WRITERS = ("stale_append", "stale_append_reuse", "stale_overwrite")
 MODES = ("in_place", "location_switch")
 
 # The modules whose clock is the world's while a schedule runs.
