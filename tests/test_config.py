@@ -17,7 +17,6 @@ from hive_compaction.airflow.config import (
     load,
     load_lenient,
     parse,
-    parse_size,
 )
 
 MB = 1024**2
@@ -65,27 +64,26 @@ def table_error(**entry) -> str:
     return errors_of({"tables": [{"name": "db.tbl", **entry}]})
 
 
-# --- parse_size -------------------------------------------------------------------------------
+# --- sizes ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("value, expected", [
     (0, 0), (134217728, 134217728), ("134217728", 134217728), ("128MB", 128 * MB), ("128mb", 128 * MB),
     ("128M", 128 * MB), ("128 MB", 128 * MB), (" 1.5 GB ", int(1.5 * GB)), ("1g", GB), ("10KB", 10240),
     ("10K", 10240), ("2TB", 2 * 1024**4), ("7B", 7), ("7", 7), ("0.5MB", MB // 2),
 ])
-def test_parse_size(value, expected):
-    assert parse_size(value, "here") == expected
+def test_sizes(value, expected):
+    assert parse({"defaults": {"small_file_limit": value, "target_file_size": "4TB"}}).defaults.small_file_limit \
+        == expected
 
 
-@pytest.mark.parametrize("value", ["", "MB", "12 XB", "1e6", "-5MB", "ten", "1,5GB", "12 MiB", True, False, None, [1]])
-def test_parse_size_rejects(value):
-    with pytest.raises(ConfigError) as e:
-        parse_size(value, "cfg.yaml: table db.t: key 'target_file_size'")
-    assert "db.t" in str(e.value) and "target_file_size" in str(e.value)
+@pytest.mark.parametrize("value", ["", "MB", "12 XB", "1e6", "-5MB", "ten", "1,5GB", "12 MiB", True, False, [1]])
+def test_sizes_rejected(value):
+    message = table_error(target_file_size=value)
+    assert message.startswith("cfg.yaml: table db.tbl: key 'target_file_size': expected a size like 128MB"), message
 
 
-def test_parse_size_negative_int():
-    with pytest.raises(ConfigError, match="must not be negative"):
-        parse_size(-1, "where")
+def test_a_negative_size_is_rejected():
+    assert table_error(target_file_size=-1).endswith("must not be negative, got -1")
 
 
 # --- good configurations ----------------------------------------------------------------------

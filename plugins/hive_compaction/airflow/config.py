@@ -115,14 +115,6 @@ class Settings:
         raise ConfigError(f"{self.source}: table {name!r} is not configured")
 
 
-def parse_size(value: Any, where: str) -> int:
-    """``134217728``, ``"128MB"``, ``"1.5 GB"`` -> bytes."""
-    try:
-        return config_schema.size(value)
-    except ValueError as e:
-        raise ConfigError(f"{where}: {e}") from None
-
-
 def parse(raw: Any, source: str = "<config>") -> Settings:
     """The settings of a config file's YAML (``raw``); ConfigError naming the file ``source``. A pattern's own
     keys are checked against every policy its tables may get (a database's of ``databases:``, the defaults)."""
