@@ -18,6 +18,7 @@ from hive_compaction.airflow.config import (
     load_lenient,
     parse,
 )
+from hive_compaction.airflow.operator_args import merge_operator_kwargs, task_defaults
 
 MB = 1024**2
 GB = 1024**3
@@ -431,7 +432,6 @@ def test_load_lenient_good_file(tmp_path):
 # --- the pool ---------------------------------------------------------------------------------
 
 def test_pool_as_a_name_or_with_slots_and_a_cap_per_run():
-    from hive_compaction.airflow.config import merge_operator_kwargs
     s = parse({"pool": "compaction"})
     assert (s.pool, s.pool_slots, s.max_merges_per_run) == ("compaction", None, None)
     assert "max_active_tis_per_dagrun" not in merge_operator_kwargs(s)
@@ -457,21 +457,20 @@ def test_pool_errors_name_the_key(pool, message):
 # --- airflow_tasks: where Airflow's executor runs the tasks -------------------------------------
 
 def test_airflow_tasks_unset_passes_nothing():
-    from hive_compaction.airflow.config import AirflowTasks, merge_operator_kwargs
+    from hive_compaction.airflow.config import AirflowTasks
     for raw in ({}, {"airflow_tasks": None}, {"airflow_tasks": {}}, {"airflow_tasks": {"merge_queue": None}}):
         s = parse(raw)
         assert s.airflow_tasks == AirflowTasks()
-        assert config.task_defaults(s) == {}
+        assert task_defaults(s) == {}
         assert not {"queue", "priority_weight", "executor_config"} & set(merge_operator_kwargs(s))
 
 
 def test_airflow_tasks_route_the_merges_and_the_other_tasks():
-    from hive_compaction.airflow.config import merge_operator_kwargs
     executor_config = {"pod_override": {"spec": {"containers": [{"name": "base", "image": "spark:4.2"}]}}}
     s = parse({"pool": "compaction", "spark_submit": {"queue": "etl"},
                "airflow_tasks": {"queue": "default", "merge_queue": "spark", "merge_priority_weight": 10,
                                  "merge_executor_config": executor_config}})
-    assert config.task_defaults(s) == {"queue": "default"}
+    assert task_defaults(s) == {"queue": "default"}
     kwargs = merge_operator_kwargs(s)
     # Airflow's queue and Spark's YARN queue stay apart
     assert (kwargs["queue"], kwargs["yarn_queue"], kwargs["pool"]) == ("spark", "etl", "compaction")
@@ -481,11 +480,10 @@ def test_airflow_tasks_route_the_merges_and_the_other_tasks():
 
 
 def test_merges_without_their_own_queue_go_to_the_tasks_queue():
-    from hive_compaction.airflow.config import merge_operator_kwargs
     s = parse({"airflow_tasks": {"queue": "maintenance"}})
-    assert merge_operator_kwargs(s)["queue"] == "maintenance" and config.task_defaults(s) == {"queue": "maintenance"}
+    assert merge_operator_kwargs(s)["queue"] == "maintenance" and task_defaults(s) == {"queue": "maintenance"}
     s = parse({"airflow_tasks": {"merge_queue": "spark"}})
-    assert merge_operator_kwargs(s)["queue"] == "spark" and config.task_defaults(s) == {}
+    assert merge_operator_kwargs(s)["queue"] == "spark" and task_defaults(s) == {}
 
 
 def test_the_shipped_config_routes_nothing():
@@ -534,7 +532,6 @@ def test_a_work_dir_without_a_scheme_is_refused_saying_why():
 def test_a_merge_timeout_becomes_the_merge_tasks_execution_timeout():
     from datetime import timedelta
 
-    from hive_compaction.airflow.config import merge_operator_kwargs
     assert merge_operator_kwargs(parse({"airflow_tasks": {"merge_timeout_minutes": 90}}))["execution_timeout"] == \
         timedelta(minutes=90)
     assert merge_operator_kwargs(parse({"airflow_tasks": {"merge_timeout_minutes": 0.5}}))["execution_timeout"] == \

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from hive_compaction.airflow import config
-from hive_compaction.airflow.config import ConfigError, SparkSubmitOptions, merge_operator_kwargs, parse
+from hive_compaction.airflow.config import ConfigError, SparkSubmitOptions, parse
+from hive_compaction.airflow.operator_args import merge_operator_kwargs
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -4,11 +4,9 @@ file, the table and the key. ``load_lenient`` is for DAG parsing only: it never 
 defaults, so a bad file can never break the scheduler."""
 from __future__ import annotations
 
-import copy
 import importlib
 import os
-from dataclasses import dataclass, field, fields, replace
-from datetime import timedelta
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -159,37 +157,6 @@ def import_notifier(path: str, where: str) -> type:
     if not isinstance(cls, type) or not callable(getattr(cls, "notify", None)):
         raise ConfigError(f"{where}: {path!r} is not a notifier class (a subclass of airflow.sdk.BaseNotifier)")
     return cls
-
-
-def task_defaults(settings: Settings) -> dict[str, Any]:
-    """``default_args`` of every task: ``airflow_tasks: queue`` if set (the merges' own arguments override it)."""
-    return {"queue": settings.airflow_tasks.queue} if settings.airflow_tasks.queue else {}
-
-
-def merge_operator_kwargs(settings: Settings) -> dict[str, Any]:
-    """The SparkSubmitOperator arguments of the merge tasks that come from the config; an unset ``spark_submit``
-    option or ``airflow_tasks`` argument is left out, so that the provider's (or Airflow's) default applies.
-    Values are copies: the frozen settings must stay as they are."""
-    conf = dict(settings.spark_conf)
-    routing = settings.airflow_tasks
-    minutes = routing.merge_timeout_minutes
-    kwargs: dict[str, Any] = {"conn_id": settings.spark_conn_id, "py_files": settings.py_files, "pool": settings.pool}
-    optional = {"max_active_tis_per_dagrun": settings.max_merges_per_run,
-                "queue": routing.merge_queue or routing.queue or None, "priority_weight": routing.merge_priority_weight,
-                "execution_timeout": None if minutes is None else timedelta(minutes=minutes),
-                "executor_config": copy.deepcopy(routing.merge_executor_config)}
-    kwargs.update({k: v for k, v in optional.items() if v is not None})
-    for f in fields(settings.spark_submit):
-        value = getattr(settings.spark_submit, f.name)
-        if f.name == "use_krb5ccache":  # see SparkSubmitOptions
-            conf.update({"spark.kerberos.renewal.credentials": "ccache"} if value else {})
-        elif value is not None and f.name in config_schema.SUBMIT_CONF:
-            conf[config_schema.SUBMIT_CONF[f.name]] = str(value)
-        elif value is not None:  # the operator takes a list; its queue is Airflow's executor queue
-            arg = "yarn_queue" if f.name == "queue" else f.name
-            kwargs[arg] = list(value) if isinstance(value, tuple) else copy.copy(value)
-    kwargs["conf"] = conf
-    return kwargs
 
 
 def config_path() -> Path:

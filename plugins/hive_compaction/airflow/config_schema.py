@@ -423,7 +423,7 @@ class ConfigFile(BaseModel):
         if isinstance(tables, list) and (isinstance(defaults, dict) or isinstance(databases, dict)):
             defaults = defaults if isinstance(defaults, dict) else {}
             databases = databases if isinstance(databases, dict) else {}
-            raw["tables"] = [{**defaults, **(databases.get(_literal_database(t)) or {}),
+            raw["tables"] = [{**defaults, **(databases.get(getattr(_name_of(t), "database", None)) or {}),
                               **({"name": t} if isinstance(t, str) else t)}
                              if isinstance(t, (str, dict)) else t for t in tables]
         return raw
@@ -443,18 +443,13 @@ class ConfigFile(BaseModel):
         return self
 
 
-def _parsed(name: Any) -> table_patterns.NamePattern | None:
-    """An entry's name as table_patterns reads it; None: not a name (the file's, not checked yet)."""
+def _name_of(entry: Any) -> table_patterns.NamePattern | None:
+    """A ``tables:`` entry's name (the entry, or its mapping's ``name``) as table_patterns reads it; None: not a
+    name (the file's, not checked yet). Its ``database``: the one it names literally, whose section applies."""
     try:
-        return table_patterns.parse(name)
+        return table_patterns.parse(entry.get("name") if isinstance(entry, dict) else entry)
     except ValueError:
         return None
-
-
-def _literal_database(entry: Any) -> str | None:
-    """The database a ``tables:`` entry names literally (its ``databases:`` section applies at once)."""
-    parsed = _parsed(entry.get("name") if isinstance(entry, dict) else entry)
-    return parsed.database if parsed else None
 
 
 # Per section, its keys (an unknown one is refused naming them), and what a misplaced key says besides "unknown".
@@ -491,7 +486,7 @@ def _where(loc: tuple, raw: Any, source: str) -> str:
         index, *keys = keys
         entry = raw[section][index] if section == "tables" else None
         name = entry.get("name") if isinstance(entry, dict) else entry
-        section = f"table {name}" if _parsed(name) or _literal_database(name) else f"{section}[{index}]"
+        section = f"table {name}" if _name_of(entry) else f"{section}[{index}]"
     return ": ".join([source, str(section), *(f"key {k!r}" for k in keys)])
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, AssetAlias, CronPartitionTimetable, Param, TaskGroup, task
 
-from hive_compaction.airflow import alerts, config, run_params
+from hive_compaction.airflow import alerts, config, operator_args, run_params
 from hive_compaction.airflow.assets import alias_name, table_asset
 from hive_compaction.airflow.rollback_dag import rollback_dag
 
@@ -74,7 +74,7 @@ def _merge_dag(config_path: Path, settings: config.Settings, on_failure) -> DAG:
         default_args={"retries": settings.retries, "retry_delay": timedelta(seconds=config.MERGE_RETRY_DELAY_SECONDS),
                       "retry_exponential_backoff": True, "max_retry_delay": timedelta(minutes=30),
                       "on_failure_callback": on_failure,
-                      **config.task_defaults(settings)},  # airflow_tasks: queue (the executor's)
+                      **operator_args.task_defaults(settings)},  # airflow_tasks: queue (the executor's)
         params={name: Param(run_params.PARAM_DEFAULTS[name], **schema)
                 for name, schema in run_params.params_schema([t.name for t in settings.tables],
                                                              [p.entry for p in settings.patterns]).items()},
@@ -89,7 +89,7 @@ def _merge_dag(config_path: Path, settings: config.Settings, on_failure) -> DAG:
             on_execute_callback=_mask_batch,
             # conn_id, py_files, conf, pool (and max_active_tis_per_dagrun), the config's airflow_tasks: merge_queue,
             # merge_priority_weight, merge_executor_config and its spark_submit: options
-            **config.merge_operator_kwargs(settings),
+            **operator_args.merge_operator_kwargs(settings),
         ).expand_kwargs(planned)
         report = _refresh(config_path, settings)(planned["plan"])
         merges >> report

@@ -2,7 +2,7 @@
 that file and its YAML into their dags folder): check the form -> the rollback Spark job ->
 its report.
 
-The job is submitted like the merges (``config.merge_operator_kwargs``: the Spark connection,
+The job is submitted like the merges (``operator_args.merge_operator_kwargs``: the Spark connection,
 queue, pool, executor_config, Kerberos principal and keytab, py_files, conf), so it runs where
 and as they run.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Param, task
 
-from hive_compaction.airflow import config, rollback
+from hive_compaction.airflow import config, operator_args, rollback
 
 DAG_ID = "hive_compaction_rollback"
 
@@ -37,7 +37,7 @@ def rollback_dag(config_path: Path, settings: config.Settings, on_failure, dag_i
         schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
         max_active_runs=1,  # two rollbacks of one partition would wait on each other's lock
         default_args={"retries": settings.retries, "retry_delay": timedelta(minutes=1),
-                      "on_failure_callback": on_failure, **config.task_defaults(settings)},
+                      "on_failure_callback": on_failure, **operator_args.task_defaults(settings)},
         params=_form(settings),
         tags=["maintenance", "hive", "spark"],
         doc_md=DOC,
@@ -84,7 +84,7 @@ def rollback_dag(config_path: Path, settings: config.Settings, on_failure, dag_i
             application=settings.rollback_job_file,  # config key rollback_job (default: beside merge_job)
             application_args=checked["application_args"],  # type: ignore[index]  # multiple_outputs: by key
             name="hive-compaction rollback {{ params.table }}",
-            **config.merge_operator_kwargs(settings),
+            **operator_args.merge_operator_kwargs(settings),
         )
         job >> report(checked["request"])  # type: ignore[index]  # multiple_outputs: by key
     return dag

@@ -41,8 +41,9 @@ class NamePattern:
         return fnmatch.fnmatchcase(database.lower(), self.text.split(".", 1)[0])
 
 
-def parse(text: str) -> NamePattern:
-    """ValueError saying what is expected (or why the regular expression is wrong)."""
+def parse(text: object) -> NamePattern:
+    """``text`` (as a file or form gives it) parsed; ValueError saying what is expected (or why the regular
+    expression is wrong)."""
     if not isinstance(text, str):
         raise ValueError(f"name must be 'database.table', a glob like 'sales.*' or 're:<regular expression>', "
                          f"got {text!r}")
