@@ -28,6 +28,7 @@ observations, the cache and the write tasks (exit code 1 otherwise). The last ro
 first warms the JVM's compilers). In the merge job two such jobs run side by side, which this does
 not: see docs/performance.md, "At scale: 200 partitions".
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,6 +50,7 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 def make_groups(spark, root: Path, groups: int, files: int, rows: int) -> list[list[str]]:
     from demo_tables import events
+
     out = []
     for g in range(groups):
         folder = root / f"g{g:05d}"
@@ -57,8 +59,15 @@ def make_groups(spark, root: Path, groups: int, files: int, rows: int) -> list[l
     return out
 
 
-def write(spark, schema, groups: list[list[str]], target: str, observe: bool = False, cache: bool = False,
-          by_writer: bool = False):
+def write(
+    spark,
+    schema,
+    groups: list[list[str]],
+    target: str,
+    observe: bool = False,
+    cache: bool = False,
+    by_writer: bool = False,
+):
     """The union write; with ``observe`` the Observation of each group (in order), with
     ``cache`` each group's persisted read (in order), with ``by_writer`` the write tasks'
     checksums by group (the rewrite's way)."""
@@ -66,6 +75,7 @@ def write(spark, schema, groups: list[list[str]], target: str, observe: bool = F
     from pyspark.sql import DataFrame, Observation
 
     from hive_compaction.merge.checksum import content_metrics
+
     metrics = content_metrics(schema)
     branches, extra = [], []
     for files in groups:
@@ -80,6 +90,7 @@ def write(spark, schema, groups: list[list[str]], target: str, observe: bool = F
     union = functools.reduce(DataFrame.unionAll, branches)
     if by_writer:
         from hive_compaction.merge import writer_checksums
+
         probe = spark.read.format("orc").schema(schema).load(groups[0])
         by_file = writer_checksums.write(spark, union, "orc", {}, target, probe, schema)
         if by_file is None:
@@ -99,6 +110,7 @@ def cached_sums(schema, cached: list) -> dict[int, tuple[int, int, int]]:
     from pyspark.sql import DataFrame, functions as F
 
     from hive_compaction.merge.checksum import content, content_metrics
+
     tagged = [df.withColumn("__group", F.lit(g)) for g, df in enumerate(cached)]
     union = functools.reduce(DataFrame.unionAll, tagged)
     union = union.coalesce(union.sparkSession.sparkContext.defaultParallelism)
@@ -112,6 +124,7 @@ def sums(spark, schema, group_of: dict[str, int]) -> dict[int, tuple[int, int, i
     from urllib.parse import unquote, urlsplit
 
     from hive_compaction.merge.checksum import content, content_metrics
+
     by_path = {urlsplit(p).path: g for p, g in group_of.items()}
     df = spark.read.format("orc").schema(schema).load(list(group_of))
     path = df.metadataColumn("_metadata").getField("file_path")
@@ -131,6 +144,7 @@ def read_back(spark, schema, target: str) -> dict[int, tuple[int, int, int]]:
 def task_index(file: str) -> int:
     """The index of the write task (= the group) that wrote ``file`` (part-<index>-...)."""
     import re
+
     return int(re.search(r"part-(\d{5})-", file).group(1))
 
 
@@ -141,23 +155,38 @@ def main() -> int:
     ap.add_argument("--rows", type=int, default=20_000)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--json", type=Path)
-    ap.add_argument("--designs", nargs="+", choices=["observed", "cached", "writer"],
-                    default=["observed", "cached", "writer"], help="besides the plain write and the scans")
+    ap.add_argument(
+        "--designs",
+        nargs="+",
+        choices=["observed", "cached", "writer"],
+        default=["observed", "cached", "writer"],
+        help="besides the plain write and the scans",
+    )
     args = ap.parse_args()
     from pyspark.sql import SparkSession
 
     from hive_compaction.merge.checksum import content
-    spark = (SparkSession.builder.master("local[2]").appName("checksum-cost").config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", "2").config("spark.sql.unionOutputPartitioning", "false")
-             .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "1000000").getOrCreate())
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("checksum-cost")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.unionOutputPartitioning", "false")
+        .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "1000000")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     work = Path(tempfile.mkdtemp(prefix="checksum-cost-"))
     try:
         began = time.monotonic()
         groups = make_groups(spark, work / "in", args.groups, args.files, args.rows)
         schema = spark.read.orc(groups[0][0]).schema
-        print(f"{args.groups} groups x {args.files} files x {args.rows // args.files} rows made in "
-              f"{time.monotonic() - began:.1f}s", flush=True)
+        print(
+            f"{args.groups} groups x {args.files} files x {args.rows // args.files} rows made in "
+            f"{time.monotonic() - began:.1f}s",
+            flush=True,
+        )
         rounds = []
         for n in range(args.rounds):
             t = time.monotonic()
@@ -169,8 +198,12 @@ def main() -> int:
             t = time.monotonic()
             outputs = read_back(spark, schema, f"file://{work}/plain-{n}")
             out_scan = time.monotonic() - t
-            r = {"plain_write_s": plain, "inputs_scan_s": in_scan, "outputs_scan_s": out_scan,
-                 "scan_share": (in_scan + out_scan) / (plain + in_scan + out_scan)}
+            r = {
+                "plain_write_s": plain,
+                "inputs_scan_s": in_scan,
+                "outputs_scan_s": out_scan,
+                "scan_share": (in_scan + out_scan) / (plain + in_scan + out_scan),
+            }
             agree = [inputs, outputs]  # each a group -> (rows, checksum, checksum2) map
             said = [f"round {n + 1}: write {plain:.1f}s; scans: inputs {in_scan:.1f}s, outputs {out_scan:.1f}s"]
             if "writer" in args.designs:  # first: the cached design leaves the heap full
@@ -180,16 +213,21 @@ def main() -> int:
                 t = time.monotonic()
                 agree.append(read_back(spark, schema, f"file://{work}/writer-{n}"))
                 writer_out_scan = time.monotonic() - t
-                r |= {"writer_write_s": writer_s, "writer_outputs_scan_s": writer_out_scan,
-                      "writer_share": (writer_s - plain + writer_out_scan) / (writer_s + writer_out_scan)}
+                r |= {
+                    "writer_write_s": writer_s,
+                    "writer_outputs_scan_s": writer_out_scan,
+                    "writer_share": (writer_s - plain + writer_out_scan) / (writer_s + writer_out_scan),
+                }
                 said.append(f"the write tasks' checksums: write {writer_s:.1f}s, outputs {writer_out_scan:.1f}s")
             if "observed" in args.designs:
                 t = time.monotonic()
                 observed = write(spark, schema, groups, f"file://{work}/observed-{n}", observe=True)
                 agree.append(dict(enumerate(content(o.get) for o in observed)))
                 observed_s = time.monotonic() - t
-                r |= {"observed_write_s": observed_s,
-                      "observed_share": (observed_s - plain + out_scan) / (observed_s + out_scan)}
+                r |= {
+                    "observed_write_s": observed_s,
+                    "observed_share": (observed_s - plain + out_scan) / (observed_s + out_scan),
+                }
                 said.append(f"observed write {observed_s:.1f}s")
             if "cached" in args.designs:
                 t = time.monotonic()
@@ -201,16 +239,20 @@ def main() -> int:
                 for df in cached:
                     df.unpersist()
                 agree.append(read_back(spark, schema, f"file://{work}/cached-{n}"))
-                r |= {"cached_write_s": cached_s, "cache_sums_s": cache_sums_s,
-                      "cached_share": (cached_s - plain + cache_sums_s + out_scan)
-                      / (cached_s + cache_sums_s + out_scan)}
+                r |= {
+                    "cached_write_s": cached_s,
+                    "cache_sums_s": cache_sums_s,
+                    "cached_share": (cached_s - plain + cache_sums_s + out_scan) / (cached_s + cache_sums_s + out_scan),
+                }
                 said.append(f"cached write {cached_s:.1f}s + sums from the cache {cache_sums_s:.1f}s")
             mismatched = sum(1 for g in range(len(groups)) if len({m.get(g) for m in agree}) != 1)
             r |= {"groups_mismatched": mismatched, "rows": sum(v[0] for v in inputs.values())}
             rounds.append({k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()})
             shares = ", ".join(f"{k.removesuffix('_share')} {v:.3f}" for k, v in r.items() if k.endswith("_share"))
-            print(f"{'; '.join(said)}. Verification share: {shares} (target <= 0.15); {mismatched} group(s) "
-                  f"mismatched", flush=True)
+            print(
+                f"{'; '.join(said)}. Verification share: {shares} (target <= 0.15); {mismatched} group(s) mismatched",
+                flush=True,
+            )
             for folder in (f"plain-{n}", f"observed-{n}", f"cached-{n}", f"writer-{n}"):
                 shutil.rmtree(work / folder, ignore_errors=True)
         if args.json:

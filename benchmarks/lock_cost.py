@@ -18,6 +18,7 @@ partitions through Thrift, and times, from a Spark driver's JVM client as the me
 It prints the milliseconds per partition of each and the ratio to ``per_partition``; the last
 round counts (the first warms the JVM and the Metastore). Exit code 1 if a lock was not granted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,6 +46,7 @@ def metastore(version: str, state: Path):
     import postgres
     from hive_metastores import HiveMetastoreServer
     from local_stack import Metastore, free_port
+
     pg = postgres.Postgres(port=free_port())
     pg.start()
     server = None
@@ -52,8 +54,11 @@ def metastore(version: str, state: Path):
         if version == "2.3":  # as harness.Stack sets up the wheel's Metastore on PostgreSQL
             pg.create_database("metastore")
             pg.create_transaction_tables("metastore")
-        server = (Metastore(state / "hms", free_port(), **pg.metastore_args()) if version == "2.3"
-                  else HiveMetastoreServer(version, state / "hms", pg))
+        server = (
+            Metastore(state / "hms", free_port(), **pg.metastore_args())
+            if version == "2.3"
+            else HiveMetastoreServer(version, state / "hms", pg)
+        )
         server.start()
         yield server.uri
     finally:
@@ -69,6 +74,7 @@ def make_table(uri: str, partitions: int, folder: Path) -> list[str]:
     from hmsclient.genthrift.hive_metastore import ttypes
 
     from thrift_tables import storage_descriptor
+
     host, port = uri.removeprefix("thrift://").split(":")
     folder.mkdir(parents=True, exist_ok=True)
     root = f"file://{folder}"
@@ -77,13 +83,30 @@ def make_table(uri: str, partitions: int, folder: Path) -> list[str]:
             c.create_database(ttypes.Database(name=DB, locationUri=root, parameters={}))
         with contextlib.suppress(ttypes.NoSuchObjectException):
             c.drop_table(DB, TABLE, True)
-        c.create_table(ttypes.Table(tableName=TABLE, dbName=DB, owner="bench",
-                                    sd=storage_descriptor(f"{root}/t", "ORC"),
-                                    parameters={"EXTERNAL": "TRUE"}, tableType="EXTERNAL_TABLE",
-                                    partitionKeys=[ttypes.FieldSchema("dt", "string", "")]))
+        c.create_table(
+            ttypes.Table(
+                tableName=TABLE,
+                dbName=DB,
+                owner="bench",
+                sd=storage_descriptor(f"{root}/t", "ORC"),
+                parameters={"EXTERNAL": "TRUE"},
+                tableType="EXTERNAL_TABLE",
+                partitionKeys=[ttypes.FieldSchema("dt", "string", "")],
+            )
+        )
         names = [f"dt={n:05d}" for n in range(partitions)]
-        c.add_partitions([ttypes.Partition(values=[n[3:]], dbName=DB, tableName=TABLE, parameters={},
-                                           sd=storage_descriptor(f"{root}/t/{n}", "ORC")) for n in names])
+        c.add_partitions(
+            [
+                ttypes.Partition(
+                    values=[n[3:]],
+                    dbName=DB,
+                    tableName=TABLE,
+                    parameters={},
+                    sd=storage_descriptor(f"{root}/t/{n}", "ORC"),
+                )
+                for n in names
+            ]
+        )
     return names
 
 
@@ -91,6 +114,7 @@ def per_partition(metastore, names: list[str], threads: int) -> float:
     def one(name: str) -> None:
         with metastore.lock(f"{DB}.{TABLE}", name, wait_seconds=30):
             pass
+
     began = time.monotonic()
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(one, names))
@@ -103,6 +127,7 @@ def one_request(metastore, names: list[str]) -> float:
     import socket
 
     from hive_compaction.storage.metastore_lock import lock_component
+
     api = metastore._api
     began = time.monotonic()
     components = [lock_component(api, f"{DB}.{TABLE}", name) for name in names]
@@ -120,17 +145,26 @@ def measure(uri: str, partitions: int, rounds: int, folder: Path) -> dict:
 
     from hive_compaction.merge.job_spark import JobSpark
     from hive_compaction.storage.metastore_client import JobMetastore
+
     names = make_table(uri, partitions, folder)
-    conf = (SparkConf().setMaster("local[1]").setAppName("lock-cost").set("spark.ui.enabled", "false")
-            .set("spark.driver.host", "127.0.0.1").set("spark.hadoop.hive.metastore.uris", uri))
+    conf = (
+        SparkConf()
+        .setMaster("local[1]")
+        .setAppName("lock-cost")
+        .set("spark.ui.enabled", "false")
+        .set("spark.driver.host", "127.0.0.1")
+        .set("spark.hadoop.hive.metastore.uris", uri)
+    )
     sc = SparkContext(conf=conf)
     sc.setLogLevel("WARN")
     metastore = JobMetastore(JobSpark(sc), uri)
     try:
         for _ in range(rounds):  # the last round counts
-            seconds = {"per_partition": per_partition(metastore, names, 1),
-                       "two_threads": per_partition(metastore, names, 2),
-                       "one_request": one_request(metastore, names)}
+            seconds = {
+                "per_partition": per_partition(metastore, names, 1),
+                "two_threads": per_partition(metastore, names, 2),
+                "one_request": one_request(metastore, names),
+            }
     finally:
         metastore.close()
         sc.stop()
@@ -144,6 +178,7 @@ def measure(uri: str, partitions: int, rounds: int, folder: Path) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     from hive_metastores import RELEASES
+
     ap.add_argument("--metastore", choices=["2.3", *RELEASES], default="3.1.3")
     ap.add_argument("--uris", help="a running Metastore's thrift://host:port (instead of starting one)")
     ap.add_argument("--partitions", type=int, default=40)
@@ -151,10 +186,12 @@ def main() -> int:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="lock-cost-") as tmp:
-        with (contextlib.nullcontext(args.uris) if args.uris else metastore(args.metastore, Path(tmp))) as uri:
+        with contextlib.nullcontext(args.uris) if args.uris else metastore(args.metastore, Path(tmp)) as uri:
             try:
-                out = {"metastore": "given" if args.uris else args.metastore,
-                       **measure(uri, args.partitions, args.rounds, Path(tmp) / "tables")}
+                out = {
+                    "metastore": "given" if args.uris else args.metastore,
+                    **measure(uri, args.partitions, args.rounds, Path(tmp) / "tables"),
+                }
             except Exception as e:  # noqa: BLE001 - the benchmark's answer: it failed, and why
                 print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
                 return 1

@@ -48,6 +48,7 @@ table's; for the floor the output sizes equal the summed input sizes). Then the 
 product targets, with PASS or MISS. A MISS is reported, not fatal: exit code 1 only when a checksum
 differs or a contestant failed to run (its figures would mean nothing).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -88,9 +89,12 @@ SCALE_PLANNING_PARTITIONS = 2000  # the planning + listing-only pass of --scale
 # The issue's two table shapes against the peer (the demo table's columns, Spark-written ORC, 40
 # files a partition: ~13 bytes a row in files of 20,000 rows, more per row in tiny files), and one
 # of big files.
-SHAPES = {"256k": {"files": 40, "rows": 800_000}, "20k": {"files": 40, "rows": 60_000},
-          # Where a copy's bytes outweigh its per-file work: 4 files of ~16 MB (one stripe each) a partition.
-          "16m": {"files": 4, "rows": 5_000_000, "partitions": 4}}
+SHAPES = {
+    "256k": {"files": 40, "rows": 800_000},
+    "20k": {"files": 40, "rows": 60_000},
+    # Where a copy's bytes outweigh its per-file work: 4 files of ~16 MB (one stripe each) a partition.
+    "16m": {"files": 4, "rows": 5_000_000, "partitions": 4},
+}
 CONTESTANTS = {
     "floor": "floor: byte copy (shutil)",
     "dag": "our DAG end to end (auto)",
@@ -104,33 +108,62 @@ CONTESTANTS = {
     "per_partition": "naive: 1 spark-submit/partition",
     "lakekeeper": "peer: Lakekeeper 0.0.6 compact",
 }
-METASTORES = {"derby": "the pyspark wheel's 2.3 on Derby (embedded; the default)",
-              "postgres": "the wheel's 2.3 on PostgreSQL", "3.1.3": "Hive 3.1.3 on PostgreSQL",
-              "4.0.1": "Hive 4.0.1 on PostgreSQL"}
+METASTORES = {
+    "derby": "the pyspark wheel's 2.3 on Derby (embedded; the default)",
+    "postgres": "the wheel's 2.3 on PostgreSQL",
+    "3.1.3": "Hive 3.1.3 on PostgreSQL",
+    "4.0.1": "Hive 4.0.1 on PostgreSQL",
+}
 OPT_IN = {"auto", "lakekeeper", "copy_half", "copy_wide", "dag_scheduled"}  # run only when --only names them
 # The targets of this machine (2 vCPUs: two Spark tasks do ~1.35x the work of one), as ratios of
 # one run: name -> (bound, "min" or "max", what it compares). Full verification stays on.
 TARGETS = {
     "dag_vs_loop_wall": (1.0, "min", "DAG end-to-end wall vs the unverified one-app coalesce loop's wall (x faster)"),
     "dag_vs_per_partition_submits": (20.0, "min", "DAG end-to-end wall vs one spark-submit per partition (x faster)"),
-    "rewrite_verification_share": (0.15, "max", "rewrite: checksum scans after the write / rewrite jobs' time (the "
-                                   "write tasks' own hashing not counted: checksum_cost.py)"),
+    "rewrite_verification_share": (
+        0.15,
+        "max",
+        "rewrite: checksum scans after the write / rewrite jobs' time (the "
+        "write tasks' own hashing not counted: checksum_cost.py)",
+    ),
     "copy_verification_share": (0.25, "max", "copy: read-back, second read and comparison / copy-merge time"),
     "copy_ms_per_file": (2.0, "max", "copy: in-app ms per input file beyond its bytes at 0.25x the floor's rate"),
-    "copy_ms_per_file_marginal": (2.0, "max", "copy: the same, marginal: what the other half of the partitions "
-                                              "added to a job of half of them (its warm-up left out)"),
-    "copy_ms_per_file_added": (2.0, "max", "copy: what a file adds to its partition beyond its bytes: copy_wide's "
-                                           "partitions of twice the files against copy_half's (same partitions)"),
-    "copy_bytes_vs_floor_throughput": (0.25, "min", "copy: bytes / the copy merges' own time (each on one driver "
-                                                    "thread) vs the floor's throughput (one process)"),
+    "copy_ms_per_file_marginal": (
+        2.0,
+        "max",
+        "copy: the same, marginal: what the other half of the partitions "
+        "added to a job of half of them (its warm-up left out)",
+    ),
+    "copy_ms_per_file_added": (
+        2.0,
+        "max",
+        "copy: what a file adds to its partition beyond its bytes: copy_wide's "
+        "partitions of twice the files against copy_half's (same partitions)",
+    ),
+    "copy_bytes_vs_floor_throughput": (
+        0.25,
+        "min",
+        "copy: bytes / the copy merges' own time (each on one driver thread) vs the floor's throughput (one process)",
+    ),
     "dag_fixed_start_seconds": (10.0, "max", "DAG: the plan task's start to the first merge byte (s)"),
-    "dag_fixed_start_ours_seconds": (2.0, "max", "DAG: of that, ours: the plan task's body and the driver's "
-                                                 "work after its SparkContext, but the wait for Spark SQL (s)"),
-    "scheduled_fixed_start_seconds": (10.0, "max", "DAG run by Airflow's scheduler: the plan task's start to the "
-                                                   "first merge byte (s)"),
-    "scheduled_fixed_start_ours_seconds": (2.0, "max", "DAG run by Airflow's scheduler: of that, ours: the plan "
-                                                       "task (its process's own start included) and the driver's "
-                                                       "work after its SparkContext, but the wait for Spark SQL (s)"),
+    "dag_fixed_start_ours_seconds": (
+        2.0,
+        "max",
+        "DAG: of that, ours: the plan task's body and the driver's "
+        "work after its SparkContext, but the wait for Spark SQL (s)",
+    ),
+    "scheduled_fixed_start_seconds": (
+        10.0,
+        "max",
+        "DAG run by Airflow's scheduler: the plan task's start to the first merge byte (s)",
+    ),
+    "scheduled_fixed_start_ours_seconds": (
+        2.0,
+        "max",
+        "DAG run by Airflow's scheduler: of that, ours: the plan "
+        "task (its process's own start included) and the driver's "
+        "work after its SparkContext, but the wait for Spark SQL (s)",
+    ),
 }
 # Against the peer (issue 30): our default mode at least 2x Lakekeeper's wall on the same table,
 # both checksums equal, no more files left than Lakekeeper leaves. Ours: "auto" (the merge job:
@@ -142,12 +175,16 @@ PREPARED = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO hive_compact
 FIRST_MERGE = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO hive_compaction: the first merge began \(")
 # "... INFO hive_compaction: Spark SQL session made for the rewrites in 4.3s"
 SQL_SESSION = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO hive_compaction: Spark SQL session made ")
-REWRITE_VERIFIED = re.compile(r"rewrote \d+ group\(s\) \(\d+ files\) in ([0-9.]+)s, "
-                              r"read back and verified in ([0-9.]+)s")
+REWRITE_VERIFIED = re.compile(
+    r"rewrote \d+ group\(s\) \(\d+ files\) in ([0-9.]+)s, "
+    r"read back and verified in ([0-9.]+)s"
+)
 # "driver memory: JVM peak RSS 612 MB, JVM old generation peak 210 MB of a 1024 MB heap, Python peak RSS 95 MB"
 # (each job's last line)
-DRIVER_MEMORY = re.compile(r"driver memory: (?:JVM peak RSS (\d+) MB, )?JVM old generation peak (\d+) MB of a \d+ MB "
-                           r"heap, Python peak RSS (\d+) MB")
+DRIVER_MEMORY = re.compile(
+    r"driver memory: (?:JVM peak RSS (\d+) MB, )?JVM old generation peak (\d+) MB of a \d+ MB "
+    r"heap, Python peak RSS (\d+) MB"
+)
 # "driver time by step: prepare 20.1, copy 15.0, lock 8.2 ms per partition (of 200)"
 STEP_TIMES = re.compile(r"driver time by step: (.*) ms per partition \(of (\d+)\)")
 COPY_VERIFIED = re.compile(r"copy-merged \d+ group\(s\) \(\d+ files\) in ([0-9.]+)s, of which verifying ([0-9.]+)s")
@@ -161,7 +198,7 @@ SUBMITTED = re.compile(_AIRFLOW_AT + r"Spark-Submit cmd: ")
 SPARK_READY = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO hive_compaction: Spark ready ")
 
 # The naive approach, as a small PySpark script: argv = format, work folder, partition folders.
-NAIVE_JOB = textwrap.dedent('''\
+NAIVE_JOB = textwrap.dedent("""\
     import os, sys, time
     from pyspark.sql import SparkSession
 
@@ -188,12 +225,12 @@ NAIVE_JOB = textwrap.dedent('''\
     elapsed = time.monotonic() - started
     spark.stop()
     print("NAIVE elapsed %.3f" % elapsed, flush=True)
-''')
+""")
 
 # Lakekeeper run in a spark-submit (its README's "Scenario 3"; the wheel ships no run_lakekeeper.py):
 # argv = Lakekeeper's own arguments. The session is made first, as Lakekeeper makes it (its
 # getOrCreate then returns this one), so the application's own span can be timed like the others'.
-LAKEKEEPER_JOB = textwrap.dedent('''\
+LAKEKEEPER_JOB = textwrap.dedent("""\
     import sys, time
     from pyspark.sql import SparkSession
 
@@ -209,7 +246,7 @@ LAKEKEEPER_JOB = textwrap.dedent('''\
     print("LAKEKEEPER elapsed %.3f exit %d" % (time.monotonic() - started, code), flush=True)
     spark.stop()
     sys.exit(code)
-''')
+""")
 LAKEKEEPER_ARGS = ["--block-size", "128", "--ratio-threshold", "2"]  # as tried by hand on 2026-11-26
 LAKEKEEPER_INSTALL = "pip install --no-deps lakekeeper==0.0.6"
 
@@ -234,8 +271,12 @@ def cpu_figures(before: float | None, after: float | None, wall: float | None) -
     if before is None or after is None:
         return {}
     cpu, cores = round(after - before, 1), os.cpu_count() or 1
-    return {"machine_cpu_seconds": cpu, "cores": cores, "cores_busy": _div(cpu, wall),
-            "cpu_bound_wall_seconds": round(cpu / cores, 1)}
+    return {
+        "machine_cpu_seconds": cpu,
+        "cores": cores,
+        "cores_busy": _div(cpu, wall),
+        "cpu_bound_wall_seconds": round(cpu / cores, 1),
+    }
 
 
 def log(msg: str = "") -> None:
@@ -256,8 +297,10 @@ def spark_conf_dir(work: Path) -> str:
 
 # --- tables ------------------------------------------------------------------------------------
 
+
 def table_dir(stack: Stack, table: str) -> Path:
     from hmsclient import hmsclient
+
     with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
         return local(c.get_table(DB, table).sd.location)
 
@@ -285,15 +328,18 @@ def clone_table(stack: Stack, src: str, dst: str, external: bool = False) -> Non
     spark.sql(f"ANALYZE TABLE {DB}.{dst} PARTITION(dt) COMPUTE STATISTICS NOSCAN")
     if external:
         from hmsclient import hmsclient
+
         with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
             kind = c.get_table(DB, dst).tableType
         assert kind == "EXTERNAL_TABLE", f"{dst}: {kind}, not an external table"
     copy = stack.snapshot(DB, dst)
-    assert {k: v["files"] for k, v in copy.items()} == {k: v["files"] for k, v in source.items()}, \
+    assert {k: v["files"] for k, v in copy.items()} == {k: v["files"] for k, v in source.items()}, (
         f"{dst} is not a byte-for-byte copy of {src}"
+    )
     for name, p in copy.items():
-        assert p["hms_num_files"] == str(p["num_files"]) and p["hms_total_size"] == str(p["bytes"]), \
+        assert p["hms_num_files"] == str(p["num_files"]) and p["hms_total_size"] == str(p["bytes"]), (
             f"{dst}/{name}: statistics {p['hms_num_files']} files / {p['hms_total_size']} bytes not registered"
+        )
 
 
 def content(stack: Stack, table: str) -> dict[str, tuple[int, str]]:
@@ -302,6 +348,7 @@ def content(stack: Stack, table: str) -> dict[str, tuple[int, str]]:
     digest is SHA-256 over its JSON text (all columns), independent of the xxhash64 our own
     verification uses; a lost, changed or duplicated row changes the partition's sums."""
     from pyspark.sql import functions as F
+
     spark = stack.spark
     spark.sql(f"REFRESH TABLE {DB}.{table}")
     df = spark.table(f"{DB}.{table}")
@@ -314,13 +361,16 @@ def content(stack: Stack, table: str) -> dict[str, tuple[int, str]]:
 
 def after_state(stack: Stack, table: str, expected: dict) -> dict:
     snap = stack.snapshot(DB, table)
-    return {"files_after": sum(p["num_files"] for p in snap.values()),
-            "bytes_after": sum(p["bytes"] for p in snap.values()),
-            "files_after_per_partition": {k: p["num_files"] for k, p in sorted(snap.items())},
-            "checksum_ok": content(stack, table) == expected}
+    return {
+        "files_after": sum(p["num_files"] for p in snap.values()),
+        "bytes_after": sum(p["bytes"] for p in snap.values()),
+        "files_after_per_partition": {k: p["num_files"] for k, p in sorted(snap.items())},
+        "checksum_ok": content(stack, table) == expected,
+    }
 
 
 # --- our job -----------------------------------------------------------------------------------
+
 
 def job_time(text: str) -> float:
     """Epoch seconds of the merge job's log time ("2026-11-21 09:41:34,123", this machine's local time)."""
@@ -357,21 +407,25 @@ def phases(log_text: str, started_at: float) -> dict:
     copy = [(float(a), float(b)) for a, b in COPY_VERIFIED.findall(log_text)]
     memory = DRIVER_MEMORY.findall(log_text)  # the largest of the run's jobs
     steps: dict[str, float] = {}  # ms per partition, weighted over the run's jobs
-    jobs = [({name: float(ms) for name, ms in (part.rsplit(" ", 1) for part in text.split(", "))}, int(n))
-            for text, n in STEP_TIMES.findall(log_text)]
+    jobs = [
+        ({name: float(ms) for name, ms in (part.rsplit(" ", 1) for part in text.split(", "))}, int(n))
+        for text, n in STEP_TIMES.findall(log_text)
+    ]
     partitions = sum(n for _, n in jobs)
     for times, n in jobs:
         for name, ms in times.items():
             steps[name] = steps.get(name, 0.0) + ms * n / partitions
-    return {"driver_ms_per_partition_by_step": {k: round(v, 1) for k, v in steps.items()} or None,
-            "driver_jvm_peak_rss_mb": max((int(m[0]) for m in memory if m[0]), default=None),
-            "driver_old_gen_peak_mb": max((int(m[1]) for m in memory), default=None),
-            "driver_python_peak_rss_mb": max((int(m[2]) for m in memory), default=None),
-            "fixed_seconds": round(min(merging) - started_at, 3) if merging else None,
-            "rewrite_seconds": round(sum(a + b for a, b in rewrite), 3) if rewrite else None,
-            "rewrite_verify_seconds": round(sum(b for _, b in rewrite), 3) if rewrite else None,
-            "copy_seconds": round(sum(a for a, _ in copy), 3) if copy else None,
-            "copy_verify_seconds": round(sum(b for _, b in copy), 3) if copy else None}
+    return {
+        "driver_ms_per_partition_by_step": {k: round(v, 1) for k, v in steps.items()} or None,
+        "driver_jvm_peak_rss_mb": max((int(m[0]) for m in memory if m[0]), default=None),
+        "driver_old_gen_peak_mb": max((int(m[1]) for m in memory), default=None),
+        "driver_python_peak_rss_mb": max((int(m[2]) for m in memory), default=None),
+        "fixed_seconds": round(min(merging) - started_at, 3) if merging else None,
+        "rewrite_seconds": round(sum(a + b for a, b in rewrite), 3) if rewrite else None,
+        "rewrite_verify_seconds": round(sum(b for _, b in rewrite), 3) if rewrite else None,
+        "copy_seconds": round(sum(a for a, _ in copy), 3) if copy else None,
+        "copy_verify_seconds": round(sum(b for _, b in copy), 3) if copy else None,
+    }
 
 
 def start_phases(log_text: str) -> dict:
@@ -382,13 +436,18 @@ def start_phases(log_text: str) -> dict:
     listing, footers, the JVM helper; for a rewrite, its files' schema and its job's plan), but
     the time the first rewrite waited for Spark SQL's session beyond preparing (Spark's).
     Ours = the plan task's body + the driver's work. Empty when a line is missing."""
+
     def first(pattern: re.Pattern, after: float = 0.0) -> float | None:
         for m in pattern.finditer(log_text):
-            at = (datetime.strptime(m.group(1)[:26], "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=UTC).timestamp()
-                  if "T" in m.group(1) else job_time(m.group(1)))
+            at = (
+                datetime.strptime(m.group(1)[:26], "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=UTC).timestamp()
+                if "T" in m.group(1)
+                else job_time(m.group(1))
+            )
             if at >= after:
                 return at
         return None
+
     plan = first(PLAN_STARTED)
     body = first(TASK_STARTED, plan or 0.0)
     planned = first(PLAN_ENDED, plan or 0.0)
@@ -397,12 +456,22 @@ def start_phases(log_text: str) -> dict:
     prepared, merging, sql = first(PREPARED), first(FIRST_MERGE), first(SQL_SESSION)
     if None in (plan, body, planned, submitted, session, prepared, merging):
         return {}
-    return start_split(plan, (body - plan) + (submitted - planned), planned - body, submitted, session, prepared,
-                       merging, sql)
+    return start_split(
+        plan, (body - plan) + (submitted - planned), planned - body, submitted, session, prepared, merging, sql
+    )
 
 
-def start_split(plan: float, airflow: float, plan_task: float, submitted: float, ready: float, prepared: float,
-                merging: float, sql_session: float | None, **more: float) -> dict:
+def start_split(
+    plan: float,
+    airflow: float,
+    plan_task: float,
+    submitted: float,
+    ready: float,
+    prepared: float,
+    merging: float,
+    sql_session: float | None,
+    **more: float,
+) -> dict:
     """The fixed start's parts, from the plan task's start, Airflow's and the plan task's seconds,
     and the times (epoch seconds) of the spark-submit, "Spark ready", the end of preparing, the
     first merge, and Spark SQL's session made (None if it was not); ``more``: other figures in
@@ -410,28 +479,41 @@ def start_split(plan: float, airflow: float, plan_task: float, submitted: float,
     first merge (its making overlaps the preparing). Rounded to milliseconds."""
     sql = 0.0 if sql_session is None else max(0.0, min(sql_session, merging) - prepared)
     driver = merging - ready - sql
-    out = {"start_airflow_seconds": airflow, "start_plan_task_seconds": plan_task,
-           "start_spark_seconds": ready - submitted, "start_spark_sql_seconds": sql,
-           "start_driver_ours_seconds": driver, "start_prepare_seconds": prepared - ready,
-           "dag_fixed_start_seconds": merging - plan, "dag_fixed_start_ours_seconds": plan_task + driver, **more}
+    out = {
+        "start_airflow_seconds": airflow,
+        "start_plan_task_seconds": plan_task,
+        "start_spark_seconds": ready - submitted,
+        "start_spark_sql_seconds": sql,
+        "start_driver_ours_seconds": driver,
+        "start_prepare_seconds": prepared - ready,
+        "dag_fixed_start_seconds": merging - plan,
+        "dag_fixed_start_ours_seconds": plan_task + driver,
+        **more,
+    }
     return {k: round(v, 3) for k, v in out.items()}
 
 
 def job_problems(log_text: str, results: list[dict]) -> list[str]:
     """Why partitions failed: their reasons, then the job's own FAILED / ERROR lines (not Spark's noise)."""
     out = [f"{r['partition']}: {r['status']} {r['reason']}" for r in results if r["status"] != "merged"]
-    out += [line.strip()[:500] for line in log_text.splitlines()
-            if re.search(r"^FAILED |ERROR hive_compaction|Exception: ", line.strip())]
+    out += [
+        line.strip()[:500]
+        for line in log_text.splitlines()
+        if re.search(r"^FAILED |ERROR hive_compaction|Exception: ", line.strip())
+    ]
     return out[:12]
 
 
 def summarise_results(results: list[dict]) -> dict:
-    return {"statuses": sorted({r["status"] for r in results}),
-            "modes": sorted({r["mode"] for r in results if r["mode"]}),
-            "partitions_by_mode": {m: sum(1 for r in results if r["mode"] == m)
-                                   for m in sorted({r["mode"] for r in results if r["mode"]})},
-            "bytes_before": sum(r["bytes_before"] for r in results),
-            "sum_partition_seconds": round(sum(r["seconds"] for r in results), 3)}
+    return {
+        "statuses": sorted({r["status"] for r in results}),
+        "modes": sorted({r["mode"] for r in results if r["mode"]}),
+        "partitions_by_mode": {
+            m: sum(1 for r in results if r["mode"] == m) for m in sorted({r["mode"] for r in results if r["mode"]})
+        },
+        "bytes_before": sum(r["bytes_before"] for r in results),
+        "sum_partition_seconds": round(sum(r["seconds"] for r in results), 3),
+    }
 
 
 LOGS: Path | None = None  # --logs: where our contestants' job logs are kept (phase lines, profiles)
@@ -445,8 +527,9 @@ def keep_log(name: str, text: str) -> None:
 
 
 def run_dag(stack: Stack, work: Path, table: str) -> dict:
-    cfg = stack.write_config(work / f"{table}.yaml", [{"name": f"{DB}.{table}", "merge_mode": "auto", **ONE_OUTPUT}],
-                             spark_conf=SPARK_CONF)
+    cfg = stack.write_config(
+        work / f"{table}.yaml", [{"name": f"{DB}.{table}", "merge_mode": "auto", **ONE_OUTPUT}], spark_conf=SPARK_CONF
+    )
     t0, started_at, cpu_before = time.monotonic(), time.time(), machine_cpu_seconds()
     run = stack.run_dag(cfg, SPARK_CONF_DIR=spark_conf_dir(work))
     wall = time.monotonic() - t0
@@ -455,11 +538,22 @@ def run_dag(stack: Stack, work: Path, table: str) -> dict:
     results = stack.results(cfg, run.run_id) if run.run_id else []
     ok = run.state == "success" and bool(results) and all(r["status"] == "merged" for r in results)
     span, first = job_span(run.log, results)
-    return {"wall_seconds": round(wall, 3), "in_app_seconds": span, "first_partition_done_seconds": first,
-            "ran_ok": ok, **phases(run.log, started_at), **start_phases(run.log),
-            "error": None if ok else (f"DAG run {run.state}, merge {run.states.get('merge')}: "
-                                      + " | ".join(job_problems(run.log, results) or [run.log[-2000:]])),
-            **cpu, **summarise_results(results)}
+    return {
+        "wall_seconds": round(wall, 3),
+        "in_app_seconds": span,
+        "first_partition_done_seconds": first,
+        "ran_ok": ok,
+        **phases(run.log, started_at),
+        **start_phases(run.log),
+        "error": None
+        if ok
+        else (
+            f"DAG run {run.state}, merge {run.states.get('merge')}: "
+            + " | ".join(job_problems(run.log, results) or [run.log[-2000:]])
+        ),
+        **cpu,
+        **summarise_results(results),
+    }
 
 
 def run_dag_scheduled(stack: Stack, work: Path, table: str) -> dict:
@@ -469,14 +563,20 @@ def run_dag_scheduled(stack: Stack, work: Path, table: str) -> dict:
     Wall: the trigger to the run's end as the scheduler recorded it."""
     from airflow_services import DAG_ID, AirflowServices, service_env
     from local_stack import free_port
+
     if stack.postgres is None:
         raise RuntimeError("Airflow's services need PostgreSQL: run with --metastore postgres, 3.1.3 or 4.0.1")
-    cfg = stack.write_config(work / f"{table}.yaml", [{"name": f"{DB}.{table}", "merge_mode": "auto", **ONE_OUTPUT}],
-                             spark_conf=SPARK_CONF)
+    cfg = stack.write_config(
+        work / f"{table}.yaml", [{"name": f"{DB}.{table}", "merge_mode": "auto", **ONE_OUTPUT}], spark_conf=SPARK_CONF
+    )
     home = work / f"airflow-{table}"
     home.mkdir()
-    env = service_env(stack.env(cfg, SPARK_CONF_DIR=spark_conf_dir(work)), home, free_port(),
-                      **stack.airflow_database(f"bench_{table}"))
+    env = service_env(
+        stack.env(cfg, SPARK_CONF_DIR=spark_conf_dir(work)),
+        home,
+        free_port(),
+        **stack.airflow_database(f"bench_{table}"),
+    )
     svc = AirflowServices(home, env)
     svc.migrate()
     svc.start()
@@ -494,21 +594,35 @@ def run_dag_scheduled(stack: Stack, work: Path, table: str) -> dict:
         tis = svc.api("GET", f"/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}/taskInstances")["task_instances"]
     finally:
         svc.stop()
-    records = [json.loads(line) for f in sorted((home / "logs").rglob("*.log"))
-               if f"run_id={run_id}" in str(f) and "task_id=merge" in str(f)
-               for line in f.read_text(errors="replace").splitlines() if line.startswith("{")]
+    records = [
+        json.loads(line)
+        for f in sorted((home / "logs").rglob("*.log"))
+        if f"run_id={run_id}" in str(f) and "task_id=merge" in str(f)
+        for line in f.read_text(errors="replace").splitlines()
+        if line.startswith("{")
+    ]
     log_text = "\n".join(str(r.get("event", "")) for r in records)
     keep_log(table, log_text)
     results = stack.results(cfg, run_id)
     ok = run["state"] == "success" and bool(results) and all(r["status"] == "merged" for r in results)
     span, first = job_span(log_text, results)
-    return {"wall_seconds": round(_epoch(run["end_date"]) - started_at, 3), "in_app_seconds": span,
-            "first_partition_done_seconds": first, "ran_ok": ok, **phases(log_text, started_at),
-            **scheduled_start_phases(tis, records), **cpu,
-            "error": None if ok else (f"DAG run {run['state']}, "
-                                      f"tasks {sorted((t['task_id'], t['state']) for t in tis)}: "
-                                      + " | ".join(job_problems(log_text, results) or [log_text[-2000:]])),
-            **summarise_results(results)}
+    return {
+        "wall_seconds": round(_epoch(run["end_date"]) - started_at, 3),
+        "in_app_seconds": span,
+        "first_partition_done_seconds": first,
+        "ran_ok": ok,
+        **phases(log_text, started_at),
+        **scheduled_start_phases(tis, records),
+        **cpu,
+        "error": None
+        if ok
+        else (
+            f"DAG run {run['state']}, "
+            f"tasks {sorted((t['task_id'], t['state']) for t in tis)}: "
+            + " | ".join(job_problems(log_text, results) or [log_text[-2000:]])
+        ),
+        **summarise_results(results),
+    }
 
 
 def _epoch(iso: str) -> float:
@@ -524,28 +638,55 @@ def scheduled_start_phases(tis: list[dict], merge_records: list[dict]) -> dict:
     a figure is missing."""
     plan = next((t for t in tis if t["task_id"] == "plan"), None)
     merges = [t for t in tis if t["task_id"] == "merge" and t.get("start_date")]
-    submitted = next((_epoch(r["timestamp"]) for r in merge_records
-                      if str(r.get("event", "")).startswith("Spark-Submit cmd: ") and r.get("timestamp")), None)
+    submitted = next(
+        (
+            _epoch(r["timestamp"])
+            for r in merge_records
+            if str(r.get("event", "")).startswith("Spark-Submit cmd: ") and r.get("timestamp")
+        ),
+        None,
+    )
     text = "\n".join(str(r.get("event", "")) for r in merge_records)
     ready, prepared, merging = SPARK_READY.search(text), PREPARED.search(text), FIRST_MERGE.search(text)
-    if not (plan and plan.get("start_date") and plan.get("end_date") and merges and submitted and ready and prepared
-            and merging):
+    if not (
+        plan
+        and plan.get("start_date")
+        and plan.get("end_date")
+        and merges
+        and submitted
+        and ready
+        and prepared
+        and merging
+    ):
         return {}
     start, end = _epoch(plan["start_date"]), _epoch(plan["end_date"])
     sql = SQL_SESSION.search(text)
-    return start_split(start, submitted - end, end - start, submitted, job_time(ready.group(1)),
-                       job_time(prepared.group(1)), job_time(merging.group(1)), sql and job_time(sql.group(1)),
-                       start_scheduling_seconds=min(_epoch(t["start_date"]) for t in merges) - end)
+    return start_split(
+        start,
+        submitted - end,
+        end - start,
+        submitted,
+        job_time(ready.group(1)),
+        job_time(prepared.group(1)),
+        job_time(merging.group(1)),
+        sql and job_time(sql.group(1)),
+        start_scheduling_seconds=min(_epoch(t["start_date"]) for t in merges) - end,
+    )
 
 
 def run_job(stack: Stack, work: Path, table: str, mode: str, partition_filter: str | None = None) -> dict:
     # auto: the product's default floor unless --auto-floor; the others: none
-    floor = ({} if AUTO_FLOOR is None else {"copy_min_block_size": AUTO_FLOOR}) if mode == "auto" \
+    floor = (
+        ({} if AUTO_FLOOR is None else {"copy_min_block_size": AUTO_FLOOR})
+        if mode == "auto"
         else {"copy_min_block_size": 0}
+    )
     only = {"partition_filter": partition_filter} if partition_filter else {}
-    cfg = stack.write_config(work / f"{table}.yaml",
-                             [{"name": f"{DB}.{table}", "merge_mode": mode, **floor, **only, **ONE_OUTPUT}],
-                             spark_conf=SPARK_CONF)
+    cfg = stack.write_config(
+        work / f"{table}.yaml",
+        [{"name": f"{DB}.{table}", "merge_mode": mode, **floor, **only, **ONE_OUTPUT}],
+        spark_conf=SPARK_CONF,
+    )
     t_plan = time.monotonic()
     planned = stack.plan_batches(cfg, run_id=f"bench-{table}")
     plan_seconds = round(time.monotonic() - t_plan, 3)  # in-process: not in wall (the DAG's plan task is)
@@ -558,24 +699,36 @@ def run_job(stack: Stack, work: Path, table: str, mode: str, partition_filter: s
         p = stack.spark_submit(batch, cfg, SPARK_CONF_DIR=spark_conf_dir(work))
         wall += time.monotonic() - t0
         logs.append(p.stdout)
-        got = [r for r in stack.results(cfg, payload["run"]) if (r["table"], r["partition"]) in
-               {(f"{t.database}.{t.table}", t.partition) for t in batch_tasks(payload)}]
+        got = [
+            r
+            for r in stack.results(cfg, payload["run"])
+            if (r["table"], r["partition"]) in {(f"{t.database}.{t.table}", t.partition) for t in batch_tasks(payload)}
+        ]
         span, first = job_span(p.stdout, got)
         in_app = None if span is None or in_app is None else in_app + span
         results += got
         if p.returncode != 0 or any(r["status"] != "merged" for r in got):
-            errors.append(f"spark-submit exit {p.returncode}: "
-                          + " | ".join(job_problems(p.stdout + p.stderr, got) or [(p.stdout + p.stderr)[-2000:]]))
+            errors.append(
+                f"spark-submit exit {p.returncode}: "
+                + " | ".join(job_problems(p.stdout + p.stderr, got) or [(p.stdout + p.stderr)[-2000:]])
+            )
     keep_log(table, "\n".join(logs))
     ok = bool(results) and not errors and all(r["status"] == "merged" for r in results)
-    return {"wall_seconds": round(wall, 3), "in_app_seconds": in_app, "first_partition_done_seconds": first,
-            "batches": len(planned["spark_args"]), "plan_seconds": plan_seconds,
-            **phases("\n".join(logs), started_at),
-            "ran_ok": ok, "error": None if ok else ("; ".join(errors) or "no partition was planned"),
-            **summarise_results(results)}
+    return {
+        "wall_seconds": round(wall, 3),
+        "in_app_seconds": in_app,
+        "first_partition_done_seconds": first,
+        "batches": len(planned["spark_args"]),
+        "plan_seconds": plan_seconds,
+        **phases("\n".join(logs), started_at),
+        "ran_ok": ok,
+        "error": None if ok else ("; ".join(errors) or "no partition was planned"),
+        **summarise_results(results),
+    }
 
 
 # --- the others --------------------------------------------------------------------------------
+
 
 def run_floor(stack: Stack, work: Path, table: str) -> dict:
     root, out = table_dir(stack, table), work / f"floor-{table}"
@@ -591,31 +744,49 @@ def run_floor(stack: Stack, work: Path, table: str) -> dict:
     wall = time.monotonic() - t0
     sizes = {name: (out / f"{name}.bin").stat().st_size for name in inputs}
     before = {name: sum(f.stat().st_size for f in files) for name, files in inputs.items()}
-    return {"wall_seconds": round(wall, 6), "in_app_seconds": round(wall, 6), "ran_ok": True, "error": None,
-            "bytes_before": sum(before.values()), "bytes_after": sum(sizes.values()),
-            "files_after": len(sizes), "files_after_per_partition": {n: 1 for n in sizes},
-            "checksum_ok": sizes == before}
+    return {
+        "wall_seconds": round(wall, 6),
+        "in_app_seconds": round(wall, 6),
+        "ran_ok": True,
+        "error": None,
+        "bytes_before": sum(before.values()),
+        "bytes_after": sum(sizes.values()),
+        "files_after": len(sizes),
+        "files_after_per_partition": {n: 1 for n in sizes},
+        "checksum_ok": sizes == before,
+    }
 
 
 def spark_submit_naive(stack: Stack, script: Path, fmt: str, work: Path, parts: list[Path], conf_dir: str):
-    cmd = ["spark-submit", "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-           "--conf", "spark.driver.host=127.0.0.1", str(script), fmt, str(work), *map(str, parts)]
+    cmd = [
+        "spark-submit",
+        "--master",
+        "local[2]",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.driver.host=127.0.0.1",
+        str(script),
+        fmt,
+        str(work),
+        *map(str, parts),
+    ]
     t0 = time.monotonic()
-    p = subprocess.run(cmd, env=stack.env(SPARK_CONF_DIR=conf_dir), capture_output=True,
-                       text=True, timeout=1800)
+    p = subprocess.run(cmd, env=stack.env(SPARK_CONF_DIR=conf_dir), capture_output=True, text=True, timeout=1800)
     wall = time.monotonic() - t0
     m = re.search(r"^NAIVE elapsed ([0-9.]+)$", p.stdout, re.M)
     return wall, (float(m.group(1)) if m else None), p
 
 
-def run_naive(stack: Stack, work: Path, table: str, fmt: str, script: Path, per_partition: bool,
-              sample: int | None = None) -> dict:
+def run_naive(
+    stack: Stack, work: Path, table: str, fmt: str, script: Path, per_partition: bool, sample: int | None = None
+) -> dict:
     """The naive script: one application over every partition, or one per partition (on the
     first ``sample`` partitions only, its times then extrapolated linearly to all of them)."""
     root = table_dir(stack, table)
     parts = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
     scratch = work / f"naive-{table}"
-    groups = [[p] for p in parts[:sample or len(parts)]] if per_partition else [parts]
+    groups = [[p] for p in parts[: sample or len(parts)]] if per_partition else [parts]
     wall, in_app, errors = 0.0, 0.0, []
     for group in groups:
         w, a, p = spark_submit_naive(stack, script, fmt.lower(), scratch, group, spark_conf_dir(work))
@@ -623,12 +794,17 @@ def run_naive(stack: Stack, work: Path, table: str, fmt: str, script: Path, per_
         in_app = None if a is None or in_app is None else in_app + a
         if p.returncode != 0 or a is None:
             lines = [x.strip()[:500] for x in (p.stdout + p.stderr).splitlines() if re.search(r"Error|Exception", x)]
-            errors.append(f"spark-submit exit {p.returncode}: "
-                          + (" | ".join(lines[:12]) or (p.stdout + p.stderr)[-2000:]))
+            errors.append(
+                f"spark-submit exit {p.returncode}: " + (" | ".join(lines[:12]) or (p.stdout + p.stderr)[-2000:])
+            )
     scale = len(parts) / len(groups) if per_partition else 1.0
-    out = {"wall_seconds": round(wall * scale, 3),
-           "in_app_seconds": None if in_app is None else round(in_app * scale, 3),
-           "spark_submits": len(groups), "ran_ok": not errors, "error": "; ".join(errors) or None}
+    out = {
+        "wall_seconds": round(wall * scale, 3),
+        "in_app_seconds": None if in_app is None else round(in_app * scale, 3),
+        "spark_submits": len(groups),
+        "ran_ok": not errors,
+        "error": "; ".join(errors) or None,
+    }
     if scale != 1.0:
         out.update(extrapolated_from=len(groups), measured_wall_seconds=round(wall, 3))
     return out
@@ -636,9 +812,11 @@ def run_naive(stack: Stack, work: Path, table: str, fmt: str, script: Path, per_
 
 # --- the peer: Lakekeeper --------------------------------------------------------------------
 
+
 def lakekeeper_version() -> str | None:
     """The installed Lakekeeper's version (in this interpreter, the one spark-submit runs), or None."""
     from importlib import metadata
+
     try:
         return metadata.version("lakekeeper")
     except metadata.PackageNotFoundError:
@@ -649,28 +827,37 @@ def parse_lakekeeper(text: str) -> dict:
     """What Lakekeeper's own compaction report (logged, ``core/reporter.py``) and our launcher say:
     status, its compaction's seconds, files before and after, partitions compacted and skipped,
     the error it reported, the table skipped (and why), and the launcher's in-application span."""
-    out: dict = {"status": None, "duration_seconds": None, "files_before": None, "files_after": None,
-                 "partitions_compacted": None, "partitions_skipped": None, "error": None, "skipped": None,
-                 "in_app_seconds": None, "exit": None}
+    out: dict = {
+        "status": None,
+        "duration_seconds": None,
+        "files_before": None,
+        "files_after": None,
+        "partitions_compacted": None,
+        "partitions_skipped": None,
+        "error": None,
+        "skipped": None,
+        "in_app_seconds": None,
+        "exit": None,
+    }
     m = re.search(r"Compaction Report: \S+\s*\n=+\n(.*?)(?:\n\n\S|\Z)", text, re.S)
     report = m.group(1) if m else ""
     if m:
-        if (s := re.search(r"^\s*Status:\s*(\w+)", report, re.M)):
+        if s := re.search(r"^\s*Status:\s*(\w+)", report, re.M):
             out["status"] = s.group(1)
-        if (d := re.search(r"^\s*Duration:\s*([0-9.]+)s", report, re.M)):
+        if d := re.search(r"^\s*Duration:\s*([0-9.]+)s", report, re.M):
             out["duration_seconds"] = float(d.group(1))
         files = re.findall(r"^\s*Files:\s*([0-9,]+)", report, re.M)
         if len(files) >= 2:
             out["files_before"], out["files_after"] = (int(f.replace(",", "")) for f in files[:2])
-        if (c := re.search(r"^\s*Partitions compacted:\s*(\d+)", report, re.M)):
+        if c := re.search(r"^\s*Partitions compacted:\s*(\d+)", report, re.M):
             out["partitions_compacted"] = int(c.group(1))
-        if (k := re.search(r"^\s*Partitions skipped:\s*(\d+)", report, re.M)):
+        if k := re.search(r"^\s*Partitions skipped:\s*(\d+)", report, re.M):
             out["partitions_skipped"] = int(k.group(1))
-        if (e := re.search(r"^\s*ERROR:\s*(.+)$", report, re.M)):
+        if e := re.search(r"^\s*ERROR:\s*(.+)$", report, re.M):
             out["error"] = e.group(1).strip()
-    if (k := re.search(r"^\s*(Skipping \S+(?: -|:) .+)$", text, re.M)):
+    if k := re.search(r"^\s*(Skipping \S+(?: -|:) .+)$", text, re.M):
         out["skipped"] = k.group(1).strip()
-    if (a := re.search(r"^LAKEKEEPER elapsed ([0-9.]+) exit (-?\d+)$", text, re.M)):
+    if a := re.search(r"^LAKEKEEPER elapsed ([0-9.]+) exit (-?\d+)$", text, re.M):
         out["in_app_seconds"], out["exit"] = float(a.group(1)), int(a.group(2))
     return out
 
@@ -682,18 +869,33 @@ def run_lakekeeper(stack: Stack, work: Path, table: str) -> dict:
     (``--analyze-stats``: a full-scan ANALYZE); it is run as tried by hand (LAKEKEEPER_ARGS)."""
     version = lakekeeper_version()
     if version is None:
-        raise RuntimeError("Lakekeeper is not installed in this interpreter (" + sys.executable + "), and it is "
-                           "not a project dependency: install it with `" + LAKEKEEPER_INSTALL + "` "
-                           "(its dependencies, click and PyYAML, are already there; see requirements-bench.txt)")
+        raise RuntimeError(
+            "Lakekeeper is not installed in this interpreter (" + sys.executable + "), and it is "
+            "not a project dependency: install it with `" + LAKEKEEPER_INSTALL + "` "
+            "(its dependencies, click and PyYAML, are already there; see requirements-bench.txt)"
+        )
     script = work / "run_lakekeeper.py"
     script.write_text(LAKEKEEPER_JOB)
-    cmd = ["spark-submit", "--master", "local[2]", "--conf", "spark.driver.host=127.0.0.1",
-           "--conf", f"spark.hadoop.hive.metastore.uris=thrift://127.0.0.1:{stack.port}",
-           "--conf", f"spark.sql.warehouse.dir={stack.metastore.warehouse}",
-           str(script), "compact", "--table", f"{DB}.{table}", *LAKEKEEPER_ARGS]
+    cmd = [
+        "spark-submit",
+        "--master",
+        "local[2]",
+        "--conf",
+        "spark.driver.host=127.0.0.1",
+        "--conf",
+        f"spark.hadoop.hive.metastore.uris=thrift://127.0.0.1:{stack.port}",
+        "--conf",
+        f"spark.sql.warehouse.dir={stack.metastore.warehouse}",
+        str(script),
+        "compact",
+        "--table",
+        f"{DB}.{table}",
+        *LAKEKEEPER_ARGS,
+    ]
     t0 = time.monotonic()
-    p = subprocess.run(cmd, env=stack.env(SPARK_CONF_DIR=spark_conf_dir(work)), capture_output=True,
-                       text=True, timeout=3600)
+    p = subprocess.run(
+        cmd, env=stack.env(SPARK_CONF_DIR=spark_conf_dir(work)), capture_output=True, text=True, timeout=3600
+    )
     wall = time.monotonic() - t0
     text = p.stdout + "\n" + p.stderr
     keep_log(table, text)
@@ -701,16 +903,30 @@ def run_lakekeeper(stack: Stack, work: Path, table: str) -> dict:
     ok = p.returncode == 0 and got["status"] == "completed" and got["exit"] == 0
     error = None
     if not ok:
-        why = got["error"] or got["skipped"] or " | ".join(
-            line.strip()[:500] for line in text.splitlines()
-            if re.search(r"Error|Exception|ERROR", line) and "WARN" not in line[:40])[:2000]
-        error = f"lakekeeper {version}: spark-submit exit {p.returncode}, status {got['status']}: " \
-                + (why or text[-2000:])
-    return {"wall_seconds": round(wall, 3), "in_app_seconds": got["in_app_seconds"], "ran_ok": ok, "error": error,
-            "lakekeeper_version": version, "lakekeeper_args": LAKEKEEPER_ARGS,
-            "lakekeeper_compaction_seconds": got["duration_seconds"],
-            "lakekeeper_reported_files_after": got["files_after"],
-            "partitions_compacted": got["partitions_compacted"], "partitions_skipped": got["partitions_skipped"]}
+        why = (
+            got["error"]
+            or got["skipped"]
+            or " | ".join(
+                line.strip()[:500]
+                for line in text.splitlines()
+                if re.search(r"Error|Exception|ERROR", line) and "WARN" not in line[:40]
+            )[:2000]
+        )
+        error = f"lakekeeper {version}: spark-submit exit {p.returncode}, status {got['status']}: " + (
+            why or text[-2000:]
+        )
+    return {
+        "wall_seconds": round(wall, 3),
+        "in_app_seconds": got["in_app_seconds"],
+        "ran_ok": ok,
+        "error": error,
+        "lakekeeper_version": version,
+        "lakekeeper_args": LAKEKEEPER_ARGS,
+        "lakekeeper_compaction_seconds": got["duration_seconds"],
+        "lakekeeper_reported_files_after": got["files_after"],
+        "partitions_compacted": got["partitions_compacted"],
+        "partitions_skipped": got["partitions_skipped"],
+    }
 
 
 def peer_figures(c: dict) -> dict:
@@ -729,19 +945,29 @@ def peer_figures(c: dict) -> dict:
         if wall is not None and ours.get("plan_seconds") is not None:
             wall = round(wall + ours["plan_seconds"], 3)
         ratio = _div(lk.get("wall_seconds"), wall) if lk.get("ran_ok") and ours.get("ran_ok") else None
-        files_ok = (ours.get("files_after") is not None and lk.get("files_after") is not None
-                    and ours["files_after"] <= lk["files_after"])
+        files_ok = (
+            ours.get("files_after") is not None
+            and lk.get("files_after") is not None
+            and ours["files_after"] <= lk["files_after"]
+        )
         checks = bool(ours.get("checksum_ok")) and bool(lk.get("checksum_ok"))
         hit = ratio is not None and ratio >= PEER_SPEEDUP and files_ok and checks
-        out[key] = {"wall_seconds": wall, "lakekeeper_wall_seconds": lk.get("wall_seconds"), "ratio": ratio,
-                    "in_app_ratio": _div(lk.get("in_app_seconds"), ours.get("in_app_seconds")),
-                    "files_after": ours.get("files_after"), "lakekeeper_files_after": lk.get("files_after"),
-                    "files_ok": files_ok, "checksums_equal": checks, "target": PEER_SPEEDUP,
-                    # The best ratio our run's machine CPU allows on these cores, and both runs' CPU.
-                    "cpu_bound_ratio": _div(lk.get("wall_seconds"), ours.get("cpu_bound_wall_seconds")),
-                    "machine_cpu_seconds": ours.get("machine_cpu_seconds"),
-                    "lakekeeper_machine_cpu_seconds": lk.get("machine_cpu_seconds"),
-                    "result": "-" if ratio is None else "HIT" if hit else "MISS"}
+        out[key] = {
+            "wall_seconds": wall,
+            "lakekeeper_wall_seconds": lk.get("wall_seconds"),
+            "ratio": ratio,
+            "in_app_ratio": _div(lk.get("in_app_seconds"), ours.get("in_app_seconds")),
+            "files_after": ours.get("files_after"),
+            "lakekeeper_files_after": lk.get("files_after"),
+            "files_ok": files_ok,
+            "checksums_equal": checks,
+            "target": PEER_SPEEDUP,
+            # The best ratio our run's machine CPU allows on these cores, and both runs' CPU.
+            "cpu_bound_ratio": _div(lk.get("wall_seconds"), ours.get("cpu_bound_wall_seconds")),
+            "machine_cpu_seconds": ours.get("machine_cpu_seconds"),
+            "lakekeeper_machine_cpu_seconds": lk.get("machine_cpu_seconds"),
+            "result": "-" if ratio is None else "HIT" if hit else "MISS",
+        }
     return out
 
 
@@ -749,19 +975,35 @@ def peer_line(key: str, p: dict) -> str:
     """One line of the peer comparison, e.g. ``auto vs Lakekeeper: 2.41x wall (20.1 s vs 48.4 s),
     ...``."""
     ratio = "-" if p["ratio"] is None else f"{p['ratio']}x"
-    return (f"{p['result']:>4}  {key} vs Lakekeeper: {ratio} wall ({_num(p['wall_seconds'])} s vs "
-            f"{_num(p['lakekeeper_wall_seconds'])} s; in-app {p['in_app_ratio']}x), files after "
-            f"{p['files_after']} vs {p['lakekeeper_files_after']} ({'<=' if p['files_ok'] else 'MORE'}), "
-            f"checksums {'both equal the source' if p['checksums_equal'] else 'NOT both equal'} "
-            f"(target >= {p['target']}x, no more files, checksums equal)"
-            + (f"; machine CPU {p['machine_cpu_seconds']} s vs {p['lakekeeper_machine_cpu_seconds']} s, so at best "
-               f"{p['cpu_bound_ratio']}x on these cores" if p.get("cpu_bound_ratio") is not None else ""))
+    return (
+        f"{p['result']:>4}  {key} vs Lakekeeper: {ratio} wall ({_num(p['wall_seconds'])} s vs "
+        f"{_num(p['lakekeeper_wall_seconds'])} s; in-app {p['in_app_ratio']}x), files after "
+        f"{p['files_after']} vs {p['lakekeeper_files_after']} ({'<=' if p['files_ok'] else 'MORE'}), "
+        f"checksums {'both equal the source' if p['checksums_equal'] else 'NOT both equal'} "
+        f"(target >= {p['target']}x, no more files, checksums equal)"
+        + (
+            f"; machine CPU {p['machine_cpu_seconds']} s vs {p['lakekeeper_machine_cpu_seconds']} s, so at best "
+            f"{p['cpu_bound_ratio']}x on these cores"
+            if p.get("cpu_bound_ratio") is not None
+            else ""
+        )
+    )
 
 
 # --- one format --------------------------------------------------------------------------------
 
-def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int, rows: int, script: Path,
-                 only: list[str] | None = None, sample: int | None = None) -> dict:
+
+def bench_format(
+    stack: Stack,
+    work: Path,
+    fmt: str,
+    partitions: int,
+    files: int,
+    rows: int,
+    script: Path,
+    only: list[str] | None = None,
+    sample: int | None = None,
+) -> dict:
     tag = fmt.lower()
     src = f"src_{tag}"
     dates = [(date(2026, 1, 1) + timedelta(days=i)).isoformat() for i in range(partitions)]
@@ -772,8 +1014,10 @@ def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int
     expected = content(stack, src)
     bytes_before = sum(p["bytes"] for p in source.values())
     files_before = sum(p["num_files"] for p in source.values())
-    log(f"source {DB}.{src}: {files_before} files, {bytes_before} bytes, "
-        f"{sum(n for n, _ in expected.values())} rows (made in {time.monotonic() - t0:.1f}s)")
+    log(
+        f"source {DB}.{src}: {files_before} files, {bytes_before} bytes, "
+        f"{sum(n for n, _ in expected.values())} rows (made in {time.monotonic() - t0:.1f}s)"
+    )
     uneven = {k: p["num_files"] for k, p in source.items() if p["num_files"] != files}
     if uneven:
         log(f"note: partitions with other than {files} files: {uneven}")
@@ -785,14 +1029,22 @@ def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int
     sources, expect = {}, {}
     if only and "copy_wide" in only:
         sources["copy_wide"] = wide = f"src_wide_{tag}"
-        stack.make_table(DB, wide, fmt.upper(), dates[:len(dates) // 2], files=files * 2, rows=rows * 2)
+        stack.make_table(DB, wide, fmt.upper(), dates[: len(dates) // 2], files=files * 2, rows=rows * 2)
         expect["copy_wide"] = content(stack, wide)
         wide_snap = stack.snapshot(DB, wide)
-        wide_rec = {"partitions": len(wide_snap), "files_before": sum(p["num_files"] for p in wide_snap.values()),
-                    "bytes_before": sum(p["bytes"] for p in wide_snap.values())}
+        wide_rec = {
+            "partitions": len(wide_snap),
+            "files_before": sum(p["num_files"] for p in wide_snap.values()),
+            "bytes_before": sum(p["bytes"] for p in wide_snap.values()),
+        }
         log(f"source {DB}.{wide}: {wide_rec['files_before']} files, {wide_rec['bytes_before']} bytes")
-    out = {"partitions": partitions, "files_before": files_before, "bytes_before": bytes_before,
-           "rows": sum(n for n, _ in expected.values()), "contestants": {}}
+    out = {
+        "partitions": partitions,
+        "files_before": files_before,
+        "bytes_before": bytes_before,
+        "rows": sum(n for n, _ in expected.values()),
+        "contestants": {},
+    }
     external = bool(only) and "lakekeeper" in only  # Lakekeeper compacts EXTERNAL tables only
     out["external_tables"] = external
     for key in [k for k in CONTESTANTS if (k in only if only else k not in OPT_IN)]:
@@ -814,8 +1066,7 @@ def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int
             elif key == "lakekeeper":
                 rec = run_lakekeeper(stack, work, table)
             else:
-                rec = run_naive(stack, work, table, fmt, script, per_partition=(key == "per_partition"),
-                                sample=sample)
+                rec = run_naive(stack, work, table, fmt, script, per_partition=(key == "per_partition"), sample=sample)
         except Exception as e:  # noqa: BLE001 - one broken contestant must not hide the others' figures
             rec = {"wall_seconds": None, "in_app_seconds": None, "ran_ok": False, "error": f"{type(e).__name__}: {e}"}
         if "machine_cpu_seconds" not in rec:  # the DAG contestants measure their run's own span
@@ -825,22 +1076,38 @@ def bench_format(stack: Stack, work: Path, fmt: str, partitions: int, files: int
                 rec.update(after_state(stack, table, expect.get(key, expected)))
             except Exception as e:  # noqa: BLE001 - a read-back failure is this contestant's result
                 rec.update(checksum_ok=False, error=(rec.get("error") or "") + f" reading back: {e}")
-        rec = {"label": CONTESTANTS[key], "table": f"{DB}.{table}", "files_before": files_before,
-               "bytes_before": bytes_before, **rec}
+        rec = {
+            "label": CONTESTANTS[key],
+            "table": f"{DB}.{table}",
+            "files_before": files_before,
+            "bytes_before": bytes_before,
+            **rec,
+        }
         if key == "copy_half":
-            rec.update(partitions=len(half), half_files=sum(p["num_files"] for p in half.values()),
-                       half_bytes=sum(p["bytes"] for p in half.values()))
+            rec.update(
+                partitions=len(half),
+                half_files=sum(p["num_files"] for p in half.values()),
+                half_bytes=sum(p["bytes"] for p in half.values()),
+            )
         if key == "copy_wide":
             rec.update(wide_rec)
         out["contestants"][key] = rec
-        log(f"   wall {fmt_s(rec['wall_seconds'])}, in-app {fmt_s(rec['in_app_seconds'])}, "
+        log(
+            f"   wall {fmt_s(rec['wall_seconds'])}, in-app {fmt_s(rec['in_app_seconds'])}, "
             f"files after {rec.get('files_after')}, checksum {'ok' if rec.get('checksum_ok') else 'DIFFERS'}"
             + (f", partitions by mode {rec['partitions_by_mode']}" if rec.get("partitions_by_mode") else "")
-            + (f", first partition done after {fmt_s(rec['first_partition_done_seconds'])} in-app"
-               if rec.get("first_partition_done_seconds") is not None else "")
-            + (f", machine CPU {rec['machine_cpu_seconds']} s ({rec['cores_busy']} of {rec['cores']} cores busy)"
-               if rec.get("machine_cpu_seconds") is not None else "")
-            + (f"\n   ERROR {rec['error'][-2000:]}" if rec.get("error") else ""))
+            + (
+                f", first partition done after {fmt_s(rec['first_partition_done_seconds'])} in-app"
+                if rec.get("first_partition_done_seconds") is not None
+                else ""
+            )
+            + (
+                f", machine CPU {rec['machine_cpu_seconds']} s ({rec['cores_busy']} of {rec['cores']} cores busy)"
+                if rec.get("machine_cpu_seconds") is not None
+                else ""
+            )
+            + (f"\n   ERROR {rec['error'][-2000:]}" if rec.get("error") else "")
+        )
     out["ratios"] = ratios(out["contestants"], bytes_before, files_before, partitions)
     out["peer"] = peer_figures(out["contestants"])
     out["per_partition_seconds"] = per_partition_seconds(out["contestants"], partitions)
@@ -857,8 +1124,9 @@ def per_partition_seconds(c: dict, partitions: int) -> dict:
             fixed = wall - rec["in_app_seconds"]
         if key in ("per_partition", "floor"):
             fixed = 0.0
-        out[key] = (None if wall is None or fixed is None
-                    else round((wall - fixed) / rec.get("partitions", partitions), 4))
+        out[key] = (
+            None if wall is None or fixed is None else round((wall - fixed) / rec.get("partitions", partitions), 4)
+        )
     return out
 
 
@@ -872,6 +1140,7 @@ def _div(a, b):
 
 def ratios(c: dict, total_bytes: int, total_files: int, partitions: int | None = None) -> dict:
     """The targets' ratios; None where a contestant was left out (--only) or has no figure."""
+
     def get(key: str, figure: str):
         return c.get(key, {}).get(figure)
 
@@ -891,19 +1160,35 @@ def ratios(c: dict, total_bytes: int, total_files: int, partitions: int | None =
     # partitions: a job's time split into what a file adds and what a partition adds beyond its files
     wide = c.get("copy_wide", {})
     file_added = partition_added = by_step = None
-    if floor_tp and None not in (wide.get("in_app_seconds"), half.get("in_app_seconds")) \
-            and wide["files_before"] > half["half_files"]:
+    if (
+        floor_tp
+        and None not in (wide.get("in_app_seconds"), half.get("in_app_seconds"))
+        and wide["files_before"] > half["half_files"]
+    ):
         files, size = wide["files_before"] - half["half_files"], wide["bytes_before"] - half["half_bytes"]
-        file_added = round((wide["in_app_seconds"] - half["in_app_seconds"] - size / (0.25 * floor_tp))
-                           / files * 1000, 3)
+        file_added = round(
+            (wide["in_app_seconds"] - half["in_app_seconds"] - size / (0.25 * floor_tp)) / files * 1000, 3
+        )
         steps = (wide.get("driver_ms_per_partition_by_step") or {}, half.get("driver_ms_per_partition_by_step") or {})
-        by_step = {k: round((v * wide["partitions"] - steps[1][k] * half["partitions"]) / files, 2)
-                   for k, v in steps[0].items() if k in steps[1]}
-    if copy_in_app is not None and floor_tp and wide.get("in_app_seconds") is not None and partitions \
-            and partitions > wide["partitions"]:
+        by_step = {
+            k: round((v * wide["partitions"] - steps[1][k] * half["partitions"]) / files, 2)
+            for k, v in steps[0].items()
+            if k in steps[1]
+        }
+    if (
+        copy_in_app is not None
+        and floor_tp
+        and wide.get("in_app_seconds") is not None
+        and partitions
+        and partitions > wide["partitions"]
+    ):
         size = total_bytes - wide["bytes_before"]
-        partition_added = round((copy_in_app - wide["in_app_seconds"] - size / (0.25 * floor_tp))
-                                / (partitions - wide["partitions"]) * 1000, 2)
+        partition_added = round(
+            (copy_in_app - wide["in_app_seconds"] - size / (0.25 * floor_tp))
+            / (partitions - wide["partitions"])
+            * 1000,
+            2,
+        )
     values = {
         "dag_vs_loop_wall": _div(get("loop", "wall_seconds"), get("dag", "wall_seconds")),
         "dag_vs_per_partition_submits": _div(get("per_partition", "wall_seconds"), get("dag", "wall_seconds")),
@@ -920,75 +1205,115 @@ def ratios(c: dict, total_bytes: int, total_files: int, partitions: int | None =
         "scheduled_fixed_start_seconds": get("dag_scheduled", "dag_fixed_start_seconds"),
         "scheduled_fixed_start_ours_seconds": get("dag_scheduled", "dag_fixed_start_ours_seconds"),
     }
-    out = {"floor_mb_per_s": _div(floor_tp, 1024**2), "copy_in_app_mb_per_s": _div(copy_tp, 1024**2),
-           # The best DAG-vs-loop ratio each DAG contestant's measured CPU allows on this machine's cores.
-           **{f"{k}_vs_loop_cpu_bound": _div(get("loop", "wall_seconds"), get(k, "cpu_bound_wall_seconds"))
-              for k in ("dag", "dag_scheduled")},
-           "copy_ms_per_partition_added": partition_added, "copy_file_added_driver_ms_by_step": by_step,
-           "copy_wall_mb_per_s": _div(_div(total_bytes, get("copy", "wall_seconds")), 1024**2), "targets": {}}
+    out = {
+        "floor_mb_per_s": _div(floor_tp, 1024**2),
+        "copy_in_app_mb_per_s": _div(copy_tp, 1024**2),
+        # The best DAG-vs-loop ratio each DAG contestant's measured CPU allows on this machine's cores.
+        **{
+            f"{k}_vs_loop_cpu_bound": _div(get("loop", "wall_seconds"), get(k, "cpu_bound_wall_seconds"))
+            for k in ("dag", "dag_scheduled")
+        },
+        "copy_ms_per_partition_added": partition_added,
+        "copy_file_added_driver_ms_by_step": by_step,
+        "copy_wall_mb_per_s": _div(_div(total_bytes, get("copy", "wall_seconds")), 1024**2),
+        "targets": {},
+    }
     for name, (bound, kind, what) in TARGETS.items():
         v = values[name]
         hit = v is not None and (v >= bound if kind == "min" else v <= bound)
-        out["targets"][name] = {"value": v, "target": bound, "kind": kind, "what": what,
-                                "result": "-" if v is None else "HIT" if hit else "MISS"}
+        out["targets"][name] = {
+            "value": v,
+            "target": bound,
+            "kind": kind,
+            "what": what,
+            "result": "-" if v is None else "HIT" if hit else "MISS",
+        }
     return out
 
 
 def report(figures: dict) -> None:
     for fmt, f in figures["formats"].items():
-        log(f"\n== {fmt.upper()}: {f['partitions']} partitions, {f['files_before']} files, "
-            f"{f['bytes_before']} bytes, {f['rows']} rows")
+        log(
+            f"\n== {fmt.upper()}: {f['partitions']} partitions, {f['files_before']} files, "
+            f"{f['bytes_before']} bytes, {f['rows']} rows"
+        )
         log(f"{'contestant':<36} {'wall s':>9} {'in-app s':>9} {'files after':>12} {'bytes after':>12}  checksum")
         for _key, c in f["contestants"].items():
             per = set((c.get("files_after_per_partition") or {}).values())
             files = f"{c.get('files_after')}" + (f" ({per.pop()}/part)" if len(per) == 1 else "")
-            log(f"{c['label']:<36} {_num(c['wall_seconds']):>9} {_num(c['in_app_seconds']):>9} {files:>12} "
+            log(
+                f"{c['label']:<36} {_num(c['wall_seconds']):>9} {_num(c['in_app_seconds']):>9} {files:>12} "
                 f"{str(c.get('bytes_after')):>12}  {'match' if c.get('checksum_ok') else 'MISMATCH'}"
-                + ("" if c.get("ran_ok") else "  (FAILED)"))
+                + ("" if c.get("ran_ok") else "  (FAILED)")
+            )
         r = f["ratios"]
-        log(f"throughput: floor {r['floor_mb_per_s']} MB/s, copy mode in-app {r['copy_in_app_mb_per_s']} MB/s "
-            f"(wall {r['copy_wall_mb_per_s']} MB/s)")
+        log(
+            f"throughput: floor {r['floor_mb_per_s']} MB/s, copy mode in-app {r['copy_in_app_mb_per_s']} MB/s "
+            f"(wall {r['copy_wall_mb_per_s']} MB/s)"
+        )
         per = f.get("per_partition_seconds") or {}
         fixed = {k: c.get("fixed_seconds") for k, c in f["contestants"].items() if c.get("fixed_seconds") is not None}
-        log("seconds per partition beyond the fixed start: "
+        log(
+            "seconds per partition beyond the fixed start: "
             + ", ".join(f"{k} {v}" for k, v in per.items() if v is not None)
-            + ("; fixed start to the first merge byte: " + ", ".join(f"{k} {v}s" for k, v in fixed.items())
-               if fixed else ""))
+            + (
+                "; fixed start to the first merge byte: " + ", ".join(f"{k} {v}s" for k, v in fixed.items())
+                if fixed
+                else ""
+            )
+        )
         for key in ("dag", "dag_scheduled"):
             dag = f["contestants"].get(key, {})
             if dag.get("dag_fixed_start_seconds") is not None:
-                log(f"{key}: the DAG's fixed start, the plan task's start to the first merge byte: "
+                log(
+                    f"{key}: the DAG's fixed start, the plan task's start to the first merge byte: "
                     f"{dag['dag_fixed_start_seconds']}s = Airflow {dag['start_airflow_seconds']}s + plan task "
                     f"{dag['start_plan_task_seconds']}s + Spark (spark-submit to the job's SparkContext) "
                     f"{dag['start_spark_seconds']}s + Spark SQL's session (beyond preparing) "
                     f"{dag['start_spark_sql_seconds']}s + the driver's work {dag['start_driver_ours_seconds']}s "
-                    f"(of it preparing {dag['start_prepare_seconds']}s)")
+                    f"(of it preparing {dag['start_prepare_seconds']}s)"
+                )
             if r.get(f"{key}_vs_loop_cpu_bound") is not None:
-                log(f"{key} against loop, the CPU: the DAG's run used {dag['machine_cpu_seconds']} CPU-s of the "
+                log(
+                    f"{key} against loop, the CPU: the DAG's run used {dag['machine_cpu_seconds']} CPU-s of the "
                     f"machine (the loop's {f['contestants']['loop'].get('machine_cpu_seconds')}), at least "
                     f"{dag['cpu_bound_wall_seconds']}s on its {dag['cores']} cores however it were scheduled: at best "
-                    f"{r[f'{key}_vs_loop_cpu_bound']}x the loop's wall")
+                    f"{r[f'{key}_vs_loop_cpu_bound']}x the loop's wall"
+                )
         for key, c in f["contestants"].items():
             if c.get("driver_old_gen_peak_mb") is not None:
-                log(f"{key}: the driver's peak memory (its largest job): JVM RSS {c['driver_jvm_peak_rss_mb']} MB, "
+                log(
+                    f"{key}: the driver's peak memory (its largest job): JVM RSS {c['driver_jvm_peak_rss_mb']} MB, "
                     f"JVM old generation {c['driver_old_gen_peak_mb']} MB, "
-                    f"Python RSS {c['driver_python_peak_rss_mb']} MB")
+                    f"Python RSS {c['driver_python_peak_rss_mb']} MB"
+                )
             if c.get("driver_ms_per_partition_by_step"):  # summed over driver threads, so more than wall time
-                log(f"{key}: the driver's time by step, ms per partition (summed over its threads): "
-                    + ", ".join(f"{k} {v}" for k, v in c["driver_ms_per_partition_by_step"].items()))
+                log(
+                    f"{key}: the driver's time by step, ms per partition (summed over its threads): "
+                    + ", ".join(f"{k} {v}" for k, v in c["driver_ms_per_partition_by_step"].items())
+                )
         pp = f["contestants"].get("per_partition", {})
         if pp.get("extrapolated_from"):
-            log(f"one spark-submit per partition: measured on {pp['extrapolated_from']} of {f['partitions']} "
-                f"partitions ({pp['measured_wall_seconds']}s), extrapolated linearly to {pp['wall_seconds']}s")
+            log(
+                f"one spark-submit per partition: measured on {pp['extrapolated_from']} of {f['partitions']} "
+                f"partitions ({pp['measured_wall_seconds']}s), extrapolated linearly to {pp['wall_seconds']}s"
+            )
         if r.get("copy_ms_per_partition_added") is not None:
-            log(f"copy: what a partition adds beyond its files and bytes (copy against copy_wide, the same files in "
-                f"twice the partitions): {r['copy_ms_per_partition_added']} ms")
+            log(
+                f"copy: what a partition adds beyond its files and bytes (copy against copy_wide, the same files in "
+                f"twice the partitions): {r['copy_ms_per_partition_added']} ms"
+            )
         if r.get("copy_file_added_driver_ms_by_step"):
-            log("copy: what a file adds, the driver's time by step (summed over its threads): "
-                + ", ".join(f"{k} {v}" for k, v in r["copy_file_added_driver_ms_by_step"].items()) + " ms")
+            log(
+                "copy: what a file adds, the driver's time by step (summed over its threads): "
+                + ", ".join(f"{k} {v}" for k, v in r["copy_file_added_driver_ms_by_step"].items())
+                + " ms"
+            )
         for _name, t in r["targets"].items():
-            log(f"{t['result']:>4}  {t['what']}: {t['value']} (target {'>=' if t['kind'] == 'min' else '<='} "
-                f"{t['target']})")
+            log(
+                f"{t['result']:>4}  {t['what']}: {t['value']} (target {'>=' if t['kind'] == 'min' else '<='} "
+                f"{t['target']})"
+            )
         for key, p in (f.get("peer") or {}).items():
             log(peer_line(key, p))
 
@@ -997,18 +1322,39 @@ def planning_pass(work: Path, partitions: int) -> dict:
     """The plan task and the merge job's listing over ``partitions`` registered partitions, no
     merge (``planning_scale.py``, its own Metastore: metadata and empty folders only)."""
     out = work / "planning.json"
-    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "planning_scale.py"), "--sizes",
-                        str(partitions // 2), str(partitions), "--repeat", "1", "--json", str(out)],
-                       capture_output=True, text=True, timeout=1800)
+    p = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "planning_scale.py"),
+            "--sizes",
+            str(partitions // 2),
+            str(partitions),
+            "--repeat",
+            "1",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     if p.returncode != 0 or not out.exists():
         return {"ran_ok": False, "checksum_ok": True, "error": (p.stdout + p.stderr)[-2000:]}
     r = json.loads(out.read_text())["results"][-1]
-    got = {"ran_ok": True, "checksum_ok": True, "partitions": r["partitions"],
-           "planning_seconds": r["planning_seconds"], "planning_us_per_partition": r["us_per_partition"],
-           "listing_seconds": r.get("listing_seconds"), "listing_us_per_partition": r.get("listing_us_per_partition")}
-    log(f"\n== planning + listing only, {got['partitions']} partitions: plan {got['planning_seconds']}s "
+    got = {
+        "ran_ok": True,
+        "checksum_ok": True,
+        "partitions": r["partitions"],
+        "planning_seconds": r["planning_seconds"],
+        "planning_us_per_partition": r["us_per_partition"],
+        "listing_seconds": r.get("listing_seconds"),
+        "listing_us_per_partition": r.get("listing_us_per_partition"),
+    }
+    log(
+        f"\n== planning + listing only, {got['partitions']} partitions: plan {got['planning_seconds']}s "
         f"({got['planning_us_per_partition']} us per partition), listing {got['listing_seconds']}s "
-        f"({got['listing_us_per_partition']} us per partition)")
+        f"({got['listing_us_per_partition']} us per partition)"
+    )
     return got
 
 
@@ -1020,31 +1366,58 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--partitions", type=int, default=20)
     ap.add_argument("--files", type=int, default=40, help="small files per partition")
-    ap.add_argument("--rows", type=int, default=550_000,
-                    help="rows per partition (the default makes about 140 MB of ORC, 250 MB of Parquet, "
-                         "in 20 x 40 files: the data the targets are set on)")
+    ap.add_argument(
+        "--rows",
+        type=int,
+        default=550_000,
+        help="rows per partition (the default makes about 140 MB of ORC, 250 MB of Parquet, "
+        "in 20 x 40 files: the data the targets are set on)",
+    )
     ap.add_argument("--formats", nargs="+", type=str.lower, choices=["orc", "parquet"], default=["orc", "parquet"])
-    ap.add_argument("--quick", action="store_true",
-                    help=f"a tiny smoke configuration: {QUICK} (explicit size arguments still win)")
-    ap.add_argument("--scale", action="store_true",
-                    help=f"the scale run: {SCALE}, and a planning + listing-only pass over "
-                         f"{SCALE_PLANNING_PARTITIONS} partitions (explicit arguments still win)")
-    ap.add_argument("--shape", choices=list(SHAPES),
-                    help="the issue's table shapes: files of ~256 KB or ~20 KB (ORC) against the peer, ~16 MB for "
-                         "a copy's bytes: "
-                         + ", ".join(f"{k}: {v}" for k, v in SHAPES.items()) + " (explicit arguments still win)")
-    ap.add_argument("--planning-partitions", type=int, default=SCALE_PLANNING_PARTITIONS,
-                    help="with --scale: partitions of the planning + listing-only pass (0: none)")
-    ap.add_argument("--sample", type=int,
-                    help="measure one spark-submit per partition on this many partitions, extrapolate to all")
-    ap.add_argument("--only", nargs="+", choices=list(CONTESTANTS),
-                    help="run only these contestants (ratios needing a missing one print '-')")
-    ap.add_argument("--auto-floor", type=int, metavar="BYTES",
-                    help="the auto contestant's copy_min_block_size (default: the product's default)")
+    ap.add_argument(
+        "--quick", action="store_true", help=f"a tiny smoke configuration: {QUICK} (explicit size arguments still win)"
+    )
+    ap.add_argument(
+        "--scale",
+        action="store_true",
+        help=f"the scale run: {SCALE}, and a planning + listing-only pass over "
+        f"{SCALE_PLANNING_PARTITIONS} partitions (explicit arguments still win)",
+    )
+    ap.add_argument(
+        "--shape",
+        choices=list(SHAPES),
+        help="the issue's table shapes: files of ~256 KB or ~20 KB (ORC) against the peer, ~16 MB for "
+        "a copy's bytes: " + ", ".join(f"{k}: {v}" for k, v in SHAPES.items()) + " (explicit arguments still win)",
+    )
+    ap.add_argument(
+        "--planning-partitions",
+        type=int,
+        default=SCALE_PLANNING_PARTITIONS,
+        help="with --scale: partitions of the planning + listing-only pass (0: none)",
+    )
+    ap.add_argument(
+        "--sample", type=int, help="measure one spark-submit per partition on this many partitions, extrapolate to all"
+    )
+    ap.add_argument(
+        "--only",
+        nargs="+",
+        choices=list(CONTESTANTS),
+        help="run only these contestants (ratios needing a missing one print '-')",
+    )
+    ap.add_argument(
+        "--auto-floor",
+        type=int,
+        metavar="BYTES",
+        help="the auto contestant's copy_min_block_size (default: the product's default)",
+    )
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--logs", type=Path, help="keep our contestants' job logs in this folder")
-    ap.add_argument("--metastore", choices=list(METASTORES), default="derby",
-                    help="the Metastore the tables live in: " + "; ".join(f"{k}: {v}" for k, v in METASTORES.items()))
+    ap.add_argument(
+        "--metastore",
+        choices=list(METASTORES),
+        default="derby",
+        help="the Metastore the tables live in: " + "; ".join(f"{k}: {v}" for k, v in METASTORES.items()),
+    )
     args = ap.parse_args(argv)
     given = {a.split("=")[0].lstrip("-") for a in argv if a.startswith("--")}
     for preset, values in ((args.quick, QUICK), (args.scale, SCALE), (args.shape, SHAPES.get(args.shape))):
@@ -1060,18 +1433,31 @@ def measure(stack: Stack, work: Path, args: argparse.Namespace) -> dict:
     global LOGS, AUTO_FLOOR
     LOGS = args.logs
     AUTO_FLOOR = args.auto_floor
-    figures = {"config": {"partitions": args.partitions, "files": args.files, "rows": args.rows,
-                          "formats": args.formats, "quick": args.quick, "scale": args.scale, "sample": args.sample,
-                          "only": args.only, "auto_floor": args.auto_floor, "shape": args.shape,
-                          "master": "local[2]", "metastore": args.metastore,
-                          "spark_conf": SPARK_CONF},
-               "formats": {}}
+    figures = {
+        "config": {
+            "partitions": args.partitions,
+            "files": args.files,
+            "rows": args.rows,
+            "formats": args.formats,
+            "quick": args.quick,
+            "scale": args.scale,
+            "sample": args.sample,
+            "only": args.only,
+            "auto_floor": args.auto_floor,
+            "shape": args.shape,
+            "master": "local[2]",
+            "metastore": args.metastore,
+            "spark_conf": SPARK_CONF,
+        },
+        "formats": {},
+    }
     started = time.monotonic()
     script = work / "naive_coalesce.py"
     script.write_text(NAIVE_JOB)
     for fmt in args.formats:
-        figures["formats"][fmt] = bench_format(stack, work, fmt, args.partitions, args.files, args.rows, script,
-                                               args.only, args.sample)
+        figures["formats"][fmt] = bench_format(
+            stack, work, fmt, args.partitions, args.files, args.rows, script, args.only, args.sample
+        )
     if args.scale and args.planning_partitions:
         figures["planning"] = planning_pass(work, args.planning_partitions)
     figures["total_seconds"] = round(time.monotonic() - started, 1)
@@ -1082,8 +1468,10 @@ def measure(stack: Stack, work: Path, args: argparse.Namespace) -> dict:
     figures["all_ran"] = all(c.get("ran_ok") for c in every)
     figures["ok"] = figures["checksums_ok"] and figures["all_ran"]
     report(figures)
-    log(f"\ntotal {figures['total_seconds']}s; checksums {'all match' if figures['checksums_ok'] else 'MISMATCH'}; "
-        f"contestants {'all ran' if figures['all_ran'] else 'FAILED'}")
+    log(
+        f"\ntotal {figures['total_seconds']}s; checksums {'all match' if figures['checksums_ok'] else 'MISMATCH'}; "
+        f"contestants {'all ran' if figures['all_ran'] else 'FAILED'}"
+    )
     return figures
 
 
@@ -1095,8 +1483,12 @@ def make_stack(state: Path, metastore: str) -> Stack:
     if metastore == "postgres":
         return Stack(state, use_postgres=True)
     from hive_metastores import NO_TRANSFORMER, HiveMetastoreServer
-    return Stack(state, use_postgres=True, metastore=lambda pg: HiveMetastoreServer(
-        metastore, state / "hms", pg, settings=NO_TRANSFORMER))
+
+    return Stack(
+        state,
+        use_postgres=True,
+        metastore=lambda pg: HiveMetastoreServer(metastore, state / "hms", pg, settings=NO_TRANSFORMER),
+    )
 
 
 def main() -> int:

@@ -17,6 +17,7 @@ costs at most one round trip per partition (where the tables' folders are on thi
 every registered partition was either planned or deferred (none lost). The figures are written as
 JSON to ``--json PATH`` or, without it, as the last line of stdout.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,12 +65,20 @@ def log(msg: str = "") -> None:
 
 # --- registration ------------------------------------------------------------------------------
 
+
 def storage(location: str | None, cols) -> ttypes.StorageDescriptor:
     return ttypes.StorageDescriptor(
-        cols=cols, location=location, inputFormat=ORC_INPUT, outputFormat=ORC_OUTPUT,
-        compressed=False, numBuckets=-1,
+        cols=cols,
+        location=location,
+        inputFormat=ORC_INPUT,
+        outputFormat=ORC_OUTPUT,
+        compressed=False,
+        numBuckets=-1,
         serdeInfo=ttypes.SerDeInfo(serializationLib=ORC_SERDE, parameters={"serialization.format": "1"}),
-        bucketCols=[], sortCols=[], parameters={})
+        bucketCols=[],
+        sortCols=[],
+        parameters={},
+    )
 
 
 COLUMNS = [ttypes.FieldSchema("id", "bigint", None), ttypes.FieldSchema("payload", "string", None)]
@@ -84,9 +93,14 @@ def ensure_database(client, warehouse: str | None) -> None:
     try:
         client.get_database(DATABASE)
     except ttypes.NoSuchObjectException:
-        client.create_database(ttypes.Database(
-            name=DATABASE, description="planning_scale benchmark",
-            locationUri=f"{warehouse}/{DATABASE}.db" if warehouse else None, parameters={}))
+        client.create_database(
+            ttypes.Database(
+                name=DATABASE,
+                description="planning_scale benchmark",
+                locationUri=f"{warehouse}/{DATABASE}.db" if warehouse else None,
+                parameters={},
+            )
+        )
 
 
 def local_folder(location: str) -> Path | None:
@@ -117,10 +131,18 @@ def register_table(client, table: str, n: int, chunk: int, rng: random.Random) -
             return 0.0, True
         client.drop_table(DATABASE, table, True)
     started = time.perf_counter()
-    client.create_table(ttypes.Table(
-        tableName=table, dbName=DATABASE, owner="benchmark", createTime=int(time.time()),
-        sd=storage(None, COLUMNS), partitionKeys=PARTITION_KEYS, tableType="EXTERNAL_TABLE",
-        parameters={"EXTERNAL": "TRUE"}))
+    client.create_table(
+        ttypes.Table(
+            tableName=table,
+            dbName=DATABASE,
+            owner="benchmark",
+            createTime=int(time.time()),
+            sd=storage(None, COLUMNS),
+            partitionKeys=PARTITION_KEYS,
+            tableType="EXTERNAL_TABLE",
+            parameters={"EXTERNAL": "TRUE"},
+        )
+    )
     location = client.get_table(DATABASE, table).sd.location.rstrip("/")
     local_root = local_folder(location)
     for start in range(0, n, chunk):
@@ -131,24 +153,34 @@ def register_table(client, table: str, n: int, chunk: int, rng: random.Random) -
                 precreate(local_root / f"dt={values[0]}" / f"hr={values[1]}")
             num_files = rng.randint(2, 50)
             total_size = sum(rng.randint(256 * 1024, 8 * 1024**2) for _ in range(num_files))
-            parts.append(ttypes.Partition(
-                values=values, dbName=DATABASE, tableName=table, createTime=int(time.time()),
-                sd=storage(f"{location}/dt={values[0]}/hr={values[1]}", COLUMNS),
-                parameters={"numFiles": str(num_files), "totalSize": str(total_size)}))
+            parts.append(
+                ttypes.Partition(
+                    values=values,
+                    dbName=DATABASE,
+                    tableName=table,
+                    createTime=int(time.time()),
+                    sd=storage(f"{location}/dt={values[0]}/hr={values[1]}", COLUMNS),
+                    parameters={"numFiles": str(num_files), "totalSize": str(total_size)},
+                )
+            )
         client.add_partitions(parts)
     return time.perf_counter() - started, False
 
 
 # --- planning ----------------------------------------------------------------------------------
 
+
 def plan_once(port: int, table: str, batch_size: int) -> tuple[float, int, dict]:
-    settings = config_mod.parse({
-        "tables": [{"name": f"{DATABASE}.{table}"}],
-        "fan_out": {"max_spark_jobs": MAX_SPARK_JOBS, "max_partitions_per_job": MAX_PARTITIONS_PER_JOB},
-        # Its own results table: on a Metastore already running (--metastore-port), the plan task's
-        # upkeep of the default one would read other runs' records and change the call counts.
-        "results_table": f"{DATABASE}.hive_compaction_results",
-    }, "<planning_scale>")
+    settings = config_mod.parse(
+        {
+            "tables": [{"name": f"{DATABASE}.{table}"}],
+            "fan_out": {"max_spark_jobs": MAX_SPARK_JOBS, "max_partitions_per_job": MAX_PARTITIONS_PER_JOB},
+            # Its own results table: on a Metastore already running (--metastore-port), the plan task's
+            # upkeep of the default one would read other runs' records and change the call counts.
+            "results_table": f"{DATABASE}.hive_compaction_results",
+        },
+        "<planning_scale>",
+    )
     with HMS("127.0.0.1", port, batch_size=batch_size) as hms:
         started = time.perf_counter()
         out = dag_tasks.plan(settings, hms, f"bench__{table}", select(settings, {}, "manual", None))
@@ -199,11 +231,13 @@ def measure(port: int, table: str, n: int, batch_size: int, repeat: int) -> dict
 
 # --- listing (the merge job's part) -----------------------------------------------------------
 
+
 def listing_pass(spark, out: dict) -> dict:
     """List every planned partition's folder as the merge job does (``HadoopFS.list``, one JVM
     helper call each), counting the helper calls. The folders are the registered, empty ones."""
     from hive_compaction.storage import jvm_helper
     from hive_compaction.storage.hadoop_fs import HadoopFS
+
     locations = [t.location for a in out["spark_args"] for t in batch_tasks(decode_batch(a["application_args"][1]))]
     fs, calls = HadoopFS(spark), [0]
     real = jvm_helper.call
@@ -211,6 +245,7 @@ def listing_pass(spark, out: dict) -> dict:
     def counted(*a, **k):
         calls[0] += 1
         return real(*a, **k)
+
     fs.list(locations[0])  # compiles the helper: not timed
     jvm_helper.call = counted
     try:
@@ -220,30 +255,45 @@ def listing_pass(spark, out: dict) -> dict:
         seconds = time.perf_counter() - started
     finally:
         jvm_helper.call = real
-    return {"listed": len(locations), "listing_seconds": round(seconds, 4),
-            "listing_us_per_partition": round(seconds / max(1, len(locations)) * 1e6, 1),
-            "listing_calls_per_partition": round(calls[0] / max(1, len(locations)), 3)}
+    return {
+        "listed": len(locations),
+        "listing_seconds": round(seconds, 4),
+        "listing_us_per_partition": round(seconds / max(1, len(locations)) * 1e6, 1),
+        "listing_calls_per_partition": round(calls[0] / max(1, len(locations)), 3),
+    }
 
 
 def local_spark():
     import os
+
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
-    spark = (SparkSession.builder.master("local[1]").appName("planning-scale-listing")
-             .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1").getOrCreate())
+
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .appName("planning-scale-listing")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
 
 # --- main --------------------------------------------------------------------------------------
 
+
 def run(args, port: int, warehouse: str | None) -> dict:
     sizes = sorted(args.sizes)
     rng = random.Random(args.seed)
     figures: dict = {
-        "sizes": sizes, "batch_size": args.batch_size, "register_chunk": args.register_chunk,
-        "max_spark_jobs": MAX_SPARK_JOBS, "max_partitions_per_job": MAX_PARTITIONS_PER_JOB,
-        "repeat": args.repeat, "metastore_port": port,
+        "sizes": sizes,
+        "batch_size": args.batch_size,
+        "register_chunk": args.register_chunk,
+        "max_spark_jobs": MAX_SPARK_JOBS,
+        "max_partitions_per_job": MAX_PARTITIONS_PER_JOB,
+        "repeat": args.repeat,
+        "metastore_port": port,
     }
     registration = []
     with hmsclient.HMSClient(host="127.0.0.1", port=port) as client:
@@ -251,13 +301,16 @@ def run(args, port: int, warehouse: str | None) -> dict:
         for n in sizes:
             table = f"parts_{n}"
             seconds, reused = register_table(client, table, n, args.register_chunk, rng)
-            registration.append({"table": f"{DATABASE}.{table}", "partitions": n,
-                                 "seconds": round(seconds, 2), "reused": reused})
+            registration.append(
+                {"table": f"{DATABASE}.{table}", "partitions": n, "seconds": round(seconds, 2), "reused": reused}
+            )
             if reused:
                 log(f"reused {DATABASE}.{table}: {n} partitions already registered")
             else:
-                log(f"registered {DATABASE}.{table}: {n} partitions in {seconds:.1f} s "
-                    f"({seconds / n * 1e3:.2f} ms per partition, add_partitions x{args.register_chunk})")
+                log(
+                    f"registered {DATABASE}.{table}: {n} partitions in {seconds:.1f} s "
+                    f"({seconds / n * 1e3:.2f} ms per partition, add_partitions x{args.register_chunk})"
+                )
         # The listing pass lists the folders from this machine: only where every table's is here.
         local = all(local_folder(client.get_table(DATABASE, f"parts_{n}").sd.location) for n in sizes)
     total_reg = sum(r["seconds"] for r in registration)
@@ -271,24 +324,34 @@ def run(args, port: int, warehouse: str | None) -> dict:
     plan_once(port, f"parts_{sizes[0]}", args.batch_size)
     results = []
     log("")
-    log(f"planning (dag_tasks.plan, best of {args.repeat}; fan_out max_spark_jobs={MAX_SPARK_JOBS}, "
-        f"max_partitions_per_job={MAX_PARTITIONS_PER_JOB}; Metastore batch_size={args.batch_size})")
-    log(f"{'partitions':>10} {'plan s':>9} {'us/part':>9} {'read s':>8} {'read us/part':>12} {'calls':>6} "
-        f"{'expect':>6} {'batches':>8} {'planned':>8} {'deferred':>8}")
+    log(
+        f"planning (dag_tasks.plan, best of {args.repeat}; fan_out max_spark_jobs={MAX_SPARK_JOBS}, "
+        f"max_partitions_per_job={MAX_PARTITIONS_PER_JOB}; Metastore batch_size={args.batch_size})"
+    )
+    log(
+        f"{'partitions':>10} {'plan s':>9} {'us/part':>9} {'read s':>8} {'read us/part':>12} {'calls':>6} "
+        f"{'expect':>6} {'batches':>8} {'planned':>8} {'deferred':>8}"
+    )
     spark = local_spark() if local else None
     for n in sizes:
         r = measure(port, f"parts_{n}", n, args.batch_size, args.repeat)
         if spark is not None:
             r.update(listing_pass(spark, plan_once(port, f"parts_{n}", args.batch_size)[2]))
-            log(f"{'':>10} listing {r['listed']} planned partition folders: {r['listing_seconds']:.2f} s, "
+            log(
+                f"{'':>10} listing {r['listed']} planned partition folders: {r['listing_seconds']:.2f} s, "
                 f"{r['listing_us_per_partition']:.0f} us and {r['listing_calls_per_partition']} JVM call(s) "
-                "per partition")
+                "per partition"
+            )
         results.append(r)
-        log(f"{r['partitions']:>10} {r['planning_seconds']:>9.3f} {r['us_per_partition']:>9.1f} "
+        log(
+            f"{r['partitions']:>10} {r['planning_seconds']:>9.3f} {r['us_per_partition']:>9.1f} "
             f"{r['metastore_read_seconds']:>8.3f} {r['metastore_read_us_per_partition']:>12.1f} {r['calls']:>6} "
-            f"{r['expected_calls']:>6} {r['batches']:>8} {r['planned']:>8} {r['deferred']:>8}")
-        log(f"{'':>10} runs {r['planning_seconds_all']} s; partitions per Spark application "
-            f"{r['partitions_per_batch']}; largest --batch argument {r['max_encoded_batch_chars']} chars")
+            f"{r['expected_calls']:>6} {r['batches']:>8} {r['planned']:>8} {r['deferred']:>8}"
+        )
+        log(
+            f"{'':>10} runs {r['planning_seconds_all']} s; partitions per Spark application "
+            f"{r['partitions_per_batch']}; largest --batch argument {r['max_encoded_batch_chars']} chars"
+        )
     if spark is not None:
         spark.stop()
     figures["results"] = results
@@ -297,8 +360,9 @@ def run(args, port: int, warehouse: str | None) -> dict:
     ratios = {
         "partitions": round(large["partitions"] / small["partitions"], 4),
         "us_per_partition": round(large["us_per_partition"] / small["us_per_partition"], 4),
-        "metastore_read_us_per_partition": round(large["metastore_read_us_per_partition"]
-                                                 / small["metastore_read_us_per_partition"], 4),
+        "metastore_read_us_per_partition": round(
+            large["metastore_read_us_per_partition"] / small["metastore_read_us_per_partition"], 4
+        ),
         "planning_seconds": round(large["planning_seconds"] / small["planning_seconds"], 4),
         "calls": round(large["calls"] / small["calls"], 4),
         "expected_calls": round(large["expected_calls"] / small["expected_calls"], 4),
@@ -306,34 +370,56 @@ def run(args, port: int, warehouse: str | None) -> dict:
     figures["ratios"] = ratios
     log("")
     log(f"ratios {large['partitions']} vs {small['partitions']} partitions (x{ratios['partitions']}):")
-    log(f"  time per partition: {large['us_per_partition']:.1f} / {small['us_per_partition']:.1f} us = "
-        f"{ratios['us_per_partition']:.3f}  (1.0 = linear growth; total time x{ratios['planning_seconds']:.3f})")
-    log(f"  Metastore read per partition (part of the above): {large['metastore_read_us_per_partition']:.1f} / "
-        f"{small['metastore_read_us_per_partition']:.1f} us = {ratios['metastore_read_us_per_partition']:.3f}")
+    log(
+        f"  time per partition: {large['us_per_partition']:.1f} / {small['us_per_partition']:.1f} us = "
+        f"{ratios['us_per_partition']:.3f}  (1.0 = linear growth; total time x{ratios['planning_seconds']:.3f})"
+    )
+    log(
+        f"  Metastore read per partition (part of the above): {large['metastore_read_us_per_partition']:.1f} / "
+        f"{small['metastore_read_us_per_partition']:.1f} us = {ratios['metastore_read_us_per_partition']:.3f}"
+    )
     if large["deferred"]:
-        log(f"  note: {large['deferred']} of the {large['partitions']} partitions were deferred (capacity "
-            f"{MAX_SPARK_JOBS} x {MAX_PARTITIONS_PER_JOB}), so they were read but not encoded into a batch")
-    log(f"  Metastore calls:    {large['calls']} / {small['calls']} = {ratios['calls']:.3f}  "
-        f"(expected {large['expected_calls']} / {small['expected_calls']} = {ratios['expected_calls']:.3f})")
+        log(
+            f"  note: {large['deferred']} of the {large['partitions']} partitions were deferred (capacity "
+            f"{MAX_SPARK_JOBS} x {MAX_PARTITIONS_PER_JOB}), so they were read but not encoded into a batch"
+        )
+    log(
+        f"  Metastore calls:    {large['calls']} / {small['calls']} = {ratios['calls']:.3f}  "
+        f"(expected {large['expected_calls']} / {small['expected_calls']} = {ratios['expected_calls']:.3f})"
+    )
 
     checks = []
     for r in results:
-        checks.append({
-            "name": f"{r['partitions']} partitions -> at most {MAX_SPARK_JOBS} Spark applications",
-            "ok": 1 <= r["batches"] <= MAX_SPARK_JOBS, "value": r["batches"]})
-        checks.append({
-            "name": f"{r['partitions']} partitions -> calls <= {FIXED_CALLS} + ceil(n/{args.batch_size}) "
-                    f"+ {CALLS_SLACK} = {r['max_allowed_calls']}",
-            "ok": r["calls"] <= r["max_allowed_calls"], "value": r["calls"]})
-        checks.append({
-            "name": f"{r['partitions']} partitions -> each planned or deferred (none skipped or lost)",
-            "ok": r["planned"] + r["deferred"] == r["partitions"] and r["skipped"] == 0,
-            "value": {"planned": r["planned"], "deferred": r["deferred"], "skipped": r["skipped"]}})
+        checks.append(
+            {
+                "name": f"{r['partitions']} partitions -> at most {MAX_SPARK_JOBS} Spark applications",
+                "ok": 1 <= r["batches"] <= MAX_SPARK_JOBS,
+                "value": r["batches"],
+            }
+        )
+        checks.append(
+            {
+                "name": f"{r['partitions']} partitions -> calls <= {FIXED_CALLS} + ceil(n/{args.batch_size}) "
+                f"+ {CALLS_SLACK} = {r['max_allowed_calls']}",
+                "ok": r["calls"] <= r["max_allowed_calls"],
+                "value": r["calls"],
+            }
+        )
+        checks.append(
+            {
+                "name": f"{r['partitions']} partitions -> each planned or deferred (none skipped or lost)",
+                "ok": r["planned"] + r["deferred"] == r["partitions"] and r["skipped"] == 0,
+                "value": {"planned": r["planned"], "deferred": r["deferred"], "skipped": r["skipped"]},
+            }
+        )
         if "listed" in r:
-            checks.append({
-                "name": f"{r['partitions']} partitions -> listing costs at most one round trip per partition",
-                "ok": r["listed"] == r["planned"] and r["listing_calls_per_partition"] <= 1.0,
-                "value": r["listing_calls_per_partition"]})
+            checks.append(
+                {
+                    "name": f"{r['partitions']} partitions -> listing costs at most one round trip per partition",
+                    "ok": r["listed"] == r["planned"] and r["listing_calls_per_partition"] <= 1.0,
+                    "value": r["listing_calls_per_partition"],
+                }
+            )
     figures["checks"] = checks
     figures["ok"] = all(c["ok"] for c in checks)
     log("")
@@ -344,10 +430,19 @@ def run(args, port: int, warehouse: str | None) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", type=int, nargs="+", default=[10000, 20000],
-                   help="partition counts, one table each (default: 10000 20000)")
-    p.add_argument("--batch-size", type=int, default=500,
-                   help="partitions per get_partitions_by_names call (the Metastore client's batch_size)")
+    p.add_argument(
+        "--sizes",
+        type=int,
+        nargs="+",
+        default=[10000, 20000],
+        help="partition counts, one table each (default: 10000 20000)",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=500,
+        help="partitions per get_partitions_by_names call (the Metastore client's batch_size)",
+    )
     p.add_argument("--register-chunk", type=int, default=1000, help="partitions per add_partitions call")
     p.add_argument("--repeat", type=int, default=3, help="timed plan runs per size; the best is reported")
     p.add_argument("--quick", action="store_true", help=f"smoke run: sizes {QUICK_SIZES[0]} and {QUICK_SIZES[1]}")

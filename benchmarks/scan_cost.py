@@ -15,6 +15,7 @@ rewritten scan seconds and their ratio. ``auto``'s ``copy_min_block_size`` is ch
 per format the smallest block size from which on a copied scan costs at most ``--tolerance``
 (default 1.25) times a rewritten one, and the largest of those over the formats.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,6 +38,7 @@ DATE0 = "2026-02-01"
 def make_source(stack: Stack, fmt: str, files: list[int], rows: int) -> dict[str, int]:
     """Partition date -> files in it, all with ``rows`` rows."""
     from demo_tables import create_table, fill
+
     table = f"scan_src_{fmt}"
     create_table(stack.spark, DB, table, fmt.upper())
     layout = {}
@@ -48,9 +50,11 @@ def make_source(stack: Stack, fmt: str, files: list[int], rows: int) -> dict[str
 
 
 def merge(stack: Stack, work: Path, table: str, mode: str) -> None:
-    cfg = stack.write_config(work / f"{table}.yaml",
-                             [{"name": f"{DB}.{table}", "merge_mode": mode, "copy_min_block_size": 0, **ONE_OUTPUT}],
-                             spark_conf=SPARK_CONF)
+    cfg = stack.write_config(
+        work / f"{table}.yaml",
+        [{"name": f"{DB}.{table}", "merge_mode": mode, "copy_min_block_size": 0, **ONE_OUTPUT}],
+        spark_conf=SPARK_CONF,
+    )
     for args in stack.plan_batches(cfg, run_id=f"scan-{table}")["spark_args"]:
         p = stack.spark_submit(args["application_args"][1], cfg)
         if p.returncode != 0:
@@ -63,11 +67,14 @@ def merge(stack: Stack, work: Path, table: str, mode: str) -> None:
 def scan_seconds(stack: Stack, table: str, dt: str, repeat: int) -> float:
     """The fastest of ``repeat`` full scans of one partition (every column decoded)."""
     from pyspark.sql.types import MapType
+
     spark = stack.spark
     spark.sql(f"REFRESH TABLE {DB}.{table}")
     # every column decoded; a map is hashed by its keys and values (Spark hashes no map itself)
-    columns = [f"map_keys({f.name}), map_values({f.name})" if isinstance(f.dataType, MapType) else f.name
-               for f in spark.table(f"{DB}.{table}").schema.fields]
+    columns = [
+        f"map_keys({f.name}), map_values({f.name})" if isinstance(f.dataType, MapType) else f.name
+        for f in spark.table(f"{DB}.{table}").schema.fields
+    ]
     query = f"SELECT count(*), bit_xor(xxhash64({', '.join(columns)})) FROM {DB}.{table} WHERE dt = '{dt}'"
     best = None
     for _ in range(repeat):
@@ -94,11 +101,19 @@ def bench(stack: Stack, work: Path, fmt: str, files: list[int], rows: int, repea
         name = f"dt={dt}"
         block = source[name]["bytes"] // n
         seconds = {mode: scan_seconds(stack, table, dt, repeat) for mode, table in tables.items()}
-        row = {"format": fmt, "files": n, "block_bytes": block, "partition_bytes": source[name]["bytes"],
-               "copy_scan_seconds": round(seconds["copy"], 3), "rewrite_scan_seconds": round(seconds["rewrite"], 3),
-               "ratio": round(seconds["copy"] / seconds["rewrite"], 2)}
-        log(f"{fmt} blocks of {block / 1024:7.0f} KB ({n} files): copied {row['copy_scan_seconds']:.2f}s, "
-            f"rewritten {row['rewrite_scan_seconds']:.2f}s, ratio {row['ratio']:.2f}")
+        row = {
+            "format": fmt,
+            "files": n,
+            "block_bytes": block,
+            "partition_bytes": source[name]["bytes"],
+            "copy_scan_seconds": round(seconds["copy"], 3),
+            "rewrite_scan_seconds": round(seconds["rewrite"], 3),
+            "ratio": round(seconds["copy"] / seconds["rewrite"], 2),
+        }
+        log(
+            f"{fmt} blocks of {block / 1024:7.0f} KB ({n} files): copied {row['copy_scan_seconds']:.2f}s, "
+            f"rewritten {row['rewrite_scan_seconds']:.2f}s, ratio {row['ratio']:.2f}"
+        )
         out.append(row)
     return out
 
@@ -120,8 +135,13 @@ def threshold(rows: list[dict], tolerance: float) -> int | None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=1_500_000, help="rows per partition (~45 MB of ORC)")
-    ap.add_argument("--files", type=int, nargs="+", default=[512, 128, 32, 8],
-                    help="files per partition, one partition per value (their block size follows)")
+    ap.add_argument(
+        "--files",
+        type=int,
+        nargs="+",
+        default=[512, 128, 32, 8],
+        help="files per partition, one partition per value (their block size follows)",
+    )
     ap.add_argument("--formats", nargs="+", type=str.lower, choices=["orc", "parquet"], default=["orc", "parquet"])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--tolerance", type=float, default=1.25)
@@ -136,11 +156,14 @@ def main() -> int:
         finally:
             stack.stop()
     chosen = threshold(rows, args.tolerance)
-    log(f"\nsmallest block size whose copied scan is within {args.tolerance}x of a rewritten one: "
-        + (f"{chosen / 1024:.0f} KB" if chosen else "none of those measured"))
+    log(
+        f"\nsmallest block size whose copied scan is within {args.tolerance}x of a rewritten one: "
+        + (f"{chosen / 1024:.0f} KB" if chosen else "none of those measured")
+    )
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "tolerance": args.tolerance, "threshold_bytes": chosen},
-                                        indent=1))
+        args.json.write_text(
+            json.dumps({"rows": rows, "tolerance": args.tolerance, "threshold_bytes": chosen}, indent=1)
+        )
     return 0
 
 

@@ -16,6 +16,7 @@ Checks (exit code 1 when one fails): both configs plan the same partitions; the 
 names' minus one ``get_table_req`` per table plus the listing (``get_all_databases``, one ``get_tables`` per
 database, the tables' objects in batches); the pattern's DAG has the same task count whatever the tables.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,6 +64,7 @@ def names(tables: int, databases: int) -> list[tuple[str, str]]:
 
 # --- registration ------------------------------------------------------------------------------
 
+
 def register(port: int, db: str, table: str, partitions: int, existing: set[str]) -> bool:
     """One table and its partitions (the last date's with 5 files, the others with 1); False: reused.
     ``existing``: the tables already there (asking a missing table's partitions is an internal error)."""
@@ -71,9 +73,17 @@ def register(port: int, db: str, table: str, partitions: int, existing: set[str]
             if len(c.get_partition_names(db, table, -1)) == partitions:
                 return False
             c.drop_table(db, table, True)
-        c.create_table(ttypes.Table(
-            tableName=table, dbName=db, owner="benchmark", sd=storage(None, COLUMNS), tableType="EXTERNAL_TABLE",
-            partitionKeys=[ttypes.FieldSchema("dt", "string", None)], parameters={"EXTERNAL": "TRUE"}))
+        c.create_table(
+            ttypes.Table(
+                tableName=table,
+                dbName=db,
+                owner="benchmark",
+                sd=storage(None, COLUMNS),
+                tableType="EXTERNAL_TABLE",
+                partitionKeys=[ttypes.FieldSchema("dt", "string", None)],
+                parameters={"EXTERNAL": "TRUE"},
+            )
+        )
         location = c.get_table(db, table).sd.location.rstrip("/")
         root, parts = local_folder(location), []
         for i in range(partitions):
@@ -81,22 +91,30 @@ def register(port: int, db: str, table: str, partitions: int, existing: set[str]
             if root is not None:
                 precreate(root / f"dt={dt}")
             files = 5 if i == partitions - 1 else 1
-            parts.append(ttypes.Partition(values=[dt], dbName=db, tableName=table, sd=storage(f"{location}/dt={dt}",
-                                                                                              COLUMNS),
-                                          parameters={"numFiles": str(files), "totalSize": str(files * 1024)}))
+            parts.append(
+                ttypes.Partition(
+                    values=[dt],
+                    dbName=db,
+                    tableName=table,
+                    sd=storage(f"{location}/dt={dt}", COLUMNS),
+                    parameters={"numFiles": str(files), "totalSize": str(files * 1024)},
+                )
+            )
         c.add_partitions(parts)
         return True
 
 
-def register_all(port: int, warehouse: str | None, tables: list[tuple[str, str]], partitions: int,
-                 threads: int) -> dict:
+def register_all(
+    port: int, warehouse: str | None, tables: list[tuple[str, str]], partitions: int, threads: int
+) -> dict:
     started = time.perf_counter()
     existing: set[str] = set()
     with hmsclient.HMSClient(host="127.0.0.1", port=port) as c:
         for db in sorted({d for d, _ in tables}):
             with contextlib.suppress(ttypes.AlreadyExistsException):
-                c.create_database(ttypes.Database(name=db, parameters={},
-                                                  locationUri=f"{warehouse}/{db}.db" if warehouse else None))
+                c.create_database(
+                    ttypes.Database(name=db, parameters={}, locationUri=f"{warehouse}/{db}.db" if warehouse else None)
+                )
             existing |= {f"{db}.{t}" for t in c.get_tables(db, "*")}
     with ThreadPoolExecutor(threads) as pool:  # the Metastore serves each client in a thread of its own
         made = sum(pool.map(lambda t: register(port, *t, partitions, existing), tables))
@@ -107,9 +125,16 @@ def register_all(port: int, warehouse: str | None, tables: list[tuple[str, str]]
 
 # --- planning ----------------------------------------------------------------------------------
 
+
 def settings_of(entries: list[str], results_db: str) -> config_mod.Settings:
-    return config_mod.parse({"tables": entries, "defaults": {"quiet_period_minutes": 0},
-                             "results_table": f"{results_db}.hive_compaction_results"}, "<table_patterns_scale>")
+    return config_mod.parse(
+        {
+            "tables": entries,
+            "defaults": {"quiet_period_minutes": 0},
+            "results_table": f"{results_db}.hive_compaction_results",
+        },
+        "<table_patterns_scale>",
+    )
 
 
 def plan_once(port: int, settings: config_mod.Settings, key: str, run_id: str) -> dict:
@@ -122,27 +147,44 @@ def plan_once(port: int, settings: config_mod.Settings, key: str, run_id: str) -
         selection = select(resolved, {"dry_run": True}, "scheduled", None, partition_key=key)
         out = dag_tasks.plan(resolved, hms, run_id, selection, resolution=resolution)
         seconds = time.perf_counter() - started
-        return {"seconds": round(seconds, 2), "calls": hms.calls, "tables": len(resolved.tables),
-                "planned": sum(len(b["partitions"]) for b in out["plan"]["batches"]),
-                "deferred": len(out["plan"]["deferred"]), "batches": len(out["spark_args"])}
+        return {
+            "seconds": round(seconds, 2),
+            "calls": hms.calls,
+            "tables": len(resolved.tables),
+            "planned": sum(len(b["partitions"]) for b in out["plan"]["batches"]),
+            "deferred": len(out["plan"]["deferred"]),
+            "batches": len(out["spark_args"]),
+        }
 
 
 def dag_task_count(entries: list[str], folder: Path) -> int:
     """The DAG's task count with this config (the DAG file imported in a process of its own)."""
     cfg = folder / f"dag-{len(entries)}.yaml"
     cfg.write_text(json.dumps({"tables": entries}))
-    code = ("from airflow.models import DagBag; import sys; b = DagBag(dag_folder=sys.argv[1]); "
-            "assert not b.import_errors, b.import_errors; print(len(b.dags['hive_compaction'].tasks))")
-    p = subprocess.run([sys.executable, "-c", code, str(ROOT / "dags")], capture_output=True, text=True,
-                       env={**os.environ, config_mod.CONFIG_ENV: str(cfg)}, timeout=600, check=True)
+    code = (
+        "from airflow.models import DagBag; import sys; b = DagBag(dag_folder=sys.argv[1]); "
+        "assert not b.import_errors, b.import_errors; print(len(b.dags['hive_compaction'].tasks))"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code, str(ROOT / "dags")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, config_mod.CONFIG_ENV: str(cfg)},
+        timeout=600,
+        check=True,
+    )
     return int(p.stdout.strip().splitlines()[-1])
 
 
 def run(args, port: int, warehouse: str | None, folder: Path) -> dict:
     tables = names(args.tables, args.databases)
-    figures: dict = {"tables": args.tables, "partitions_per_table": args.partitions, "databases": args.databases,
-                     "batch_size": BATCH_SIZE, "registration": register_all(port, warehouse, tables, args.partitions,
-                                                                           args.threads)}
+    figures: dict = {
+        "tables": args.tables,
+        "partitions_per_table": args.partitions,
+        "databases": args.databases,
+        "batch_size": BATCH_SIZE,
+        "registration": register_all(port, warehouse, tables, args.partitions, args.threads),
+    }
     key = (FIRST_DATE + timedelta(days=args.partitions - 1)).isoformat()
     configs = {"by_name": [f"{d}.{t}" for d, t in tables], "by_pattern": [PATTERN]}
     results_db = tables[0][0]
@@ -151,16 +193,21 @@ def run(args, port: int, warehouse: str | None, folder: Path) -> dict:
         r = plan_once(port, settings_of(entries, results_db), key, f"bench__{kind}")
         r["dag_tasks"] = dag_task_count(entries, folder)
         figures[kind] = r
-        log(f"{kind:>10}: plan {r['seconds']:.2f} s, {r['calls']} Metastore calls, {r['tables']} tables, "
+        log(
+            f"{kind:>10}: plan {r['seconds']:.2f} s, {r['calls']} Metastore calls, {r['tables']} tables, "
             f"{r['planned']} partitions planned in {r['batches']} job(s) ({r['deferred']} deferred); "
-            f"DAG of {r['dag_tasks']} tasks")
+            f"DAG of {r['dag_tasks']} tasks"
+        )
     per_db = [sum(1 for d, _ in tables if d == db) for db in sorted({d for d, _ in tables})]
     listing = 1 + len(per_db) + sum(math.ceil(n / BATCH_SIZE) for n in per_db)
     named, pattern = figures["by_name"], figures["by_pattern"]
     figures["checks"] = [
         {"name": "both plan the same partitions", "ok": named["planned"] == pattern["planned"] > 0},
-        {"name": f"pattern calls = name calls - {args.tables} get_table_req + {listing} listing calls",
-         "ok": pattern["calls"] == named["calls"] - args.tables + listing, "value": pattern["calls"]},
+        {
+            "name": f"pattern calls = name calls - {args.tables} get_table_req + {listing} listing calls",
+            "ok": pattern["calls"] == named["calls"] - args.tables + listing,
+            "value": pattern["calls"],
+        },
         {"name": "the pattern's DAG does not grow with the tables", "ok": pattern["dag_tasks"] == FIXED_TASKS + 1},
         {"name": "the names' DAG has a task per table", "ok": named["dag_tasks"] == FIXED_TASKS + args.tables},
     ]

@@ -16,6 +16,7 @@ that match ``--marks`` (by default the merge job's phase lines; their times are 
 machine's local time, as the job writes them) by kind of thread, then each process's whole CPU
 (a log without such lines, e.g. the loop's, gives the latter only). Linux only.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,10 @@ import time
 from datetime import datetime
 
 TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-MARKS = (r"Spark ready|prepared \d+ partition|Spark SQL session made|read the schema|the first merge began|"
-         r"rewrote \d+ group|copy-merged|driver memory")
+MARKS = (
+    r"Spark ready|prepared \d+ partition|Spark SQL session made|read the schema|the first merge began|"
+    r"rewrote \d+ group|copy-merged|driver memory"
+)
 _LINE = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \w+ hive_compaction: (.*)")
 ENDED = "threads that ended"
 RESCAN = 1.0  # seconds between two looks for new matching processes
@@ -51,8 +54,8 @@ def kind_of(process: str, thread: str) -> str:
 
 def _cpu(stat: str) -> tuple[str, int]:
     """A /proc stat line's command name and its user + system ticks."""
-    fields = stat[stat.rindex(")") + 2:].split()
-    return stat[stat.index("(") + 1:stat.rindex(")")], int(fields[11]) + int(fields[12])
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return stat[stat.index("(") + 1 : stat.rindex(")")], int(fields[11]) + int(fields[12])
 
 
 def _processes(matches: list[str]) -> dict[str, tuple[str, str]]:
@@ -140,9 +143,14 @@ def report(samples: list[dict], log_marks: list[tuple[float, str]]) -> list[dict
                 by[kind] = by.get(kind, 0) + (ticks - before["threads"].get(tid, (name, 0))[1]) / TICKS
             seen = sum(t - before["threads"].get(tid, ("", 0))[1] for tid, (_, t) in p["threads"].items())
             by[ENDED] = by.get(ENDED, 0) + (p["total"] - before["total"] - seen) / TICKS
-        rows.append({"to": label[:70], "wall": round(t1 - t0, 3), "cpu": round(sum(by.values()), 2),
-                     "by_kind": {k: round(v, 2)
-                                 for k, v in sorted(by.items(), key=lambda kv: -kv[1]) if abs(v) >= 0.01}})
+        rows.append(
+            {
+                "to": label[:70],
+                "wall": round(t1 - t0, 3),
+                "cpu": round(sum(by.values()), 2),
+                "by_kind": {k: round(v, 2) for k, v in sorted(by.items(), key=lambda kv: -kv[1]) if abs(v) >= 0.01},
+            }
+        )
     return rows
 
 
@@ -163,8 +171,10 @@ def whole(samples: list[dict]) -> dict[str, dict[str, float]]:
             kind = kind_of(p["kind"], name)
             by[kind] = by.get(kind, 0) + ticks / TICKS
         by[ENDED] = (p["total"] - sum(t for _, t in seen[pid].values())) / TICKS
-    return {k: {kind: round(v, 2) for kind, v in sorted(by.items(), key=lambda kv: -kv[1]) if abs(v) >= 0.01}
-            for k, by in out.items()}
+    return {
+        k: {kind: round(v, 2) for kind, v in sorted(by.items(), key=lambda kv: -kv[1]) if abs(v) >= 0.01}
+        for k, by in out.items()
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -172,8 +182,12 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     s = sub.add_parser("sample", help="record the matching processes' threads' CPU")
     s.add_argument("out")
-    s.add_argument("--match", nargs="+", default=["compact_partitions.py"],
-                   help="parts of the processes' command lines (e.g. naive_coalesce.py too, merge_speed.py's loop)")
+    s.add_argument(
+        "--match",
+        nargs="+",
+        default=["compact_partitions.py"],
+        help="parts of the processes' command lines (e.g. naive_coalesce.py too, merge_speed.py's loop)",
+    )
     s.add_argument("--seconds", type=float, default=600.0)
     s.add_argument("--period", type=float, default=0.05)
     s.add_argument("--until-gone", action="store_true", help="stop when the matching processes have all ended")
@@ -190,8 +204,10 @@ def main(argv: list[str] | None = None) -> int:
     samples = [json.loads(line) for line in open(args.samples)]
     rows = report(samples, marks(open(args.log, errors="replace").read(), args.marks))
     for row in rows:
-        print(f"{row['wall']:7.2f} s wall, {row['cpu']:6.2f} s CPU ({row['cpu'] / max(row['wall'], 1e-3):.2f} cores)"
-              f" -> {row['to']}")
+        print(
+            f"{row['wall']:7.2f} s wall, {row['cpu']:6.2f} s CPU ({row['cpu'] / max(row['wall'], 1e-3):.2f} cores)"
+            f" -> {row['to']}"
+        )
         for kind, seconds in row["by_kind"].items():
             print(f"           {seconds:6.2f}  {kind}")
     lives = whole(samples)

@@ -9,6 +9,7 @@ under another name whose ``CONFIG`` names its own YAML beside it
 (``config.dag_config_path(__file__, "team_b.yaml")``), that YAML's ``dag:`` section giving it its own
 ``dag_id`` (docs/configuration.md#several-instances).
 """
+
 from __future__ import annotations
 
 from hive_compaction.airflow import config

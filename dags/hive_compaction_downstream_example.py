@@ -15,6 +15,7 @@ The table: ``TABLE`` below (db.table), else the config's first table. For a
 table partitioned by more columns than its date, give the mapper the whole name's format
 (``dt=%Y-%m-%d/hr=%H``) or use ``IdentityMapper`` for one run per partition.
 """
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -33,7 +34,8 @@ if TABLE:
     ASSET = table_asset(TABLE, SETTINGS.dag.asset_namespace)
     SCHEDULE = PartitionedAssetTimetable(
         assets=ASSET,
-        partition_mapper_config={ASSET: StartOfDayMapper(input_format=f"{POLICY.date_column}={POLICY.date_format}")})
+        partition_mapper_config={ASSET: StartOfDayMapper(input_format=f"{POLICY.date_column}={POLICY.date_format}")},
+    )
 else:  # no table configured: nothing to listen to
     SCHEDULE = None
 

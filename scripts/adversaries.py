@@ -29,6 +29,7 @@ folder in ``HIVE_COMPACTION_PARTITION_DIR``. Actions:
 Each action appends a line to ``HIVE_COMPACTION_ADVERSARY_LOG`` (when set) so the test can prove
 it ran.
 """
+
 from __future__ import annotations
 
 import json
@@ -57,21 +58,27 @@ def act(folder: str, spec: dict) -> str:
     if action == "steal":
         from hmsclient import hmsclient
         from hmsclient.genthrift.hive_metastore import ttypes
+
         with hmsclient.HMSClient(host="127.0.0.1", port=int(os.environ["HIVE_METASTORE_PORT"])) as c:
             request = ttypes.ShowLocksRequest(dbname=spec["db"], tablename=spec["table"], partname=spec["partition"])
-            ours = [lock.lockid for lock in c.show_locks(request).locks or []
-                    if (lock.agentInfo or "").startswith("hive_compaction")]
+            ours = [
+                lock.lockid
+                for lock in c.show_locks(request).locks or []
+                if (lock.agentInfo or "").startswith("hive_compaction")
+            ]
             for lock_id in ours:
                 c.unlock(ttypes.UnlockRequest(lockid=lock_id))
         time.sleep(5)
         return f"released {len(ours)} lock(s)"
     if action == "drop":
         from hmsclient import hmsclient
+
         with hmsclient.HMSClient(host="127.0.0.1", port=int(os.environ["HIVE_METASTORE_PORT"])) as c:
             c.drop_partition_by_name(spec["db"], spec["table"], spec["partition"], True)
         return f"dropped {spec['partition']}"
     if action == "read":
         from hmsclient import hmsclient
+
         with hmsclient.HMSClient(host="127.0.0.1", port=int(os.environ["HIVE_METASTORE_PORT"])) as c:
             location = c.get_partition_by_name(spec["db"], spec["table"], spec["partition"]).sd.location
         listed = Path(location.split(":", 1)[-1])
@@ -80,6 +87,7 @@ def act(folder: str, spec: dict) -> str:
         return f"listed {len(files)} file(s) in {listed}"
     if action == "metastore":
         from metastore_proxy import inject
+
         if spec["fault"] == "restart":
             inject(spec["control"], "restart", spec["seconds"])
             return f"restarted the Metastore ({spec['seconds']} s down)"

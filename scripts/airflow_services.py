@@ -12,6 +12,7 @@ State, logs and pid files live in ``.state/services/``. The UI is at http://127.
 Airflow's SimpleAuthManager and every user an admin: for a person's own machine, not a server.
 The tests (tests/test_as_a_user.py) start Airflow's services through ``AirflowServices`` too.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,14 @@ EXECUTORS = ("LocalExecutor", "CeleryExecutor")
 SIMPLE_AUTH_MANAGER = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"  # 3.x's default
 
 
-def service_env(base: dict[str, str], home: Path, port: int, executor: str = "LocalExecutor",
-                broker_url: str | None = None, **extra: str) -> dict[str, str]:
+def service_env(
+    base: dict[str, str],
+    home: Path,
+    port: int,
+    executor: str = "LocalExecutor",
+    broker_url: str | None = None,
+    **extra: str,
+) -> dict[str, str]:
     """Airflow's settings for the three services on one machine (loopback), over ``base`` and under
     ``extra`` (e.g. the metadata database's AIRFLOW__DATABASE__SQL_ALCHEMY_CONN). ``executor``:
     LocalExecutor (tasks run in the scheduler's processes) or CeleryExecutor (tasks go to Celery
@@ -99,9 +106,23 @@ class Redis:
         with started("Redis (the Celery broker)"):
             with open(self.state / "redis.log", "ab") as log:
                 self.proc = subprocess.Popen(
-                    ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                     "--appendonly", "no", "--dir", str(self.state)],
-                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                    [
+                        "redis-server",
+                        "--port",
+                        str(self.port),
+                        "--bind",
+                        "127.0.0.1",
+                        "--save",
+                        "",
+                        "--appendonly",
+                        "no",
+                        "--dir",
+                        str(self.state),
+                    ],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
             (self.state / "redis.pid").write_text(str(self.proc.pid))
             deadline = time.monotonic() + timeout
             while True:
@@ -113,8 +134,10 @@ class Redis:
                 except OSError:
                     pass
                 if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise StackError(f"redis-server did not answer on port {self.port}:\n"
-                                     f"{(self.state / 'redis.log').read_text(errors='replace')[-2000:]}")
+                    raise StackError(
+                        f"redis-server did not answer on port {self.port}:\n"
+                        f"{(self.state / 'redis.log').read_text(errors='replace')[-2000:]}"
+                    )
                 time.sleep(0.1)
 
     def stop(self) -> None:
@@ -158,8 +181,12 @@ def migrate(env: dict[str, str]) -> None:
 def _template_key(env: dict[str, str]) -> str:
     import hashlib
     from importlib.metadata import version
-    settings = [version("apache-airflow"), env.get("AIRFLOW__CORE__AUTH_MANAGER", SIMPLE_AUTH_MANAGER),
-                env.get("AIRFLOW__DATABASE__EXTERNAL_DB_MANAGERS", "")]
+
+    settings = [
+        version("apache-airflow"),
+        env.get("AIRFLOW__CORE__AUTH_MANAGER", SIMPLE_AUTH_MANAGER),
+        env.get("AIRFLOW__DATABASE__EXTERNAL_DB_MANAGERS", ""),
+    ]
     return hashlib.sha256("|".join(settings).encode()).hexdigest()[:12]
 
 
@@ -171,6 +198,7 @@ def _pg_server(url: str, key: str) -> tuple[int, str, str] | None:
     """(port, database, the template's name) of a loopback PostgreSQL URL of
     ``postgres.Postgres.sqlalchemy_url``'s."""
     from urllib.parse import urlsplit
+
     parts = urlsplit(url)
     if not parts.scheme.startswith("postgresql") or parts.hostname != "127.0.0.1" or not parts.port:
         return None
@@ -189,8 +217,9 @@ def _copied_template(url: str, sqlite: Path | None, key: str) -> bool:
     if server is None or not postgres.database_exists(server[0], server[2]):
         return False
     port, database, template = server
-    tables = postgres.psql(port, "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'",
-                           database)
+    tables = postgres.psql(
+        port, "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'", database
+    )
     if tables.strip() != "0":  # a database in use (make stack-up again): migrated in place
         return False
     postgres.psql(port, f'DROP DATABASE IF EXISTS "{database}"')  # empty, just made by the caller
@@ -232,11 +261,20 @@ class AirflowServices:
 
     def start(self) -> None:
         port = self.env["AIRFLOW__API__PORT"]
-        for name, args in (("api-server", ("api-server", "--host", "127.0.0.1", "--port", port)),
-                           ("scheduler", ("scheduler",)), ("dag-processor", ("dag-processor",))):
+        for name, args in (
+            ("api-server", ("api-server", "--host", "127.0.0.1", "--port", port)),
+            ("scheduler", ("scheduler",)),
+            ("dag-processor", ("dag-processor",)),
+        ):
             with open(self.home / f"{name}.log", "ab") as log:
-                self.procs[name] = subprocess.Popen(["airflow", *args], env=self.env, stdout=log,
-                                                    stderr=subprocess.STDOUT, start_new_session=True, cwd=self.home)
+                self.procs[name] = subprocess.Popen(
+                    ["airflow", *args],
+                    env=self.env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    cwd=self.home,
+                )
             (self.home / f"{name}.pid").write_text(str(self.procs[name].pid))
 
     def start_worker(self, queues: str, env: dict[str, str] | None = None, concurrency: int = 1) -> str:
@@ -245,10 +283,28 @@ class AirflowServices:
         name = f"worker-{queues.replace(',', '+')}"
         with open(self.home / f"{name}.log", "ab") as log:
             self.procs[name] = subprocess.Popen(
-                ["airflow", "celery", "worker", "--queues", queues, "--concurrency", str(concurrency),
-                 "--celery-hostname", f"{name}@%h", "--pid", str(self.home / f"{name}.celery.pid"),
-                 "--skip-serve-logs", "--without-mingle", "--without-gossip"],
-                env=env or self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=self.home)
+                [
+                    "airflow",
+                    "celery",
+                    "worker",
+                    "--queues",
+                    queues,
+                    "--concurrency",
+                    str(concurrency),
+                    "--celery-hostname",
+                    f"{name}@%h",
+                    "--pid",
+                    str(self.home / f"{name}.celery.pid"),
+                    "--skip-serve-logs",
+                    "--without-mingle",
+                    "--without-gossip",
+                ],
+                env=env or self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd=self.home,
+            )
         (self.home / f"{name}.pid").write_text(str(self.procs[name].pid))
         return name
 
@@ -277,8 +333,13 @@ class AirflowServices:
         while True:
             self.check_alive()
             token = token or self.fetch_token()
-            if token and (dag_id is None or httpx.get(f"{self.url}/api/v2/dags/{dag_id}", timeout=10, headers={
-                    "Authorization": f"Bearer {token}"}).status_code == 200):
+            if token and (
+                dag_id is None
+                or httpx.get(
+                    f"{self.url}/api/v2/dags/{dag_id}", timeout=10, headers={"Authorization": f"Bearer {token}"}
+                ).status_code
+                == 200
+            ):
                 record("Airflow services (api-server, scheduler, dag-processor) ready", time.monotonic() - t0)
                 return token
             if time.monotonic() > deadline:
@@ -308,8 +369,10 @@ class AirflowServices:
             if len(runs) >= count and all(r["state"] in TERMINAL for r in runs):
                 return runs
             if time.monotonic() > deadline:
-                raise StackError(f"runs not finished after {timeout:.0f}s: "
-                                 f"{[(r['dag_run_id'], r['state']) for r in runs]}\n{self.logs(3000)}")
+                raise StackError(
+                    f"runs not finished after {timeout:.0f}s: "
+                    f"{[(r['dag_run_id'], r['state']) for r in runs]}\n{self.logs(3000)}"
+                )
             time.sleep(poll)
 
     def check_alive(self) -> None:
@@ -327,8 +390,10 @@ class AirflowServices:
     def stop(self) -> None:
         """Stop the services and every process they started (task runners, Spark drivers)."""
         pids = [p.pid for p in self.procs.values()] or [
-            int(f.read_text()) for f in self.home.glob("*.pid")
-            if (f.stem in SERVICES or f.stem.startswith("worker-")) and f.read_text().strip().isdigit()]
+            int(f.read_text())
+            for f in self.home.glob("*.pid")
+            if (f.stem in SERVICES or f.stem.startswith("worker-")) and f.read_text().strip().isdigit()
+        ]
         for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 5)):
             for pid in pids:
                 try:
@@ -379,11 +444,26 @@ def _parts(state: Path, pg_port: int, hms_port: int, api_port: int, redis_port: 
     hms = Metastore(state / "hms", hms_port, **pg.metastore_args())
     redis = Redis(state / "redis", redis_port)
     home = state / "airflow"
-    base = dict(os.environ, AIRFLOW_CONN_HIVE_METASTORE=json.dumps(
-        {"conn_type": "generic", "host": "127.0.0.1", "port": hms_port}))
-    return pg, hms, redis, AirflowServices(home, service_env(
-        base, home, api_port, executor=executor, broker_url=redis.url if executor == "CeleryExecutor" else None,
-        AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=pg.sqlalchemy_url("airflow")))
+    base = dict(
+        os.environ,
+        AIRFLOW_CONN_HIVE_METASTORE=json.dumps({"conn_type": "generic", "host": "127.0.0.1", "port": hms_port}),
+    )
+    return (
+        pg,
+        hms,
+        redis,
+        AirflowServices(
+            home,
+            service_env(
+                base,
+                home,
+                api_port,
+                executor=executor,
+                broker_url=redis.url if executor == "CeleryExecutor" else None,
+                AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=pg.sqlalchemy_url("airflow"),
+            ),
+        ),
+    )
 
 
 def main() -> int:
@@ -393,14 +473,19 @@ def main() -> int:
     p.add_argument("--port", type=int, default=8080, help="the Airflow API server's port")
     p.add_argument("--postgres-port", type=int, default=55432)
     p.add_argument("--metastore-port", type=int, default=int(os.environ.get("HIVE_METASTORE_PORT", "9083")))
-    p.add_argument("--executor", choices=["local", "celery"], default="local",
-                   help="celery: the CeleryExecutor, a Redis broker and a worker on the queues default,spark")
+    p.add_argument(
+        "--executor",
+        choices=["local", "celery"],
+        default="local",
+        help="celery: the CeleryExecutor, a Redis broker and a worker on the queues default,spark",
+    )
     p.add_argument("--redis-port", type=int, default=56379)
     args = p.parse_args()
     state = Path(args.state).resolve()
     executor = {"local": "LocalExecutor", "celery": "CeleryExecutor"}[args.executor]
-    pg, hms, redis, airflow = _parts(state, args.postgres_port, args.metastore_port, args.port, args.redis_port,
-                                     executor)
+    pg, hms, redis, airflow = _parts(
+        state, args.postgres_port, args.metastore_port, args.port, args.redis_port, executor
+    )
     try:
         if args.action == "down":
             airflow.stop()

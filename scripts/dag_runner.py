@@ -14,6 +14,7 @@ Protocol: ``{"ready": true}`` once Airflow is imported; then one JSON object per
 stdin, ``{"env": {...}, "args": [...], "log": path}``, and one JSON line back on the original
 stdout, ``{"returncode": n}``. ``Client`` is the harness's side.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,6 +29,7 @@ from pathlib import Path
 
 def run(request: dict) -> int:
     from airflow.cli import cli_parser
+
     os.environ.clear()
     os.environ.update(request["env"])
     # The request's PYTHONPATH, as a new process would have it (a notifier module of the tests).
@@ -52,6 +54,7 @@ def main() -> int:
     answer = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # what is printed outside a request goes to this process's log, not the answers
     import airflow.cli.commands.dag_command  # noqa: F401 - the import the requests share
+
     answer.write(json.dumps({"ready": True}) + "\n")
     answer.flush()
     for line in sys.stdin:
@@ -101,16 +104,24 @@ class Client:
         if not line:
             code = self.proc.wait()
             self.proc = None
-            raise RuntimeError(f"the Airflow process for dags test exited with {code}; "
-                               f"see {self.cwd / 'dag_runner.log'}")
+            raise RuntimeError(
+                f"the Airflow process for dags test exited with {code}; see {self.cwd / 'dag_runner.log'}"
+            )
         return json.loads(line)
 
     def start(self) -> float:
         """Start the process; the seconds until Airflow was imported."""
         t0 = time.monotonic()
         with open(self.cwd / "dag_runner.log", "ab") as err:
-            self.proc = subprocess.Popen([sys.executable, __file__], env=self.env, cwd=self.cwd, text=True,
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+            self.proc = subprocess.Popen(
+                [sys.executable, __file__],
+                env=self.env,
+                cwd=self.cwd,
+                text=True,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+            )
         self._read(300)
         return time.monotonic() - t0
 

@@ -5,6 +5,7 @@ files, runs the real DAG with ``airflow dags test`` (plan -> mapped spark-submit
 and prints, per partition, files and bytes before and after, read from the file system and
 from the Metastore. Expects the environment of ``scripts/env.sh`` (``make demo`` sets it).
 """
+
 from __future__ import annotations
 
 import os
@@ -25,19 +26,25 @@ def partition_snapshot(port: int, database: str, table: str, local_path=None) ->
     ``local_path(location)``: the folder on this machine (default: a file: URI's path)."""
     from hmsclient import hmsclient
     from hmsclient.genthrift.hive_metastore.ttypes import GetTableRequest
+
     out = {}
     with hmsclient.HMSClient(host="127.0.0.1", port=port) as c:
         t = c.get_table_req(GetTableRequest(dbName=database, tblName=table)).table  # Hive 4 has no get_table
         keys = [k.name for k in t.partitionKeys]
         for p in c.get_partitions(database, table, -1):
             folder = local_path(p.sd.location) if local_path else Path(urlsplit(p.sd.location).path)
-            files = {f.name: f.stat().st_size for f in folder.iterdir()
-                     if f.is_file() and not f.name.startswith(("_", "."))}
+            files = {
+                f.name: f.stat().st_size for f in folder.iterdir() if f.is_file() and not f.name.startswith(("_", "."))
+            }
             name = "/".join(f"{k}={v}" for k, v in zip(keys, p.values))
-            out[name] = {"files": files, "num_files": len(files), "bytes": sum(files.values()),
-                         "hms_num_files": p.parameters.get("numFiles"),
-                         "hms_total_size": p.parameters.get("totalSize"),
-                         "hms_num_rows": p.parameters.get("numRows")}
+            out[name] = {
+                "files": files,
+                "num_files": len(files),
+                "bytes": sum(files.values()),
+                "hms_num_files": p.parameters.get("numFiles"),
+                "hms_total_size": p.parameters.get("totalSize"),
+                "hms_num_rows": p.parameters.get("numRows"),
+            }
     return out
 
 
@@ -48,7 +55,7 @@ def run_report(log_text: str) -> str:
     if not starts:
         return "(no run report in the log: did the refresh task run?)"
     out = []
-    for line in lines[starts[-1] + 1:]:
+    for line in lines[starts[-1] + 1 :]:
         out.append(line.split(" [hive_compaction.airflow.tasks]")[0])
         if "[hive_compaction.airflow.tasks]" in line:
             break
@@ -88,9 +95,11 @@ def main() -> int:
     for t in tables:
         for name in sorted(after[t]):
             b, a = before[t].get(name, {}), after[t][name]
-            print(f"{'.'.join(t):<22}{name:<16}{b.get('num_files', '-'):>5} -> {a['num_files']:<4}"
-                  f"{b.get('bytes', '-'):>9} -> {a['bytes']:<8}"
-                  f"{a['hms_num_files']:>16} / {a['hms_total_size']} / {a['hms_num_rows']}")
+            print(
+                f"{'.'.join(t):<22}{name:<16}{b.get('num_files', '-'):>5} -> {a['num_files']:<4}"
+                f"{b.get('bytes', '-'):>9} -> {a['bytes']:<8}"
+                f"{a['hms_num_files']:>16} / {a['hms_total_size']} / {a['hms_num_rows']}"
+            )
     print(f"\nDAG run {'succeeded' if code == 0 else 'FAILED'}; full log: {log}")
     return code
 

@@ -6,6 +6,7 @@ Each table gets several dates; most partitions are written the way a dynamic-par
 with many tasks writes them (one file per task per partition), one date is written by a single
 task and so already holds a single file.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,28 +25,35 @@ SINGLE_FILE_DATE = "2026-11-17"
 APPENDED_DATE = "2026-11-21"
 
 
-def spark_session(metastore_uri: str, warehouse: str, app: str = "hive-compaction-demo",
-                  conf: dict[str, str] | None = None):
+def spark_session(
+    metastore_uri: str, warehouse: str, app: str = "hive-compaction-demo", conf: dict[str, str] | None = None
+):
     """``conf``: more Spark settings (e.g. a connector's jars and its ``spark.hadoop.*`` settings)."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
+
     builder = SparkSession.builder
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
-    return (builder.master("local[2]").appName(app)
-            .config("spark.hadoop.hive.metastore.uris", metastore_uri)
-            .config("spark.sql.warehouse.dir", warehouse)
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.ui.enabled", "false")
-            .config("spark.sql.shuffle.partitions", "4")
-            .config("hive.exec.dynamic.partition.mode", "nonstrict")
-            .enableHiveSupport().getOrCreate())
+    return (
+        builder.master("local[2]")
+        .appName(app)
+        .config("spark.hadoop.hive.metastore.uris", metastore_uri)
+        .config("spark.sql.warehouse.dir", warehouse)
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("hive.exec.dynamic.partition.mode", "nonstrict")
+        .enableHiveSupport()
+        .getOrCreate()
+    )
 
 
 def events(spark, date: str, rows: int, seed: int):
     """Rows with a mix of types (strings, decimals, timestamps, nulls, arrays, maps)."""
     from pyspark.sql import functions as F
-    return (spark.range(rows).select(
+
+    return spark.range(rows).select(
         (F.col("id") + seed * 1_000_000).alias("event_id"),
         F.concat(F.lit("user-"), (F.col("id") * 7919 % 997).cast("string")).alias("user_id"),
         F.when(F.col("id") % 11 == 0, F.lit(None)).otherwise(F.col("id") % 5).cast("int").alias("kind"),
@@ -53,7 +61,8 @@ def events(spark, date: str, rows: int, seed: int):
         F.expr(f"timestamp_seconds(unix_timestamp(to_date('{date}')) + id % 86400)").alias("ts"),
         F.array(F.col("id") % 3, F.col("id") % 7).alias("tags"),
         F.create_map(F.lit("k"), (F.col("id") % 13).cast("string")).alias("attrs"),
-        F.lit(date).alias("dt")))
+        F.lit(date).alias("dt"),
+    )
 
 
 def create_table(spark, db: str, table: str, storage: str) -> None:
@@ -68,15 +77,23 @@ def create_table(spark, db: str, table: str, storage: str) -> None:
 FILL_DATES_PER_INSERT = 100
 
 
-def fill(spark, db: str, table: str, dates: list[str], files_per_partition: int, rows_per_partition: int,
-         single_file_dates: tuple[str, ...] = ()) -> None:
+def fill(
+    spark,
+    db: str,
+    table: str,
+    dates: list[str],
+    files_per_partition: int,
+    rows_per_partition: int,
+    single_file_dates: tuple[str, ...] = (),
+) -> None:
     """Insert like a many-task dynamic-partition job: ``files_per_partition`` files in each date.
     At most ``FILL_DATES_PER_INSERT`` dates an insert: Spark's analyzer takes minutes over a union
     of thousands of frames."""
     from functools import reduce
+
     frames = [events(spark, d, rows_per_partition, seed=i) for i, d in enumerate(dates) if d not in single_file_dates]
     for k in range(0, len(frames), FILL_DATES_PER_INSERT):
-        df = reduce(lambda a, b: a.unionByName(b), frames[k:k + FILL_DATES_PER_INSERT])
+        df = reduce(lambda a, b: a.unionByName(b), frames[k : k + FILL_DATES_PER_INSERT])
         df.repartition(files_per_partition).write.insertInto(f"{db}.{table}")
     for d in single_file_dates:
         events(spark, d, rows_per_partition, seed=dates.index(d)).coalesce(1).write.insertInto(f"{db}.{table}")
@@ -88,8 +105,9 @@ def create_demo_tables(spark, files_per_partition: int = 12, rows_per_partition:
         create_table(spark, DEMO_DB, table, storage)
         fill(spark, DEMO_DB, table, DEMO_DATES[:-1], files_per_partition, rows_per_partition, (SINGLE_FILE_DATE,))
         for hour in range(6):
-            events(spark, APPENDED_DATE, rows_per_partition // 6, seed=100 + hour).coalesce(1) \
-                .write.insertInto(f"{DEMO_DB}.{table}")
+            events(spark, APPENDED_DATE, rows_per_partition // 6, seed=100 + hour).coalesce(1).write.insertInto(
+                f"{DEMO_DB}.{table}"
+            )
         names.append(f"{DEMO_DB}.{table}")
     return names
 

@@ -42,6 +42,7 @@ reports, where the code reports it); the others are the harness's own. As the wr
 - ``folder_built``: a location switch's new folder holds its files, before it is checked;
 - ``switched``: the Metastore names the new folder.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -69,8 +70,11 @@ KILL_POINTS = tuple(s.value for s in IN_PLACE_STEPS if s is not Step.OUTPUTS_MOV
 SWITCH_POINTS = tuple(s.value for s in SWITCH_STEPS)
 # After the first move of a batch (only these need a batch split in two).
 _FIRST_OF = {"inputs": Step.INPUT_MOVED.value, "outputs": Step.OUTPUT_MOVED.value}
-_ALL_OF = {"inputs": Step.INPUTS_MOVED.value, "outputs": Step.OUTPUTS_MOVED.value,
-           "rolled_back": "rollback_outputs_moved"}
+_ALL_OF = {
+    "inputs": Step.INPUTS_MOVED.value,
+    "outputs": Step.OUTPUTS_MOVED.value,
+    "rolled_back": "rollback_outputs_moved",
+}
 CALL = "call:"
 VERSIONS_FOLDER = "/_compacted/"  # storage.paths.VERSIONS_FOLDER: a location switch's new folders
 
@@ -79,12 +83,13 @@ log = logging.getLogger("hive_compaction.fault_hooks")
 
 class _Commit(threading.local):
     """What the wrappers know of the commit this thread runs."""
+
     calls: int | None = None  # storage calls since the commit began (None: not counting)
-    label = ""                # table/partition
-    folder = None             # () -> the partition's folder
-    listed = True             # its "listed" step seen
-    new_folder = None         # a location switch's new folder, once outputs moved into it
-    purge_root = None         # a purge's work area, once it listed the journals (then it deletes runs)
+    label = ""  # table/partition
+    folder = None  # () -> the partition's folder
+    listed = True  # its "listed" step seen
+    new_folder = None  # a location switch's new folder, once outputs moved into it
+    purge_root = None  # a purge's work area, once it listed the journals (then it deletes runs)
     purged: frozenset = frozenset()
     chunk_staged: frozenset = frozenset()  # partitions whose "staged" fired as their chunk's lock was asked for
 
@@ -98,7 +103,7 @@ def _entries(setting: str | None) -> list[tuple[str, str]]:
     out = []
     for entry in filter(None, (setting or "").split(";")):
         if entry.startswith(CALL):
-            n, _, text = entry[len(CALL):].partition(":")
+            n, _, text = entry[len(CALL) :].partition(":")
             out.append((f"{CALL}{n}", text))
         else:
             name, _, text = entry.partition(":")
@@ -116,7 +121,8 @@ def _named(point: str) -> bool:
 
 def _counting_wanted() -> bool:
     return bool(os.environ.get(KILL_AT_CALL_ENV) or os.environ.get(FAIL_AT_CALL_ENV)) or any(
-        name.startswith(CALL) for name, _ in _entries(os.environ.get(HOOK_ENV)))
+        name.startswith(CALL) for name, _ in _entries(os.environ.get(HOOK_ENV))
+    )
 
 
 def _path(uri: str) -> str:
@@ -125,8 +131,12 @@ def _path(uri: str) -> str:
 
 def _run_hook(where: str, label: str, folder: str | None) -> None:
     log.warning("test hook at %s for %s", where, label)
-    subprocess.run(os.environ[HOOK_CMD_ENV], shell=True, check=True,
-                   env={**os.environ, "HIVE_COMPACTION_PARTITION_DIR": folder or ""})
+    subprocess.run(
+        os.environ[HOOK_CMD_ENV],
+        shell=True,
+        check=True,
+        env={**os.environ, "HIVE_COMPACTION_PARTITION_DIR": folder or ""},
+    )
 
 
 def _step(point: str, haystack: str, folder: str | None = None) -> None:
@@ -150,8 +160,9 @@ def _count(operation: str, uri) -> None:
             _run_hook(f"{CALL}{calls} (before {operation} {uri})", _now.label, _now.folder() if _now.folder else None)
     n, _, text = os.environ.get(KILL_AT_CALL_ENV, "").partition(":")
     if n and calls == int(n) and text in _now.label:
-        log.warning("test kill point %s%d reached (before %s %s): killing the job with SIGKILL", CALL, calls,
-                    operation, uri)
+        log.warning(
+            "test kill point %s%d reached (before %s %s): killing the job with SIGKILL", CALL, calls, operation, uri
+        )
         os.kill(os.getpid(), signal.SIGKILL)
     n, _, text = os.environ.get(FAIL_AT_CALL_ENV, "").partition(":")
     if n and calls == int(n) and text in _now.label:
@@ -165,8 +176,10 @@ def _begin_commit(metastore, table: str, partition: str, staged: bool = True) ->
     count from here."""
     values = [unquote(kv.partition("=")[2]) for kv in partition.split("/")] if partition else []
     _now.label = f"{table}/{partition}"
+
     def folder() -> str:
         return _path((metastore.location(table, values) if values else metastore.table_location(table)) or "")
+
     # The partition's folder as the commit begins: after a location switch's commit point the
     # Metastore names the new one, but the test's actors are keyed by the folder it merged.
     began = folder() if os.environ.get(HOOK_ENV) else None
@@ -202,9 +215,25 @@ def _record_label(text: str) -> tuple[str, str | None]:
 
 def _wrap_storage(cls) -> dict:
     """Wrap HadoopFS's storage calls; returns the originals."""
-    originals = {name: inspect.getattr_static(cls, name) for name in (
-        "list", "statuses", "move_all", "copy", "delete", "read_text_if_exists", "_write", "_publish_new",
-        "_replace", "_delete_temporary", "_make_folder", "create_exclusive", "write_text_atomic", "rename_folder")}
+    originals = {
+        name: inspect.getattr_static(cls, name)
+        for name in (
+            "list",
+            "statuses",
+            "move_all",
+            "copy",
+            "delete",
+            "read_text_if_exists",
+            "_write",
+            "_publish_new",
+            "_replace",
+            "_delete_temporary",
+            "_make_folder",
+            "create_exclusive",
+            "write_text_atomic",
+            "rename_folder",
+        )
+    }
     o = originals
 
     def list_(self, uri):
@@ -216,11 +245,11 @@ def _wrap_storage(cls) -> dict:
         if re.search(r"/staging/[^/]+/rewrite-[0-9a-f]+$", path):
             _step("rewritten", f"{_now.label} {uri}")
         if path.endswith("/journal"):
-            _now.purge_root, _now.purged = path[:-len("/journal")], frozenset()
+            _now.purge_root, _now.purged = path[: -len("/journal")], frozenset()
         elif path.endswith("/trash"):
             _now.purge_root = None
         elif _now.purge_root and path.startswith(f"{_now.purge_root}/trash/"):
-            run = path[len(f"{_now.purge_root}/trash/"):]
+            run = path[len(f"{_now.purge_root}/trash/") :]
             if "/" not in run and run not in _now.purged:
                 _now.purged |= {run}
                 _step("purging", run, _now.purge_root)
@@ -314,11 +343,22 @@ def _wrap_storage(cls) -> dict:
             haystack, folder = _record_label(text)
             _step(Step.MANIFEST_WRITTEN.value, f"{_now.label} {haystack}", folder)
 
-    wrapped = {"list": list_, "statuses": statuses, "move_all": move_all, "copy": copy, "delete": delete,
-               "read_text_if_exists": read_text_if_exists, "_write": _write, "_publish_new": _publish_new,
-               "_replace": _replace, "_delete_temporary": _delete_temporary,
-               "_make_folder": _make_folder, "create_exclusive": create_exclusive,
-               "write_text_atomic": write_text_atomic, "rename_folder": rename_folder}
+    wrapped = {
+        "list": list_,
+        "statuses": statuses,
+        "move_all": move_all,
+        "copy": copy,
+        "delete": delete,
+        "read_text_if_exists": read_text_if_exists,
+        "_write": _write,
+        "_publish_new": _publish_new,
+        "_replace": _replace,
+        "_delete_temporary": _delete_temporary,
+        "_make_folder": _make_folder,
+        "create_exclusive": create_exclusive,
+        "write_text_atomic": write_text_atomic,
+        "rename_folder": rename_folder,
+    }
     for name, f in wrapped.items():
         setattr(cls, name, f)
     return originals
@@ -358,6 +398,7 @@ def install() -> None:
         return
     from hive_compaction.storage.hadoop_fs import HadoopFS
     from hive_compaction.storage.metastore_client import JobMetastore
+
     _installed.extend([(HadoopFS, _wrap_storage(HadoopFS)), (JobMetastore, _wrap_metastore(JobMetastore))])
 
 

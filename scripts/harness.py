@@ -2,6 +2,7 @@
 reliability script and the benchmarks: one Metastore on a free loopback port with its state in
 a folder, one Airflow home, helpers to make tables, read them back and run the DAG or the job.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -68,11 +69,11 @@ def data_files(folder: Path) -> list[Path]:
     return sorted(f for f in folder.iterdir() if f.is_file() and not f.name.startswith((".", "_")))
 
 
-SECOND_INSTANCE_DAG_FILE = '''from hive_compaction.airflow import config
+SECOND_INSTANCE_DAG_FILE = """from hive_compaction.airflow import config
 from hive_compaction.airflow.dag_factory import compaction_dags
 
 dag, rollback = compaction_dags(config.dag_config_path(__file__, "{config_name}"))
-'''
+"""
 
 
 def two_instance_dags(folder: Path, config_name: str = "team_b.yaml") -> Path:
@@ -91,10 +92,20 @@ def shared_class_archive() -> Path:
     since a JVM rejects an archive made by another (it then starts as if there were none), and
     the job that makes it."""
     import pyspark
+
     jars = Path(pyspark.__file__).parent / "jars"
     java = os.path.realpath(shutil.which("java") or "java")
-    key = "|".join((java, os.environ.get("JAVA_HOME", ""), str(jars), str(jars.stat().st_ctime_ns),
-                    pyspark.__version__, QUICK_JVM_START, CDS_JOB))
+    key = "|".join(
+        (
+            java,
+            os.environ.get("JAVA_HOME", ""),
+            str(jars),
+            str(jars.stat().st_ctime_ns),
+            pyspark.__version__,
+            QUICK_JVM_START,
+            CDS_JOB,
+        )
+    )
     return ROOT / ".state" / "class-archive" / f"driver-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
 
 
@@ -130,9 +141,15 @@ class Stack:
     """``use_postgres``: PostgreSQL (Debian's package, on loopback) backs the Metastore and
     Airflow's metadata database, as in production; else embedded Derby and SQLite."""
 
-    def __init__(self, state: Path, use_postgres: bool = False, quick_jvm_start: bool = False,
-                 object_store: bool = False, persistent_airflow: bool = False,
-                 metastore: Callable[[postgres.Postgres | None], Metastore] | None = None):
+    def __init__(
+        self,
+        state: Path,
+        use_postgres: bool = False,
+        quick_jvm_start: bool = False,
+        object_store: bool = False,
+        persistent_airflow: bool = False,
+        metastore: Callable[[postgres.Postgres | None], Metastore] | None = None,
+    ):
         """``quick_jvm_start``: the merge jobs' JVMs compile with C1 only and collect garbage on one
         thread: a short job starts ~15% sooner on an idle 2-core machine and up to twice as fast
         while other work holds the cores (the tests' jobs are all short; the benchmarks leave it
@@ -172,19 +189,23 @@ class Stack:
 
     def env(self, config_path: Path | None = None, **extra) -> dict[str, str]:
         env = dict(os.environ)
-        env.update({
-            "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '')}",
-            "AIRFLOW_HOME": str(self.airflow_home),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-            "AIRFLOW__CORE__PLUGINS_FOLDER": str(wheel_sweeps.plugins_folder()),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
-            "AIRFLOW_CONN_HIVE_METASTORE": json.dumps({"conn_type": "generic", "host": "127.0.0.1", "port": self.port}),
-            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-            "SPARK_LOCAL_IP": "127.0.0.1",
-            "PYSPARK_PYTHON": sys.executable,
-            **self.airflow_db_env,
-        })
+        env.update(
+            {
+                "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '')}",
+                "AIRFLOW_HOME": str(self.airflow_home),
+                "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+                "AIRFLOW__CORE__PLUGINS_FOLDER": str(wheel_sweeps.plugins_folder()),
+                "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+                "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+                "AIRFLOW_CONN_HIVE_METASTORE": json.dumps(
+                    {"conn_type": "generic", "host": "127.0.0.1", "port": self.port}
+                ),
+                "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+                "SPARK_LOCAL_IP": "127.0.0.1",
+                "PYSPARK_PYTHON": sys.executable,
+                **self.airflow_db_env,
+            }
+        )
         if self.quick_jvm_start:  # read by spark-submit for the driver's JVM (the Airflow-run jobs' too)
             env.setdefault("SPARK_SUBMIT_OPTS", quick_submit_opts())  # another classpath's JVM ignores the archive
         if config_path:
@@ -221,6 +242,7 @@ class Stack:
         job opens the Metastore client the merge jobs use); a stack that finds another process
         making it starts without it, and its jobs use it once it is there."""
         import threading
+
         if self.class_archive.exists():
             return
         work = self.class_archive.with_suffix(".work")
@@ -239,10 +261,23 @@ class Stack:
         env = self.env()
         env["SPARK_SUBMIT_OPTS"] = f"{QUICK_JVM_START} -XX:ArchiveClassesAtExit={dump}"
         t0 = time.monotonic()
-        proc = subprocess.Popen(["spark-submit", "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-                                 "--conf", "spark.driver.host=127.0.0.1", str(work / "job.py"), str(work),
-                                 self.metastore.uri],
-                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [
+                "spark-submit",
+                "--master",
+                "local[2]",
+                "--conf",
+                "spark.ui.enabled=false",
+                "--conf",
+                "spark.driver.host=127.0.0.1",
+                str(work / "job.py"),
+                str(work),
+                self.metastore.uri,
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
 
         def publish():
             try:
@@ -251,12 +286,14 @@ class Stack:
                     record("Spark driver class archive (class data sharing, background)", time.monotonic() - t0)
             finally:
                 claim.unlink(missing_ok=True)
+
         threading.Thread(target=publish, daemon=True, name="class-archive").start()
 
     def _add_object_store(self) -> None:
         """Build the s3like jar and give it, with its mount, to the Metastore. If it cannot be built
         the stack starts without it (only the tests of that storage fail, saying why)."""
         import s3like
+
         try:
             self.s3like_jar = s3like.build_jar(self.state / "s3like")
         except Exception as e:  # noqa: BLE001 - reported by the tests that need it
@@ -276,6 +313,7 @@ class Stack:
     def object_store_root(self) -> str:
         """``viewfs://hcstack/objects``, a mount of ``s3like:///objects``."""
         import s3like
+
         return f"viewfs://{VIEWFS_MOUNT}{s3like.MOUNT_LINK}"
 
     @property
@@ -283,21 +321,26 @@ class Stack:
         """The Spark settings a merge job needs to reach it: the jar on the driver's classpath (in
         local mode the executors run in the driver's JVM), the scheme and both viewfs links."""
         import s3like
+
         if self.s3like_jar is None:
             raise RuntimeError(self.object_store_error)
-        return {"spark.driver.extraClassPath": str(self.s3like_jar), **self.metastore.viewfs_conf,
-                **{f"spark.hadoop.{k}": v for k, v in s3like.hadoop_conf(self.s3like_root, VIEWFS_MOUNT).items()}}
+        return {
+            "spark.driver.extraClassPath": str(self.s3like_jar),
+            **self.metastore.viewfs_conf,
+            **{f"spark.hadoop.{k}": v for k, v in s3like.hadoop_conf(self.s3like_root, VIEWFS_MOUNT).items()},
+        }
 
     @property
     def spark(self):
         if self._spark is None:
             os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
             from demo_tables import spark_session
+
             with started("Spark session with Hive support (in the test process)"):
                 self._spark = spark_session(self.metastore.uri, self.metastore.warehouse, app="hive-compaction-tests")
             self._spark.sparkContext.setLogLevel("ERROR")
             for key, value in self.metastore.viewfs_conf.items():  # tables on viewfs:// too
-                self._spark._jsc.hadoopConfiguration().set(key[len("spark.hadoop."):], value)
+                self._spark._jsc.hadoopConfiguration().set(key[len("spark.hadoop.") :], value)
         return self._spark
 
     def stop(self) -> None:
@@ -310,9 +353,18 @@ class Stack:
             self.postgres.stop(remove=True)
 
     # --- data -------------------------------------------------------------------------------
-    def make_table(self, db: str, table: str, storage: str, dates: list[str], files: int = 5, rows: int = 400,
-                   single_file_dates: tuple[str, ...] = ()) -> None:
+    def make_table(
+        self,
+        db: str,
+        table: str,
+        storage: str,
+        dates: list[str],
+        files: int = 5,
+        rows: int = 400,
+        single_file_dates: tuple[str, ...] = (),
+    ) -> None:
         from demo_tables import create_table, fill
+
         create_table(self.spark, db, table, storage)
         fill(self.spark, db, table, dates, files, rows, single_file_dates)
 
@@ -321,6 +373,7 @@ class Stack:
 
     def partition_location(self, db: str, table: str, partition: str) -> Path:
         from hmsclient import hmsclient
+
         with hmsclient.HMSClient(host="127.0.0.1", port=self.port) as c:
             return Path(urlsplit(c.get_partition_by_name(db, table, partition).sd.location).path)
 
@@ -342,18 +395,23 @@ class Stack:
     def content(self, db: str, table: str) -> dict[str, tuple[int, str]]:
         """Per partition: (rows, digest of the sorted rows). An exact multiset comparison: a lost,
         changed or duplicated row changes the digest."""
-        return {k: (len(v), hashlib.sha256("\n".join(v).encode()).hexdigest())
-                for k, v in self.rows(db, table).items()}
+        return {k: (len(v), hashlib.sha256("\n".join(v).encode()).hexdigest()) for k, v in self.rows(db, table).items()}
 
     def snapshot(self, db: str, table: str) -> dict[str, dict]:
         from demo import partition_snapshot
+
         return partition_snapshot(self.port, db, table)
 
     # --- Airflow ----------------------------------------------------------------------------
     def write_config(self, path: Path, tables: list, **top) -> Path:
-        raw = {"metastore_conn_id": "hive_metastore", "spark_conn_id": "spark_default", "retries": 0,
-               "spark_conf": {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"},
-               "tables": tables, **top}
+        raw = {
+            "metastore_conn_id": "hive_metastore",
+            "spark_conn_id": "spark_default",
+            "retries": 0,
+            "spark_conf": {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"},
+            "tables": tables,
+            **top,
+        }
         raw.setdefault("defaults", {}).setdefault("quiet_period_minutes", 0)  # tables are written just before
         path.write_text(yaml.safe_dump(raw))
         return path
@@ -369,13 +427,15 @@ class Stack:
                 returncode, log = runner.run(run_env, args, self.state / f"dags-test-{logical}.log")
         else:
             with started("airflow dags test (a command of its own)"):
-                p = subprocess.run(["airflow", "dags", "test", *args], env=run_env, capture_output=True, text=True,
-                                   timeout=900)
+                p = subprocess.run(
+                    ["airflow", "dags", "test", *args], env=run_env, capture_output=True, text=True, timeout=900
+                )
             returncode, log = p.returncode, p.stdout + p.stderr
         m = re.search(r"DagRun Finished: .*?run_id=([^,]+),", log)
         run_id = m.group(1) if m else ""
-        return DagRun(returncode, log, run_id,
-                      (lambda: self.task_states(run_id, config_path, dag_id)) if run_id else dict)
+        return DagRun(
+            returncode, log, run_id, (lambda: self.task_states(run_id, config_path, dag_id)) if run_id else dict
+        )
 
     def dag_runner(self):
         """The long-lived Airflow process for ``run_dag`` (started on first use), or None."""
@@ -383,18 +443,23 @@ class Stack:
             return None
         if self._dag_runner is None or self._dag_runner.proc is None:
             from dag_runner import Client
+
             self._dag_runner = Client(self.env(), self.state)
             record("Airflow imported by the long-lived dags-test process", self._dag_runner.start())
         return self._dag_runner
 
     def task_states(self, run_id: str, config_path: Path, dag_id: str = "hive_compaction") -> dict[str, list[str]]:
-        p = subprocess.run(["airflow", "tasks", "states-for-dag-run", dag_id, run_id, "-o", "json"],
-                           env=self.env(config_path), capture_output=True, text=True, check=True)
+        p = subprocess.run(
+            ["airflow", "tasks", "states-for-dag-run", dag_id, run_id, "-o", "json"],
+            env=self.env(config_path),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         out: dict[str, list[str]] = {}
-        for row in json.loads(p.stdout[p.stdout.index("["):]):
+        for row in json.loads(p.stdout[p.stdout.index("[") :]):
             out.setdefault(row["task_id"], []).append(row["state"])
         return out
-
 
     # --- the merge job alone ----------------------------------------------------------------
     def plan_batches(self, config_path: Path, run_id: str, dry_run: bool = False) -> dict:
@@ -403,6 +468,7 @@ class Stack:
         from hive_compaction.airflow import config, tasks as dag_tasks
         from hive_compaction.airflow.metastore_hook import Metastore as HMS
         from hive_compaction.airflow.run_params import select
+
         settings = config.load(config_path)
         with HMS("127.0.0.1", self.port) as hms:
             return dag_tasks.plan(settings, hms, run_id, select(settings, {"dry_run": dry_run}, "manual", None))
@@ -413,6 +479,7 @@ class Stack:
         from hive_compaction.airflow.metastore_hook import Metastore as HMS
         from hive_compaction.model.results import decode_results
         from hive_compaction.storage.paths import run_tag
+
         settings = config.load(config_path)
         with HMS("127.0.0.1", self.port) as hms:
             recorded = results_reader.read_run(hms, settings.results_table, run_tag(run))
@@ -421,28 +488,57 @@ class Stack:
     @staticmethod
     def spark_submit_cmd(batch_arg: str, conf: dict | None = None) -> list[str]:
         """The merge job's command for one encoded batch (``conf``: more Spark settings)."""
-        return ["spark-submit", "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-                "--conf", "spark.driver.host=127.0.0.1",
-                *[a for k, v in (conf or {}).items() for a in ("--conf", f"{k}={v}")],
-                str(wheel_sweeps.package_dir() / "jobs" / "compact_partitions.py"), "--batch", batch_arg]
+        return [
+            "spark-submit",
+            "--master",
+            "local[2]",
+            "--conf",
+            "spark.ui.enabled=false",
+            "--conf",
+            "spark.driver.host=127.0.0.1",
+            *[a for k, v in (conf or {}).items() for a in ("--conf", f"{k}={v}")],
+            str(wheel_sweeps.package_dir() / "jobs" / "compact_partitions.py"),
+            "--batch",
+            batch_arg,
+        ]
 
-    def rollback_cmd(self, table: str, run_id: str, config_path: Path, conf: dict | None = None,
-                     py_files: Path | None = None) -> list[str]:
+    def rollback_cmd(
+        self, table: str, run_id: str, config_path: Path, conf: dict | None = None, py_files: Path | None = None
+    ) -> list[str]:
         """The rollback job's command for a table's run (``conf``: more Spark settings; ``py_files``:
         the package's zip, for a driver without it); the table's work_dir, if ``config_path`` sets
         one, is passed as an argument (the job reads no config)."""
         from hive_compaction.airflow import config
-        work_dir = config.load(config_path).table(table.lower()).policy.work_dir
-        return ["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false",
-                *[a for k, v in (conf or {}).items() for a in ("--conf", f"{k}={v}")],
-                *(["--py-files", str(py_files)] if py_files else []),
-                str(wheel_sweeps.package_dir() / "jobs" / "rollback.py"), "--table", table, "--run", run_id,
-                "--metastore", f"thrift://127.0.0.1:{self.port}", *(["--work-dir", work_dir] if work_dir else [])]
 
-    def spark_submit(self, batch_arg: str, config_path: Path | None = None, conf: dict | None = None,
-                     **env) -> subprocess.CompletedProcess:
+        work_dir = config.load(config_path).table(table.lower()).policy.work_dir
+        return [
+            "spark-submit",
+            "--master",
+            "local[1]",
+            "--conf",
+            "spark.ui.enabled=false",
+            *[a for k, v in (conf or {}).items() for a in ("--conf", f"{k}={v}")],
+            *(["--py-files", str(py_files)] if py_files else []),
+            str(wheel_sweeps.package_dir() / "jobs" / "rollback.py"),
+            "--table",
+            table,
+            "--run",
+            run_id,
+            "--metastore",
+            f"thrift://127.0.0.1:{self.port}",
+            *(["--work-dir", work_dir] if work_dir else []),
+        ]
+
+    def spark_submit(
+        self, batch_arg: str, config_path: Path | None = None, conf: dict | None = None, **env
+    ) -> subprocess.CompletedProcess:
         """Run the merge job on one encoded batch, as the mapped task would (``conf``: more Spark
         settings)."""
         with started("spark-submit of the merge job (alone)"):
-            return subprocess.run(self.spark_submit_cmd(batch_arg, conf), env=self.env(config_path, **env),
-                                  capture_output=True, text=True, timeout=600)
+            return subprocess.run(
+                self.spark_submit_cmd(batch_arg, conf),
+                env=self.env(config_path, **env),
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )

@@ -9,6 +9,7 @@ tests act as get their groups from ``groups`` (Hadoop's static mapping: they nee
 The files are read and set up over WebHDFS (plain HTTP on loopback), so a check never goes
 through the code it checks.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,24 +53,51 @@ class Hdfs:
     def start(self, timeout: float = 180) -> None:
         jars = sorted(JARS.glob("*.jar"))
         if not jars:
-            raise HdfsError(f"no jars in {JARS}: run `make jars` "
-                            "(it fetches scripts/maven/hdfs/pom.xml's from Maven Central)")
+            raise HdfsError(
+                f"no jars in {JARS}: run `make jars` (it fetches scripts/maven/hdfs/pom.xml's from Maven Central)"
+            )
         self.state.mkdir(parents=True, exist_ok=True)
         details, written = self.state / "details.json", self.state / "cluster-conf.xml"
         details.unlink(missing_ok=True)
         mapping = ";".join(f"{u}={g}" for u, g in self.groups.items())
-        cmd = ["java", "-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-               f"-Djava.io.tmpdir={self.state}", "-cp", f"{JARS}/*", MAIN, "-nomr", "-format", "-datanodes", "1",
-               "-writeConfig", str(written), "-writeDetails", str(details),
-               "-D", f"hdfs.minidfs.basedir={self.state / 'data'}",
-               "-D", "dfs.permissions.enabled=true",
-               *(["-D", f"hadoop.user.group.static.mapping.overrides={mapping}"] if mapping else [])]
+        cmd = [
+            "java",
+            "-Xmx384m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            f"-Djava.io.tmpdir={self.state}",
+            "-cp",
+            f"{JARS}/*",
+            MAIN,
+            "-nomr",
+            "-format",
+            "-datanodes",
+            "1",
+            "-writeConfig",
+            str(written),
+            "-writeDetails",
+            str(details),
+            "-D",
+            f"hdfs.minidfs.basedir={self.state / 'data'}",
+            "-D",
+            "dfs.permissions.enabled=true",
+            *(["-D", f"hadoop.user.group.static.mapping.overrides={mapping}"] if mapping else []),
+        ]
         t0 = time.monotonic()
         with open(self.state / "hdfs.log", "ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.state,
-                                         start_new_session=True, env=self._own_env())
-        await_start(self.proc, lambda: details.exists() and details.read_text().strip(), t0, timeout,
-                    "MiniDFSCluster", self.state / "hdfs.log", HdfsError, self.stop)
+            self.proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.state, start_new_session=True, env=self._own_env()
+            )
+        await_start(
+            self.proc,
+            lambda: details.exists() and details.read_text().strip(),
+            t0,
+            timeout,
+            "MiniDFSCluster",
+            self.state / "hdfs.log",
+            HdfsError,
+            self.stop,
+        )
         time.sleep(0.2)  # the configuration is written just before the details
         self.port = int(json.loads(details.read_text())["namenode_port"])
         self.conf = site_properties(written)
@@ -117,4 +145,5 @@ class Hdfs:
     @property
     def superuser(self) -> str:
         import getpass
+
         return getpass.getuser()

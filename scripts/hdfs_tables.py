@@ -12,6 +12,7 @@ the file system the tables are on. ``sql`` runs each statement. The user is the 
 ``--conf KEY=VALUE`` (repeated): more Spark settings (the S3A connector's jars and settings);
 ``create --content``: print the new tables' content as ``content`` does (one Spark start less).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,8 +56,12 @@ def main() -> int:
     p.add_argument("--content", action="store_true", help="create: print the new tables' content too")
     args = p.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    spark = spark_session(args.metastore, "file:///nonexistent-warehouse", app="hdfs-tables",
-                          conf=dict(c.split("=", 1) for c in args.conf))
+    spark = spark_session(
+        args.metastore,
+        "file:///nonexistent-warehouse",
+        app="hdfs-tables",
+        conf=dict(c.split("=", 1) for c in args.conf),
+    )
     spark.sparkContext.setLogLevel("ERROR")
     names, out = args.names, {}
     if args.action == "create":

@@ -10,6 +10,7 @@ for them, only 4.0.0 and 4.0.1.
 Both run on Java 17 (OpenJDK 17.0.15). On the Temurin 25 JDK neither starts: Hadoop's
 UserGroupInformation calls ``Subject.getSubject`` ("getSubject is not supported" since JDK 24).
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -64,20 +65,45 @@ HOUSEKEEPING = {
 NO_TRANSFORMER = {"metastore.metadata.transformer.class": " "}  # blank: an empty value reads as unset
 
 RELEASES = {
-    "3.1.3": Release("3.1.3", "hive3", "hive-standalone-metastore-3.1.3-bin.tar.gz", "hive-schema-3.1.0.postgres.sql", (
-        # The defaults name classes of hive-exec, which the standalone server does not ship.
-        ("metastore.expression.proxy", "org.apache.hadoop.hive.metastore.DefaultPartitionExpressionProxy"),
-        ("metastore.task.threads.always", "org.apache.hadoop.hive.metastore.events.EventCleanerTask,"
-                                          "org.apache.hadoop.hive.metastore.RuntimeStatsCleanerTask"),
-    )),
-    "4.0.1": Release("4.0.1", "hive4", "hive-standalone-metastore-server-4.0.1-bin.tar.gz",
-                     "hive-schema-4.0.0.postgres.sql", (
-        # The default list without HiveProtoEventsCleanerTask (Hive-on-Tez event logs; it needs
-        # YARN's classes): one class failing to load stops the housekeeping tasks listed after it.
-        ("metastore.task.threads.always", ",".join("org.apache.hadoop.hive.metastore." + c for c in (
-            "events.EventCleanerTask", "RuntimeStatsCleanerTask", "metrics.AcidMetricService",
-            "metrics.AcidMetricLogger", "ScheduledQueryExecutionsMaintTask", "ReplicationMetricsMaintTask"))),
-    )),
+    "3.1.3": Release(
+        "3.1.3",
+        "hive3",
+        "hive-standalone-metastore-3.1.3-bin.tar.gz",
+        "hive-schema-3.1.0.postgres.sql",
+        (
+            # The defaults name classes of hive-exec, which the standalone server does not ship.
+            ("metastore.expression.proxy", "org.apache.hadoop.hive.metastore.DefaultPartitionExpressionProxy"),
+            (
+                "metastore.task.threads.always",
+                "org.apache.hadoop.hive.metastore.events.EventCleanerTask,"
+                "org.apache.hadoop.hive.metastore.RuntimeStatsCleanerTask",
+            ),
+        ),
+    ),
+    "4.0.1": Release(
+        "4.0.1",
+        "hive4",
+        "hive-standalone-metastore-server-4.0.1-bin.tar.gz",
+        "hive-schema-4.0.0.postgres.sql",
+        (
+            # The default list without HiveProtoEventsCleanerTask (Hive-on-Tez event logs; it needs
+            # YARN's classes): one class failing to load stops the housekeeping tasks listed after it.
+            (
+                "metastore.task.threads.always",
+                ",".join(
+                    "org.apache.hadoop.hive.metastore." + c
+                    for c in (
+                        "events.EventCleanerTask",
+                        "RuntimeStatsCleanerTask",
+                        "metrics.AcidMetricService",
+                        "metrics.AcidMetricLogger",
+                        "ScheduledQueryExecutionsMaintTask",
+                        "ReplicationMetricsMaintTask",
+                    )
+                ),
+            ),
+        ),
+    ),
 }
 
 
@@ -100,8 +126,9 @@ def unpacked(release: Release) -> Path:
 
 
 def site_xml(settings: dict[str, str]) -> str:
-    props = "".join(f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n"
-                    for k, v in settings.items())
+    props = "".join(
+        f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n" for k, v in settings.items()
+    )
     return f'<?xml version="1.0"?>\n<configuration>\n{props}</configuration>\n'
 
 
@@ -111,8 +138,15 @@ class HiveMetastoreServer(Metastore):
     the lock housekeeping's). Same interface as ``local_stack.Metastore`` (uri, warehouse,
     start, stop), so ``harness.Stack`` can take it."""
 
-    def __init__(self, version: str, state: Path, pg: postgres.Postgres, port: int | None = None,
-                 settings: dict[str, str] | None = None, heap: str = "256m"):
+    def __init__(
+        self,
+        version: str,
+        state: Path,
+        pg: postgres.Postgres,
+        port: int | None = None,
+        settings: dict[str, str] | None = None,
+        heap: str = "256m",
+    ):
         super().__init__(state, port or free_port())
         self.release = RELEASES[version]
         self.pg = pg
@@ -136,14 +170,30 @@ class HiveMetastoreServer(Metastore):
             "metastore.warehouse.dir": f"file://{self.state}/managed",
             "metastore.warehouse.external.dir": self.warehouse,
             "metastore.event.db.notification.api.auth": "false",
-            **dict(self.release.settings), **self.settings}
+            **dict(self.release.settings),
+            **self.settings,
+        }
 
     def load_schema(self) -> None:
         """The release's schema script into a fresh database (the server verifies its version)."""
         self.pg.create_database(self.database)
         script = unpacked(self.release) / "scripts/metastore/upgrade/postgres" / self.release.schema
-        psql = [str(postgres.bin_dir() / "psql"), "-h", "127.0.0.1", "-p", str(self.pg.port), "-U", postgres.ROLE,
-                "-d", self.database, "-v", "ON_ERROR_STOP=1", "-q", "-f", "-"]
+        psql = [
+            str(postgres.bin_dir() / "psql"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(self.pg.port),
+            "-U",
+            postgres.ROLE,
+            "-d",
+            self.database,
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-q",
+            "-f",
+            "-",
+        ]
         # Fed on stdin: the server's user (postgres, under root) need not read our folders.
         done = subprocess.run([*self.pg.as_postgres, *psql], input=script.read_text(), capture_output=True, text=True)
         if done.returncode:
@@ -151,18 +201,36 @@ class HiveMetastoreServer(Metastore):
 
     def schema_version(self) -> str:
         """What the database's VERSION table says (as schematool -info reads it)."""
-        psql = [str(postgres.bin_dir() / "psql"), "-h", "127.0.0.1", "-p", str(self.pg.port), "-U", postgres.ROLE,
-                "-d", self.database, "-tAc", 'SELECT "SCHEMA_VERSION" FROM "VERSION"']
-        return subprocess.run([*self.pg.as_postgres, *psql], capture_output=True, text=True,
-                              check=True).stdout.strip()
+        psql = [
+            str(postgres.bin_dir() / "psql"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(self.pg.port),
+            "-U",
+            postgres.ROLE,
+            "-d",
+            self.database,
+            "-tAc",
+            'SELECT "SCHEMA_VERSION" FROM "VERSION"',
+        ]
+        return subprocess.run([*self.pg.as_postgres, *psql], capture_output=True, text=True, check=True).stdout.strip()
 
     def command(self, conf: Path) -> list[str]:
         home = unpacked(self.release)
-        return ["java", f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                # Names this server's state folder: a stray JVM is found (and only ours) by it.
-                f"-Dhive_compaction.state={self.state}",
-                "-cp", f"{conf}:{home}/lib/*:{self.release.jars}/*",
-                "org.apache.hadoop.hive.metastore.HiveMetaStore", "-p", str(self.port)]
+        return [
+            "java",
+            f"-Xmx{self.heap}",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            # Names this server's state folder: a stray JVM is found (and only ours) by it.
+            f"-Dhive_compaction.state={self.state}",
+            "-cp",
+            f"{conf}:{home}/lib/*:{self.release.jars}/*",
+            "org.apache.hadoop.hive.metastore.HiveMetaStore",
+            "-p",
+            str(self.port),
+        ]
 
     def start(self, timeout: float = 180) -> None:
         if self.pid() and answers(self.port):
@@ -182,13 +250,15 @@ class HiveMetastoreServer(Metastore):
             (conf / name).write_text(site_xml(self.site()))
         (conf / "core-site.xml").write_text(CORE_SITE.format(state=self.state, mount=VIEWFS_MOUNT, extra=""))
         with open(self.log_file, "ab") as log:
-            proc = subprocess.Popen(self.command(conf), stdout=log, stderr=subprocess.STDOUT, cwd=self.state,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                self.command(conf), stdout=log, stderr=subprocess.STDOUT, cwd=self.state, start_new_session=True
+            )
         self.pid_file.write_text(str(proc.pid))
         while time.monotonic() < t0 + timeout:
             if proc.poll() is not None:
-                raise StackError(f"the Hive Metastore {self.version} exited with code {proc.returncode}; "
-                                 f"see {self.log_file}")
+                raise StackError(
+                    f"the Hive Metastore {self.version} exited with code {proc.returncode}; see {self.log_file}"
+                )
             if answers(self.port):
                 self.started_in = time.monotonic() - t0
                 record(f"Hive Metastore {self.version} (Maven)", self.started_in)

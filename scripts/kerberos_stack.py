@@ -6,6 +6,7 @@
 ``hive.metastore.sasl.enabled=true`` as ``hive/localhost@EXAMPLE.COM``; it refuses any client
 that does not authenticate by SASL GSSAPI. ``missing()`` says what this machine lacks for them.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -54,8 +55,10 @@ def missing() -> str | None:
         absent.append("the kerberos Python module")
     if not absent:
         return None
-    return (f"missing {', '.join(absent)} (apt-get install krb5-kdc krb5-admin-server krb5-user libkrb5-dev; "
-            "pip install kerberos)")
+    return (
+        f"missing {', '.join(absent)} (apt-get install krb5-kdc krb5-admin-server krb5-user libkrb5-dev; "
+        "pip install kerberos)"
+    )
 
 
 class KerberosRealm:
@@ -87,9 +90,14 @@ class KerberosRealm:
         self._run("kdb5_util", "create", "-s", "-r", REALM, "-P", "master-password")
         t0 = time.monotonic()
         with open(self.state / "kdc.log", "ab") as log:
-            self.proc = subprocess.Popen(["krb5kdc", "-n", "-P", str(self.state / "kdc.pid")], stdout=log,
-                                         stderr=subprocess.STDOUT, env=self.env, cwd=self.state,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                ["krb5kdc", "-n", "-P", str(self.state / "kdc.pid")],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                cwd=self.state,
+                start_new_session=True,
+            )
         while not port_in_use(self.port):
             if self.proc.poll() is not None or time.monotonic() - t0 > 20:
                 self.stop()
@@ -103,8 +111,11 @@ class KerberosRealm:
     def add_principal(self, name: str, password: str | None = None, keytab: Path | None = None) -> str:
         """Add ``name@REALM`` with a password (else a random key), exported to ``keytab`` if given."""
         principal = name if "@" in name else f"{name}@{REALM}"
-        self._run("kadmin.local", "-q", f"addprinc -pw {password} {principal}" if password
-                  else f"addprinc -randkey {principal}")
+        self._run(
+            "kadmin.local",
+            "-q",
+            f"addprinc -pw {password} {principal}" if password else f"addprinc -randkey {principal}",
+        )
         if keytab is not None:
             self._run("kadmin.local", "-q", f"ktadd -k {keytab} {principal}")
         return principal
@@ -128,8 +139,13 @@ class KerberosMetastore(Metastore):
         keytab = self.state / "hive.keytab"
         self.state.mkdir(parents=True, exist_ok=True)
         realm.add_principal(SERVICE, keytab=keytab)
-        self.hive_conf.update({"hive.metastore.sasl.enabled": "true", "hive.metastore.kerberos.principal": SERVICE,
-                               "hive.metastore.kerberos.keytab.file": str(keytab)})
+        self.hive_conf.update(
+            {
+                "hive.metastore.sasl.enabled": "true",
+                "hive.metastore.kerberos.principal": SERVICE,
+                "hive.metastore.kerberos.keytab.file": str(keytab),
+            }
+        )
         self.hadoop_conf["hadoop.security.authentication"] = "kerberos"
         # Its log (and the audit lines naming each call's Kerberos user) in its own folder, not
         # in the machine's shared /tmp/<user>/hive.log.
@@ -178,7 +194,7 @@ class KerberosStack:
         self.realm.start()
         try:
             self.realm.add_principal(self.user, password="alice-password")
-            self.realm.kinit(self.user, Path(self.user_cache[len("FILE:"):]), password="alice-password")
+            self.realm.kinit(self.user, Path(self.user_cache[len("FILE:") :]), password="alice-password")
             self.realm.add_principal(self.job_principal, keytab=self.job_keytab)
             self.realm.add_principal(f"other@{REALM}", keytab=self.other_keytab)
             self.metastore = KerberosMetastore(self.realm, self.state / "hms")

@@ -6,6 +6,7 @@ Embedded Derby holds the metadata, the warehouse is on the local file system, bo
 state folder (``.state/`` by default, ignored by git). Starting twice is harmless; ``stop``
 ends the service cleanly. Tests use ``Metastore`` directly, with a state folder of their own.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,9 +47,10 @@ HIVE_SITE = """<?xml version="1.0"?>
 # tables and columns only (autoCreateAll would imply the constraints).
 SCHEMA_CREATION = {
     "derby": "  <property><name>datanucleus.schema.autoCreateAll</name><value>true</value></property>\n",
-    "postgresql": "".join(f"  <property><name>datanucleus.schema.{k}</name><value>{v}</value></property>\n"
-                          for k, v in (
-        ("autoCreateTables", "true"), ("autoCreateColumns", "true"), ("autoCreateConstraints", "false"))),
+    "postgresql": "".join(
+        f"  <property><name>datanucleus.schema.{k}</name><value>{v}</value></property>\n"
+        for k, v in (("autoCreateTables", "true"), ("autoCreateColumns", "true"), ("autoCreateConstraints", "false"))
+    ),
 }
 
 
@@ -57,11 +59,14 @@ def hive_site(state: Path, db_url: str | None = None, db_user: str = "") -> str:
     there, or the one ``db_url`` names (``jdbc:postgresql://...``)."""
     db_url = db_url or f"jdbc:derby:;databaseName={state}/metastore_db;create=true"
     postgresql = db_url.startswith("jdbc:postgresql:")
-    return HIVE_SITE.format(state=state, db_url=db_url, db_user=db_user,
-                            db_driver="org.postgresql.Driver" if postgresql else "org.apache.derby.jdbc.EmbeddedDriver",
-                            schema_creation=SCHEMA_CREATION["postgresql" if postgresql else "derby"],
-                            derby_lock_tables="" if postgresql else
-                            "  <property><name>hive.in.test</name><value>true</value></property>\n")
+    return HIVE_SITE.format(
+        state=state,
+        db_url=db_url,
+        db_user=db_user,
+        db_driver="org.postgresql.Driver" if postgresql else "org.apache.derby.jdbc.EmbeddedDriver",
+        schema_creation=SCHEMA_CREATION["postgresql" if postgresql else "derby"],
+        derby_lock_tables="" if postgresql else "  <property><name>hive.in.test</name><value>true</value></property>\n",
+    )
 
 
 # A Hadoop viewfs mount over a local folder: a file system scheme Airflow knows nothing about
@@ -75,8 +80,7 @@ CORE_SITE = """<?xml version="1.0"?>
 """
 
 
-def await_start(proc: subprocess.Popen, ready, since: float, timeout: float, what: str, log: Path, error,
-                stop) -> None:
+def await_start(proc: subprocess.Popen, ready, since: float, timeout: float, what: str, log: Path, error, stop) -> None:
     """Poll ``ready()`` until it holds; ``error`` if the server ``proc`` exits first, or once
     ``timeout`` seconds have passed ``since`` (the server is then ``stop()``-ped)."""
     while not ready():
@@ -103,13 +107,15 @@ def stop_group(proc: subprocess.Popen | None) -> None:
 
 def _properties(values: dict[str, str]) -> str:
     """``values`` as the property lines of a Hadoop configuration file."""
-    return "".join(f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n"
-                   for k, v in values.items())
+    return "".join(
+        f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n" for k, v in values.items()
+    )
 
 
 def site_properties(path: Path) -> dict[str, str]:
     """The properties of a Hadoop configuration file (``*-site.xml``)."""
     import xml.etree.ElementTree as ET
+
     return {p.findtext("name"): p.findtext("value") for p in ET.parse(path).getroot().iter("property")}
 
 
@@ -119,6 +125,7 @@ class StackError(RuntimeError):
 
 def spark_jars() -> Path:
     import pyspark
+
     return Path(pyspark.__file__).resolve().parent / "jars"
 
 
@@ -139,6 +146,7 @@ def answers(port: int) -> bool:
     import logging
 
     from hmsclient import hmsclient
+
     logging.getLogger("thrift.transport.TSocket").setLevel(logging.CRITICAL)
     try:
         with hmsclient.HMSClient(host="127.0.0.1", port=port) as c:
@@ -152,8 +160,9 @@ class Metastore:
     """The Metastore service; its backing database is embedded Derby, or PostgreSQL given a JDBC
     URL of it (``jdbc:postgresql://...``, schema created on first start) and its driver's jar."""
 
-    def __init__(self, state: Path, port: int = 9083, db_url: str | None = None, jdbc_jar: Path | None = None,
-                 db_user: str = ""):
+    def __init__(
+        self, state: Path, port: int = 9083, db_url: str | None = None, jdbc_jar: Path | None = None, db_user: str = ""
+    ):
         self.state = Path(state).resolve()
         # More jars and Hadoop settings for the service (the tests' s3like file system).
         self.extra_classpath: list[Path] = []
@@ -208,20 +217,42 @@ class Metastore:
         conf = self.state / "metastore-conf"
         conf.mkdir(parents=True, exist_ok=True)
         (self.state / "warehouse").mkdir(exist_ok=True)
-        (conf / "hive-site.xml").write_text(hive_site(self.state, self.db_url, self.db_user).replace(
-            "</configuration>", _properties(self.hive_conf) + "</configuration>"))
+        (conf / "hive-site.xml").write_text(
+            hive_site(self.state, self.db_url, self.db_user).replace(
+                "</configuration>", _properties(self.hive_conf) + "</configuration>"
+            )
+        )
         extra = _properties(self.hadoop_conf)
         (conf / "core-site.xml").write_text(CORE_SITE.format(state=self.state, mount=VIEWFS_MOUNT, extra=extra))
         (self.state / "viewfs-data").mkdir(exist_ok=True)
-        cmd = ["java", "-Xmx1g", *self.jvm_options,
-               "-Dlog4j2.contextSelector=org.apache.logging.log4j.core.selector.BasicContextSelector",
-               f"-Dderby.system.home={self.state}",
-               "-cp", ":".join([str(conf), f"{spark_jars()}/*", *([str(self.jdbc_jar)] if self.jdbc_jar else []),
-                                *map(str, self.extra_classpath)]),
-               "org.apache.hadoop.hive.metastore.HiveMetaStore", "-p", str(self.port)]
+        cmd = [
+            "java",
+            "-Xmx1g",
+            *self.jvm_options,
+            "-Dlog4j2.contextSelector=org.apache.logging.log4j.core.selector.BasicContextSelector",
+            f"-Dderby.system.home={self.state}",
+            "-cp",
+            ":".join(
+                [
+                    str(conf),
+                    f"{spark_jars()}/*",
+                    *([str(self.jdbc_jar)] if self.jdbc_jar else []),
+                    *map(str, self.extra_classpath),
+                ]
+            ),
+            "org.apache.hadoop.hive.metastore.HiveMetaStore",
+            "-p",
+            str(self.port),
+        ]
         with open(self.log_file, "ab") as log:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.state,
-                                    start_new_session=True, env={**os.environ, **self.env})
+            proc = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.state,
+                start_new_session=True,
+                env={**os.environ, **self.env},
+            )
         self.pid_file.write_text(str(proc.pid))
         t0 = time.monotonic()
         deadline = t0 + timeout

@@ -12,6 +12,7 @@ e.g. by ``scripts/adversaries.py``'s ``metastore`` action:
   a Metastore process restarting looks to its clients (its state is in its database, so locks
   and partitions survive it, as they do a real restart).
 """
+
 from __future__ import annotations
 
 import socket

@@ -6,6 +6,7 @@ declares the same services). Trust authentication on 127.0.0.1 only; one role
 ``hive_compaction`` owns every database. Run as root, the server runs as the ``postgres`` system user (PostgreSQL
 refuses root), with its data in a folder that user owns.
 """
+
 from __future__ import annotations
 
 import glob
@@ -52,8 +53,26 @@ def missing() -> str | None:
 
 def psql(port: int, sql: str, database: str = "postgres") -> str:
     """One statement on the loopback server at ``port``, as the stack's role; its output."""
-    return subprocess.run([str(bin_dir() / "psql"), "-h", "127.0.0.1", "-p", str(port), "-U", ROLE, "-d", database,
-                           "-v", "ON_ERROR_STOP=1", "-tAc", sql], check=True, capture_output=True, text=True).stdout
+    return subprocess.run(
+        [
+            str(bin_dir() / "psql"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-U",
+            ROLE,
+            "-d",
+            database,
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-tAc",
+            sql,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
 
 
 def database_exists(port: int, name: str) -> bool:
@@ -77,7 +96,8 @@ class Postgres:
 
     def running(self) -> bool:
         return (self.data / "postmaster.pid").exists() and subprocess.run(
-            [str(bin_dir() / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(self.port)]).returncode == 0
+            [str(bin_dir() / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(self.port)]
+        ).returncode == 0
 
     def start(self, timeout: float = 60) -> None:
         why = missing()
@@ -93,13 +113,23 @@ class Postgres:
             self.log_file.touch()
             shutil.chown(self.log_file, "postgres", "postgres")
         if not (self.data / "PG_VERSION").exists():
-            self._run(str(bins / "initdb"), "-D", str(self.data), "-U", ROLE, "--auth=trust",
-                      "--encoding=UTF8", "--locale=C")
+            self._run(
+                str(bins / "initdb"), "-D", str(self.data), "-U", ROLE, "--auth=trust", "--encoding=UTF8", "--locale=C"
+            )
         with started("PostgreSQL"):
-            self._run(str(bins / "pg_ctl"), "-D", str(self.data), "-l", str(self.log_file), "-w", "-t",
-                      str(int(timeout)), "-o",
-                      f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.data} -c fsync=off",
-                      "start")
+            self._run(
+                str(bins / "pg_ctl"),
+                "-D",
+                str(self.data),
+                "-l",
+                str(self.log_file),
+                "-w",
+                "-t",
+                str(int(timeout)),
+                "-o",
+                f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.data} -c fsync=off",
+                "start",
+            )
         print(f"PostgreSQL listening on 127.0.0.1:{self.port} (data {self.data}, log {self.log_file})")
 
     def create_database(self, name: str) -> None:
@@ -110,8 +140,20 @@ class Postgres:
     def create_transaction_tables(self, database: str = "metastore") -> None:
         """The Metastore's transaction and lock tables (what Hive's schematool creates on a
         cluster; DataNucleus does not), unless they exist."""
-        psql = [str(bin_dir() / "psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", ROLE, "-d", database,
-                "-v", "ON_ERROR_STOP=1", "-qc"]
+        psql = [
+            str(bin_dir() / "psql"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+            "-U",
+            ROLE,
+            "-d",
+            database,
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-qc",
+        ]
         statements = [f"CREATE TABLE IF NOT EXISTS {name} ({columns})" for name, columns in TRANSACTION_TABLES.items()]
         statements += [f"INSERT INTO {t} SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM {t})" for t in SEQUENCE_TABLES]
         self._run(*psql, "; ".join(statements))
@@ -141,33 +183,33 @@ class Postgres:
 _ID, _NAME, _PART, _FLAG = "bigint", "varchar(128)", "varchar(767)", "char(1)"
 TRANSACTION_TABLES = {
     "TXNS": f"TXN_ID {_ID} PRIMARY KEY, TXN_STATE {_FLAG} NOT NULL, TXN_STARTED {_ID} NOT NULL, "
-            f"TXN_LAST_HEARTBEAT {_ID} NOT NULL, TXN_USER {_NAME} NOT NULL, TXN_HOST {_NAME} NOT NULL, "
-            f"TXN_AGENT_INFO {_NAME}, TXN_META_INFO {_NAME}, TXN_HEARTBEAT_COUNT integer",
+    f"TXN_LAST_HEARTBEAT {_ID} NOT NULL, TXN_USER {_NAME} NOT NULL, TXN_HOST {_NAME} NOT NULL, "
+    f"TXN_AGENT_INFO {_NAME}, TXN_META_INFO {_NAME}, TXN_HEARTBEAT_COUNT integer",
     "TXN_COMPONENTS": f"TC_TXNID {_ID}, TC_DATABASE {_NAME} NOT NULL, TC_TABLE {_NAME}, TC_PARTITION {_PART}, "
-                      f"TC_OPERATION_TYPE {_FLAG} NOT NULL",
+    f"TC_OPERATION_TYPE {_FLAG} NOT NULL",
     "COMPLETED_TXN_COMPONENTS": f"CTC_TXNID {_ID}, CTC_DATABASE {_NAME} NOT NULL, CTC_TABLE varchar(256), "
-                                f"CTC_PARTITION {_PART}",
+    f"CTC_PARTITION {_PART}",
     "NEXT_TXN_ID": f"NTXN_NEXT {_ID} NOT NULL",
     "HIVE_LOCKS": f"HL_LOCK_EXT_ID {_ID} NOT NULL, HL_LOCK_INT_ID {_ID} NOT NULL, HL_TXNID {_ID}, "
-                  f"HL_DB {_NAME} NOT NULL, HL_TABLE {_NAME}, HL_PARTITION {_PART}, HL_LOCK_STATE {_FLAG} NOT NULL, "
-                  f"HL_LOCK_TYPE {_FLAG} NOT NULL, HL_LAST_HEARTBEAT {_ID} NOT NULL, HL_ACQUIRED_AT {_ID}, "
-                  f"HL_USER {_NAME} NOT NULL, HL_HOST {_NAME} NOT NULL, HL_HEARTBEAT_COUNT integer, "
-                  f"HL_AGENT_INFO {_NAME}, HL_BLOCKEDBY_EXT_ID {_ID}, HL_BLOCKEDBY_INT_ID {_ID}, "
-                  "PRIMARY KEY (HL_LOCK_EXT_ID, HL_LOCK_INT_ID)",
+    f"HL_DB {_NAME} NOT NULL, HL_TABLE {_NAME}, HL_PARTITION {_PART}, HL_LOCK_STATE {_FLAG} NOT NULL, "
+    f"HL_LOCK_TYPE {_FLAG} NOT NULL, HL_LAST_HEARTBEAT {_ID} NOT NULL, HL_ACQUIRED_AT {_ID}, "
+    f"HL_USER {_NAME} NOT NULL, HL_HOST {_NAME} NOT NULL, HL_HEARTBEAT_COUNT integer, "
+    f"HL_AGENT_INFO {_NAME}, HL_BLOCKEDBY_EXT_ID {_ID}, HL_BLOCKEDBY_INT_ID {_ID}, "
+    "PRIMARY KEY (HL_LOCK_EXT_ID, HL_LOCK_INT_ID)",
     "NEXT_LOCK_ID": f"NL_NEXT {_ID} NOT NULL",
     "COMPACTION_QUEUE": f"CQ_ID {_ID} PRIMARY KEY, CQ_DATABASE {_NAME} NOT NULL, CQ_TABLE {_NAME} NOT NULL, "
-                        f"CQ_PARTITION {_PART}, CQ_STATE {_FLAG} NOT NULL, CQ_TYPE {_FLAG} NOT NULL, "
-                        f"CQ_TBLPROPERTIES varchar(2048), CQ_WORKER_ID {_NAME}, CQ_START {_ID}, CQ_RUN_AS {_NAME}, "
-                        f"CQ_HIGHEST_TXN_ID {_ID}, CQ_META_INFO bytea, CQ_HADOOP_JOB_ID varchar(32)",
+    f"CQ_PARTITION {_PART}, CQ_STATE {_FLAG} NOT NULL, CQ_TYPE {_FLAG} NOT NULL, "
+    f"CQ_TBLPROPERTIES varchar(2048), CQ_WORKER_ID {_NAME}, CQ_START {_ID}, CQ_RUN_AS {_NAME}, "
+    f"CQ_HIGHEST_TXN_ID {_ID}, CQ_META_INFO bytea, CQ_HADOOP_JOB_ID varchar(32)",
     "NEXT_COMPACTION_QUEUE_ID": f"NCQ_NEXT {_ID} NOT NULL",
     "COMPLETED_COMPACTIONS": f"CC_ID {_ID} PRIMARY KEY, CC_DATABASE {_NAME} NOT NULL, CC_TABLE {_NAME} NOT NULL, "
-                             f"CC_PARTITION {_PART}, CC_STATE {_FLAG} NOT NULL, CC_TYPE {_FLAG} NOT NULL, "
-                             f"CC_TBLPROPERTIES varchar(2048), CC_WORKER_ID {_NAME}, CC_START {_ID}, CC_END {_ID}, "
-                             f"CC_RUN_AS {_NAME}, CC_HIGHEST_TXN_ID {_ID}, CC_META_INFO bytea, "
-                             "CC_HADOOP_JOB_ID varchar(32)",
+    f"CC_PARTITION {_PART}, CC_STATE {_FLAG} NOT NULL, CC_TYPE {_FLAG} NOT NULL, "
+    f"CC_TBLPROPERTIES varchar(2048), CC_WORKER_ID {_NAME}, CC_START {_ID}, CC_END {_ID}, "
+    f"CC_RUN_AS {_NAME}, CC_HIGHEST_TXN_ID {_ID}, CC_META_INFO bytea, "
+    "CC_HADOOP_JOB_ID varchar(32)",
     "AUX_TABLE": f"MT_KEY1 {_NAME} NOT NULL, MT_KEY2 {_ID} NOT NULL, MT_COMMENT varchar(255), "
-                 "PRIMARY KEY (MT_KEY1, MT_KEY2)",
+    "PRIMARY KEY (MT_KEY1, MT_KEY2)",
     "WRITE_SET": f"WS_DATABASE {_NAME} NOT NULL, WS_TABLE {_NAME} NOT NULL, WS_PARTITION {_PART}, "
-                 f"WS_TXNID {_ID} NOT NULL, WS_COMMIT_ID {_ID} NOT NULL, WS_OPERATION_TYPE {_FLAG} NOT NULL",
+    f"WS_TXNID {_ID} NOT NULL, WS_COMMIT_ID {_ID} NOT NULL, WS_OPERATION_TYPE {_FLAG} NOT NULL",
 }
 SEQUENCE_TABLES = ("NEXT_TXN_ID", "NEXT_LOCK_ID", "NEXT_COMPACTION_QUEUE_ID")  # each holds the next id, from 1

@@ -22,6 +22,7 @@ every interrupted commit. Prints: kill points tried, runs, partitions and rows c
 lost, rows duplicated, leftovers (anything but data files in a partition folder, journals,
 staging). Exit code 1 if anything was lost, duplicated or left over.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,11 +55,14 @@ from thrift_stack import ThriftStack
 def statistics_wrong(part: dict, rows: int) -> str | None:
     """What in a partition's Metastore statistics differs from its disk (``stack.snapshot``'s
     entry and the rows read back), or None; numRows may be absent."""
-    if (part["hms_num_files"], part["hms_total_size"]) == (str(part["num_files"]), str(part["bytes"])) \
-            and part["hms_num_rows"] in (None, str(rows)):
+    if (part["hms_num_files"], part["hms_total_size"]) == (str(part["num_files"]), str(part["bytes"])) and part[
+        "hms_num_rows"
+    ] in (None, str(rows)):
         return None
-    return (f"Metastore statistics differ from the disk (numFiles/totalSize/numRows {part['hms_num_files']}/"
-            f"{part['hms_total_size']}/{part['hms_num_rows']}, disk {part['num_files']}/{part['bytes']}/{rows})")
+    return (
+        f"Metastore statistics differ from the disk (numFiles/totalSize/numRows {part['hms_num_files']}/"
+        f"{part['hms_total_size']}/{part['hms_num_rows']}, disk {part['num_files']}/{part['bytes']}/{rows})"
+    )
 
 
 def lost_and_duplicated(before: list, after: list) -> tuple[int, int]:
@@ -68,9 +72,17 @@ def lost_and_duplicated(before: list, after: list) -> tuple[int, int]:
     return sum((old - new).values()), sum((new - old).values())
 
 
-def kill_matrix(stack: Stack, work: Path, formats=("ORC", "PARQUET"), points=KILL_POINTS,
-                partitions: int = 3, files: int = 4, rows: int = 250, db: str = "reliability",
-                alternate: bool = False) -> dict:
+def kill_matrix(
+    stack: Stack,
+    work: Path,
+    formats=("ORC", "PARQUET"),
+    points=KILL_POINTS,
+    partitions: int = 3,
+    files: int = 4,
+    rows: int = 250,
+    db: str = "reliability",
+    alternate: bool = False,
+) -> dict:
     """Every kill point for every format, or with ``alternate`` each point once, the formats taking
     turns (the commit moves files whatever their format: half the jobs, every point still killed).
 
@@ -83,24 +95,40 @@ def kill_matrix(stack: Stack, work: Path, formats=("ORC", "PARQUET"), points=KIL
     # Metastore lock (a commit chunk), so the victim is killed holding a chunk's lock, after the
     # chunk's first partition committed and before its statistics were written.
     victim = dates[min(1, partitions - 1)]
-    pairs = [(formats[i % len(formats)], point) for i, point in enumerate(points)] if alternate \
+    pairs = (
+        [(formats[i % len(formats)], point) for i, point in enumerate(points)]
+        if alternate
         else [(fmt, point) for fmt in formats for point in points]
+    )
     tables = {(fmt, point): f"k_{fmt.lower()}_{point.replace(':', '')}" for fmt, point in pairs}
     number = lambda point: point.partition(":")[2]  # of "call:<n>", "fail:<n>"
     for (fmt, _), table in tables.items():
         stack.make_table(db, table, fmt, dates, files=files, rows=rows)
     before = {t: stack.rows(db, t) for t in tables.values()}
-    figures = {"kill_points_tried": 0, "runs": 0, "partitions_checked": 0, "rows_checked": 0,
-               "rows_lost": 0, "rows_duplicated": 0, "leftovers": 0, "kills_not_reached": 0,
-               "calls_past_the_commit": [], "temporary_files_left": 0, "recovery_run": None, "problems": [],
-               "rows_wrong_right_after": 0}
+    figures = {
+        "kill_points_tried": 0,
+        "runs": 0,
+        "partitions_checked": 0,
+        "rows_checked": 0,
+        "rows_lost": 0,
+        "rows_duplicated": 0,
+        "leftovers": 0,
+        "kills_not_reached": 0,
+        "calls_past_the_commit": [],
+        "temporary_files_left": 0,
+        "recovery_run": None,
+        "problems": [],
+        "rows_wrong_right_after": 0,
+    }
     for (_fmt, point), table in tables.items():
         cfg = stack.write_config(work / f"{table}.yaml", [{"name": f"{db}.{table}"}])
         planned = stack.plan_batches(cfg, run_id=f"killed-{table}")
         storage_error = point.startswith(FAIL)
         if storage_error:
-            kill, said = ({FAIL_AT_CALL_ENV: f"{number(point)}:dt={victim}"},
-                          f"test storage fault at {CALL}{number(point)} ")
+            kill, said = (
+                {FAIL_AT_CALL_ENV: f"{number(point)}:dt={victim}"},
+                f"test storage fault at {CALL}{number(point)} ",
+            )
         elif point.startswith(CALL):
             kill, said = {KILL_AT_CALL_ENV: f"{number(point)}:dt={victim}"}, f"test kill point {point} reached"
         else:
@@ -115,16 +143,20 @@ def kill_matrix(stack: Stack, work: Path, formats=("ORC", "PARQUET"), points=KIL
             figures["problems"].append(f"{table}: the {'fault' if storage_error else 'kill'} at {point} did not happen")
         elif storage_error and stack.rows(db, table) != before[table]:
             figures["rows_wrong_right_after"] += 1
-            figures["problems"].append(f"{table}: right after the storage error at {point} the table does not read "
-                                       "its rows")
+            figures["problems"].append(
+                f"{table}: right after the storage error at {point} the table does not read its rows"
+            )
 
     cfg = stack.write_config(work / "all.yaml", [{"name": f"{db}.{t}"} for t in tables.values()])
     run = stack.run_dag(cfg)
     figures["runs"] += 1
     figures["recovery_run"] = run.state
     if run.state != "success":  # say why, so a failure in CI can be diagnosed from its output
-        figures["problems"] += [line.strip()[:400] for line in run.log.splitlines()
-                                if re.search(r"FAILED |ERROR hive_compaction|Error: |Exception: ", line)][-20:]
+        figures["problems"] += [
+            line.strip()[:400]
+            for line in run.log.splitlines()
+            if re.search(r"FAILED |ERROR hive_compaction|Error: |Exception: ", line)
+        ][-20:]
     for table in tables.values():
         after = stack.rows(db, table)
         for name in sorted(set(before[table]) | set(after)):
@@ -136,9 +168,12 @@ def kill_matrix(stack: Stack, work: Path, formats=("ORC", "PARQUET"), points=KIL
         snap = stack.snapshot(db, table)
         for name, part in snap.items():
             folder = stack.partition_location(db, table, name)
-            extra = [f.name for f in folder.iterdir()
-                     if f.name not in part["files"] and not (f.name.startswith(".") and f.name.endswith(".crc")
-                                                            and f.name[1:-4] in part["files"])]
+            extra = [
+                f.name
+                for f in folder.iterdir()
+                if f.name not in part["files"]
+                and not (f.name.startswith(".") and f.name.endswith(".crc") and f.name[1:-4] in part["files"])
+            ]
             if extra:
                 figures["leftovers"] += len(extra)
                 figures["problems"].append(f"{table}/{name}: leftovers {extra}")
@@ -148,8 +183,11 @@ def kill_matrix(stack: Stack, work: Path, formats=("ORC", "PARQUET"), points=KIL
         # Staging outside the partitions may keep a killed attempt's files until the trash retention
         # purges them; an unfinished journal would be a real leftover.
         area = stack.work_area(db, table)
-        journals = [f.name for f in (area / "journal").glob("*") if not f.name.startswith(".")] \
-            if (area / "journal").exists() else []
+        journals = (
+            [f.name for f in (area / "journal").glob("*") if not f.name.startswith(".")]
+            if (area / "journal").exists()
+            else []
+        )
         figures["leftovers"] += len(journals)
         if journals:
             figures["problems"].append(f"{table}: journal folder holds {journals}")
@@ -194,8 +232,9 @@ SWITCH_ADVERSARIES = ADVERSARIES + ("read",)
 # undoes the switch, and a file that arrives once the old files left is kept there, never read
 # (tests/test_schedule_explorer.py shows each); one that arrives after the job's last look is not
 # seen at all. Those are that mode's documented limits (docs/safety.md), not tried here.
-SWITCH_UNSUPPORTED = ({("switched", a) for a in WRITERS if a not in ("add", "insert_reuse")}
-                      | {("manifest_written", a) for a in WRITERS})
+SWITCH_UNSUPPORTED = {("switched", a) for a in WRITERS if a not in ("add", "insert_reuse")} | {
+    ("manifest_written", a) for a in WRITERS
+}
 
 
 def switch_case_allowed(point: str, actor: str) -> bool:
@@ -233,8 +272,13 @@ def call_sample(commit_mode: str, rng: random.Random, prefix: str = CALL) -> tup
     return tuple(f"{prefix}{rng.choice(third)}" for third in thirds)
 
 
-def covering_sample(points, actors, rng: random.Random, allowed=lambda point, actor: True,
-                    fillers=WRITERS + ("steal", "restart", "read")) -> list[tuple[str, str]]:
+def covering_sample(
+    points,
+    actors,
+    rng: random.Random,
+    allowed=lambda point, actor: True,
+    fillers=WRITERS + ("steal", "restart", "read"),
+) -> list[tuple[str, str]]:
     """A random list of (step, actor) cases, as short as can be, in which every step and every
     actor appears at least once, and every pair is ``allowed``: each actor (the most restricted
     first) at a step not yet covered where it may act, then each step left with an actor drawn
@@ -266,10 +310,18 @@ def _tag(point: str) -> str:
     return point.replace(":", "")
 
 
-def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=ADVERSARIES,
-                     rows: int = 120, db: str = "adversaries", commit_mode: str = "in_place",
-                     skip: frozenset = frozenset(), cases: list[tuple[str, str]] | None = None,
-                     in_chunk: bool = False) -> dict:
+def adversary_matrix(
+    stack: Stack,
+    work: Path,
+    points=KILL_POINTS,
+    adversaries=ADVERSARIES,
+    rows: int = 120,
+    db: str = "adversaries",
+    commit_mode: str = "in_place",
+    skip: frozenset = frozenset(),
+    cases: list[tuple[str, str]] | None = None,
+    in_chunk: bool = False,
+) -> dict:
     """At each commit step, pause the merge job (the test hook) while another actor acts on its
     partition: a writer adding a file, a writer overwriting the partition reusing the inputs'
     names, a DROP PARTITION, a second committer (another run's merge job), a rollback of the
@@ -288,9 +340,12 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
         stack.make_table(db, f"src_{fmt.lower()}", fmt, [dt], files=1, rows=17)
         stack.make_table(db, f"writer_{fmt.lower()}", fmt, [dt], files=4, rows=60)
     if cases is None:
-        cases = [(point, adv) for point in points for adv in adversaries
-                 if (commit_mode != "location_switch" or (point, adv) not in SWITCH_UNSUPPORTED)
-                 and (point, adv) not in skip]
+        cases = [
+            (point, adv)
+            for point in points
+            for adv in adversaries
+            if (commit_mode != "location_switch" or (point, adv) not in SWITCH_UNSUPPORTED) and (point, adv) not in skip
+        ]
     else:
         points, adversaries = list(dict.fromkeys(p for p, _ in cases)), list(dict.fromkeys(a for _, a in cases))
     cases = {(point, adv): (f"{adv}_{_tag(point)}", formats[k % 2]) for k, (point, adv) in enumerate(cases)}
@@ -312,22 +367,51 @@ def adversary_matrix(stack: Stack, work: Path, points=KILL_POINTS, adversaries=A
     mode = {"commit_mode": commit_mode}
     readers: dict[str, Path] = {}
     neighbours: dict[str, dict[str, list]] = {}  # in_chunk: table -> the other partitions' rows before
-    expected, figures = {}, {"cases": 0, "rows_checked": 0, "rows_lost": 0, "rows_duplicated": 0,
-                                          "folders_recreated": 0, "msck_changed": 0, "journals_left": 0,
-                                          "statistics_wrong": 0,
-                                          "not_reached": 0, "failed_reported": 0, "false_successes": 0,
-                                          "problems": [],
-                                          "matrix": {point: {} for point in points}}  # rows in step order
+    expected, figures = (
+        {},
+        {
+            "cases": 0,
+            "rows_checked": 0,
+            "rows_lost": 0,
+            "rows_duplicated": 0,
+            "folders_recreated": 0,
+            "msck_changed": 0,
+            "journals_left": 0,
+            "statistics_wrong": 0,
+            "not_reached": 0,
+            "failed_reported": 0,
+            "false_successes": 0,
+            "problems": [],
+            "matrix": {point: {} for point in points},
+        },
+    )  # rows in step order
     log_path = work / "adversaries.log"
     proxy = MetastoreProxy(stack.port).start() if any(a in METASTORE_FAULTS for _, a in cases) else None
     try:
-        status = _pause_and_act(stack, work, cases, run_of, mode, readers, expected, proxy, db, dt, dates, rows,
-                                log_path, neighbours)
+        status = _pause_and_act(
+            stack, work, cases, run_of, mode, readers, expected, proxy, db, dt, dates, rows, log_path, neighbours
+        )
     finally:
         if proxy:
             proxy.stop()
-    figures = _check_cases(stack, work, cases, run_of, mode, readers, expected, status, figures, points, adversaries,
-                           skip, commit_mode, db, dt, log_path)
+    figures = _check_cases(
+        stack,
+        work,
+        cases,
+        run_of,
+        mode,
+        readers,
+        expected,
+        status,
+        figures,
+        points,
+        adversaries,
+        skip,
+        commit_mode,
+        db,
+        dt,
+        log_path,
+    )
     _check_neighbours(stack, cases, neighbours, figures, db)
     return figures
 
@@ -349,13 +433,28 @@ def _check_neighbours(stack: Stack, cases: dict, neighbours: dict, figures: dict
             figures["rows_lost"] += lost
             figures["rows_duplicated"] += dup
             if lost or dup:
-                figures["problems"].append(f"{table} ({fmt}, {adv} at {point}): its neighbour dt={dt} lost {lost} "
-                                           f"row(s), {dup} duplicated")
+                figures["problems"].append(
+                    f"{table} ({fmt}, {adv} at {point}): its neighbour dt={dt} lost {lost} row(s), {dup} duplicated"
+                )
                 figures["matrix"].setdefault(point, {})[adv] = f"neighbour dt={dt}: {lost} lost, {dup} duplicated"
 
 
-def _pause_and_act(stack: Stack, work: Path, cases: dict, run_of: dict, mode: dict, readers: dict, expected: dict,
-                   proxy, db: str, dt: str, dates: list[str], rows: int, log_path: Path, neighbours: dict) -> dict:
+def _pause_and_act(
+    stack: Stack,
+    work: Path,
+    cases: dict,
+    run_of: dict,
+    mode: dict,
+    readers: dict,
+    expected: dict,
+    proxy,
+    db: str,
+    dt: str,
+    dates: list[str],
+    rows: int,
+    log_path: Path,
+    neighbours: dict,
+) -> dict:
     """Each case's table (a partition of each of ``dates``), and its actor's action at its step
     on the partition of ``dt``; then each run's job, paused at its cases' steps while their
     actors act. What the jobs reported of that partition, by table."""
@@ -370,22 +469,30 @@ def _pause_and_act(stack: Stack, work: Path, cases: dict, run_of: dict, mode: di
         # The actors' own jobs (rival, retry, purge) are planned from this config. The paused job
         # holds the partition's lock for as long as its actor runs, so an actor job waiting for
         # that lock can only time out: a short wait tries the same thing as the default minute.
-        cfg = stack.write_config(work / f"{table}.yaml", [{"name": f"{db}.{table}", **mode,
-                                                            "lock_wait_seconds": ACTOR_LOCK_WAIT_SECONDS}])
+        cfg = stack.write_config(
+            work / f"{table}.yaml", [{"name": f"{db}.{table}", **mode, "lock_wait_seconds": ACTOR_LOCK_WAIT_SECONDS}]
+        )
         f = fmt.lower()
         inputs = sorted(p.name for p in folder.iterdir() if not p.name.startswith((".", "_")))
         if adv in ("add", "insert_reuse"):
-            source = next(p for p in stack.partition_location(db, f"src_{f}", f"dt={dt}").iterdir()
-                          if not p.name.startswith((".", "_")))
+            source = next(
+                p
+                for p in stack.partition_location(db, f"src_{f}", f"dt={dt}").iterdir()
+                if not p.name.startswith((".", "_"))
+            )
             # INSERT INTO takes an input's name if it is free by then, else the next one (Hive: _copy_1)
             names = [f"part-late.{f}"] if adv == "add" else [inputs[0], f"{inputs[0]}_copy_1"]
             actions[str(folder)] = {"action": "add", "source": str(source), "names": names}
             expected[table] = sorted(before + stack.rows(db, f"src_{f}")[f"dt={dt}"])
         elif adv in ("overwrite", "overwrite_new"):
-            writer = sorted(str(p) for p in stack.partition_location(db, f"writer_{f}", f"dt={dt}").iterdir()
-                            if not p.name.startswith((".", "_")))
-            names = (inputs if adv == "overwrite"
-                     else [f"part-{k:05d}-{uuid.uuid4()}.c000.{f}" for k in range(len(writer))])
+            writer = sorted(
+                str(p)
+                for p in stack.partition_location(db, f"writer_{f}", f"dt={dt}").iterdir()
+                if not p.name.startswith((".", "_"))
+            )
+            names = (
+                inputs if adv == "overwrite" else [f"part-{k:05d}-{uuid.uuid4()}.c000.{f}" for k in range(len(writer))]
+            )
             actions[str(folder)] = {"action": "overwrite", "names": names, "sources": writer}
             expected[table] = stack.rows(db, f"writer_{f}")[f"dt={dt}"]
         elif adv == "steal":
@@ -396,17 +503,30 @@ def _pause_and_act(stack: Stack, work: Path, cases: dict, run_of: dict, mode: di
             expected[table] = None
         elif adv == "read":
             readers[table] = work / f"{table}.listed.json"
-            actions[str(folder)] = {"action": "read", "db": db, "table": table, "partition": f"dt={dt}",
-                                    "out": str(readers[table])}
+            actions[str(folder)] = {
+                "action": "read",
+                "db": db,
+                "table": table,
+                "partition": f"dt={dt}",
+                "out": str(readers[table]),
+            }
             expected[table] = before
         elif adv == "restart":
-            actions[str(folder)] = {"action": "metastore", "fault": "restart", "seconds": RESTART_SECONDS,
-                                    "control": proxy.control_port}
+            actions[str(folder)] = {
+                "action": "metastore",
+                "fault": "restart",
+                "seconds": RESTART_SECONDS,
+                "control": proxy.control_port,
+            }
             expected[table] = before
         elif adv == "hang":
             retry = stack.plan_batches(cfg, run_id=run_id)
-            actions[str(folder)] = {"action": "metastore", "fault": "hang", "control": proxy.control_port,
-                                    "argv": stack.spark_submit_cmd(retry["spark_args"][0]["application_args"][1])}
+            actions[str(folder)] = {
+                "action": "metastore",
+                "fault": "hang",
+                "control": proxy.control_port,
+                "argv": stack.spark_submit_cmd(retry["spark_args"][0]["application_args"][1]),
+            }
             expected[table] = before
         else:
             rival = stack.plan_batches(cfg, run_id=run_id if adv == "retry" else f"rival-{table}")
@@ -415,8 +535,10 @@ def _pause_and_act(stack: Stack, work: Path, cases: dict, run_of: dict, mode: di
                 argv = stack.rollback_cmd(f"{db}.{table}", run_id, cfg)
             elif adv == "purge":  # every folder of the work area older than any retention, then a rival's job
                 area = stack.work_area(db, table)
-                age = (f"import os,time; t=time.time()-40*86400; "
-                       f"[os.utime(os.path.join(d,n),(t,t)) for d,ds,fs in os.walk({str(area)!r}) for n in ds+fs]")
+                age = (
+                    f"import os,time; t=time.time()-40*86400; "
+                    f"[os.utime(os.path.join(d,n),(t,t)) for d,ds,fs in os.walk({str(area)!r}) for n in ds+fs]"
+                )
                 argv = ["bash", "-c", f"{sys.executable} -c {json.dumps(age)} && " + " ".join(map(shlex.quote, argv))]
             actions[str(folder)] = {"action": "command", "argv": argv, "label": adv}
             expected[table] = before
@@ -428,41 +550,71 @@ def _pause_and_act(stack: Stack, work: Path, cases: dict, run_of: dict, mode: di
     status = {}
     for run_id in dict.fromkeys(run_of.values()):
         mine = [(key, cases[key][0]) for key in cases if run_of[key] == run_id]
-        cfg = stack.write_config(work / f"{run_id}.yaml", [{"name": f"{db}.{t}", "trash_retention_days": 1, **mode}
-                                                           for _, t in mine])
+        cfg = stack.write_config(
+            work / f"{run_id}.yaml", [{"name": f"{db}.{t}", "trash_retention_days": 1, **mode} for _, t in mine]
+        )
         steps = ";".join(f"{point}:{db}.{table}/dt={dt}" for (point, _), table in mine)
         through = {"spark.hadoop.hive.metastore.uris": proxy.uris} if proxy and run_id.startswith(METASTORE_RUN) else {}
         for spark_args in stack.plan_batches(cfg, run_id=run_id)["spark_args"]:
-            stack.spark_submit(spark_args["application_args"][1], config_path=cfg, conf=through,
-                               HIVE_COMPACTION_TEST_HOOK_AT=steps,
-                               HIVE_COMPACTION_TEST_HOOK_CMD=f"{shlex.quote(sys.executable)} "
-                                                             f"{ROOT / 'scripts' / 'adversaries.py'}",
-                               HIVE_COMPACTION_ADVERSARIES=str(plan),
-                               HIVE_COMPACTION_ADVERSARY_LOG=str(log_path), HIVE_METASTORE_PORT=str(stack.port))
+            stack.spark_submit(
+                spark_args["application_args"][1],
+                config_path=cfg,
+                conf=through,
+                HIVE_COMPACTION_TEST_HOOK_AT=steps,
+                HIVE_COMPACTION_TEST_HOOK_CMD=f"{shlex.quote(sys.executable)} {ROOT / 'scripts' / 'adversaries.py'}",
+                HIVE_COMPACTION_ADVERSARIES=str(plan),
+                HIVE_COMPACTION_ADVERSARY_LOG=str(log_path),
+                HIVE_METASTORE_PORT=str(stack.port),
+            )
         # What the paused job said of each partition: a writer it cannot tell from an overwrite
         # fails the partition, saying what is where (issue 29), and is never a success.
-        status.update({r["table"].split(".", 1)[1]: r for r in stack.results(cfg, run_id)
-                       if r["partition"] == f"dt={dt}"})
+        status.update(
+            {r["table"].split(".", 1)[1]: r for r in stack.results(cfg, run_id) if r["partition"] == f"dt={dt}"}
+        )
     return status
 
 
-def _check_cases(stack: Stack, work: Path, cases: dict, run_of: dict, mode: dict, readers: dict, expected: dict,
-                 status: dict, figures: dict, points, adversaries, skip, commit_mode: str, db: str, dt: str,
-                 log_path: Path) -> dict:
+def _check_cases(
+    stack: Stack,
+    work: Path,
+    cases: dict,
+    run_of: dict,
+    mode: dict,
+    readers: dict,
+    expected: dict,
+    status: dict,
+    figures: dict,
+    points,
+    adversaries,
+    skip,
+    commit_mode: str,
+    db: str,
+    dt: str,
+    log_path: Path,
+) -> dict:
     """One DAG run of the date, then every case's rows, statistics, folders and journals checked."""
-    acted = Counter(json.loads(line)["folder"] for line in log_path.read_text().splitlines()) \
-        if log_path.exists() else Counter()
+    acted = (
+        Counter(json.loads(line)["folder"] for line in log_path.read_text().splitlines())
+        if log_path.exists()
+        else Counter()
+    )
     warehouse = Path(str(stack.metastore.state)) / "warehouse" / f"{db}.db"
     # A storage call past the commit's last (no actor of that step ran): not a case, said as such;
     # only the calls after every reached one may be past it.
-    past = sorted({int(p[len(CALL):]) for p in points if p.startswith(CALL)
-                   and not any(acted[str(warehouse / t / f"dt={dt}")] for (q, _), (t, _) in cases.items() if q == p)})
-    reached = [int(p[len(CALL):]) for p in points if p.startswith(CALL) and int(p[len(CALL):]) not in past]
+    past = sorted(
+        {
+            int(p[len(CALL) :])
+            for p in points
+            if p.startswith(CALL)
+            and not any(acted[str(warehouse / t / f"dt={dt}")] for (q, _), (t, _) in cases.items() if q == p)
+        }
+    )
+    reached = [int(p[len(CALL) :]) for p in points if p.startswith(CALL) and int(p[len(CALL) :]) not in past]
     figures["calls_past_the_commit"] = past
     if past and reached and min(past) < max(reached):
         figures["problems"].append(f"no actor ran at storage calls {past}, but at later ones")
     elif past:
-        for key in [k for k in cases if k[0].startswith(CALL) and int(k[0][len(CALL):]) in past]:
+        for key in [k for k in cases if k[0].startswith(CALL) and int(k[0][len(CALL) :]) in past]:
             figures["matrix"].setdefault(key[0], {})[key[1]] = "past"
             del cases[key]
     cfg = stack.write_config(work / "adv-all.yaml", [{"name": f"{db}.{t}", **mode} for t, _ in cases.values()])
@@ -478,8 +630,11 @@ def _check_cases(stack: Stack, work: Path, cases: dict, run_of: dict, mode: dict
     windows = [int(w) for w in re.findall(r"reader window (\d+) ms", run.log)]
     figures["reader_window_ms"] = {"commits": len(windows), "max": max(windows, default=None)}
     if figures["recovery_run"] != "success":
-        figures["problems"] += [line.strip()[:400] for line in run.log.splitlines()
-                                if re.search(r"FAILED |ERROR hive_compaction|Error: |Exception: ", line)][-20:]
+        figures["problems"] += [
+            line.strip()[:400]
+            for line in run.log.splitlines()
+            if re.search(r"FAILED |ERROR hive_compaction|Error: |Exception: ", line)
+        ][-20:]
     for (point, adv), (table, fmt) in cases.items():
         figures["cases"] += 1
         folder = warehouse / table / f"dt={dt}"
@@ -502,9 +657,15 @@ def _check_cases(stack: Stack, work: Path, cases: dict, run_of: dict, mode: dict
                 # stopped past its first move: the old rows wait in the trash for a person
                 if adv in ("add", "insert_reuse"):
                     # This partition's trash only (with --in-chunk its neighbours' replaced inputs are there too)
-                    parked = _trash_rows(stack, stack.work_area(db, table) / "trash"
-                                         / run_tag(run_of[(point, adv)]) / partition_id(f"{db}.{table}", f"dt={dt}"),
-                                         fmt, dt)
+                    parked = _trash_rows(
+                        stack,
+                        stack.work_area(db, table)
+                        / "trash"
+                        / run_tag(run_of[(point, adv)])
+                        / partition_id(f"{db}.{table}", f"dt={dt}"),
+                        fmt,
+                        dt,
+                    )
             lost, dup = lost_and_duplicated(expected[table], (after or []) + parked)
             if (lost or dup) and reported.get("status") in ("merged", "skipped", "nothing_to_do"):
                 figures["false_successes"] += 1
@@ -520,8 +681,10 @@ def _check_cases(stack: Stack, work: Path, cases: dict, run_of: dict, mode: dict
                 whole = all(Path(f).exists() for f in listed)
                 seen = _file_rows(stack, [f"file://{f}" for f in listed], fmt, dt) if whole else expected[table]
                 if seen != expected[table]:
-                    problems.append(f"a reader that listed at {point} read {len(seen)} row(s), not the "
-                                    f"{len(expected[table])} before")
+                    problems.append(
+                        f"a reader that listed at {point} read {len(seen)} row(s), not the "
+                        f"{len(expected[table])} before"
+                    )
             part = stack.snapshot(db, table).get(f"dt={dt}")
             # A partition stopped for a person keeps the statistics its writer left (no run merges it);
             # and a run that failed for one leaves the refresh of the others to the next run that succeeds.
@@ -536,7 +699,7 @@ def _check_cases(stack: Stack, work: Path, cases: dict, run_of: dict, mode: dict
             figures["msck_changed"] += 1
             problems.append("MSCK REPAIR TABLE changed the table")
         journal_folder = stack.work_area(db, table) / "journal"
-        stopped = {j.name[:-len(".stopped")] for j in journal_folder.glob("*.stopped")}
+        stopped = {j.name[: -len(".stopped")] for j in journal_folder.glob("*.stopped")}
         # a stopped one waits for a person
         journals = [j for j in journal_folder.glob("*.json") if j.stem not in stopped]
         figures["journals_left"] += len(journals)
@@ -553,13 +716,22 @@ def _check_cases(stack: Stack, work: Path, cases: dict, run_of: dict, mode: dict
 
 def _trash_rows(stack: Stack, trash: Path, fmt: str, dt: str) -> list[str]:
     """Every row of the data files a table's trash holds."""
-    return _file_rows(stack, sorted(f"file://{f}" for f in trash.rglob("*") if f.is_file()
-                                    and not f.name.startswith((".", "_")) and not f.name.endswith(".json")), fmt, dt)
+    return _file_rows(
+        stack,
+        sorted(
+            f"file://{f}"
+            for f in trash.rglob("*")
+            if f.is_file() and not f.name.startswith((".", "_")) and not f.name.endswith(".json")
+        ),
+        fmt,
+        dt,
+    )
 
 
 def _file_rows(stack: Stack, files: list[str], fmt: str, dt: str) -> list[str]:
     """Every row of these data files of partition ``dt``, as ``Stack.rows`` gives them."""
     from pyspark.sql.functions import lit
+
     if not files:
         return []
     rows = stack.spark.read.format(fmt.lower()).load(files).withColumn("dt", lit(dt)).collect()
@@ -571,17 +743,20 @@ def print_matrix(figures: dict) -> None:
     print(f"{'step':<18}" + "".join(f"{a:>10}" for a in advs))
     for point, row in figures["matrix"].items():
         cells = (row.get(a, "-") for a in advs)
-        print(f"{point:<18}" + "".join(f"{(c if c in ('ok', 'reported', 'n/a', '-', 'past') else 'FAIL'):>10}"
-                                        for c in cells))
+        print(
+            f"{point:<18}"
+            + "".join(f"{(c if c in ('ok', 'reported', 'n/a', '-', 'past') else 'FAIL'):>10}" for c in cells)
+        )
 
 
 def _actors(ap, named: str, switch: bool, every_call: bool) -> tuple[str, ...]:
     """The actors ``--actors`` names: a storage call's position may lie past a switch's commit
     point, where writers by path are that mode's documented limit."""
     everyone = SWITCH_ADVERSARIES if switch else ADVERSARIES
-    actors = {"writers": WRITERS,
-              "all": tuple(a for a in everyone if not (switch and every_call and a in WRITERS))}.get(named) \
-        or tuple(named.split(","))
+    actors = {
+        "writers": WRITERS,
+        "all": tuple(a for a in everyone if not (switch and every_call and a in WRITERS)),
+    }.get(named) or tuple(named.split(","))
     unknown = set(actors) - set(everyone)
     if unknown:
         ap.error(f"--actors: unknown actor(s) {sorted(unknown)}; choose from {everyone}")
@@ -604,16 +779,20 @@ def check_imports(stack: Stack, seen: dict) -> None:
         stray = sorted({f for f in wrapped if wheel_sweeps.outside(f)})
         seen["jobs"] += 1
         if not wrapped or stray:
-            seen["problems"].append(f"a merge job ran hive_compaction from {stray or 'an unknown place'}, not "
-                                    f"{wheel_sweeps.installed()}")
+            seen["problems"].append(
+                f"a merge job ran hive_compaction from {stray or 'an unknown place'}, not {wheel_sweeps.installed()}"
+            )
         return p
 
     def dag(*args, **kwargs):
         run = run_dag(*args, **kwargs)
         seen["dag_runs"] += 1
         if job not in run.log or checkout in run.log:
-            seen["problems"].append(f"DAG run {run.run_id or '?'}: did not submit {job}" if job not in run.log else
-                                    f"DAG run {run.run_id}: its log names {checkout}")
+            seen["problems"].append(
+                f"DAG run {run.run_id or '?'}: did not submit {job}"
+                if job not in run.log
+                else f"DAG run {run.run_id}: its log names {checkout}"
+            )
         return run
 
     stack.spark_submit, stack.run_dag = spark_submit, dag
@@ -621,52 +800,88 @@ def check_imports(stack: Stack, seen: dict) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--installed", action="store_true",
-                    help="run against the built wheel installed unmodified (make test-exhaustive): needs the "
-                         "environment `python scripts/wheel_sweeps.py` prints; checks that this script and every "
-                         "job and DAG run import hive_compaction from it")
+    ap.add_argument(
+        "--installed",
+        action="store_true",
+        help="run against the built wheel installed unmodified (make test-exhaustive): needs the "
+        "environment `python scripts/wheel_sweeps.py` prints; checks that this script and every "
+        "job and DAG run import hive_compaction from it",
+    )
     ap.add_argument("--formats", nargs="+", default=["ORC", "PARQUET"])
     ap.add_argument("--partitions", type=int, default=3)
     ap.add_argument("--files", type=int, default=4)
     ap.add_argument("--rows", type=int, default=250)
-    ap.add_argument("--every-call", type=int, metavar="N",
-                    help="kill before each of the commit's storage operations 1..N instead of at its steps "
-                         "(those past the commit's last are reported as such); with --adversaries: a writer "
-                         "adding a file, one overwriting, a DROP PARTITION there")
-    ap.add_argument("--storage-errors", action="store_true",
-                    help="with --every-call: that storage call fails instead of a kill")
-    ap.add_argument("--adversaries", action="store_true",
-                    help="instead of kills: other actors at every commit step (adversary_matrix)")
-    ap.add_argument("--in-chunk", action="store_true",
-                    help="with --adversaries: each case's partition commits second of a commit chunk of three "
-                         "(one Metastore lock), and the other two are checked too")
-    ap.add_argument("--actors", default=None,
-                    help="with --adversaries: 'writers' (the writers and DROP PARTITION, fast; the default with "
-                         "--every-call), 'all' (the jobs too: a spark-submit each, about 40 s per storage call; "
-                         "the default at the named steps) or names, comma-separated, of "
-                         f"{','.join(SWITCH_ADVERSARIES)}")
-    ap.add_argument("--metastore", choices=["2.3", *RELEASES], default="2.3",
-                    help="the Hive Metastore the tables live in: the pyspark wheel's 2.3 (on Derby), or a real "
-                         "3.1 / 4.0 server on PostgreSQL whose housekeeping expires dead lock holders itself "
-                         "(make jars fetches them)")
-    ap.add_argument("--commit-mode", choices=["in_place", "location_switch"], default="in_place",
-                    help="with --adversaries: the tables' commit_mode (location_switch adds a reader)")
+    ap.add_argument(
+        "--every-call",
+        type=int,
+        metavar="N",
+        help="kill before each of the commit's storage operations 1..N instead of at its steps "
+        "(those past the commit's last are reported as such); with --adversaries: a writer "
+        "adding a file, one overwriting, a DROP PARTITION there",
+    )
+    ap.add_argument(
+        "--storage-errors", action="store_true", help="with --every-call: that storage call fails instead of a kill"
+    )
+    ap.add_argument(
+        "--adversaries",
+        action="store_true",
+        help="instead of kills: other actors at every commit step (adversary_matrix)",
+    )
+    ap.add_argument(
+        "--in-chunk",
+        action="store_true",
+        help="with --adversaries: each case's partition commits second of a commit chunk of three "
+        "(one Metastore lock), and the other two are checked too",
+    )
+    ap.add_argument(
+        "--actors",
+        default=None,
+        help="with --adversaries: 'writers' (the writers and DROP PARTITION, fast; the default with "
+        "--every-call), 'all' (the jobs too: a spark-submit each, about 40 s per storage call; "
+        "the default at the named steps) or names, comma-separated, of "
+        f"{','.join(SWITCH_ADVERSARIES)}",
+    )
+    ap.add_argument(
+        "--metastore",
+        choices=["2.3", *RELEASES],
+        default="2.3",
+        help="the Hive Metastore the tables live in: the pyspark wheel's 2.3 (on Derby), or a real "
+        "3.1 / 4.0 server on PostgreSQL whose housekeeping expires dead lock holders itself "
+        "(make jars fetches them)",
+    )
+    ap.add_argument(
+        "--commit-mode",
+        choices=["in_place", "location_switch"],
+        default="in_place",
+        help="with --adversaries: the tables' commit_mode (location_switch adds a reader)",
+    )
     args = ap.parse_args()
     site = wheel_sweeps.installed()
-    print(f"hive_compaction {hive_compaction.__version__} from {hive_compaction.__file__} "
-          f"({f'the wheel installed in {site}' if site else 'the checkout'})", flush=True)
+    print(
+        f"hive_compaction {hive_compaction.__version__} from {hive_compaction.__file__} "
+        f"({f'the wheel installed in {site}' if site else 'the checkout'})",
+        flush=True,
+    )
     if args.installed and site is None:
-        ap.error(f"--installed: {wheel_sweeps.INSTALLED_ENV} is not set "
-                 "(exports=$(python scripts/wheel_sweeps.py) && eval \"$exports\")")
+        ap.error(
+            f"--installed: {wheel_sweeps.INSTALLED_ENV} is not set "
+            '(exports=$(python scripts/wheel_sweeps.py) && eval "$exports")'
+        )
     if wheel_sweeps.outside(hive_compaction.__file__):
         ap.error(f"hive_compaction is imported from {hive_compaction.__file__}, not from {site}")
     imports = {"jobs": 0, "dag_runs": 0, "problems": []}
     with tempfile.TemporaryDirectory(prefix="reliability-") as tmp:
         # Hive 4 no longer serves the calls Spark's Hive 2.3 client sends: its tables through Thrift.
         kind = ThriftStack if args.metastore.startswith("4.") else Stack
-        stack = Stack(Path(tmp)) if args.metastore == "2.3" else kind(
-            Path(tmp), use_postgres=True, metastore=lambda pg: HiveMetastoreServer(
-                args.metastore, Path(tmp) / "hms", pg, settings=HOUSEKEEPING))
+        stack = (
+            Stack(Path(tmp))
+            if args.metastore == "2.3"
+            else kind(
+                Path(tmp),
+                use_postgres=True,
+                metastore=lambda pg: HiveMetastoreServer(args.metastore, Path(tmp) / "hms", pg, settings=HOUSEKEEPING),
+            )
+        )
         stack.start()
         if site:
             check_imports(stack, imports)
@@ -677,23 +892,46 @@ def main() -> int:
                 # DROP PARTITION after its commit point are that mode's documented limits: its sweep
                 # has the jobs and the reader.
                 actors = _actors(ap, args.actors or "writers", switch, every_call=True)
-                f = adversary_matrix(stack, Path(tmp), [f"{CALL}{n}" for n in range(1, args.every_call + 1)],
-                                     actors, args.rows, commit_mode=args.commit_mode, in_chunk=args.in_chunk)
+                f = adversary_matrix(
+                    stack,
+                    Path(tmp),
+                    [f"{CALL}{n}" for n in range(1, args.every_call + 1)],
+                    actors,
+                    args.rows,
+                    commit_mode=args.commit_mode,
+                    in_chunk=args.in_chunk,
+                )
             elif args.adversaries:
-                f = adversary_matrix(stack, Path(tmp), SWITCH_POINTS if switch else ADVERSARY_POINTS,
-                                     _actors(ap, args.actors or "all", switch, every_call=False), args.rows,
-                                     commit_mode=args.commit_mode, in_chunk=args.in_chunk)
+                f = adversary_matrix(
+                    stack,
+                    Path(tmp),
+                    SWITCH_POINTS if switch else ADVERSARY_POINTS,
+                    _actors(ap, args.actors or "all", switch, every_call=False),
+                    args.rows,
+                    commit_mode=args.commit_mode,
+                    in_chunk=args.in_chunk,
+                )
             elif args.every_call:
                 prefix = FAIL if args.storage_errors else CALL
-                f = kill_matrix(stack, Path(tmp), args.formats, [f"{prefix}{n}" for n in range(1, args.every_call + 1)],
-                                args.partitions, args.files, args.rows, alternate=True)
+                f = kill_matrix(
+                    stack,
+                    Path(tmp),
+                    args.formats,
+                    [f"{prefix}{n}" for n in range(1, args.every_call + 1)],
+                    args.partitions,
+                    args.files,
+                    args.rows,
+                    alternate=True,
+                )
             else:
                 f = kill_matrix(stack, Path(tmp), args.formats, KILL_POINTS, args.partitions, args.files, args.rows)
         finally:
             stack.stop()
     if site:
-        print(f"imports checked: {imports['jobs']} merge job(s) and {imports['dag_runs']} DAG run(s) against "
-              f"the wheel in {site}; {len(imports['problems'])} ran something else")
+        print(
+            f"imports checked: {imports['jobs']} merge job(s) and {imports['dag_runs']} DAG run(s) against "
+            f"the wheel in {site}; {len(imports['problems'])} ran something else"
+        )
         f["problems"] += imports["problems"]
     if args.adversaries:
         print_matrix(f)
@@ -701,18 +939,31 @@ def main() -> int:
             print(f"problem: {problem}")
         print(json.dumps({k: v for k, v in f.items() if k != "matrix"}))
         return 0 if not f["problems"] and f["recovery_run"] == "success" else 1
-    for key in ("kill_points_tried", "runs", "partitions_checked", "rows_checked", "rows_lost",
-                "rows_duplicated", "leftovers", "kills_not_reached", "temporary_files_left", "rows_wrong_right_after",
-                "recovery_run"):
+    for key in (
+        "kill_points_tried",
+        "runs",
+        "partitions_checked",
+        "rows_checked",
+        "rows_lost",
+        "rows_duplicated",
+        "leftovers",
+        "kills_not_reached",
+        "temporary_files_left",
+        "rows_wrong_right_after",
+        "recovery_run",
+    ):
         print(f"{key:>20}: {f[key]}")
     if f["calls_past_the_commit"]:
-        print(f"{'storage calls':>20}: the commit made {min(f['calls_past_the_commit']) - 1}; "
-              "a kill before each was tried")
+        print(
+            f"{'storage calls':>20}: the commit made {min(f['calls_past_the_commit']) - 1}; "
+            "a kill before each was tried"
+        )
     for problem in f["problems"]:
         print(f"problem: {problem}")
     print(json.dumps(f))
-    ok = f["recovery_run"] == "success" and not (f["rows_lost"] or f["rows_duplicated"] or f["leftovers"]
-                                                 or f["kills_not_reached"] or f["problems"])
+    ok = f["recovery_run"] == "success" and not (
+        f["rows_lost"] or f["rows_duplicated"] or f["leftovers"] or f["kills_not_reached"] or f["problems"]
+    )
     return 0 if ok else 1
 
 

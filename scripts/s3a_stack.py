@@ -9,6 +9,7 @@ classpath of every JVM that reaches ``s3a://`` paths: the Metastore's, the merge
 The tests look at the bucket over plain HTTP (ListObjectsV2, GetObject, PutObject: moto does not
 check signatures), so a check never goes through the code it checks.
 """
+
 from __future__ import annotations
 
 import os
@@ -46,7 +47,7 @@ def connector_jars() -> list[Path]:
 
 def _artifact(jar_name: str) -> str:
     """``netty-codec-http-4.1.126.Final.jar`` -> ``netty-codec-http``."""
-    parts = jar_name[:-len(".jar")].split("-")
+    parts = jar_name[: -len(".jar")].split("-")
     while parts and parts[-1][:1].isdigit():
         parts.pop()
     return "-".join(parts)
@@ -69,11 +70,17 @@ class S3Server:
         self.state.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
         with open(self.state / "s3.log", "ab") as log:
-            self.proc = subprocess.Popen([str(exe), "-H", "127.0.0.1", "-p", str(self.port)], stdout=log,
-                                         stderr=subprocess.STDOUT, cwd=self.state, start_new_session=True,
-                                         env={k: v for k, v in os.environ.items() if not k.startswith("AWS_")})
-        await_start(self.proc, self._answers, t0, timeout, "S3 server (moto)", self.state / "s3.log", S3Error,
-                    self.stop)
+            self.proc = subprocess.Popen(
+                [str(exe), "-H", "127.0.0.1", "-p", str(self.port)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.state,
+                start_new_session=True,
+                env={k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
+            )
+        await_start(
+            self.proc, self._answers, t0, timeout, "S3 server (moto)", self.state / "s3.log", S3Error, self.stop
+        )
         self.started_seconds = time.monotonic() - t0
         record("S3 endpoint (moto server)", self.started_seconds)
 
@@ -91,10 +98,13 @@ class S3Server:
     def _request(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None) -> bytes:
         # moto does not check signatures, but treats a request without credentials as anonymous
         # (refused by the bucket's private ACL): name the test's access key.
-        auth = {"Authorization": f"AWS4-HMAC-SHA256 Credential={ACCESS_KEY}/20260101/{REGION}/s3/aws4_request, "
-                                 "SignedHeaders=host, Signature=0"}
-        req = urllib.request.Request(f"{self.endpoint}/{path}", data=body, method=method,
-                                     headers={**auth, **(headers or {})})
+        auth = {
+            "Authorization": f"AWS4-HMAC-SHA256 Credential={ACCESS_KEY}/20260101/{REGION}/s3/aws4_request, "
+            "SignedHeaders=host, Signature=0"
+        }
+        req = urllib.request.Request(
+            f"{self.endpoint}/{path}", data=body, method=method, headers={**auth, **(headers or {})}
+        )
         try:
             with urllib.request.urlopen(req, timeout=30) as r:
                 return r.read()
@@ -111,9 +121,11 @@ class S3Server:
             query = {"list-type": "2", "prefix": prefix, **({"continuation-token": token} if token else {})}
             root = ET.fromstring(self._request("GET", f"{bucket}?{urllib.parse.urlencode(query)}"))
             for c in root.iter(f"{_NS}Contents"):
-                out[c.findtext(f"{_NS}Key")] = {"size": int(c.findtext(f"{_NS}Size")),
-                                                 "etag": c.findtext(f"{_NS}ETag"),
-                                                 "modified": c.findtext(f"{_NS}LastModified")}
+                out[c.findtext(f"{_NS}Key")] = {
+                    "size": int(c.findtext(f"{_NS}Size")),
+                    "etag": c.findtext(f"{_NS}ETag"),
+                    "modified": c.findtext(f"{_NS}LastModified"),
+                }
             token = root.findtext(f"{_NS}NextContinuationToken")
             if not token:
                 return out
@@ -123,22 +135,34 @@ class S3Server:
 
     def put(self, bucket: str, key: str, body: bytes, headers: dict | None = None) -> None:
         # (urllib's default type for a body is a form's, which the server would parse away)
-        self._request("PUT", f"{bucket}/{urllib.parse.quote(key)}", body,
-                      {"Content-Type": "application/octet-stream", **(headers or {})})
+        self._request(
+            "PUT",
+            f"{bucket}/{urllib.parse.quote(key)}",
+            body,
+            {"Content-Type": "application/octet-stream", **(headers or {})},
+        )
 
     # --- what a Hadoop client needs -----------------------------------------------------------
     @property
     def hadoop_conf(self) -> dict[str, str]:
         """The S3A settings a user would set for an on-premise S3 endpoint."""
-        return {"fs.s3a.endpoint": self.endpoint, "fs.s3a.endpoint.region": REGION,
-                "fs.s3a.path.style.access": "true", "fs.s3a.connection.ssl.enabled": "false",
-                "fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
-                "fs.s3a.access.key": ACCESS_KEY, "fs.s3a.secret.key": SECRET_KEY,
-                "fs.s3a.attempts.maximum": "2", "fs.s3a.retry.limit": "2"}
+        return {
+            "fs.s3a.endpoint": self.endpoint,
+            "fs.s3a.endpoint.region": REGION,
+            "fs.s3a.path.style.access": "true",
+            "fs.s3a.connection.ssl.enabled": "false",
+            "fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+            "fs.s3a.access.key": ACCESS_KEY,
+            "fs.s3a.secret.key": SECRET_KEY,
+            "fs.s3a.attempts.maximum": "2",
+            "fs.s3a.retry.limit": "2",
+        }
 
     @property
     def spark_conf(self) -> dict[str, str]:
         """The Spark settings a merge job needs: the connector on the driver's classpath (in local
         mode the executors run in the driver's JVM) and the S3A settings."""
-        return {"spark.driver.extraClassPath": ":".join(map(str, connector_jars())),
-                **{f"spark.hadoop.{k}": v for k, v in self.hadoop_conf.items()}}
+        return {
+            "spark.driver.extraClassPath": ":".join(map(str, connector_jars())),
+            **{f"spark.hadoop.{k}": v for k, v in self.hadoop_conf.items()},
+        }

@@ -7,6 +7,7 @@ makes the jar. The jar goes on the classpath of every JVM that must reach ``s3li
 Metastore's, the merge jobs' drivers); ``hadoop_conf`` is the configuration that maps the scheme
 and mounts it under ``viewfs://<mount>/objects``.
 """
+
 from __future__ import annotations
 
 import zipfile
@@ -23,6 +24,7 @@ MOUNT_LINK = "/objects"
 
 def spark_jars() -> Path:
     import pyspark
+
     return Path(pyspark.__file__).resolve().parent / "jars"
 
 
@@ -41,8 +43,9 @@ def _build_jar(dest: Path) -> Path:
     compiler_jars = [str(next(jars.glob(f"{name}-*.jar"))) for name in ("janino", "commons-compiler")]
     classes = dest / "classes"
     classes.mkdir(parents=True, exist_ok=True)
-    port = launch_gateway(jarpath=str(py4j_jar), classpath=":".join(compiler_jars), die_on_exit=True,
-                          javaopts=["-Xmx256m"])
+    port = launch_gateway(
+        jarpath=str(py4j_jar), classpath=":".join(compiler_jars), die_on_exit=True, javaopts=["-Xmx256m"]
+    )
     gateway = JavaGateway(gateway_parameters=GatewayParameters(port=port, auto_convert=True))
     try:
         jvm = gateway.jvm
@@ -79,6 +82,8 @@ def _build_jar(dest: Path) -> Path:
 def hadoop_conf(root: Path, viewfs_mount: str) -> dict[str, str]:
     """Hadoop settings: the scheme's class, the local folder behind ``s3like:///``, and the mount
     ``viewfs://<viewfs_mount>/objects`` -> ``s3like:///objects``."""
-    return {f"fs.{SCHEME}.impl": CLASS,
-            f"fs.{SCHEME}.root": str(root),
-            f"fs.viewfs.mounttable.{viewfs_mount}.link.{MOUNT_LINK}": f"{SCHEME}://{MOUNT_LINK}"}
+    return {
+        f"fs.{SCHEME}.impl": CLASS,
+        f"fs.{SCHEME}.root": str(root),
+        f"fs.viewfs.mounttable.{viewfs_mount}.link.{MOUNT_LINK}": f"{SCHEME}://{MOUNT_LINK}",
+    }

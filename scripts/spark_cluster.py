@@ -9,6 +9,7 @@ their own, started by the workers (``<worker work dir>/app-*/<executor id>/stder
 binds to 127.0.0.1 (``SPARK_LOCAL_IP``). ``start`` returns once both workers are registered (the
 master's ``/json/`` says ``aliveworkers``), or raises with the tails of the logs.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,6 +36,7 @@ class ClusterError(RuntimeError):
 
 def spark_home() -> Path:
     import pyspark
+
     return Path(pyspark.__file__).resolve().parent
 
 
@@ -90,24 +92,33 @@ class StandaloneCluster:
 
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
-        env.update({
-            "SPARK_HOME": str(spark_home()),
-            "SPARK_LOCAL_IP": "127.0.0.1",
-            "SPARK_LOCAL_HOSTNAME": "127.0.0.1",
-            "SPARK_LOG_DIR": str(self.state),
-            "SPARK_PID_DIR": str(self.state),
-            "SPARK_DAEMON_MEMORY": "512m",
-            "SPARK_NO_DAEMONIZE": "1",
-            "PYSPARK_PYTHON": env.get("PYSPARK_PYTHON", sys.executable),
-        })
+        env.update(
+            {
+                "SPARK_HOME": str(spark_home()),
+                "SPARK_LOCAL_IP": "127.0.0.1",
+                "SPARK_LOCAL_HOSTNAME": "127.0.0.1",
+                "SPARK_LOG_DIR": str(self.state),
+                "SPARK_PID_DIR": str(self.state),
+                "SPARK_DAEMON_MEMORY": "512m",
+                "SPARK_NO_DAEMONIZE": "1",
+                "PYSPARK_PYTHON": env.get("PYSPARK_PYTHON", sys.executable),
+            }
+        )
         env.pop("SPARK_CONF_DIR", None)  # the wheel's defaults, nothing from the machine
         return env
 
     def _spawn(self, name: str, cls: str, args: list[str]) -> int:
         log = self.state / f"{name}.log"
         with open(log, "ab") as out:
-            p = subprocess.Popen(self._command(cls, args), stdout=out, stderr=subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL, cwd=self.state, env=self._env(), start_new_session=True)
+            p = subprocess.Popen(
+                self._command(cls, args),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.state,
+                env=self._env(),
+                start_new_session=True,
+            )
         return p.pid
 
     def alive(self) -> bool:
@@ -130,14 +141,31 @@ class StandaloneCluster:
         port, webui = free_port(), free_port()
         worker_webui = [free_port() for _ in range(self.workers)]
         self.info = {"port": port, "webui_port": webui, "worker_webui_ports": worker_webui, "pids": []}
-        self.info["pids"].append(self._spawn("master", MASTER, [
-            "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(webui)]))
+        self.info["pids"].append(
+            self._spawn("master", MASTER, ["--host", "127.0.0.1", "--port", str(port), "--webui-port", str(webui)])
+        )
         self.state_file.write_text(json.dumps(self.info))
         for i, (ui, work) in enumerate(zip(worker_webui, self.worker_dirs())):
             work.mkdir(parents=True, exist_ok=True)
-            self.info["pids"].append(self._spawn(f"worker-{i}", WORKER, [
-                self.master_url, "--cores", str(self.cores), "--memory", self.memory, "--host", "127.0.0.1",
-                "--webui-port", str(ui), "--work-dir", str(work)]))
+            self.info["pids"].append(
+                self._spawn(
+                    f"worker-{i}",
+                    WORKER,
+                    [
+                        self.master_url,
+                        "--cores",
+                        str(self.cores),
+                        "--memory",
+                        self.memory,
+                        "--host",
+                        "127.0.0.1",
+                        "--webui-port",
+                        str(ui),
+                        "--work-dir",
+                        str(work),
+                    ],
+                )
+            )
             self.state_file.write_text(json.dumps(self.info))
         deadline = time.monotonic() + timeout
         last = "no answer"
@@ -205,6 +233,7 @@ def _killpg(pid: int, sig: int) -> None:
 
 def main() -> int:
     import argparse
+
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("action", choices=["start", "stop", "status"])
     p.add_argument("state_dir")

@@ -14,6 +14,7 @@ harness, spark-submit wrappers): each record is one JSON line appended to the fi
 ``SUITE_COMPONENT_LOG`` names, which the plugin sets; outside a test run it is unset and
 ``started`` only times. The figures are also written to ``.test-report/budget.json``.
 """
+
 from __future__ import annotations
 
 import json
@@ -104,17 +105,24 @@ class SuiteBudget:
         for nodeid, seconds in self.durations.items():
             modules[nodeid.split("::")[0]] += seconds
         over = wall > self.budget
-        figures = {"wall_seconds": round(wall, 1), "budget_seconds": self.budget, "over_budget": over,
-                   "tests": len(self.durations), "components": components, "notes": notes,
-                   "slowest": [{"test": t, "seconds": round(s, 1)} for t, s in slowest],
-                   "worker_busy_seconds": {w: round(s, 1) for w, s in sorted(self.worker_busy.items())},
-                   # every module's time, for finding where a slow run went
-                   "modules": {m: round(s, 1) for m, s in sorted(modules.items(), key=lambda kv: -kv[1])},
-                   # every test's time and the components it started (a test's spark-submits, DAG runs)
-                   "tests_seconds": {t: round(s, 1) for t, s in sorted(self.durations.items(), key=lambda kv: -kv[1])},
-                   "components_by_test": by_test,
-                   "workers": os.environ.get("PYTEST_XDIST_WORKER_COUNT") or
-                   getattr(self.config.option, "numprocesses", None) or 1}
+        figures = {
+            "wall_seconds": round(wall, 1),
+            "budget_seconds": self.budget,
+            "over_budget": over,
+            "tests": len(self.durations),
+            "components": components,
+            "notes": notes,
+            "slowest": [{"test": t, "seconds": round(s, 1)} for t, s in slowest],
+            "worker_busy_seconds": {w: round(s, 1) for w, s in sorted(self.worker_busy.items())},
+            # every module's time, for finding where a slow run went
+            "modules": {m: round(s, 1) for m, s in sorted(modules.items(), key=lambda kv: -kv[1])},
+            # every test's time and the components it started (a test's spark-submits, DAG runs)
+            "tests_seconds": {t: round(s, 1) for t, s in sorted(self.durations.items(), key=lambda kv: -kv[1])},
+            "components_by_test": by_test,
+            "workers": os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+            or getattr(self.config.option, "numprocesses", None)
+            or 1,
+        }
         (self.report_dir / "budget.json").write_text(json.dumps(figures, indent=1))
         self.figures = figures
         if over:
@@ -126,8 +134,10 @@ class SuiteBudget:
             return
         tr = terminalreporter
         tr.section("suite budget")
-        tr.write_line(f"wall time: {f['wall_seconds'] / 60:.1f} min ({f['wall_seconds']:.0f} s) for {f['tests']} "
-                      f"tests, {f['workers']} worker(s); budget {f['budget_seconds'] / 60:.0f} min")
+        tr.write_line(
+            f"wall time: {f['wall_seconds'] / 60:.1f} min ({f['wall_seconds']:.0f} s) for {f['tests']} "
+            f"tests, {f['workers']} worker(s); budget {f['budget_seconds'] / 60:.0f} min"
+        )
         tr.write_line("component starts (count, seconds in all):")
         for name, c in sorted(f["components"].items(), key=lambda kv: -kv[1]["seconds"]):
             tr.write_line(f"  {name:<44} {c['starts']:>4} x  {c['seconds']:>7.1f} s")
@@ -139,6 +149,9 @@ class SuiteBudget:
         for s in f["slowest"]:
             tr.write_line(f"  {s['seconds']:>7.1f} s  {s['test']}")
         if f["over_budget"]:
-            tr.write_line(f"BUDGET EXCEEDED: the tests took {f['wall_seconds'] / 60:.1f} min, more than "
-                          f"{f['budget_seconds'] / 60:.0f} min ({BUDGET_ENV}); the run fails whatever the tests said",
-                          red=True, bold=True)
+            tr.write_line(
+                f"BUDGET EXCEEDED: the tests took {f['wall_seconds'] / 60:.1f} min, more than "
+                f"{f['budget_seconds'] / 60:.0f} min ({BUDGET_ENV}); the run fails whatever the tests said",
+                red=True,
+                bold=True,
+            )

@@ -20,6 +20,7 @@ every process of a sweep imports that copy:
 
 Without ``HIVE_COMPACTION_INSTALLED`` (``make test``, a run by hand) everything uses plugins/.
 """
+
 from __future__ import annotations
 
 import os
@@ -72,16 +73,31 @@ def build_and_install(dest: Path = DEFAULT_DEST) -> Path:
         for name in ("pyproject.toml", "README.md"):
             shutil.copy(ROOT / name, src / name)
         shutil.copytree(ROOT / "plugins", src / "plugins", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        _run([sys.executable, "-m", "pip", "wheel", "-q", "--disable-pip-version-check", "--no-deps", "-w", "dist",
-              "."],
-             src)
+        _run(
+            [sys.executable, "-m", "pip", "wheel", "-q", "--disable-pip-version-check", "--no-deps", "-w", "dist", "."],
+            src,
+        )
         wheels = sorted((src / "dist").glob("hive_compaction-*.whl"))
         if len(wheels) != 1:
             raise RuntimeError(f"expected one wheel, built {[w.name for w in wheels]}")
         (dest / "dist").mkdir()
         wheel = shutil.copy(wheels[0], dest / "dist")
-    _run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps", "--no-index",
-          "--target", str(dest / "site"), str(wheel)], dest)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            str(dest / "site"),
+            str(wheel),
+        ],
+        dest,
+    )
     return dest / "site"
 
 
@@ -94,9 +110,11 @@ def _run(cmd: list[str], cwd: Path) -> None:
 def environment(site: Path, base: dict[str, str] | None = None) -> dict[str, str]:
     """The variables that make every process of a sweep import the wheel installed in ``site``."""
     base = os.environ if base is None else base
-    return {INSTALLED_ENV: str(site),
-            "PYTHONPATH": os.pathsep.join(p for p in (str(site), base.get("PYTHONPATH")) if p),
-            "AIRFLOW__CORE__PLUGINS_FOLDER": str(site.parent / "airflow-plugins")}
+    return {
+        INSTALLED_ENV: str(site),
+        "PYTHONPATH": os.pathsep.join(p for p in (str(site), base.get("PYTHONPATH")) if p),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(site.parent / "airflow-plugins"),
+    }
 
 
 def main() -> int:

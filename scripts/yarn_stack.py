@@ -4,6 +4,7 @@ in .state/jars/yarn/ (scripts/maven/yarn/pom.xml). The main class, scripts/java/
 compiled here with javac. Everything binds to 127.0.0.1. ``conf_dir`` is a HADOOP_CONF_DIR for
 spark-submit: the cluster's own yarn-site.xml and a core-site.xml naming the HDFS.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -39,37 +40,57 @@ class Yarn:
     def _compile(self) -> Path:
         classes = self.state / "classes"
         classes.mkdir(parents=True, exist_ok=True)
-        p = subprocess.run(["javac", "-cp", f"{JARS}/*", "-d", str(classes), str(SOURCE)], capture_output=True,
-                           text=True)
+        p = subprocess.run(
+            ["javac", "-cp", f"{JARS}/*", "-d", str(classes), str(SOURCE)], capture_output=True, text=True
+        )
         if p.returncode:
             raise YarnError(f"javac {SOURCE.name} failed: {p.stderr[-2000:]}")
         return classes
 
     def start(self, timeout: float = 180) -> None:
         if not list(JARS.glob("*.jar")):
-            raise YarnError(f"no jars in {JARS}: run `make jars` "
-                            "(it fetches scripts/maven/yarn/pom.xml's from Maven Central)")
+            raise YarnError(
+                f"no jars in {JARS}: run `make jars` (it fetches scripts/maven/yarn/pom.xml's from Maven Central)"
+            )
         self.conf_dir.mkdir(parents=True, exist_ok=True)
         site = self.conf_dir / "yarn-site.xml"
         site.unlink(missing_ok=True)
         t0 = time.monotonic()
         classes = self._compile()
-        settings = {"fs.defaultFS": self.default_fs, "yarn.resourcemanager.scheduler.class": FIFO,
-                    "yarn.nodemanager.resource.memory-mb": "4096", "yarn.scheduler.minimum-allocation-mb": "128",
-                    # the containers' memory is Spark's to size; the disk check would stop a full test disk
-                    "yarn.nodemanager.vmem-check-enabled": "false", "yarn.nodemanager.pmem-check-enabled": "false",
-                    "yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage": "99.9"}
-        cmd = ["java", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", f"-Djava.io.tmpdir={self.state}",
-               "-cp", f"{classes}:{JARS}/*", "MiniYarn", str(site), *(f"{k}={v}" for k, v in settings.items())]
+        settings = {
+            "fs.defaultFS": self.default_fs,
+            "yarn.resourcemanager.scheduler.class": FIFO,
+            "yarn.nodemanager.resource.memory-mb": "4096",
+            "yarn.scheduler.minimum-allocation-mb": "128",
+            # the containers' memory is Spark's to size; the disk check would stop a full test disk
+            "yarn.nodemanager.vmem-check-enabled": "false",
+            "yarn.nodemanager.pmem-check-enabled": "false",
+            "yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage": "99.9",
+        }
+        cmd = [
+            "java",
+            "-Xmx512m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            f"-Djava.io.tmpdir={self.state}",
+            "-cp",
+            f"{classes}:{JARS}/*",
+            "MiniYarn",
+            str(site),
+            *(f"{k}={v}" for k, v in settings.items()),
+        ]
         with open(self.state / "yarn.log", "ab") as log:  # (its work folders go in the current folder)
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.state,
-                                         start_new_session=True)
-        await_start(self.proc, site.exists, t0, timeout, "MiniYARNCluster", self.state / "yarn.log", YarnError,
-                    self.stop)
+            self.proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.state, start_new_session=True
+            )
+        await_start(
+            self.proc, site.exists, t0, timeout, "MiniYARNCluster", self.state / "yarn.log", YarnError, self.stop
+        )
         self.conf = site_properties(site)
         (self.conf_dir / "core-site.xml").write_text(
             f'<?xml version="1.0"?>\n<configuration><property><name>fs.defaultFS</name><value>{self.default_fs}'
-            '</value></property></configuration>\n')
+            "</value></property></configuration>\n"
+        )
         self.started_seconds = time.monotonic() - t0
         record("YARN MiniYARNCluster (Maven)", self.started_seconds)
 

@@ -1,5 +1,6 @@
 """A notifier for the tests: appends what it was given (its rendered fields and the failure) to a
 JSON-lines file. Importable by path as ``alert_recorder.RecordingNotifier`` (tests/ on PYTHONPATH)."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,17 @@ class RecordingNotifier(BaseNotifier):
     def notify(self, context):
         ti = context["ti"]
         with open(self.path, "a") as f:
-            f.write(json.dumps({"message": self.message, "failure": context["failure"],
-                                "task_id": ti.task_id, "map_index": ti.map_index}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "message": self.message,
+                        "failure": context["failure"],
+                        "task_id": ti.task_id,
+                        "map_index": ti.map_index,
+                    }
+                )
+                + "\n"
+            )
 
 
 class BrokenNotifier(BaseNotifier):

@@ -5,6 +5,7 @@ Airflow home and one long-lived Airflow process for ``airflow dags test`` serve 
 (``make test`` runs two: pytest-xdist), started by the first test that needs them; each test makes
 its own database and tables. The suite's budget (``scripts/suite_budget.py``) is registered here.
 """
+
 from __future__ import annotations
 
 import os
@@ -24,16 +25,38 @@ from suite_budget import SuiteBudget, started
 
 # pytest-xdist hands out whole modules (--dist loadfile: module fixtures are made once) in
 # collection order (--no-loadscope-reorder): the longest first, so that no long one starts last.
-LONGEST_FIRST = ("test_safety_kills", "test_safety_actors", "test_yarn_cluster", "test_hive_metastores", "test_hdfs",
-                 "test_s3a", "test_location_switch",
-                 "test_benchmark_merge_smoke",
-                 "test_safety", "test_end_to_end", "test_commit_false_success", "test_as_a_user", "test_memory",
-                 "test_commit_protocol", "test_celery_queues", "test_merge_modes", "test_spark35",
-                 "test_rollback_and_cleanup", "test_standalone_cluster",
-                 "test_viewfs", "test_layouts", "test_install", "test_rollback_dag", "test_metastore_lock",
-                 "test_operations",
-                 "test_stale_statistics", "test_kerberos_job", "test_benchmark_smoke", "test_metastore_client",
-                 "test_object_store")
+LONGEST_FIRST = (
+    "test_safety_kills",
+    "test_safety_actors",
+    "test_yarn_cluster",
+    "test_hive_metastores",
+    "test_hdfs",
+    "test_s3a",
+    "test_location_switch",
+    "test_benchmark_merge_smoke",
+    "test_safety",
+    "test_end_to_end",
+    "test_commit_false_success",
+    "test_as_a_user",
+    "test_memory",
+    "test_commit_protocol",
+    "test_celery_queues",
+    "test_merge_modes",
+    "test_spark35",
+    "test_rollback_and_cleanup",
+    "test_standalone_cluster",
+    "test_viewfs",
+    "test_layouts",
+    "test_install",
+    "test_rollback_dag",
+    "test_metastore_lock",
+    "test_operations",
+    "test_stale_statistics",
+    "test_kerberos_job",
+    "test_benchmark_smoke",
+    "test_metastore_client",
+    "test_object_store",
+)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -75,8 +98,13 @@ def stack(tmp_path_factory):
     why = postgres.missing()
     if why:
         print(f"\nnote: the stack runs on Derby and SQLite: {why}")
-    s = Stack(tmp_path_factory.mktemp("stack"), use_postgres=why is None, quick_jvm_start=True, object_store=True,
-              persistent_airflow=True)
+    s = Stack(
+        tmp_path_factory.mktemp("stack"),
+        use_postgres=why is None,
+        quick_jvm_start=True,
+        object_store=True,
+        persistent_airflow=True,
+    )
     try:
         s.start()
         yield s
@@ -93,6 +121,7 @@ def kerberos(tmp_path_factory):
     server. Skipped, saying why, without Debian's krb5-kdc, krb5-admin-server and krb5-user and
     the ``kerberos`` module (pip; builds against libkrb5-dev)."""
     from kerberos_stack import KerberosStack, missing
+
     why = missing()
     if why:
         if os.environ.get("SUITE_REQUIRE_STACKS"):  # CI (.ci/run): the real stacks may not skip
@@ -112,6 +141,7 @@ def fault_injection():
     classes in this process, for a test that runs commit code here; the variables it reads are
     set with ``monkeypatch.setenv``."""
     import fault_hooks
+
     fault_hooks.install()
     yield fault_hooks
     fault_hooks.uninstall()
@@ -124,6 +154,7 @@ def matrix_rng():
     import random
 
     from reliability import matrix_seed
+
     seed = matrix_seed()
     return seed, random.Random(seed)
 
@@ -137,6 +168,7 @@ def spark(request):
     returned later (without Hive support), and be stopped under it."""
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     from pyspark.sql import SparkSession
+
     if any("stack" in getattr(item, "fixturenames", ()) for item in request.session.items):
         yield request.getfixturevalue("stack").spark
         return
@@ -145,9 +177,14 @@ def spark(request):
         yield active
         return
     with started("Spark session without Hive (in the test process)"):
-        s = (SparkSession.builder.master("local[2]").appName("hive-compaction-tests")
-             .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
-             .config("spark.sql.shuffle.partitions", "4").getOrCreate())
+        s = (
+            SparkSession.builder.master("local[2]")
+            .appName("hive-compaction-tests")
+            .config("spark.ui.enabled", "false")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.sql.shuffle.partitions", "4")
+            .getOrCreate()
+        )
     s.sparkContext.setLogLevel("ERROR")
     yield s
     s.stop()

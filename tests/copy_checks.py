@@ -1,6 +1,7 @@
 """Test-side checks of copy merges: footers read alone, the grouping a copy would accept, and
 an independent verification of a merged file (its footer and the SHA-256 of every copied byte
 range, read afresh, compared with its inputs' in order)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -23,8 +24,9 @@ def footer_info(spark, fmt: str, path: str) -> FileFooter:
     return read_one(spark, fmt, path)[0]
 
 
-def copy_groups(spark, fmt: str, files: list[str], min_block_rows: int = 0,
-                min_avg_block_bytes: int = 0) -> tuple[list[list[str]], list[str]]:
+def copy_groups(
+    spark, fmt: str, files: list[str], min_block_rows: int = 0, min_avg_block_bytes: int = 0
+) -> tuple[list[list[str]], list[str]]:
     """Files a copy could merge together (equal copy keys, blocks above the floor), in order,
     and the files it rejects as made of tiny blocks."""
     groups: dict[tuple, list[str]] = {}
@@ -56,5 +58,12 @@ def verify_copy(spark, fmt: str, inputs: list[str], output: str) -> None:
     the footer metadata they share, with their statistics."""
     read = [read_one(spark, fmt, p, statistics=True) for p in inputs]
     out = read_one(spark, fmt, output, statistics=True)
-    cm._compare(fmt.lower(), inputs, read, output, out, [_digests(p, r.units) for p, r in zip(inputs, read)],
-                _digests(output, out.units))
+    cm._compare(
+        fmt.lower(),
+        inputs,
+        read,
+        output,
+        out,
+        [_digests(p, r.units) for p, r in zip(inputs, read)],
+        _digests(output, out.units),
+    )

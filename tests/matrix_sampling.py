@@ -11,6 +11,7 @@
   each) carry ``@pytest.mark.variant(group, name)``: one name per group is kept the same way
   (``deselect_undrawn``).
 """
+
 from __future__ import annotations
 
 import os

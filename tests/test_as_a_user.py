@@ -8,6 +8,7 @@ folders) with a fresh, migrated AIRFLOW_HOME and metadata database of their own 
 with every user an admin, so a token comes from ``GET /auth/token``. Without Debian's PostgreSQL
 packages these tests skip, saying so (CI installs them).
 """
+
 from __future__ import annotations
 
 import json
@@ -67,8 +68,9 @@ class Services(AirflowServices):
         return out
 
     def xcom(self, run_id: str, task_id: str, key: str = "return_value", dag_id: str = DAG_ID):
-        value = self.api("GET", f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}"
-                                f"/xcomEntries/{key}")["value"]
+        value = self.api(
+            "GET", f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}/xcomEntries/{key}"
+        )["value"]
         return json.loads(value) if isinstance(value, str) else value
 
     def unpause(self, dag_id: str, timeout: float = 120) -> None:
@@ -92,8 +94,10 @@ class Services(AirflowServices):
 
 def partition_state(stack, db: str, table: str) -> dict[str, tuple[dict, dict]]:
     """Per partition: (data files on disk with sizes and times, the snapshot with Metastore stats)."""
-    return {name: (files_with_times(stack.partition_location(db, table, name)), snap)
-            for name, snap in stack.snapshot(db, table).items()}
+    return {
+        name: (files_with_times(stack.partition_location(db, table, name)), snap)
+        for name, snap in stack.snapshot(db, table).items()
+    }
 
 
 def assert_compacted(stack, db, table, name, before, content_before, after, content_after, rows):
@@ -126,14 +130,14 @@ def airflow(stack, tmp_path_factory):
     for table in (FORM_TABLE, BACKFILL_TABLE, BROWSER_TABLE):
         stack.make_table(DB, table, "ORC", [])
     before = {DAILY_TABLE: (partition_state(stack, DB, DAILY_TABLE), stack.content(DB, DAILY_TABLE))}
-    cfg = stack.write_config(tmp / "hive_compaction.yaml",
-                             [{"name": f"{DB}.{t}"} for t in TABLES])
+    cfg = stack.write_config(tmp / "hive_compaction.yaml", [{"name": f"{DB}.{t}"} for t in TABLES])
 
     home = tmp / "airflow_home"
     home.mkdir()
     listener = StatsdListener()  # the deployment's StatsD: Airflow's [metrics] send to it
-    env = service_env(stack.env(cfg), home, free_port(), **stack.airflow_database("airflow_as_a_user"),
-                      **listener.env())
+    env = service_env(
+        stack.env(cfg), home, free_port(), **stack.airflow_database("airflow_as_a_user"), **listener.env()
+    )
     svc = Services(home, env, before=before)
     try:
         svc.migrate()
@@ -162,9 +166,11 @@ def test_trigger_from_the_form_compacts_that_date_only(airflow, stack):
 
     # Invalid form input: the API refuses it, naming the field, and no run is created.
     runs_before = {r["dag_run_id"] for r in svc.runs()}
-    for conf, field_name in (({"partition_date": "not-a-date"}, "partition_date"),
-                             ({"tables": ["user.nope"]}, "tables"),
-                             ({"target_file_size_mb": 0}, "target_file_size_mb")):
+    for conf, field_name in (
+        ({"partition_date": "not-a-date"}, "partition_date"),
+        ({"tables": ["user.nope"]}, "tables"),
+        ({"target_file_size_mb": 0}, "target_file_size_mb"),
+    ):
         r = svc.request("POST", f"/api/v2/dags/{DAG_ID}/dagRuns", json={"logical_date": None, "conf": conf})
         assert 400 <= r.status_code < 500, (conf, r.status_code, r.text)
         assert field_name in r.json()["detail"], (conf, r.text)
@@ -172,8 +178,11 @@ def test_trigger_from_the_form_compacts_that_date_only(airflow, stack):
 
     # The form as the UI sends it: no logical date, the chosen table and date.
     t0 = time.monotonic()
-    created = svc.api("POST", f"/dags/{DAG_ID}/dagRuns", json={
-        "logical_date": None, "conf": {"tables": [f"{DB}.{FORM_TABLE}"], "partition_date": "2026-09-02"}})
+    created = svc.api(
+        "POST",
+        f"/dags/{DAG_ID}/dagRuns",
+        json={"logical_date": None, "conf": {"tables": [f"{DB}.{FORM_TABLE}"], "partition_date": "2026-09-02"}},
+    )
     run_id = created["dag_run_id"]
     assert created["run_type"] == "manual" and created["conf"]["partition_date"] == "2026-09-02"
     run = svc.wait_for_runs(lambda r: r["dag_run_id"] == run_id, 1, timeout=420)[0]
@@ -184,8 +193,9 @@ def test_trigger_from_the_form_compacts_that_date_only(airflow, stack):
     assert states["refresh_metastore"] == ["success"], states
     # The merge task's log names the job; its encoded batch argument is masked.
     merge_log = svc.task_logs(run_id, tail=10**7)
-    assert re.search(r"Spark-Submit cmd: .*compact_partitions\.py --batch \*\*\*", merge_log), \
-        re.findall(r"Spark-Submit cmd: .{0,300}", merge_log)[:1]
+    assert re.search(r"Spark-Submit cmd: .*compact_partitions\.py --batch \*\*\*", merge_log), re.findall(
+        r"Spark-Submit cmd: .{0,300}", merge_log
+    )[:1]
 
     after, content_after = partition_state(stack, DB, FORM_TABLE), stack.content(DB, FORM_TABLE)
     assert after["dt=2026-09-01"] == before["dt=2026-09-01"]  # same files, sizes, times and statistics
@@ -197,8 +207,9 @@ def test_trigger_from_the_form_compacts_that_date_only(airflow, stack):
     assert report["summary"]["partitions_merged"] == 1, report["summary"]
     assert report["summary"]["files_before"] == 4 and report["summary"]["files_after"] == 1, report["summary"]
     assert report["summary"]["failed"] == 0, report["summary"]
-    assert [(p["table"], p["partition"], p["status"]) for p in report["partitions"]] == \
-        [(f"{DB}.{FORM_TABLE}", "dt=2026-09-02", "merged")]
+    assert [(p["table"], p["partition"], p["status"]) for p in report["partitions"]] == [
+        (f"{DB}.{FORM_TABLE}", "dt=2026-09-02", "merged")
+    ]
     assert report["dates"] == {f"{DB}.{FORM_TABLE}": ["2026-09-02", "2026-09-02"]}
 
 
@@ -217,8 +228,7 @@ def browser():
         pytest.skip("no Chromium here: apt-get install chromium chromium-driver (CI installs them)")
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1300",
-                "--lang=en-US"):
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1300", "--lang=en-US"):
         options.add_argument(arg)
     with started("Chromium (headless, Selenium)"):
         d = webdriver.Chrome(options=options, service=Service(driver))
@@ -266,8 +276,11 @@ def test_the_trigger_form_in_a_browser(airflow, stack, browser):
     open_form()
     assert type_date(("08", "02", "20261")) == "20261-08-02"
     trigger_button().click()
-    error = WebDriverWait(d, 30).until(lambda drv: next(
-        (e.text for e in drv.find_elements(By.CSS_SELECTOR, "[role=dialog]") if "Invalid input" in e.text), None))
+    error = WebDriverWait(d, 30).until(
+        lambda drv: next(
+            (e.text for e in drv.find_elements(By.CSS_SELECTOR, "[role=dialog]") if "Invalid input" in e.text), None
+        )
+    )
     d.save_screenshot(str(shots / "wrong_date.png"))
     assert "Invalid input for param partition_date" in error and "'20261-08-02' is not a 'date'" in error, error
     assert {r["dag_run_id"] for r in svc.runs()} == runs_before
@@ -282,13 +295,18 @@ def test_the_trigger_form_in_a_browser(airflow, stack, browser):
     run_id = unquote(d.current_url.split("/runs/", 1)[1].split("/")[0])
     run = svc.wait_for_runs(lambda r: r["dag_run_id"] == run_id, 1, timeout=420)[0]
     assert run["state"] == "success", svc.diagnostics(run_id)
-    assert run["conf"] == {**run["conf"], "tables": [f"{DB}.{BROWSER_TABLE}"], "partition_date": "2026-08-02",
-                           "dry_run": True}, run["conf"]
+    assert run["conf"] == {
+        **run["conf"],
+        "tables": [f"{DB}.{BROWSER_TABLE}"],
+        "partition_date": "2026-08-02",
+        "dry_run": True,
+    }, run["conf"]
 
     # The report as a person reads it: the refresh task's log in the UI.
     d.get(f"{svc.url}/dags/{DAG_ID}/runs/{quote(run_id, safe='')}/tasks/refresh_metastore")
-    report = WebDriverWait(d, 60).until(lambda drv: next(
-        (t for t in [drv.find_element(By.TAG_NAME, "body").text] if "run note:" in t), None))
+    report = WebDriverWait(d, 60).until(
+        lambda drv: next((t for t in [drv.find_element(By.TAG_NAME, "body").text] if "run note:" in t), None)
+    )
     d.save_screenshot(str(shots / "run_report.png"))
     assert re.search(rf"{DB}\.{BROWSER_TABLE}\s+dt=2026-08-02\s+would_merge\s+3 -> 1", report), report[-3000:]
     assert "dry run, would merge 1 of 1 partition(s) in 1 table(s)" in report, report[-3000:]
@@ -307,27 +325,34 @@ def test_the_scheduled_run_compacts_its_key_and_the_backlog_before_it(airflow, s
     assert run["partition_key"] == yesterday and run["logical_date"] is None, run
     assert run["run_after"][:10] == str(today), run
     report = svc.xcom(run["dag_run_id"], "refresh_metastore")
-    assert report["dates"] == {f"{DB}.{t}": [yesterday, yesterday] for t in TABLES}, \
+    assert report["dates"] == {f"{DB}.{t}": [yesterday, yesterday] for t in TABLES}, (
         f"scheduled run keyed {yesterday}: the plan selected {report['dates']}"
+    )
     week_before = str(today - timedelta(days=8))
-    assert report["lookback"] == {f"{DB}.{t}": [week_before, before_yesterday]
-                                  for t in TABLES}, report["lookback"]
+    assert report["lookback"] == {f"{DB}.{t}": [week_before, before_yesterday] for t in TABLES}, report["lookback"]
 
     before, content_before = airflow.before[DAILY_TABLE]
     after, content_after = partition_state(stack, DB, DAILY_TABLE), stack.content(DB, DAILY_TABLE)
-    assert [(p["partition"], p["status"]) for p in report["partitions"]] == \
-        [(f"dt={before_yesterday}", "merged"), (f"dt={yesterday}", "merged")], report
+    assert [(p["partition"], p["status"]) for p in report["partitions"]] == [
+        (f"dt={before_yesterday}", "merged"),
+        (f"dt={yesterday}", "merged"),
+    ], report
     for day in (before_yesterday, yesterday):
         assert_compacted(stack, DB, DAILY_TABLE, f"dt={day}", before, content_before, after, content_after, 100)
     assert after[f"dt={today}"] == before[f"dt={today}"]  # today's: untouched
     assert content_after == content_before
     # the daily table's event names both partitions; the tables with nothing merged emit none
-    assert {ti["task_id"]: ti["state"] for ti in svc.task_instances(run["dag_run_id"])
-            if ti["task_id"].startswith("compacted.")} == {
-            f"compacted.{DB}.{BACKFILL_TABLE}": "skipped", f"compacted.{DB}.{DAILY_TABLE}": "success",
-            f"compacted.{DB}.{FORM_TABLE}": "skipped", f"compacted.{DB}.{BROWSER_TABLE}": "skipped"}
-    assert svc.xcom(run["dag_run_id"], f"compacted.{DB}.{DAILY_TABLE}") == \
-        [f"dt={before_yesterday}", f"dt={yesterday}"]
+    assert {
+        ti["task_id"]: ti["state"]
+        for ti in svc.task_instances(run["dag_run_id"])
+        if ti["task_id"].startswith("compacted.")
+    } == {
+        f"compacted.{DB}.{BACKFILL_TABLE}": "skipped",
+        f"compacted.{DB}.{DAILY_TABLE}": "success",
+        f"compacted.{DB}.{FORM_TABLE}": "skipped",
+        f"compacted.{DB}.{BROWSER_TABLE}": "skipped",
+    }
+    assert svc.xcom(run["dag_run_id"], f"compacted.{DB}.{DAILY_TABLE}") == [f"dt={before_yesterday}", f"dt={yesterday}"]
     # Its figures reached the deployment's StatsD from the refresh task (airflow/metrics.py).
     got, daily = svc.scheduled_metrics, f"{DAG_ID}.{DB}.{DAILY_TABLE}"
     summary = report["summary"]
@@ -341,8 +366,24 @@ def test_the_scheduled_run_compacts_its_key_and_the_backlog_before_it(airflow, s
     print("StatsD lines of the scheduled run:\n  " + "\n  ".join(f"{k}:{v}" for k, v in sorted(got.items())))
     # A backfill would leave that key alone (the scheduled run holds its partition date) and create
     # a run for the day before, whose key no run has: backfills and the schedule share their keys.
-    p = subprocess.run(["airflow", "backfill", "create", "--dag-id", DAG_ID, "--from-date", before_yesterday,
-                        "--to-date", yesterday, "--dry-run"], env=svc.env, capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [
+            "airflow",
+            "backfill",
+            "create",
+            "--dag-id",
+            DAG_ID,
+            "--from-date",
+            before_yesterday,
+            "--to-date",
+            yesterday,
+            "--dry-run",
+        ],
+        env=svc.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     attempted = p.stdout.split("Runs to be attempted:")[-1]
     assert before_yesterday in attempted and yesterday not in attempted, p.stdout[-3000:]
@@ -359,9 +400,25 @@ def backfill(airflow, stack):
     others_before = {t: partition_state(stack, DB, t) for t in (FORM_TABLE, DAILY_TABLE)}
 
     t0 = time.monotonic()
-    p = subprocess.run(["airflow", "backfill", "create", "--dag-id", DAG_ID, "--from-date", BACKFILL_DATES[0],
-                        "--to-date", BACKFILL_DATES[-1], "--max-active-runs", "2"],
-                       env=svc.env, capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [
+            "airflow",
+            "backfill",
+            "create",
+            "--dag-id",
+            DAG_ID,
+            "--from-date",
+            BACKFILL_DATES[0],
+            "--to-date",
+            BACKFILL_DATES[-1],
+            "--max-active-runs",
+            "2",
+        ],
+        env=svc.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     backfills = svc.api("GET", "/backfills", params={"dag_id": DAG_ID})["backfills"]
     assert len(backfills) == 1 and backfills[0]["max_active_runs"] == 2, backfills
@@ -389,8 +446,9 @@ def test_backfill_compacts_each_date_of_the_range_and_nothing_else(airflow, stac
 
     for d, r in by_key.items():  # each run compacted the partitions of its own key, one each
         report = svc.xcom(r["dag_run_id"], "refresh_metastore")
-        assert report["dates"] == {f"{DB}.{t}": [d, d] for t in TABLES}, \
+        assert report["dates"] == {f"{DB}.{t}": [d, d] for t in TABLES}, (
             f"backfill run keyed {d}: expected only partitions of {d}, the plan selected {report['dates']}"
+        )
         assert report["lookback"] == {}, report["lookback"]  # backfill runs do not look back
         assert [(p["partition"], p["status"]) for p in report["partitions"]] == [(f"dt={d}", "merged")], report
         assert report["summary"]["partitions_merged"] == 1, report["summary"]
@@ -455,9 +513,11 @@ def test_the_rollback_form_in_a_browser_brings_the_original_files_back(airflow, 
     t0 = time.monotonic()
     svc.unpause(ROLLBACK_ID)
     # What the form's schema refuses, the API refuses too, naming the field; no run is created.
-    for conf, field_name in (({"table": "not a table", "run": run_id}, "table"),
-                             ({"table": f"{DB}.{DAILY_TABLE}"}, "run"),
-                             ({"table": f"{DB}.{DAILY_TABLE}", "run": run_id, "dry_run": "yes"}, "dry_run")):
+    for conf, field_name in (
+        ({"table": "not a table", "run": run_id}, "table"),
+        ({"table": f"{DB}.{DAILY_TABLE}"}, "run"),
+        ({"table": f"{DB}.{DAILY_TABLE}", "run": run_id, "dry_run": "yes"}, "dry_run"),
+    ):
         r = svc.request("POST", f"/api/v2/dags/{ROLLBACK_ID}/dagRuns", json={"logical_date": None, "conf": conf})
         assert 400 <= r.status_code < 500 and field_name in r.json()["detail"], (conf, r.status_code, r.text)
     assert svc.runs(ROLLBACK_ID) == []
@@ -483,17 +543,30 @@ def test_the_rollback_form_in_a_browser_brings_the_original_files_back(airflow, 
     assert after[back][0] == before[back][0]  # the original files: names, sizes, modification times
     assert content_after[back] == content_before[back]  # rows and content checksum
     snap = after[back][1]
-    assert (snap["hms_num_files"], snap["hms_total_size"], snap["hms_num_rows"]) == \
-        (str(snap["num_files"]), str(snap["bytes"]), before[back][1]["hms_num_rows"]), snap  # statistics = disk
+    assert (snap["hms_num_files"], snap["hms_total_size"], snap["hms_num_rows"]) == (
+        str(snap["num_files"]),
+        str(snap["bytes"]),
+        before[back][1]["hms_num_rows"],
+    ), snap  # statistics = disk
     assert after[kept] == merged[kept]  # not asked for: still merged
     report = svc.xcom(rb_run, "report", dag_id=ROLLBACK_ID)
-    assert report["summary"] == {**report["summary"], "partitions_restored": 1, "files_moved_back": 3,
-                                 "merged_files_moved_out": 1, "statistics_restored": 1}, report
+    assert report["summary"] == {
+        **report["summary"],
+        "partitions_restored": 1,
+        "files_moved_back": 3,
+        "merged_files_moved_out": 1,
+        "statistics_restored": 1,
+    }, report
     assert [(p["partition"], p["state"]) for p in report["partitions"]] == [(back, "restored")], report
     # The report as a person reads it: the report task's log in the UI.
     d.get(f"{svc.url}/dags/{ROLLBACK_ID}/runs/{quote(rb_run, safe='')}/tasks/report")
-    text = WebDriverWait(d, 60).until(lambda drv: next(
-        (t for t in [drv.find_element(By.TAG_NAME, "body").text] if "original file(s) moved back" in t), None))
+    text = WebDriverWait(d, 60).until(
+        lambda drv: next(
+            (t for t in [drv.find_element(By.TAG_NAME, "body").text] if "original file(s) moved back" in t), None
+        )
+    )
     d.save_screenshot(str(shots / "rollback_report.png"))
-    assert f"rollback of run {run_tag(run_id)} in {DB}.{DAILY_TABLE}: 1 partition(s), 3 original file(s) moved back" \
-        in text, text[-3000:]
+    assert (
+        f"rollback of run {run_tag(run_id)} in {DB}.{DAILY_TABLE}: 1 partition(s), 3 original file(s) moved back"
+        in text
+    ), text[-3000:]

@@ -2,6 +2,7 @@
 period is planned again by the next scheduled run (its lookback), a partition the last listing left
 compact is not, and the report says beforehand which run that will be. Plan, merge jobs and refresh
 run as the DAG's tasks call them."""
+
 from __future__ import annotations
 
 import pytest
@@ -35,16 +36,23 @@ def test_deferred_and_quiet_partitions_come_back_in_the_next_scheduled_run(stack
     stack.make_table(DB, "events", "ORC", [OLD, DAY1, DAY2], files=4, rows=120)
     stack.make_table(DB, "busy", "PARQUET", [DAY1], files=3, rows=60)
     content = {t: stack.content(DB, t) for t in ("events", "busy")}
-    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{DB}.events"},
-                                                   {"name": f"{DB}.busy", "quiet_period_minutes": 600}],
-                             fan_out={"max_spark_jobs": 1, "max_partitions_per_job": 2})
+    cfg = stack.write_config(
+        tmp_path / "c.yaml",
+        [{"name": f"{DB}.events"}, {"name": f"{DB}.busy", "quiet_period_minutes": 600}],
+        fan_out={"max_spark_jobs": 1, "max_partitions_per_job": 2},
+    )
     events, busy = f"{DB}.events", f"{DB}.busy"
 
     # Keyed DAY1: its own partitions first (both tables), so the backlog's OLD waits.
     plan, report = scheduled_run(stack, cfg, DAY1)
     assert planned_partitions(plan) == {(events, f"dt={DAY1}"), (busy, f"dt={DAY1}")}
-    assert plan["deferred"] == [{"table": events, "partition": f"dt={OLD}",
-                                 "again": f"again in the scheduled run of {DAY2} (within lookback_days: 7)"}]
+    assert plan["deferred"] == [
+        {
+            "table": events,
+            "partition": f"dt={OLD}",
+            "again": f"again in the scheduled run of {DAY2} (within lookback_days: 7)",
+        }
+    ]
     by_partition = {(r["table"], r["partition"]): r for r in report["partitions"]}
     assert by_partition[(events, f"dt={DAY1}")]["status"] == "merged"
     quiet = by_partition[(busy, f"dt={DAY1}")]
@@ -57,10 +65,17 @@ def test_deferred_and_quiet_partitions_come_back_in_the_next_scheduled_run(stack
     # partition; DAY1 of events, merged and listed since, is not planned again.
     plan, report = scheduled_run(stack, cfg, DAY2)
     assert planned_partitions(plan) == {(events, f"dt={DAY2}"), (events, f"dt={OLD}")}
-    assert plan["deferred"] == [{"table": busy, "partition": f"dt={DAY1}",
-                                 "again": "again in the scheduled run of 2026-07-11 (within lookback_days: 7)"}]
-    assert {(r["partition"], r["status"]) for r in report["partitions"]} == \
-        {(f"dt={DAY2}", "merged"), (f"dt={OLD}", "merged")}
+    assert plan["deferred"] == [
+        {
+            "table": busy,
+            "partition": f"dt={DAY1}",
+            "again": "again in the scheduled run of 2026-07-11 (within lookback_days: 7)",
+        }
+    ]
+    assert {(r["partition"], r["status"]) for r in report["partitions"]} == {
+        (f"dt={DAY2}", "merged"),
+        (f"dt={OLD}", "merged"),
+    }
     snaps = stack.snapshot(DB, "events")
     assert sorted(snaps) == [f"dt={d}" for d in (OLD, DAY1, DAY2)], snaps
     for name, snap in snaps.items():

@@ -1,5 +1,6 @@
 """Smoke run of benchmarks/merge_speed.py on a tiny shape: every contestant on identical data, every
 row kept, each of our contestants leaves one file per partition, the scale mode's figures."""
+
 from __future__ import annotations
 
 import json
@@ -22,9 +23,23 @@ def test_merge_speed_scale_mode_smoke(stack, tmp_path, capsys):
     pass is ``planning_scale.py``, smoked by ``test_benchmark_smoke``.)"""
     sys.path.insert(0, str(SCRIPT.parent))
     import merge_speed
+
     partitions, files, rows = 3, 3, 100
-    args = merge_speed.parse_args(["--scale", "--partitions", str(partitions), "--files", str(files),
-                                   "--rows", str(rows), "--sample", "1", "--planning-partitions", "0"])
+    args = merge_speed.parse_args(
+        [
+            "--scale",
+            "--partitions",
+            str(partitions),
+            "--files",
+            str(files),
+            "--rows",
+            str(rows),
+            "--sample",
+            "1",
+            "--planning-partitions",
+            "0",
+        ]
+    )
     figures = merge_speed.measure(stack, tmp_path, args)
     out = capsys.readouterr().out
     assert json.loads(json.dumps(figures)) == figures  # what --json writes
@@ -61,8 +76,15 @@ def test_merge_speed_scale_mode_smoke(stack, tmp_path, capsys):
         assert f["per_partition_seconds"][name] > 0, name
     assert 0 < f["contestants"]["rewrite"]["rewrite_verify_seconds"] < f["contestants"]["rewrite"]["in_app_seconds"]
     dag = contestants["dag"]  # its fixed start, split from its log: each part there, the parts its sum
-    parts = [dag[k] for k in ("start_airflow_seconds", "start_plan_task_seconds", "start_spark_seconds",
-                              "start_driver_ours_seconds")]
+    parts = [
+        dag[k]
+        for k in (
+            "start_airflow_seconds",
+            "start_plan_task_seconds",
+            "start_spark_seconds",
+            "start_driver_ours_seconds",
+        )
+    ]
     assert all(p > 0 for p in parts) and dag["start_spark_sql_seconds"] >= 0
     assert sum(parts) + dag["start_spark_sql_seconds"] == pytest.approx(dag["dag_fixed_start_seconds"], abs=0.01)
     assert dag["dag_fixed_start_seconds"] < dag["fixed_seconds"]  # the plan task starts after the command
@@ -74,9 +96,9 @@ def test_merge_speed_scale_mode_smoke(stack, tmp_path, capsys):
     assert "dag: the driver's peak memory (its largest job): JVM RSS " in out
     for name in OURS:  # where each job's driver time went, step by step, from its last lines
         steps = contestants[name]["driver_ms_per_partition_by_step"]
-        assert {"prepare", "copy", "lock", "state read", "commit", "listing after", "statistics",
-                "unlock"} <= set(steps), \
-            (name, steps)
+        assert {"prepare", "copy", "lock", "state read", "commit", "listing after", "statistics", "unlock"} <= set(
+            steps
+        ), (name, steps)
         assert all(ms >= 0 for ms in steps.values()) and steps["prepare"] > 0 and steps["commit"] > 0, (name, steps)
     assert contestants["copy"]["driver_ms_per_partition_by_step"]["copy"] > 0
     assert "copy: the driver's time by step, ms per partition (summed over its threads): prepare " in out
@@ -84,8 +106,12 @@ def test_merge_speed_scale_mode_smoke(stack, tmp_path, capsys):
     targets = f["ratios"]["targets"]
     assert targets, f["ratios"]
     # copy_half, copy_wide, dag_scheduled run by --only only
-    by_opt_in = {"copy_ms_per_file_marginal", "copy_ms_per_file_added", "scheduled_fixed_start_seconds",
-                 "scheduled_fixed_start_ours_seconds"}
+    by_opt_in = {
+        "copy_ms_per_file_marginal",
+        "copy_ms_per_file_added",
+        "scheduled_fixed_start_seconds",
+        "scheduled_fixed_start_ours_seconds",
+    }
     assert all(t["result"] in ("HIT", "MISS") for k, t in targets.items() if k not in by_opt_in), targets
     assert all(targets[k]["result"] == "-" for k in by_opt_in), targets
     assert "planning" not in figures
@@ -101,16 +127,25 @@ def test_merge_speed_dag_run_by_airflows_scheduler_smoke(stack, tmp_path, capsys
         pytest.skip("Airflow's services run on PostgreSQL here, and the stack has none")
     sys.path.insert(0, str(SCRIPT.parent))
     import merge_speed
-    args = merge_speed.parse_args(["--partitions", "2", "--files", "3", "--rows", "100", "--formats", "orc",
-                                   "--only", "dag_scheduled"])
+
+    args = merge_speed.parse_args(
+        ["--partitions", "2", "--files", "3", "--rows", "100", "--formats", "orc", "--only", "dag_scheduled"]
+    )
     figures = merge_speed.measure(stack, tmp_path, args)
     out = capsys.readouterr().out
     c = figures["formats"]["orc"]["contestants"]["dag_scheduled"]
     assert figures["ok"] and c["ran_ok"] and c["checksum_ok"], c.get("error")
     assert c["files_after_per_partition"] == {"dt=2026-01-01": 1, "dt=2026-01-02": 1}, c
     assert c["statuses"] == ["merged"] and 0 < c["in_app_seconds"] < c["wall_seconds"], c
-    parts = [c[k] for k in ("start_airflow_seconds", "start_plan_task_seconds", "start_spark_seconds",
-                            "start_driver_ours_seconds")]
+    parts = [
+        c[k]
+        for k in (
+            "start_airflow_seconds",
+            "start_plan_task_seconds",
+            "start_spark_seconds",
+            "start_driver_ours_seconds",
+        )
+    ]
     assert all(p > 0 for p in parts) and c["start_spark_sql_seconds"] >= 0, c
     assert sum(parts) + c["start_spark_sql_seconds"] == pytest.approx(c["dag_fixed_start_seconds"], abs=0.01), c
     # the merge task's start, then its operator

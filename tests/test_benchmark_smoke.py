@@ -2,6 +2,7 @@
 benchmarks/table_patterns_scale.py (the session's Metastore, a few tables by name and by pattern),
 benchmarks/scan_cost.py (on the session's stack), benchmarks/checksum_cost.py (Spark only), benchmarks/lock_cost.py
 and benchmarks/thread_cpu.py (a process of its own)."""
+
 from __future__ import annotations
 
 import json
@@ -22,9 +23,23 @@ def test_planning_scale_quick(stack, tmp_path):
     out = tmp_path / "figures.json"
     batch_size = 100  # several get_partitions_by_names calls per table even at the quick sizes
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--batch-size", str(batch_size), "--repeat", "1",
-         "--metastore-port", str(stack.port), "--json", str(out)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--quick",
+            "--batch-size",
+            str(batch_size),
+            "--repeat",
+            "1",
+            "--metastore-port",
+            str(stack.port),
+            "--json",
+            str(out),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
     figures = json.loads(out.read_text())
@@ -57,9 +72,28 @@ def test_table_patterns_scale_quick(stack, tmp_path):
     counts) hold, and its figures say what it measured."""
     out = tmp_path / "figures.json"
     script = ROOT / "benchmarks" / "table_patterns_scale.py"
-    proc = subprocess.run([sys.executable, str(script), "--tables", "6", "--partitions", "3", "--databases", "2",
-                           "--threads", "2", "--metastore-port", str(stack.port), "--json", str(out)],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            "--tables",
+            "6",
+            "--partitions",
+            "3",
+            "--databases",
+            "2",
+            "--threads",
+            "2",
+            "--metastore-port",
+            str(stack.port),
+            "--json",
+            str(out),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
     figures = json.loads(out.read_text())
     assert figures["ok"] is True and len(figures["checks"]) == 4, figures["checks"]
@@ -75,6 +109,7 @@ def test_scan_cost_smoke(stack, tmp_path):
     every row in one file, the block sizes follow the file counts, both scans are timed."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import scan_cost
+
     rows = scan_cost.bench(stack, tmp_path, "orc", [6, 2], 3000, repeat=1)
     assert [r["files"] for r in rows] == [6, 2]
     assert rows[0]["block_bytes"] < rows[1]["block_bytes"]
@@ -85,8 +120,10 @@ def test_scan_cost_smoke(stack, tmp_path):
     assert scan_cost.threshold([{**rows[0], "ratio": 1.0}, {**rows[1], "ratio": 2.0}], 1.25) is None
     # one setting for both formats: the larger of their thresholds
     parquet = [{"format": "parquet", "block_bytes": 10, "ratio": 1.0}]
-    assert scan_cost.threshold([{**rows[0], "ratio": 3.0}, {**rows[1], "ratio": 1.1}] + parquet, 1.25) \
+    assert (
+        scan_cost.threshold([{**rows[0], "ratio": 3.0}, {**rows[1], "ratio": 1.1}] + parquet, 1.25)
         == rows[1]["block_bytes"]
+    )
 
 
 @pytest.mark.integration
@@ -95,15 +132,41 @@ def test_checksum_cost_quick(tmp_path):
     and write tasks' checksums agree, and the figures it prints are there."""
     out = tmp_path / "figures.json"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "checksum_cost.py"), "--groups", "3", "--files", "2",
-         "--rows", "500", "--rounds", "1", "--json", str(out)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "checksum_cost.py"),
+            "--groups",
+            "3",
+            "--files",
+            "2",
+            "--rows",
+            "500",
+            "--rounds",
+            "1",
+            "--json",
+            str(out),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
     (r,) = json.loads(out.read_text())["rounds"]
     assert r["groups_mismatched"] == 0 and r["rows"] == 3 * 500
-    assert all(r[k] > 0 for k in ("plain_write_s", "inputs_scan_s", "outputs_scan_s", "observed_write_s",
-                                  "cached_write_s", "cache_sums_s", "writer_write_s", "writer_outputs_scan_s"))
+    assert all(
+        r[k] > 0
+        for k in (
+            "plain_write_s",
+            "inputs_scan_s",
+            "outputs_scan_s",
+            "observed_write_s",
+            "cached_write_s",
+            "cache_sums_s",
+            "writer_write_s",
+            "writer_outputs_scan_s",
+        )
+    )
     # On groups this small a design's share can come out below zero (its write beat the plain one).
     assert 0 < r["scan_share"] < 1 and "cached_share" in r and "writer_share" in r
     assert "Verification share: scan" in proc.stdout
@@ -115,11 +178,25 @@ def test_lock_cost_smoke(stack, tmp_path):
     granted and released, and the three ways are timed."""
     from hmsclient import hmsclient
     from hmsclient.genthrift.hive_metastore import ttypes
+
     out = tmp_path / "figures.json"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "lock_cost.py"), "--uris", stack.metastore.uri, "--partitions", "4",
-         "--rounds", "1", "--json", str(out)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "lock_cost.py"),
+            "--uris",
+            stack.metastore.uri,
+            "--partitions",
+            "4",
+            "--rounds",
+            "1",
+            "--json",
+            str(out),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
     figures = json.loads(out.read_text())
@@ -148,14 +225,38 @@ def test_thread_cpu_sample_and_report(tmp_path):
         "time.sleep(0.4)\n"
     )
     samples = tmp_path / "samples.jsonl"
-    sampler = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "thread_cpu.py"), "sample", str(samples),
-                                "--match", marker, "--seconds", "30", "--until-gone"], stdout=subprocess.PIPE,
-                               text=True)
+    sampler = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "thread_cpu.py"),
+            "sample",
+            str(samples),
+            "--match",
+            marker,
+            "--seconds",
+            "30",
+            "--until-gone",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     subprocess.run([sys.executable, "-c", job, marker], check=True, timeout=60)
     assert sampler.wait(timeout=30) == 0, "no process was sampled"
     out = tmp_path / "rows.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "thread_cpu.py"), "report", str(samples), str(log),
-                           "--json", str(out)], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "thread_cpu.py"),
+            "report",
+            str(samples),
+            str(log),
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     figures = json.loads(out.read_text())
     spin, idle = figures["intervals"]
@@ -169,12 +270,29 @@ def test_thread_cpu_sample_and_report(tmp_path):
 
 def test_thread_cpu_kinds():
     from importlib import util
+
     spec = util.spec_from_file_location("thread_cpu", ROOT / "benchmarks" / "thread_cpu.py")
     thread_cpu = util.module_from_spec(spec)
     spec.loader.exec_module(thread_cpu)
-    kinds = {name: thread_cpu.kind_of("java", name) for name in
-             ("C2 CompilerThre", "C1 CompilerThre", "G1 Conc#0", "VM Thread", "Executor task l", "Thread-7", "java")}
-    assert kinds == {"C2 CompilerThre": "JIT compilers", "C1 CompilerThre": "JIT compilers", "G1 Conc#0": "GC and VM",
-                     "VM Thread": "GC and VM", "Executor task l": "executor tasks",
-                     "Thread-7": "JVM threads of our py4j calls", "java": "other JVM threads"}
+    kinds = {
+        name: thread_cpu.kind_of("java", name)
+        for name in (
+            "C2 CompilerThre",
+            "C1 CompilerThre",
+            "G1 Conc#0",
+            "VM Thread",
+            "Executor task l",
+            "Thread-7",
+            "java",
+        )
+    }
+    assert kinds == {
+        "C2 CompilerThre": "JIT compilers",
+        "C1 CompilerThre": "JIT compilers",
+        "G1 Conc#0": "GC and VM",
+        "VM Thread": "GC and VM",
+        "Executor task l": "executor tasks",
+        "Thread-7": "JVM threads of our py4j calls",
+        "java": "other JVM threads",
+    }
     assert thread_cpu.kind_of("python", "python3") == "the Python driver"

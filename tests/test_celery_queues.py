@@ -9,6 +9,7 @@ The config routes the merges to ``spark`` (``airflow_tasks: merge_queue``) and e
 the workers' own logs then say which task each of them executed: every merge on the ``spark``
 worker, ``plan`` and ``refresh_metastore`` on the other, and every row is as it was.
 """
+
 from __future__ import annotations
 
 import re
@@ -65,18 +66,30 @@ def test_merge_tasks_run_only_on_the_spark_queue(stack, tmp_path):
 
     # The table is made (in this process's Spark session) while Airflow's services start.
     table = ThreadPoolExecutor(1).submit(
-        lambda: (stack.make_table(DB, TABLE, "ORC", DATES, files=3, rows=60),
-                 stack.snapshot(DB, TABLE), stack.content(DB, TABLE))[1:])
-    cfg = stack.write_config(tmp_path / "hive_compaction.yaml", [{"name": f"{DB}.{TABLE}"}],
-                             airflow_tasks={"queue": "default", "merge_queue": "spark",
-                                            "merge_priority_weight": MERGE_PRIORITY})
+        lambda: (
+            stack.make_table(DB, TABLE, "ORC", DATES, files=3, rows=60),
+            stack.snapshot(DB, TABLE),
+            stack.content(DB, TABLE),
+        )[1:]
+    )
+    cfg = stack.write_config(
+        tmp_path / "hive_compaction.yaml",
+        [{"name": f"{DB}.{TABLE}"}],
+        airflow_tasks={"queue": "default", "merge_queue": "spark", "merge_priority_weight": MERGE_PRIORITY},
+    )
 
     redis = Redis(tmp_path / "redis")
     home = tmp_path / "airflow_home"
     home.mkdir()
-    env = service_env(stack.env(cfg), home, free_port(), executor="CeleryExecutor", broker_url=redis.url,
-                      AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME="0.5",
-                      **stack.airflow_database("airflow_celery"))
+    env = service_env(
+        stack.env(cfg),
+        home,
+        free_port(),
+        executor="CeleryExecutor",
+        broker_url=redis.url,
+        AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME="0.5",
+        **stack.airflow_database("airflow_celery"),
+    )
     no_spark_env = {k: v for k, v in env.items() if k not in ("JAVA_HOME", "SPARK_HOME", "PYSPARK_PYTHON")}
     no_spark_env["PATH"] = no_spark_path(tmp_path / "no-spark-bin")
     svc = AirflowServices(home, env)
@@ -96,30 +109,43 @@ def test_merge_tasks_run_only_on_the_spark_queue(stack, tmp_path):
         # The default queue's worker's environment: neither java nor spark-submit can be found in it
         # (asked in that environment; a worker's /proc environ is overwritten by its process title).
         probe = "import shutil; print(shutil.which('java'), shutil.which('spark-submit'))"
-        assert subprocess.run(["python", "-c", probe], env=no_spark_env, capture_output=True, text=True,
-                              check=True).stdout.split() == ["None", "None"]
-        assert "None" not in subprocess.run(["python", "-c", probe], env=env, capture_output=True, text=True,
-                                            check=True).stdout.split()
+        assert subprocess.run(
+            ["python", "-c", probe], env=no_spark_env, capture_output=True, text=True, check=True
+        ).stdout.split() == ["None", "None"]
+        assert (
+            "None"
+            not in subprocess.run(
+                ["python", "-c", probe], env=env, capture_output=True, text=True, check=True
+            ).stdout.split()
+        )
 
         # Triggered while the DAG is paused, then unpaused. Unpausing also queues the latest
         # scheduled run (catchup is off; it plans nothing of this table, whose dates are far from
         # today). One run at a time (max_active_runs): the scheduler starts queued runs in order of
         # run_after, so this run, given an earlier one than the scheduled run's, goes first and the
         # test does not wait for the other.
-        run_id = svc.api("POST", f"/dags/{DAG_ID}/dagRuns", json={
-            "logical_date": None, "run_after": "2026-01-02T00:00:00Z",
-            "conf": {"tables": [f"{DB}.{TABLE}"], "partition_date": DATES[0], "partition_date_to": DATES[-1]}
-        })["dag_run_id"]
+        run_id = svc.api(
+            "POST",
+            f"/dags/{DAG_ID}/dagRuns",
+            json={
+                "logical_date": None,
+                "run_after": "2026-01-02T00:00:00Z",
+                "conf": {"tables": [f"{DB}.{TABLE}"], "partition_date": DATES[0], "partition_date_to": DATES[-1]},
+            },
+        )["dag_run_id"]
         assert svc.api("PATCH", f"/dags/{DAG_ID}", json={"is_paused": False})["is_paused"] is False
         run = svc.wait_for_runs(lambda r: r["dag_run_id"] == run_id, 1, timeout=300, poll=1)[0]
         t_run = time.monotonic()
-        print(f"\ncelery test: table, services and workers ready {t_ready - t_start:.0f}s, "
-              f"the run {t_run - t_ready:.0f}s")
+        print(
+            f"\ncelery test: table, services and workers ready {t_ready - t_start:.0f}s, the run {t_run - t_ready:.0f}s"
+        )
         tis = svc.api("GET", f"/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}/taskInstances")["task_instances"]
         logs = {name: svc.service_log(name, tail=10**7) for name in (spark_worker, other_worker)}
         assert run["state"] == "success", (
             f"{[(t['task_id'], t['map_index'], t['state'], t['queue']) for t in tis]}\n"
-            + "\n".join(f"=== {n}\n{log[-4000:]}" for n, log in logs.items()) + svc.logs())
+            + "\n".join(f"=== {n}\n{log[-4000:]}" for n, log in logs.items())
+            + svc.logs()
+        )
     finally:
         svc.stop()
         redis.stop()
@@ -129,16 +155,18 @@ def test_merge_tasks_run_only_on_the_spark_queue(stack, tmp_path):
     assert merges and all(t["state"] == "success" for t in merges), merges
     # (the weight shown is the total under Airflow's default weight rule, "downstream": the merge's
     # own plus refresh_metastore's and the table's asset event's, 1 each)
-    assert {(t["queue"], t["pool"], t["priority_weight"]) for t in merges} == {("spark", "default_pool",
-                                                                                MERGE_PRIORITY + 2)}
+    assert {(t["queue"], t["pool"], t["priority_weight"]) for t in merges} == {
+        ("spark", "default_pool", MERGE_PRIORITY + 2)
+    }
     by_task = {t["task_id"]: t for t in tis}
     assert by_task["plan"]["queue"] == by_task["refresh_metastore"]["queue"] == "default"
 
     # The workers' logs: who executed what (of this run and of the scheduled one).
     ran = {name: executed(log) for name, log in logs.items()}
     print(f"\nspark worker executed {ran[spark_worker]}\nno-java worker executed {ran[other_worker]}")
-    assert sorted(ran[spark_worker]) == [("merge", t["map_index"])
-                                         for t in sorted(merges, key=lambda t: t["map_index"])], ran
+    assert sorted(ran[spark_worker]) == [
+        ("merge", t["map_index"]) for t in sorted(merges, key=lambda t: t["map_index"])
+    ], ran
     assert not [t for t in ran[other_worker] if t[0] == "merge"], ran
     assert ran[other_worker].count(("plan", -1)) >= 1 and ran[other_worker].count(("refresh_metastore", -1)) >= 1
     assert {t for t, _ in ran[other_worker]} >= {"plan", "refresh_metastore"}, ran

@@ -1,6 +1,7 @@
 """The package's code keeps a readable shape: no class over 200 lines, no function or method over
 60, in Python (measured with ast) and in the JVM helper's Java (measured by a brace-depth scan).
 Fast: reads the sources, imports nothing of the package."""
+
 from __future__ import annotations
 
 import ast
@@ -89,7 +90,7 @@ def test_no_class_over_200_lines_and_no_function_over_60():
 
 def test_the_java_scan_measures_classes_and_methods(tmp_path):
     source = tmp_path / "Sample.java"
-    source.write_text('''// a comment with a brace {
+    source.write_text("""// a comment with a brace {
 public class Sample {
     private static final String BRACE = "}";
     public static class Inner extends java.io.IOException {
@@ -106,10 +107,15 @@ public class Sample {
         return '{' == '}' ? 1 : 0;
     }
 }
-''')
-    assert sorted(java_blocks(source)) == sorted([
-        ("function", "Sample.Inner.Inner", 1), ("class", "Sample.Inner", 3), ("function", "Sample.work", 9),
-        ("class", "Sample", 16)])
+""")
+    assert sorted(java_blocks(source)) == sorted(
+        [
+            ("function", "Sample.Inner.Inner", 1),
+            ("class", "Sample.Inner", 3),
+            ("function", "Sample.work", 9),
+            ("class", "Sample", 16),
+        ]
+    )
 
 
 def test_the_python_scan_names_nested_functions(tmp_path):

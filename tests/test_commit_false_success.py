@@ -5,6 +5,7 @@ replay, an INSERT OVERWRITE with new names, later runs), and the two findings of
 read: a replay un-publishing a finished commit (finding 1), an overwrite with new names getting
 old rows published beside its own (finding 2). Real stack, the merge job through spark-submit,
 every row checked."""
+
 from __future__ import annotations
 
 import json
@@ -55,8 +56,10 @@ def test_a_retried_kill_then_an_overwrite_never_brings_old_rows_back_or_reports_
     claims, journal = list(journals.glob("*.replay")), list(journals.glob("*.json"))
     assert len(claims) == 1 and len(journal) == 1
 
-    stack.spark.sql(f"INSERT OVERWRITE TABLE {label} PARTITION (dt='{dt}') SELECT event_id, user_id, kind, amount, "
-                    f"ts, tags, attrs FROM {db}.overwrite WHERE dt = '{dt}'")
+    stack.spark.sql(
+        f"INSERT OVERWRITE TABLE {label} PARTITION (dt='{dt}') SELECT event_id, user_id, kind, amount, "
+        f"ts, tags, attrs FROM {db}.overwrite WHERE dt = '{dt}'"
+    )
     overwritten = stack.rows(db, "overwrite")[partition]
     assert stack.rows(db, table)[partition] == overwritten
     assert all(f.name.startswith("part-") for f in data_files(folder))
@@ -68,13 +71,19 @@ def test_a_retried_kill_then_an_overwrite_never_brings_old_rows_back_or_reports_
     # checked after: what each reported, what the partition read then.
     seen = {}
     young = stack.spark_submit(batch(stack, cfg, "young"))
-    seen["young"] = (young.returncode, statuses(young.stdout, label, partition),
-                     stack.rows(db, table).get(partition, []))
+    seen["young"] = (
+        young.returncode,
+        statuses(young.stdout, label, partition),
+        stack.rows(db, table).get(partition, []),
+    )
     late = stack.spark_submit(batch(stack, cfg, "late"))
     seen["late"] = (late.returncode, statuses(late.stdout, label, partition), stack.rows(db, table).get(partition, []))
     again = stack.spark_submit(batch(stack, cfg, "again"))
-    seen["again"] = (again.returncode, statuses(again.stdout, label, partition),
-                     stack.rows(db, table).get(partition, []))
+    seen["again"] = (
+        again.returncode,
+        statuses(again.stdout, label, partition),
+        stack.rows(db, table).get(partition, []),
+    )
     summary = {run: (rc, st, len(rows)) for run, (rc, st, rows) in seen.items()}
     rc, st, rows = seen["young"]
     assert rc != 0 and st == ["failed"] and rows == overwritten, (summary, young.stdout[-3000:])
@@ -87,8 +96,9 @@ def test_a_retried_kill_then_an_overwrite_never_brings_old_rows_back_or_reports_
     assert len(list(journals.glob("*.stopped"))) == 1
 
 
-@pytest.mark.parametrize("point",
-                         variants("test_commit_false_success: replay step", ["outputs_moved", "manifest_written"]))
+@pytest.mark.parametrize(
+    "point", variants("test_commit_false_success: replay step", ["outputs_moved", "manifest_written"])
+)
 def test_a_replay_past_its_commit_point_stops_beside_a_file_written_under_an_input_name(stack, tmp_path, point):
     """Killed once every input is in the trash and every output is published (the commit point);
     before the retry a writer puts a file under a name an input had: Hive's INSERT INTO takes
@@ -132,7 +142,7 @@ def test_a_replay_past_its_commit_point_stops_beside_a_file_written_under_an_inp
     assert stack.rows(db, table)[partition] == stack.rows(db, "writer")[partition]
     assert len(list((area / "journal").glob("*.json"))) == 1 and len(list((area / "journal").glob("*.stopped"))) == 1
     journal = json.loads(next((area / "journal").glob("*.json")).read_text())
-    staged = [Path(o["staged"][len("file://"):]) for o in journal["outputs"]]
+    staged = [Path(o["staged"][len("file://") :]) for o in journal["outputs"]]
     assert [o["name"] for o in journal["outputs"]] == outputs and all(p.is_file() for p in staged), staged  # kept
 
 
@@ -148,11 +158,16 @@ def test_an_overwrite_with_new_names_after_the_inputs_moved_is_never_joined_by_t
     folder = stack.partition_location(db, table, partition)
     writer_file = data_files(stack.partition_location(db, "writer", partition))[0]
     new_name = f"part-00000-{uuid.uuid4()}.c000.zstd.orc"
-    overwrite = (f'find "$HIVE_COMPACTION_PARTITION_DIR" -maxdepth 1 -type f -delete && '
-                 f'cp "{writer_file}" "$HIVE_COMPACTION_PARTITION_DIR/{new_name}"')
+    overwrite = (
+        f'find "$HIVE_COMPACTION_PARTITION_DIR" -maxdepth 1 -type f -delete && '
+        f'cp "{writer_file}" "$HIVE_COMPACTION_PARTITION_DIR/{new_name}"'
+    )
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": label}])
-    job = stack.spark_submit(batch(stack, cfg, "overwritten"), HIVE_COMPACTION_TEST_HOOK_AT="inputs_moved",
-                             HIVE_COMPACTION_TEST_HOOK_CMD=overwrite)
+    job = stack.spark_submit(
+        batch(stack, cfg, "overwritten"),
+        HIVE_COMPACTION_TEST_HOOK_AT="inputs_moved",
+        HIVE_COMPACTION_TEST_HOOK_CMD=overwrite,
+    )
     out = job.stdout + job.stderr
     assert "test hook at inputs_moved" in out
     assert statuses(job.stdout, label, partition) == ["failed"], job.stdout[-4000:]
@@ -173,6 +188,7 @@ def test_a_retry_of_the_same_run_that_merges_a_partition_again_keeps_both_commit
     rollback of the run undoes the second merge first, then refuses the first where a writer's
     file took an original's name, naming it, with every row still there."""
     import subprocess
+
     db, table, dt = "per_attempt", "events", "2026-06-04"
     partition, label = f"dt={dt}", f"{db}.{table}"
     stack.make_table(db, table, "ORC", [dt], files=4, rows=400)
@@ -194,16 +210,18 @@ def test_a_retry_of_the_same_run_that_merges_a_partition_again_keeps_both_commit
     assert retry.returncode == 0 and statuses(retry.stdout, label, partition) == ["merged"], retry.stdout[-3000:]
     assert stack.rows(db, table)[partition] == rows
     area = stack.work_area(db, table)
-    manifests = sorted((area / "manifests" / "again").glob("*/*.json"),
-                       key=lambda f: json.loads(f.read_text())["committed_at"])
+    manifests = sorted(
+        (area / "manifests" / "again").glob("*/*.json"), key=lambda f: json.loads(f.read_text())["committed_at"]
+    )
     assert len(manifests) == 2 and manifests[0].parent == manifests[1].parent
     trashes = [area / "trash" / "again" / m.parent.name / m.stem for m in manifests]
     assert sorted(f.name for f in data_files(trashes[0])) == originals
     merged_first = [o["name"] for o in json.loads(manifests[0].read_text())["outputs"]]
     assert sorted(f.name for f in data_files(trashes[1])) == sorted(added + merged_first)
 
-    rollback = subprocess.run(stack.rollback_cmd(label, "again", cfg), env=stack.env(cfg), capture_output=True,
-                              text=True, timeout=600)
+    rollback = subprocess.run(
+        stack.rollback_cmd(label, "again", cfg), env=stack.env(cfg), capture_output=True, text=True, timeout=600
+    )
     out = rollback.stdout + rollback.stderr
     assert rollback.returncode != 0 and originals[0] in out and "exist both in the partition" in out, out[-3000:]
     assert stack.rows(db, table)[partition] == rows  # the second merge undone, nothing lost

@@ -2,6 +2,7 @@
 commit was decided, tampered journals, rollbacks that would clash, exclusive journals, private
 work areas. Real stack: the Metastore, spark-submit of the merge job, real ORC and Parquet files;
 every row checked by content checksum."""
+
 from __future__ import annotations
 
 import json
@@ -41,10 +42,10 @@ def killed_at(stack, cfg, point: str, run_id: str = "killed"):
     return p
 
 
-@pytest.mark.parametrize("point, storage", variants("test_commit_protocol: replay step",
-                                                    [("journaled", "ORC"), ("inputs_moved", "PARQUET")]))
-def test_a_replay_never_acts_on_inputs_a_writer_replaced_since_the_commit_was_decided(stack, tmp_path, point,
-                                                                                      storage):
+@pytest.mark.parametrize(
+    "point, storage", variants("test_commit_protocol: replay step", [("journaled", "ORC"), ("inputs_moved", "PARQUET")])
+)
+def test_a_replay_never_acts_on_inputs_a_writer_replaced_since_the_commit_was_decided(stack, tmp_path, point, storage):
     """A crash after the journal, then a writer rewrites the partition reusing a file name (as
     Hive's INSERT OVERWRITE does with 000000_0): the next run must not retire the new file or
     publish the stale merged output. The partition keeps exactly the writer's rows. Once the
@@ -128,8 +129,9 @@ def test_rollback_checks_every_clash_before_it_moves_anything(stack, tmp_path):
     cmd = stack.rollback_cmd(f"{db}.{table}", run.run_id, cfg)
     p = subprocess.run(cmd, env=stack.env(cfg), capture_output=True, text=True, timeout=600)
     assert p.returncode == 1, p.stdout[-3000:]
-    assert f"file name(s) ['{inputs[-1]}'] exist both in the partition and where rollback" in p.stdout + p.stderr, \
+    assert f"file name(s) ['{inputs[-1]}'] exist both in the partition and where rollback" in p.stdout + p.stderr, (
         p.stdout[-3000:]
+    )
     assert {f.name: f.read_bytes() for f in data_files(folder)} == after_writer
     assert not list((stack.work_area(db, table) / "journal").glob("*.json"))  # its hold released
 
@@ -175,18 +177,24 @@ def decided(fs, tmp_path: Path, table: str, partition: str, run: str, outputs: t
     folder.mkdir(parents=True)
     pid = partition_id(table, partition)
     area = WorkArea(f"file://{tmp_path}/.hive_compaction/events")
-    staged = Path(area.staging(run, pid)[len("file://"):]) / "attempt-1"
+    staged = Path(area.staging(run, pid)[len("file://") :]) / "attempt-1"
     staged.mkdir(parents=True)
     for name in ("000000_0", "000001_0"):
         (folder / name).write_text(f"input {name}")
     for name in outputs:
         (staged / name).write_text(f"output {name}")
     record = CommitRecord(
-        run=run, pid=pid, owner=f"{run}/1", table=table, partition=partition, location=f"file://{folder}",
+        run=run,
+        pid=pid,
+        owner=f"{run}/1",
+        table=table,
+        partition=partition,
+        location=f"file://{folder}",
         table_location=f"file://{folder.parent}",
         inputs=[e.identity() for e in fs.list(f"file://{folder}") if not e.name.startswith(".")],
         outputs=[StagedOutput(f"file://{staged / n}", n, (staged / n).stat().st_size) for n in outputs],
-        staging=f"file://{staged}")  # the attempt's own staging folder, as a merge job's commit names it
+        staging=f"file://{staged}",
+    )  # the attempt's own staging folder, as a merge job's commit names it
     return folder, area, staged, record
 
 
@@ -205,24 +213,28 @@ def test_a_partition_dropped_while_outputs_move_in_stays_dropped(spark, tmp_path
     with pytest.raises(RuntimeError, match="is gone .*nothing was moved into it"):
         commit.commit(fs, area, record)
     assert not folder.exists()
-    trash = Path(area.trash_of(record)[len("file://"):] + commit.MOVING_TRASH)  # where inputs move while it runs
-    assert {f.name: f.read_text() for f in data_files(trash)} == {"000000_0": "input 000000_0",
-                                                                  "000001_0": "input 000001_0"}
+    trash = Path(area.trash_of(record)[len("file://") :] + commit.MOVING_TRASH)  # where inputs move while it runs
+    assert {f.name: f.read_text() for f in data_files(trash)} == {
+        "000000_0": "input 000000_0",
+        "000001_0": "input 000001_0",
+    }
     assert {f.name: f.read_text() for f in data_files(staged)} == {"part-1": "output part-1"}
     assert not fs.exists(area.journal(pid))
 
 
 @pytest.mark.parametrize("step", ["input_moved", "outputs_moving"])
-def test_an_overwrite_under_new_names_mid_commit_keeps_only_the_writers_rows(spark, tmp_path, monkeypatch,
-                                                                              fault_injection, step):
+def test_an_overwrite_under_new_names_mid_commit_keeps_only_the_writers_rows(
+    spark, tmp_path, monkeypatch, fault_injection, step
+):
     """Issue 29, finding 2: an INSERT OVERWRITE that deletes every file and writes Spark's
     ``part-<uuid>`` names while the first pass moves files (after the first input left, or after
     the last check, before the outputs move in). Neither the merged output nor a moved input may
     come back beside the writer's file: the commit stops naming it, the partition holds the
     writer's file only, what moved stays in the trash, the outputs in staging."""
     fs = HadoopFS(spark)
-    folder, area, staged, record = decided(fs, tmp_path, "overwritten.events", "dt=2026-05-06", "run1",
-                                           ("part-compacted-0",))
+    folder, area, staged, record = decided(
+        fs, tmp_path, "overwritten.events", "dt=2026-05-06", "run1", ("part-compacted-0",)
+    )
     writer = "part-00000-6f1c2a3e.c000.orc"
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_AT", step)
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD", f"rm -f '{folder}'/0000* && echo written > '{folder}/{writer}'")
@@ -231,7 +243,7 @@ def test_an_overwrite_under_new_names_mid_commit_keeps_only_the_writers_rows(spa
         commit.commit(fs, area, record)
     assert {f.name: f.read_text() for f in data_files(folder)} == {writer: "written\n"}
     moved = {"input_moved": {"000000_0"}, "outputs_moving": {"000000_0", "000001_0"}}[step]
-    assert {f.name for f in data_files(Path(area.trash_of(record)[len("file://"):] + commit.MOVING_TRASH))} == moved
+    assert {f.name for f in data_files(Path(area.trash_of(record)[len("file://") :] + commit.MOVING_TRASH))} == moved
     assert {f.name for f in data_files(staged)} == {"part-compacted-0"}
     # The journal stays, marked stopped with what is where: no run merges the partition until a person decides.
     assert fs.exists(area.journal(record.pid)) and "are in staging" in fs.read_text(area.stopped_mark(record.pid))
@@ -245,14 +257,16 @@ def test_the_fault_injection_sees_every_step_the_commit_reports(spark, tmp_path,
     storage calls, must see the same steps in the same order (plus the first move of each batch,
     which only it can split), so a step the code adds cannot go unkilled by the matrices."""
     fs = HadoopFS(spark)
-    folder, area, staged, record = decided(fs, tmp_path, "stepped.events", "dt=2026-05-07", "run1",
-                                           ("part-compacted-0", "part-compacted-1"))
+    folder, area, staged, record = decided(
+        fs, tmp_path, "stepped.events", "dt=2026-05-07", "run1", ("part-compacted-0", "part-compacted-1")
+    )
     seen_by_hooks = []
     recognised = fault_injection._step
 
     def step(point, haystack, folder=None):
         seen_by_hooks.append(point)
         recognised(point, haystack, folder)
+
     monkeypatch.setattr(fault_injection, "_step", step)
     # Named, so that the injection splits each batch after its first move (as the kill matrix's entries do).
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_AT", f"{Step.INPUT_MOVED};{Step.OUTPUT_MOVED}")
@@ -320,29 +334,48 @@ def test_a_file_rewritten_with_the_same_name_size_and_time_is_told_apart(stack, 
     assert [e.identity() for e in fs.list(via_mount) if not e.name.startswith(".")] == [e.identity() for e in listed]
     assert fs.status(f"{via_mount}/000000_0").version == listed[0].version
 
-    area, record, staged = decided_commit(tmp_path, table, partition, run, folder, [e.identity() for e in listed],
-                                          {"part-0": "output part-0"})
+    area, record, staged = decided_commit(
+        tmp_path, table, partition, run, folder, [e.identity() for e in listed], {"part-0": "output part-0"}
+    )
     # The writer, once the journal is out: same name, same size, same time, other bytes, other file.
     before = (folder / "000000_0").stat()
-    rewrite = (f"import os; p={str(folder / '000000_0')!r}; open(p + '.w', 'w').write('other 000000_0'); "
-               f"os.replace(p + '.w', p); os.utime(p, ns=({before.st_atime_ns}, {before.st_mtime_ns}))")
+    rewrite = (
+        f"import os; p={str(folder / '000000_0')!r}; open(p + '.w', 'w').write('other 000000_0'); "
+        f"os.replace(p + '.w', p); os.utime(p, ns=({before.st_atime_ns}, {before.st_mtime_ns}))"
+    )
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_AT", "journaled")
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD", f"python3 -c {json.dumps(rewrite)}")
 
-    with pytest.raises(metastore_client.CommitConflict,
-                       match=r"input\(s\) \['000000_0'\] of rewritten.events/dt=2026-05-06 "
-                                                    "changed while it was being merged; nothing was committed"):
+    with pytest.raises(
+        metastore_client.CommitConflict,
+        match=r"input\(s\) \['000000_0'\] of rewritten.events/dt=2026-05-06 "
+        "changed while it was being merged; nothing was committed",
+    ):
         commit.commit(fs, area, record)
     now = fs.status(f"file://{folder}/000000_0")
     assert (now.size, now.modification_time) == (listed[0].size, listed[0].modification_time)
     assert now.version != listed[0].version
-    assert {f.name: f.read_text() for f in data_files(folder)} == {"000000_0": "other 000000_0",
-                                                                   "000001_0": "input 000001_0"}
+    assert {f.name: f.read_text() for f in data_files(folder)} == {
+        "000000_0": "other 000000_0",
+        "000001_0": "input 000001_0",
+    }
     assert (staged / "part-0").read_text() == "output part-0"
     assert not fs.exists(area.journal(pid))
     # A move that names the input's identity leaves the other file where it is.
-    assert fs.move_all([(f"file://{folder}/000000_0", f"file://{tmp_path}/moved", listed[0].size,
-                         listed[0].modification_time, listed[0].version)]) == 0
+    assert (
+        fs.move_all(
+            [
+                (
+                    f"file://{folder}/000000_0",
+                    f"file://{tmp_path}/moved",
+                    listed[0].size,
+                    listed[0].modification_time,
+                    listed[0].version,
+                )
+            ]
+        )
+        == 0
+    )
     assert (folder / "000000_0").read_text() == "other 000000_0"
 
 
@@ -351,6 +384,7 @@ def test_a_late_file_whose_move_stopped_after_its_copy_is_adopted_once(spark, tm
     writer by path after a location switch) whose move into the new folder stopped in between is
     in both: the next look deletes the original instead of adding the copy again as _copy_1."""
     from hive_compaction.commit import location_switch
+
     fs = HadoopFS(spark)
     old, new = tmp_path / "old", tmp_path / "new"
     for folder in (old, new):
@@ -363,7 +397,10 @@ def test_a_late_file_whose_move_stopped_after_its_copy_is_adopted_once(spark, tm
     assert sorted(adopted) == ["part-late-0", "part-late-1"]
     assert data_files(old) == []
     assert {f.name: f.read_text() for f in data_files(new)} == {
-        "part-compacted-0": "merged", "part-late-0": "late rows", "part-late-1": "later rows"}
+        "part-compacted-0": "merged",
+        "part-late-0": "late rows",
+        "part-late-1": "later rows",
+    }
 
 
 def test_inputs_another_tables_merge_took_mid_commit_put_back_what_moved(spark, tmp_path, monkeypatch, fault_injection):
@@ -373,17 +410,22 @@ def test_inputs_another_tables_merge_took_mid_commit_put_back_what_moved(spark, 
     so it puts back the one it moved, beside the other merge's file: every row once, nothing
     left in the trash."""
     fs = HadoopFS(spark)
-    folder, area, staged, record = decided(fs, tmp_path, "alias.events", "dt=2026-05-07", "run1",
-                                           ("part-compacted-mine",))
+    folder, area, staged, record = decided(
+        fs, tmp_path, "alias.events", "dt=2026-05-07", "run1", ("part-compacted-mine",)
+    )
     other = tmp_path / "other-trash"
     other.mkdir()
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_AT", "input_moved")
-    monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD",
-                       f"mv '{folder}/000001_0' '{other}/' && echo merged > '{folder}/part-compacted-theirs'")
+    monkeypatch.setenv(
+        "HIVE_COMPACTION_TEST_HOOK_CMD",
+        f"mv '{folder}/000001_0' '{other}/' && echo merged > '{folder}/part-compacted-theirs'",
+    )
 
     with pytest.raises(commit.CommitStopped, match="every file was put back"):
         commit.commit(fs, area, record)
-    assert {f.name: f.read_text() for f in data_files(folder)} == {"000000_0": "input 000000_0",
-                                                                  "part-compacted-theirs": "merged\n"}
+    assert {f.name: f.read_text() for f in data_files(folder)} == {
+        "000000_0": "input 000000_0",
+        "part-compacted-theirs": "merged\n",
+    }
     assert {f.name for f in data_files(staged)} == {"part-compacted-mine"}
     assert not fs.exists(area.journal(record.pid))

@@ -7,6 +7,7 @@ that exist, who may write the warehouse, the pool and the Spark limits of the me
 last test runs Compose itself (`docker-compose config`: Debian's docker-compose 1.29, or Compose v2),
 where it is installed; the file must stay valid for both.
 """
+
 from __future__ import annotations
 
 import functools
@@ -26,8 +27,16 @@ ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yaml"
 
 EXPECTED_SERVICES = {
-    "postgres", "metastore-db", "hive-metastore", "spark-master", "spark-worker",
-    "airflow-init", "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer",
+    "postgres",
+    "metastore-db",
+    "hive-metastore",
+    "spark-master",
+    "spark-worker",
+    "airflow-init",
+    "airflow-apiserver",
+    "airflow-scheduler",
+    "airflow-dag-processor",
+    "airflow-triggerer",
 }
 AIRFLOW_SERVICES = sorted(s for s in EXPECTED_SERVICES if s.startswith("airflow-"))
 # Where the Airflow image keeps its folders unless the environment moves them.
@@ -45,6 +54,7 @@ DEPENDS_ON_CONDITIONS = {"service_started", "service_healthy", "service_complete
 
 
 # --- reading the compose file -------------------------------------------------------------------
+
 
 @functools.cache
 def compose() -> dict:
@@ -199,13 +209,17 @@ def worker_resources() -> tuple[int, int]:
 def mebibytes(size: str) -> int:
     m = re.fullmatch(r"(\d+)([kmgt]?)b?", size.strip().lower())
     assert m, f"not a Spark size: {size!r}"
-    return int(m.group(1)) * {"k": 1 / 1024, "m": 1, "": 1, "g": 1024, "t": 1024 ** 2}[m.group(2)]
+    return int(m.group(1)) * {"k": 1 / 1024, "m": 1, "": 1, "g": 1024, "t": 1024**2}[m.group(2)]
 
 
 def created_pools() -> dict[str, int]:
     """Pools airflow-init creates (`airflow pools set NAME SLOTS DESCRIPTION`), with their slots."""
-    return {name: int(slots) for name, slots in
-            re.findall(r"airflow\s+pools\s+set\s+['\"]?([\w.-]+)['\"]?\s+(\d+)\s", command_text("airflow-init") + " ")}
+    return {
+        name: int(slots)
+        for name, slots in re.findall(
+            r"airflow\s+pools\s+set\s+['\"]?([\w.-]+)['\"]?\s+(\d+)\s", command_text("airflow-init") + " "
+        )
+    }
 
 
 def header() -> str:
@@ -279,6 +293,7 @@ def pinned_requirement(package: str) -> str:
 
 # --- services and images ------------------------------------------------------------------------
 
+
 def test_expected_services_exist():
     missing = EXPECTED_SERVICES - set(services())
     assert not missing, f"docker-compose.yaml lacks services: {sorted(missing)}"
@@ -307,22 +322,23 @@ def test_dockerfile_base_images_are_pinned_and_airflow_matches_requirements():
         bases = re.findall(r"^FROM\s+(\S+)", text, flags=re.M)
         assert bases, f"{path}: no FROM"
         for base in bases:
-            resolved = re.sub(r"\$\{(\w+)\}|\$(\w+)",
-                              lambda m: args.get(m.group(1) or m.group(2), m.group(0)), base)  # noqa: B023 - run here
+            resolved = re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: args.get(m.group(1) or m.group(2), m.group(0)), base)  # noqa: B023 - run here
             assert "$" not in resolved, f"{path}: FROM {base} uses an ARG without a default"
             tag = image_tag(resolved)
             assert tag and tag != "latest", f"{path}: base image {resolved!r} is not pinned"
             if resolved.startswith("apache/airflow:"):
                 assert tag.split("-")[0] == airflow_pin, (
-                    f"{path}: base image {resolved} but requirements.txt pins apache-airflow=={airflow_pin}")
+                    f"{path}: base image {resolved} but requirements.txt pins apache-airflow=={airflow_pin}"
+                )
 
 
 def test_dockerfile_installs_java_and_the_pinned_requirements():
     assert dockerfiles(), "no service builds the project image"
     for _name, path in dockerfiles().items():
         text = dockerfile_text(path)
-        assert re.search(r"apt-get install[^\n]*(jre|jdk)", text, flags=re.S | re.I) or \
-            re.search(r"(openjdk|default-jre|temurin)", text, flags=re.I), f"{path}: installs no Java runtime"
+        assert re.search(r"apt-get install[^\n]*(jre|jdk)", text, flags=re.S | re.I) or re.search(
+            r"(openjdk|default-jre|temurin)", text, flags=re.I
+        ), f"{path}: installs no Java runtime"
         assert re.search(r"^COPY\s+requirements\.txt\s+(\S+)", text, flags=re.M), f"{path}: requirements.txt not copied"
         target = re.search(r"^COPY\s+requirements\.txt\s+(\S+)", text, flags=re.M).group(1)
         assert re.search(rf"pip install[^\n]*-r\s+{re.escape(target)}", text), f"{path}: no pip install -r {target}"
@@ -338,15 +354,20 @@ def test_hive_image_serves_the_thrift_calls_the_package_makes():
     if calls_get_table:
         assert version < (4, 0, 1), (
             f"hive-metastore runs {ref}, which has no get_table Thrift call, but plugins/hive_compaction "
-            "still calls it (use get_table_req, or keep the image below 4.0.1)")
+            "still calls it (use get_table_req, or keep the image below 4.0.1)"
+        )
 
 
 # --- the warehouse ------------------------------------------------------------------------------
 
+
 def test_metastore_warehouse_dir_options_agree():
     opts = metastore_options()
-    given = {k: urlsplit(v).path.rstrip("/") for k, v in opts.items()
-             if k in ("metastore.warehouse.dir", "hive.metastore.warehouse.dir")}
+    given = {
+        k: urlsplit(v).path.rstrip("/")
+        for k, v in opts.items()
+        if k in ("metastore.warehouse.dir", "hive.metastore.warehouse.dir")
+    }
     assert given, "hive-metastore: SERVICE_OPTS sets no warehouse dir"
     assert len(set(given.values())) == 1, f"hive-metastore: warehouse dir options disagree: {given}"
 
@@ -365,8 +386,11 @@ def test_warehouse_writers_share_group_0_and_create_group_writable_entries():
     """The writers run as different uids (the Metastore's image needs its own), so each must be able to
     write what the others create: all run with group 0 and create group-writable folders and files."""
     volume = warehouse_volume()
-    writers = {name: user_parts(name) for name in services()
-               if any(m["source"] == volume and not m["read_only"] for m in mounts(name))}
+    writers = {
+        name: user_parts(name)
+        for name in services()
+        if any(m["source"] == volume and not m["read_only"] for m in mounts(name))
+    }
     assert writers, f"no service writes the warehouse volume {volume!r}"
     undeclared = sorted(n for n, user in writers.items() if user is None)
     assert not undeclared, f"services writing the warehouse must state their user: {undeclared}"
@@ -376,18 +400,21 @@ def test_warehouse_writers_share_group_0_and_create_group_writable_entries():
         if is_root(uid):  # an init service: it must open the volume to group 0
             script = command_text(name) + " " + command_text(name, "entrypoint")
             assert re.search(rf"(chgrp\s+-R\s+0|chown\s+-R\s+\S*:0)\s+{re.escape(target)}(\s|$)", script), (
-                f"{name} runs as root with the warehouse but does not give {target} and its contents to group 0")
+                f"{name} runs as root with the warehouse but does not give {target} and its contents to group 0"
+            )
             assert re.search(rf"chmod\s+-R\s+g\+rwX?\s+{re.escape(target)}(\s|$)", script), (
-                f"{name} does not make what is in {target} group-writable")
-            assert re.search(rf"chmod\s+[0-7]?[2367]7[0-7]\s+{re.escape(target)}(\s|$)", script) or \
-                re.search(rf"chmod\s+g\+[rwxs]*w[rwxs]*\s+{re.escape(target)}(\s|$)", script), (
-                f"{name} does not make {target} itself group-writable")
+                f"{name} does not make what is in {target} group-writable"
+            )
+            assert re.search(rf"chmod\s+[0-7]?[2367]7[0-7]\s+{re.escape(target)}(\s|$)", script) or re.search(
+                rf"chmod\s+g\+[rwxs]*w[rwxs]*\s+{re.escape(target)}(\s|$)", script
+            ), f"{name} does not make {target} itself group-writable"
             continue
         assert gid == "0", f"{name} writes the warehouse with group {gid!r}: every writer must run with group 0"
         if name in project:
             # The Airflow image's entrypoint sets umask 0002: keep it in the path.
-            assert not service(name).get("entrypoint"), \
+            assert not service(name).get("entrypoint"), (
                 f"{name}: the Airflow image's entrypoint (umask 0002) is bypassed"
+            )
         else:
             script = command_text(name, "entrypoint") + " " + command_text(name)
             assert re.search(r"\bumask\s+0{0,2}002\b", script), f"{name}: its entrypoint does not set umask 0002"
@@ -397,13 +424,15 @@ def test_warehouse_writers_share_group_0_and_create_group_writable_entries():
         value = spark_defaults(name).get("spark.hadoop.fs.permissions.umask-mode")
         assert umask_keeps_group_write(value), (
             f"{name}: spark-defaults.conf must set spark.hadoop.fs.permissions.umask-mode to keep group write "
-            f"(002), not {value}")
+            f"(002), not {value}"
+        )
     conf_dir = env("hive-metastore").get("HIVE_CUSTOM_CONF_DIR")
     folder = conf_dir and mounted_folder("hive-metastore", conf_dir)
     assert folder, "hive-metastore: no HIVE_CUSTOM_CONF_DIR mounted from the repository (for core-site.xml)"
     value = hadoop_xml(folder / "core-site.xml").get("fs.permissions.umask-mode")
-    assert umask_keeps_group_write(value), \
+    assert umask_keeps_group_write(value), (
         f"{folder}/core-site.xml: fs.permissions.umask-mode must keep group write, not {value}"
+    )
 
 
 def test_only_the_services_that_open_table_files_mount_the_warehouse():
@@ -415,19 +444,25 @@ def test_only_the_services_that_open_table_files_mount_the_warehouse():
 
 # --- Airflow ------------------------------------------------------------------------------------
 
+
 def test_airflow_services_mount_only_the_dags_folder_and_import_the_package_from_the_image():
     """As the README's install: the DAG file and its YAML in the dags folder, the package from
     its wheel (installed in the image), no checkout folder on the path."""
     for name in AIRFLOW_SERVICES:
-        by_source = {host_path(m["source"]).relative_to(ROOT).as_posix(): PurePosixPath(m["target"])
-                     for m in mounts(name) if m["type"] == "bind"}
+        by_source = {
+            host_path(m["source"]).relative_to(ROOT).as_posix(): PurePosixPath(m["target"])
+            for m in mounts(name)
+            if m["type"] == "bind"
+        }
         assert "dags" in by_source, f"{name}: ./dags is not mounted"
         e = env(name)
-        assert str(by_source["dags"]) == e.get("AIRFLOW__CORE__DAGS_FOLDER", str(AIRFLOW_HOME / "dags")), \
+        assert str(by_source["dags"]) == e.get("AIRFLOW__CORE__DAGS_FOLDER", str(AIRFLOW_HOME / "dags")), (
             f"{name}: ./dags is mounted at {by_source['dags']}, not at Airflow's dags folder"
+        )
         for folder in ("plugins", "spark_jobs"):
-            assert folder not in by_source, \
+            assert folder not in by_source, (
                 f"{name}: ./{folder} is mounted: the package must come from the image's wheel"
+            )
         assert "plugins" not in (e.get("PYTHONPATH") or ""), f"{name}: PYTHONPATH names the checkout's plugins/"
 
 
@@ -457,16 +492,19 @@ def test_airflow_metadata_database_points_at_its_postgres():
         assert url.scheme.startswith("postgresql"), f"{name}: metadata database is not PostgreSQL"
         db = env(url.hostname)
         assert (url.username, url.password, url.path.lstrip("/")) == (
-            db.get("POSTGRES_USER"), db.get("POSTGRES_PASSWORD"), db.get("POSTGRES_DB")), \
-            f"{name}: SQL_ALCHEMY_CONN does not match {url.hostname}'s POSTGRES_* settings"
+            db.get("POSTGRES_USER"),
+            db.get("POSTGRES_PASSWORD"),
+            db.get("POSTGRES_DB"),
+        ), f"{name}: SQL_ALCHEMY_CONN does not match {url.hostname}'s POSTGRES_* settings"
         assert (url.port or 5432) in (listening_ports(url.hostname) or {5432})
 
 
 def test_airflow_shares_secrets_and_reaches_the_execution_api():
     for key in ("AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__API__SECRET_KEY"):
         values = {name: env(name).get(key) for name in AIRFLOW_SERVICES}
-        assert None not in values.values() and len(set(values.values())) == 1, \
+        assert None not in values.values() and len(set(values.values())) == 1, (
             f"{key} differs between services: {values}"
+        )
     api_servers = [n for n in AIRFLOW_SERVICES if command_text(n).strip() in ("api-server", "airflow api-server")]
     assert len(api_servers) == 1, f"expected one api-server service, found {api_servers}"
     for name in AIRFLOW_SERVICES:
@@ -487,7 +525,8 @@ def test_connections_parse_and_point_at_services_and_ports():
             host = conn["host"].split("://", 1)[-1]
             assert host in services(), f"{name}: {key} names host {host!r}, which is no service"
             assert conn.get("port") in listening_ports(host), (
-                f"{name}: {key} uses port {conn.get('port')}, {host} listens on {sorted(listening_ports(host))}")
+                f"{name}: {key} uses port {conn.get('port')}, {host} listens on {sorted(listening_ports(host))}"
+            )
     assert {"AIRFLOW_CONN_HIVE_METASTORE", "AIRFLOW_CONN_SPARK_DEFAULT"} <= seen
 
 
@@ -505,7 +544,8 @@ def test_the_dag_config_connections_are_defined_where_tasks_run():
     for key, default in (("metastore_conn_id", "hive_metastore"), ("spark_conn_id", "spark_default")):
         conn_id = cfg.get(key, default)
         assert f"AIRFLOW_CONN_{conn_id.upper()}" in e, (
-            f"dags/hive_compaction.yaml uses {key}: {conn_id}, the scheduler has no AIRFLOW_CONN_{conn_id.upper()}")
+            f"dags/hive_compaction.yaml uses {key}: {conn_id}, the scheduler has no AIRFLOW_CONN_{conn_id.upper()}"
+        )
 
 
 def test_spark_driver_host_resolves_from_the_worker():
@@ -531,14 +571,18 @@ def test_airflow_and_spark_services_run_as_airflow_uid_with_group_0():
     wrong = {n: service(n).get("user") for n in names if str(service(n).get("user")) != AIRFLOW_USER}
     assert not wrong, f"these services must run as {AIRFLOW_USER!r}: {wrong}"
     # The volumes the Airflow containers write belong to that uid (a root init service hands them over).
-    logs = {m["source"] for m in mounts("airflow-scheduler")
-            if m["type"] == "volume" and m["target"].rstrip("/") == str(AIRFLOW_HOME / "logs")}
+    logs = {
+        m["source"]
+        for m in mounts("airflow-scheduler")
+        if m["type"] == "volume" and m["target"].rstrip("/") == str(AIRFLOW_HOME / "logs")
+    }
     assert logs, "airflow-scheduler: no logs volume"
     for name in services():
         for m in mounts(name):
             if m["source"] in logs and is_root(user_uid(name)):
-                assert re.search(rf"chown\s+(-R\s+)?{re.escape(AIRFLOW_UID)}(:0)?\s+{re.escape(m['target'])}",
-                                 command_text(name)), f"{name} does not give {m['target']} to {AIRFLOW_USER}"
+                assert re.search(
+                    rf"chown\s+(-R\s+)?{re.escape(AIRFLOW_UID)}(:0)?\s+{re.escape(m['target'])}", command_text(name)
+                ), f"{name} does not give {m['target']} to {AIRFLOW_USER}"
 
 
 def test_airflow_init_creates_the_pool_the_header_tells_the_config_to_use():
@@ -546,20 +590,24 @@ def test_airflow_init_creates_the_pool_the_header_tells_the_config_to_use():
     pools = created_pools()
     assert pools, f"airflow-init creates no pool (`airflow pools set NAME SLOTS DESCRIPTION`): {script}"
     migrate = re.search(r"airflow\s+db\s+migrate", script)
-    assert migrate and migrate.start() < script.index("pools set"), \
+    assert migrate and migrate.start() < script.index("pools set"), (
         "airflow-init must create the pool after `airflow db migrate`"
-    assert not re.search(r"\|\|\s*true|;\s*airflow\s+pools",
-                         script), "a failed migration or pool set must fail airflow-init"
+    )
+    assert not re.search(r"\|\|\s*true|;\s*airflow\s+pools", script), (
+        "a failed migration or pool set must fail airflow-init"
+    )
     cores, _ = worker_resources()
     cores_max = int(spark_defaults("airflow-scheduler")["spark.cores.max"])
     for name, slots in pools.items():
         assert f"pool: {name}" in header(), f"the header must say how to use the pool: `pool: {name}` in the config"
         assert 1 <= slots and slots * cores_max <= cores, (
-            f"pool {name}: {slots} slots x spark.cores.max {cores_max} exceed the worker's {cores} cores")
+            f"pool {name}: {slots} slots x spark.cores.max {cores_max} exceed the worker's {cores} cores"
+        )
     cfg = yaml.safe_load((ROOT / "dags" / "hive_compaction.yaml").read_text()) or {}
     pool = cfg.get("pool", "default_pool")
-    assert pool == "default_pool" or pool in pools, \
+    assert pool == "default_pool" or pool in pools, (
         f"dags/hive_compaction.yaml uses pool {pool!r}, which nothing creates"
+    )
 
 
 def test_merge_jobs_leave_room_on_the_worker():
@@ -572,17 +620,19 @@ def test_merge_jobs_leave_room_on_the_worker():
             assert "spark.cores.max" in defaults, f"{name}: spark-defaults.conf sets no spark.cores.max"
             cores_max = int(defaults["spark.cores.max"])
             assert 1 <= cores_max and 2 * cores_max <= cores, (
-                f"{name}: spark.cores.max {cores_max} does not let two merges share the worker's {cores} cores")
+                f"{name}: spark.cores.max {cores_max} does not let two merges share the worker's {cores} cores"
+            )
             executor_memory = mebibytes(defaults.get("spark.executor.memory", "1g"))  # Spark's default: 1g
             assert 2 * executor_memory <= memory, (
-                f"{name}: two executors of {defaults.get('spark.executor.memory', '1g')} do not fit the "
-                "worker's memory")
+                f"{name}: two executors of {defaults.get('spark.executor.memory', '1g')} do not fit the worker's memory"
+            )
     master_opts = java_options(env("spark-master").get("SPARK_MASTER_OPTS") or "")
     if "spark.deploy.defaultCores" in master_opts:
         assert int(master_opts["spark.deploy.defaultCores"]) < cores, "spark.deploy.defaultCores takes the whole worker"
 
 
 # --- the Metastore ------------------------------------------------------------------------------
+
 
 def test_metastore_uses_its_postgres():
     e, opts = env("hive-metastore"), metastore_options()
@@ -599,26 +649,35 @@ def test_metastore_uses_its_postgres():
 
 
 def test_metastore_gets_a_jdbc_driver_before_it_starts():
-    jar_mounts = [m for m in mounts("hive-metastore")
-                  if m["target"].rstrip("/") == "/opt/hive/auxlib" or
-                  (m["target"].startswith("/opt/hive/lib/") and m["target"].endswith(".jar"))]
+    jar_mounts = [
+        m
+        for m in mounts("hive-metastore")
+        if m["target"].rstrip("/") == "/opt/hive/auxlib"
+        or (m["target"].startswith("/opt/hive/lib/") and m["target"].endswith(".jar"))
+    ]
     assert jar_mounts, "hive-metastore: no JDBC driver mounted (/opt/hive/auxlib or /opt/hive/lib/*.jar)"
     for m in jar_mounts:
         if m["type"] == "bind":
             assert host_path(m["source"]).exists(), f"the JDBC driver {m['source']} does not exist"
             continue
-        providers = [n for n in services() if n != "hive-metastore"
-                     and any(o["source"] == m["source"] and not o["read_only"] for o in mounts(n))]
+        providers = [
+            n
+            for n in services()
+            if n != "hive-metastore" and any(o["source"] == m["source"] and not o["read_only"] for o in mounts(n))
+        ]
         assert providers, f"nothing writes the JDBC driver into volume {m['source']!r}"
         for provider in providers:
             assert depends_on("hive-metastore").get(provider) == "service_completed_successfully", (
-                f"hive-metastore must wait for {provider} to fill {m['source']!r}")
+                f"hive-metastore must wait for {provider} to fill {m['source']!r}"
+            )
             target = next(o["target"] for o in mounts(provider) if o["source"] == m["source"])
-            assert re.search(rf"\b(cp|install|mv|curl|wget)\b[^\n]*{re.escape(target.rstrip('/'))}/\S+\.jar",
-                             command_text(provider)), f"{provider} does not put a jar into {target}"
+            assert re.search(
+                rf"\b(cp|install|mv|curl|wget)\b[^\n]*{re.escape(target.rstrip('/'))}/\S+\.jar", command_text(provider)
+            ), f"{provider} does not put a jar into {target}"
 
 
 # --- the file as a whole ------------------------------------------------------------------------
+
 
 def test_depends_on_names_existing_services_with_valid_conditions():
     assert services(), "docker-compose.yaml defines no services"
@@ -628,11 +687,13 @@ def test_depends_on_names_existing_services_with_valid_conditions():
             assert condition in DEPENDS_ON_CONDITIONS, f"{name} -> {dep}: unknown condition {condition!r}"
             if condition == "service_healthy":
                 check = service(dep).get("healthcheck") or {}
-                assert check.get("test") and not check.get("disable"), \
+                assert check.get("test") and not check.get("disable"), (
                     f"{name} waits for {dep} to be healthy: no healthcheck"
+                )
             if condition == "service_completed_successfully":
                 assert service(dep).get("restart", "no") in ("no", "on-failure"), (
-                    f"{name} waits for {dep} to complete, but {dep} restarts forever")
+                    f"{name} waits for {dep} to complete, but {dep} restarts forever"
+                )
 
 
 def test_depends_on_has_no_cycle():
@@ -684,7 +745,8 @@ def test_variable_interpolations_have_defaults():
     assert found, "docker-compose.yaml: no ${...} interpolation found (it sets ${AIRFLOW_UID:-50000})"
     for m in found:
         assert re.fullmatch(r"\{\w+:?-[^}]*\}", m.group(1)), (
-            f"docker-compose.yaml: ${m.group(1)} is interpolated by Compose without a default (write $$ for the shell)")
+            f"docker-compose.yaml: ${m.group(1)} is interpolated by Compose without a default (write $$ for the shell)"
+        )
 
 
 def test_top_level_keys_are_known_to_compose_1_29():
@@ -698,8 +760,9 @@ def test_top_level_keys_are_known_to_compose_1_29():
 def test_header_tells_how_to_start_and_where_the_ui_is():
     header_text = header()
     assert "docker compose up -d" in header_text
-    ui_ports = {str(p).split("/")[0].split(":")[-2] for p in service("airflow-apiserver").get("ports") or []
-                if ":" in str(p)}
+    ui_ports = {
+        str(p).split("/")[0].split(":")[-2] for p in service("airflow-apiserver").get("ports") or [] if ":" in str(p)
+    }
     assert ui_ports and all(f"localhost:{p}" in header_text for p in ui_ports), "the header must give the UI's address"
     assert warehouse_path() in header_text and "identical" in header_text
 
@@ -715,8 +778,14 @@ def compose_command() -> list[str] | None:
 def run_compose_config(cmd: list[str], env_file: Path, *args: str, **environ: str) -> subprocess.CompletedProcess:
     """`config` with a clean environment: env_file instead of a .env, no AIRFLOW_UID or COMPOSE_* of the caller."""
     base = {k: v for k, v in os.environ.items() if k != "AIRFLOW_UID" and not k.startswith("COMPOSE_")}
-    return subprocess.run(cmd + ["--env-file", str(env_file), "-f", str(COMPOSE_FILE), "config", *args],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120, env={**base, **environ})
+    return subprocess.run(
+        cmd + ["--env-file", str(env_file), "-f", str(COMPOSE_FILE), "config", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env={**base, **environ},
+    )
 
 
 def test_compose_accepts_the_file(tmp_path):
@@ -735,6 +804,7 @@ def test_compose_accepts_the_file(tmp_path):
         expected = f"{uid or 50000}:0"
         for name in AIRFLOW_SERVICES:
             assert str(resolved[name].get("user")) == expected, (
-                f"AIRFLOW_UID={uid}: {name} runs as {resolved[name].get('user')!r}, not {expected}")
+                f"AIRFLOW_UID={uid}: {name} runs as {resolved[name].get('user')!r}, not {expected}"
+            )
         init_script = json.dumps(resolved["volume-init"].get("command"))
         assert f"chown -R {expected} /opt/airflow/logs" in init_script, init_script

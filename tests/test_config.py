@@ -1,4 +1,5 @@
 """The YAML configuration: defaults, validation messages naming table and key, lenient loading."""
+
 from __future__ import annotations
 
 import json
@@ -67,14 +68,32 @@ def table_error(**entry) -> str:
 
 # --- sizes ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("value, expected", [
-    (0, 0), (134217728, 134217728), ("134217728", 134217728), ("128MB", 128 * MB), ("128mb", 128 * MB),
-    ("128M", 128 * MB), ("128 MB", 128 * MB), (" 1.5 GB ", int(1.5 * GB)), ("1g", GB), ("10KB", 10240),
-    ("10K", 10240), ("2TB", 2 * 1024**4), ("7B", 7), ("7", 7), ("0.5MB", MB // 2),
-])
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (0, 0),
+        (134217728, 134217728),
+        ("134217728", 134217728),
+        ("128MB", 128 * MB),
+        ("128mb", 128 * MB),
+        ("128M", 128 * MB),
+        ("128 MB", 128 * MB),
+        (" 1.5 GB ", int(1.5 * GB)),
+        ("1g", GB),
+        ("10KB", 10240),
+        ("10K", 10240),
+        ("2TB", 2 * 1024**4),
+        ("7B", 7),
+        ("7", 7),
+        ("0.5MB", MB // 2),
+    ],
+)
 def test_sizes(value, expected):
-    assert parse({"defaults": {"small_file_limit": value, "target_file_size": "4TB"}}).defaults.small_file_limit \
+    assert (
+        parse({"defaults": {"small_file_limit": value, "target_file_size": "4TB"}}).defaults.small_file_limit
         == expected
+    )
 
 
 @pytest.mark.parametrize("value", ["", "MB", "12 XB", "1e6", "-5MB", "ten", "1,5GB", "12 MiB", True, False, [1]])
@@ -89,13 +108,19 @@ def test_a_negative_size_is_rejected():
 
 # --- good configurations ----------------------------------------------------------------------
 
+
 def test_empty_config_is_all_defaults():
     for raw in (None, {}):
         s = parse(raw)
         assert s.tables == ()
         assert s.fan_out == FanOut()
-        assert (s.metastore_conn_id, s.spark_conn_id, s.pool, s.retries, s.py_files) == \
-               (None, "spark_default", "default_pool", 2, None)  # None: metastore_default, else hive_metastore
+        assert (s.metastore_conn_id, s.spark_conn_id, s.pool, s.retries, s.py_files) == (
+            None,
+            "spark_default",
+            "default_pool",
+            2,
+            None,
+        )  # None: metastore_default, else hive_metastore
         assert s.spark_conf == {}
 
 
@@ -103,8 +128,13 @@ def test_defaults_of_a_table_without_settings():
     s = parse({"tables": ["db.t"]})
     assert s.tables[0].policy == TablePolicy()
     p = TablePolicy()
-    assert (p.target_file_size, p.small_file_limit, p.min_small_files, p.partition_lag_days, p.merge_mode) == \
-           (128 * MB, 100 * MB, 2, 1, "auto")
+    assert (p.target_file_size, p.small_file_limit, p.min_small_files, p.partition_lag_days, p.merge_mode) == (
+        128 * MB,
+        100 * MB,
+        2,
+        1,
+        "auto",
+    )
     assert p.partition_filter is None and p.work_dir is None
 
 
@@ -171,21 +201,34 @@ def test_the_dag_reads_the_config_beside_its_file_unless_the_environment_names_o
 
 def test_merge_job_defaults_to_the_installed_package_copy():
     import hive_compaction
+
     job = Path(parse({}).merge_job)
     assert job == Path(hive_compaction.__file__).resolve().parent / "jobs" / "compact_partitions.py"
     assert job.is_file()
 
 
-@pytest.mark.parametrize("value", ["/opt/jobs/compact_partitions.py", "hdfs://nn:8020/apps/compact_partitions.py",
-                                   "s3a://bucket/jobs/compact_partitions.py", "file:///opt/compact_partitions.py"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "/opt/jobs/compact_partitions.py",
+        "hdfs://nn:8020/apps/compact_partitions.py",
+        "s3a://bucket/jobs/compact_partitions.py",
+        "file:///opt/compact_partitions.py",
+    ],
+)
 def test_merge_job_takes_a_path_or_a_url(value):
     assert parse({"merge_job": value}).merge_job == value
 
 
-@pytest.mark.parametrize("value, why", [
-    ("", "expected the merge job's path"), (3, "expected the merge job's path"),
-    ("jobs/compact_partitions.py", "absolute path or a URL"), ("/opt/jobs/compact.jar", "a Python file"),
-])
+@pytest.mark.parametrize(
+    "value, why",
+    [
+        ("", "expected the merge job's path"),
+        (3, "expected the merge job's path"),
+        ("jobs/compact_partitions.py", "absolute path or a URL"),
+        ("/opt/jobs/compact.jar", "a Python file"),
+    ],
+)
 def test_merge_job_errors_name_the_key(value, why):
     with pytest.raises(ConfigError) as e:
         parse({"merge_job": value}, "cfg.yaml")
@@ -215,34 +258,38 @@ def test_load_reads_the_env_path(tmp_path, monkeypatch):
 
 # --- bad values in a table: the message names the table and the key ---------------------------
 
-@pytest.mark.parametrize("entry, key", [
-    ({"target_size": "1GB"}, "target_size"),  # unknown key
-    ({"target_file_size": -1}, "target_file_size"),
-    ({"target_file_size": "lots"}, "target_file_size"),
-    ({"target_file_size": 0}, "target_file_size"),
-    ({"small_file_limit": "-3MB"}, "small_file_limit"),
-    ({"small_file_limit": True}, "small_file_limit"),
-    ({"small_file_limit": "200MB", "target_file_size": "128MB"}, "small_file_limit"),
-    ({"small_file_limit": 128 * MB + 1, "target_file_size": "128MB"}, "small_file_limit"),
-    ({"merge_mode": "fast"}, "merge_mode"),
-    ({"merge_mode": None}, "merge_mode"),
-    ({"commit_mode": "swap"}, "commit_mode"),
-    ({"min_small_files": 1}, "min_small_files"),
-    ({"min_small_files": "3"}, "min_small_files"),
-    ({"min_small_files": True}, "min_small_files"),
-    ({"partition_lag_days": -1}, "partition_lag_days"),
-    ({"partition_lag_days": 1.5}, "partition_lag_days"),
-    ({"lookback_days": -1}, "lookback_days"),
-    ({"lookback_days": "7"}, "lookback_days"),
-    ({"lookback_days": 367}, "lookback_days"),
-    ({"partition_filter": 5}, "partition_filter"),
-    ({"work_dir": ["a"]}, "work_dir"),
-    ({"work_dir": "/user/etl/hive_compaction"}, "work_dir"),  # no scheme: the driver's local disk
-    ({"work_dir": "user/etl"}, "work_dir"),
-    # A purge with no retention could reach a run whose merges are still committing (issue 11).
-    ({"trash_retention_days": 0}, "trash_retention_days"),
-    ({"trash_retention_days": -2}, "trash_retention_days"),
-])
+
+@pytest.mark.parametrize(
+    "entry, key",
+    [
+        ({"target_size": "1GB"}, "target_size"),  # unknown key
+        ({"target_file_size": -1}, "target_file_size"),
+        ({"target_file_size": "lots"}, "target_file_size"),
+        ({"target_file_size": 0}, "target_file_size"),
+        ({"small_file_limit": "-3MB"}, "small_file_limit"),
+        ({"small_file_limit": True}, "small_file_limit"),
+        ({"small_file_limit": "200MB", "target_file_size": "128MB"}, "small_file_limit"),
+        ({"small_file_limit": 128 * MB + 1, "target_file_size": "128MB"}, "small_file_limit"),
+        ({"merge_mode": "fast"}, "merge_mode"),
+        ({"merge_mode": None}, "merge_mode"),
+        ({"commit_mode": "swap"}, "commit_mode"),
+        ({"min_small_files": 1}, "min_small_files"),
+        ({"min_small_files": "3"}, "min_small_files"),
+        ({"min_small_files": True}, "min_small_files"),
+        ({"partition_lag_days": -1}, "partition_lag_days"),
+        ({"partition_lag_days": 1.5}, "partition_lag_days"),
+        ({"lookback_days": -1}, "lookback_days"),
+        ({"lookback_days": "7"}, "lookback_days"),
+        ({"lookback_days": 367}, "lookback_days"),
+        ({"partition_filter": 5}, "partition_filter"),
+        ({"work_dir": ["a"]}, "work_dir"),
+        ({"work_dir": "/user/etl/hive_compaction"}, "work_dir"),  # no scheme: the driver's local disk
+        ({"work_dir": "user/etl"}, "work_dir"),
+        # A purge with no retention could reach a run whose merges are still committing (issue 11).
+        ({"trash_retention_days": 0}, "trash_retention_days"),
+        ({"trash_retention_days": -2}, "trash_retention_days"),
+    ],
+)
 def test_bad_table_value_names_table_and_key(entry, key):
     msg = table_error(**entry)
     assert msg.startswith("cfg.yaml: ")
@@ -251,13 +298,19 @@ def test_bad_table_value_names_table_and_key(entry, key):
 
 
 def test_lookback_days_defaults_to_a_week_and_is_set_per_table():
-    s = config.parse({"defaults": {"lookback_days": 3, "partition_lag_days": 2},
-                      "tables": [{"name": "db.a"}, {"name": "db.b", "lookback_days": 0}]}, "cfg.yaml")
+    s = config.parse(
+        {
+            "defaults": {"lookback_days": 3, "partition_lag_days": 2},
+            "tables": [{"name": "db.a"}, {"name": "db.b", "lookback_days": 0}],
+        },
+        "cfg.yaml",
+    )
     assert [t.policy.lookback_days for t in s.tables] == [3, 0]
     assert config.TablePolicy().lookback_days == 7
     assert s.key_lag_days == 2  # the schedule's run_offset comes from the defaults' lag
-    assert table_error(lookback_days=-2) == \
-        "cfg.yaml: table db.tbl: key 'lookback_days': expected an integer >= 0, got -2"
+    assert (
+        table_error(lookback_days=-2) == "cfg.yaml: table db.tbl: key 'lookback_days': expected an integer >= 0, got -2"
+    )
 
 
 def test_small_file_limit_above_target_message_gives_both_values():
@@ -327,12 +380,15 @@ def test_non_string_top_level_key_is_a_config_error():
     assert "2024" in msg
 
 
-@pytest.mark.parametrize("fan_out, key", [
-    ({"max_spark_jobs": 0}, "max_spark_jobs"),
-    ({"max_partitions_per_job": "many"}, "max_partitions_per_job"),
-    ({"max_bytes_per_job": "-1GB"}, "max_bytes_per_job"),
-    ({"jobs": 3}, "jobs"),
-])
+@pytest.mark.parametrize(
+    "fan_out, key",
+    [
+        ({"max_spark_jobs": 0}, "max_spark_jobs"),
+        ({"max_partitions_per_job": "many"}, "max_partitions_per_job"),
+        ({"max_bytes_per_job": "-1GB"}, "max_bytes_per_job"),
+        ({"jobs": 3}, "jobs"),
+    ],
+)
 def test_bad_fan_out(fan_out, key):
     msg = errors_of({"fan_out": fan_out})
     assert "fan_out" in msg and f"'{key}'" in msg
@@ -362,6 +418,7 @@ def test_retries_zero_is_allowed():
 
 
 # --- load / load_lenient ----------------------------------------------------------------------
+
 
 def test_load_error_names_the_file(tmp_path):
     p = tmp_path / "bad.yaml"
@@ -397,17 +454,20 @@ def write(tmp_path, text: str) -> Path:
     return p
 
 
-@pytest.mark.parametrize("make_path", [
-    lambda d: d / "missing.yaml",
-    lambda d: d,  # a directory
-    lambda d: write(d, "tables: [a.b\n"),  # invalid YAML
-    lambda d: write(d, "!!python/object/apply:os.system ['true']\n"),  # unsafe YAML
-    lambda d: write(d, "- just\n- a list\n"),
-    lambda d: write(d, "tables:\n  - name: a.b\n    target_file_size: -1\n"),
-    lambda d: write(d, "tables:\n  - a.b\n  - A.B\n"),
-    lambda d: write(d, "fan_out: 3\n"),
-    lambda d: write(d, "2024: x\n"),
-])
+@pytest.mark.parametrize(
+    "make_path",
+    [
+        lambda d: d / "missing.yaml",
+        lambda d: d,  # a directory
+        lambda d: write(d, "tables: [a.b\n"),  # invalid YAML
+        lambda d: write(d, "!!python/object/apply:os.system ['true']\n"),  # unsafe YAML
+        lambda d: write(d, "- just\n- a list\n"),
+        lambda d: write(d, "tables:\n  - name: a.b\n    target_file_size: -1\n"),
+        lambda d: write(d, "tables:\n  - a.b\n  - A.B\n"),
+        lambda d: write(d, "fan_out: 3\n"),
+        lambda d: write(d, "2024: x\n"),
+    ],
+)
 def test_load_lenient_never_raises(tmp_path, make_path):
     path = make_path(tmp_path)
     settings, error = load_lenient(path)
@@ -431,6 +491,7 @@ def test_load_lenient_good_file(tmp_path):
 
 # --- the pool ---------------------------------------------------------------------------------
 
+
 def test_pool_as_a_name_or_with_slots_and_a_cap_per_run():
     s = parse({"pool": "compaction"})
     assert (s.pool, s.pool_slots, s.max_merges_per_run) == ("compaction", None, None)
@@ -441,23 +502,31 @@ def test_pool_as_a_name_or_with_slots_and_a_cap_per_run():
     assert (kwargs["pool"], kwargs["max_active_tis_per_dagrun"]) == ("hive_compaction", 2)
 
 
-@pytest.mark.parametrize("pool, message", [
-    ({"slots": 2}, "cfg.yaml: pool: key 'name': expected a pool name"),
-    ({"name": "a pool"}, "cfg.yaml: pool: key 'name': expected a pool name"),
-    ({"name": "p", "slots": 0}, "cfg.yaml: pool: key 'slots': expected an integer >= 1, got 0"),
-    ({"name": "p", "max_merges_per_run": "2"}, "cfg.yaml: pool: key 'max_merges_per_run': expected an integer"),
-    ({"name": "p", "slots": 2, "max_merges_per_run": 3}, "key 'max_merges_per_run' (3) exceeds the pool's slots (2)"),
-    ({"name": "p", "size": 3}, "cfg.yaml: pool: unknown key(s) size"),
-    (["p"], "cfg.yaml: pool: expected a pool name or a mapping"),
-])
+@pytest.mark.parametrize(
+    "pool, message",
+    [
+        ({"slots": 2}, "cfg.yaml: pool: key 'name': expected a pool name"),
+        ({"name": "a pool"}, "cfg.yaml: pool: key 'name': expected a pool name"),
+        ({"name": "p", "slots": 0}, "cfg.yaml: pool: key 'slots': expected an integer >= 1, got 0"),
+        ({"name": "p", "max_merges_per_run": "2"}, "cfg.yaml: pool: key 'max_merges_per_run': expected an integer"),
+        (
+            {"name": "p", "slots": 2, "max_merges_per_run": 3},
+            "key 'max_merges_per_run' (3) exceeds the pool's slots (2)",
+        ),
+        ({"name": "p", "size": 3}, "cfg.yaml: pool: unknown key(s) size"),
+        (["p"], "cfg.yaml: pool: expected a pool name or a mapping"),
+    ],
+)
 def test_pool_errors_name_the_key(pool, message):
     assert message in errors_of({"pool": pool})
 
 
 # --- airflow_tasks: where Airflow's executor runs the tasks -------------------------------------
 
+
 def test_airflow_tasks_unset_passes_nothing():
     from hive_compaction.airflow.config import AirflowTasks
+
     for raw in ({}, {"airflow_tasks": None}, {"airflow_tasks": {}}, {"airflow_tasks": {"merge_queue": None}}):
         s = parse(raw)
         assert s.airflow_tasks == AirflowTasks()
@@ -467,9 +536,18 @@ def test_airflow_tasks_unset_passes_nothing():
 
 def test_airflow_tasks_route_the_merges_and_the_other_tasks():
     executor_config = {"pod_override": {"spec": {"containers": [{"name": "base", "image": "spark:4.2"}]}}}
-    s = parse({"pool": "compaction", "spark_submit": {"queue": "etl"},
-               "airflow_tasks": {"queue": "default", "merge_queue": "spark", "merge_priority_weight": 10,
-                                 "merge_executor_config": executor_config}})
+    s = parse(
+        {
+            "pool": "compaction",
+            "spark_submit": {"queue": "etl"},
+            "airflow_tasks": {
+                "queue": "default",
+                "merge_queue": "spark",
+                "merge_priority_weight": 10,
+                "merge_executor_config": executor_config,
+            },
+        }
+    )
     assert task_defaults(s) == {"queue": "default"}
     kwargs = merge_operator_kwargs(s)
     # Airflow's queue and Spark's YARN queue stay apart
@@ -490,23 +568,34 @@ def test_the_shipped_config_routes_nothing():
     assert load(SHIPPED).airflow_tasks == config.AirflowTasks()
 
 
-@pytest.mark.parametrize("section, message", [
-    ("spark", "cfg.yaml: airflow_tasks: expected a mapping, got str"),
-    ({"merge_queue": "spark, gpu"},
-     "cfg.yaml: airflow_tasks: key 'merge_queue': expected an Airflow executor queue's name"),
-    ({"queue": ""}, "cfg.yaml: airflow_tasks: key 'queue': expected an Airflow executor queue's name"),
-    ({"queue": 3}, "cfg.yaml: airflow_tasks: key 'queue': expected an Airflow executor queue's name"),
-    ({"merge_priority_weight": "high"}, "cfg.yaml: airflow_tasks: key 'merge_priority_weight': expected an integer"),
-    ({"merge_priority_weight": True}, "cfg.yaml: airflow_tasks: key 'merge_priority_weight': expected an integer"),
-    ({"merge_priority_weight": 2**31}, "cfg.yaml: airflow_tasks: key 'merge_priority_weight': expected an integer"),
-    ({"merge_executor_config": ["x"]}, "cfg.yaml: airflow_tasks: key 'merge_executor_config': expected a mapping"),
-    ({"merge_timeout_minutes": 0}, "cfg.yaml: airflow_tasks: key 'merge_timeout_minutes': expected a positive number"),
-    ({"merge_timeout_minutes": "1h"}, "cfg.yaml: airflow_tasks: key 'merge_timeout_minutes': expected a positive"),
-    ({"merge_timeout_minutes": True}, "cfg.yaml: airflow_tasks: key 'merge_timeout_minutes': expected a positive"),
-    ({"pool": "p"}, "cfg.yaml: airflow_tasks: unknown key 'pool': use the top-level key pool"),
-    ({"yarn_queue": "etl"}, "unknown key 'yarn_queue': Spark's YARN queue is spark_submit: queue"),
-    ({"priority_weight": 3}, "unknown key 'priority_weight': use merge_priority_weight"),
-])
+@pytest.mark.parametrize(
+    "section, message",
+    [
+        ("spark", "cfg.yaml: airflow_tasks: expected a mapping, got str"),
+        (
+            {"merge_queue": "spark, gpu"},
+            "cfg.yaml: airflow_tasks: key 'merge_queue': expected an Airflow executor queue's name",
+        ),
+        ({"queue": ""}, "cfg.yaml: airflow_tasks: key 'queue': expected an Airflow executor queue's name"),
+        ({"queue": 3}, "cfg.yaml: airflow_tasks: key 'queue': expected an Airflow executor queue's name"),
+        (
+            {"merge_priority_weight": "high"},
+            "cfg.yaml: airflow_tasks: key 'merge_priority_weight': expected an integer",
+        ),
+        ({"merge_priority_weight": True}, "cfg.yaml: airflow_tasks: key 'merge_priority_weight': expected an integer"),
+        ({"merge_priority_weight": 2**31}, "cfg.yaml: airflow_tasks: key 'merge_priority_weight': expected an integer"),
+        ({"merge_executor_config": ["x"]}, "cfg.yaml: airflow_tasks: key 'merge_executor_config': expected a mapping"),
+        (
+            {"merge_timeout_minutes": 0},
+            "cfg.yaml: airflow_tasks: key 'merge_timeout_minutes': expected a positive number",
+        ),
+        ({"merge_timeout_minutes": "1h"}, "cfg.yaml: airflow_tasks: key 'merge_timeout_minutes': expected a positive"),
+        ({"merge_timeout_minutes": True}, "cfg.yaml: airflow_tasks: key 'merge_timeout_minutes': expected a positive"),
+        ({"pool": "p"}, "cfg.yaml: airflow_tasks: unknown key 'pool': use the top-level key pool"),
+        ({"yarn_queue": "etl"}, "unknown key 'yarn_queue': Spark's YARN queue is spark_submit: queue"),
+        ({"priority_weight": 3}, "unknown key 'priority_weight': use merge_priority_weight"),
+    ],
+)
 def test_airflow_tasks_errors_name_the_key(section, message):
     assert message in errors_of({"airflow_tasks": section})
 
@@ -532,10 +621,12 @@ def test_a_work_dir_without_a_scheme_is_refused_saying_why():
 def test_a_merge_timeout_becomes_the_merge_tasks_execution_timeout():
     from datetime import timedelta
 
-    assert merge_operator_kwargs(parse({"airflow_tasks": {"merge_timeout_minutes": 90}}))["execution_timeout"] == \
-        timedelta(minutes=90)
-    assert merge_operator_kwargs(parse({"airflow_tasks": {"merge_timeout_minutes": 0.5}}))["execution_timeout"] == \
-        timedelta(seconds=30)
+    assert merge_operator_kwargs(parse({"airflow_tasks": {"merge_timeout_minutes": 90}}))[
+        "execution_timeout"
+    ] == timedelta(minutes=90)
+    assert merge_operator_kwargs(parse({"airflow_tasks": {"merge_timeout_minutes": 0.5}}))[
+        "execution_timeout"
+    ] == timedelta(seconds=30)
     assert "execution_timeout" not in merge_operator_kwargs(parse({}))
 
 
@@ -547,26 +638,46 @@ REGENERATE = "PYTHONPATH=plugins python -m hive_compaction.airflow.config_schema
 
 def test_the_committed_json_schema_is_the_models():
     from hive_compaction.airflow import config_schema
-    assert json.loads(SCHEMA.read_text()) == config_schema.json_schema(), \
+
+    assert json.loads(SCHEMA.read_text()) == config_schema.json_schema(), (
         f"docs/config.schema.json is not the models' schema: regenerate it with `{REGENERATE}`"
+    )
 
 
 def test_the_json_schema_takes_the_configs_parse_takes():
     validator = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
-    for raw in (yaml.safe_load(SHIPPED.read_text()), yaml.safe_load(GOOD), {}, {
-            "pool": {"name": "p", "slots": 2}, "alerts": ["a.B", {"notifier": "a.B", "kwargs": {"x": 1}}],
+    for raw in (
+        yaml.safe_load(SHIPPED.read_text()),
+        yaml.safe_load(GOOD),
+        {},
+        {
+            "pool": {"name": "p", "slots": 2},
+            "alerts": ["a.B", {"notifier": "a.B", "kwargs": {"x": 1}}],
             "spark_submit": {"jars": ["a.jar"], "env_vars": {"A": 1}, "post_submit_commands": "true"},
-            "airflow_tasks": {"merge_timeout_minutes": 0.5}, "fan_out": None}):
+            "airflow_tasks": {"merge_timeout_minutes": 0.5},
+            "fan_out": None,
+        },
+    ):
         assert not list(validator.iter_errors(raw)), raw
 
 
-@pytest.mark.parametrize("raw", [
-    {"tables": [{"name": "db.t", "target_size": "1GB"}]}, {"tables": ["nodot"]},
-    {"defaults": {"merge_mode": "fast"}}, {"defaults": {"min_small_files": 1}}, {"defaults": {"lookback_days": 367}},
-    {"defaults": {"target_file_size": "lots"}},
-    {"spark_submit": {"driver_memory": "2 GB"}}, {"spark_submit": {"master": "yarn"}}, {"pool": {"name": "a pool"}},
-    {"airflow_tasks": {"merge_queue": "spark, gpu"}}, {"retries": True}, {"merge_queue": "spark"},
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"tables": [{"name": "db.t", "target_size": "1GB"}]},
+        {"tables": ["nodot"]},
+        {"defaults": {"merge_mode": "fast"}},
+        {"defaults": {"min_small_files": 1}},
+        {"defaults": {"lookback_days": 367}},
+        {"defaults": {"target_file_size": "lots"}},
+        {"spark_submit": {"driver_memory": "2 GB"}},
+        {"spark_submit": {"master": "yarn"}},
+        {"pool": {"name": "a pool"}},
+        {"airflow_tasks": {"merge_queue": "spark, gpu"}},
+        {"retries": True},
+        {"merge_queue": "spark"},
+    ],
+)
 def test_the_json_schema_refuses_what_parse_refuses(raw):
     with pytest.raises(ConfigError):
         parse(raw)

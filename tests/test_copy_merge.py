@@ -1,4 +1,5 @@
 """Copy-merge (ORC stripe copy, Parquet row-group copy) on real files written by a local Spark."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -20,30 +21,38 @@ DEFAULT_CODEC = {"orc": "ZSTD", "parquet": "SNAPPY"}
 def rows(n: int = 600, start: int = 0) -> list[tuple]:
     """Longs, strings, decimals, timestamps, arrays and maps, with nulls in every nullable column."""
     base = dt.datetime(2024, 1, 1, 12, 0, 0)
-    return [(i,
-             None if i % 7 == 0 else f"name-{i}",
-             None if i % 11 == 0 else Decimal(i * 37 % 100000) / Decimal(1000),
-             None if i % 13 == 0 else base + dt.timedelta(seconds=i * 61),
-             None if i % 5 == 0 else [f"t{i % 3}", None if i % 2 else "x"],
-             None if i % 9 == 0 else {f"k{i % 4}": i, "n": None})
-            for i in range(start, start + n)]
+    return [
+        (
+            i,
+            None if i % 7 == 0 else f"name-{i}",
+            None if i % 11 == 0 else Decimal(i * 37 % 100000) / Decimal(1000),
+            None if i % 13 == 0 else base + dt.timedelta(seconds=i * 61),
+            None if i % 5 == 0 else [f"t{i % 3}", None if i % 2 else "x"],
+            None if i % 9 == 0 else {f"k{i % 4}": i, "n": None},
+        )
+        for i in range(start, start + n)
+    ]
 
 
 def frame(spark, n: int = 600, start: int = 0):
     from pyspark.sql import types as T
-    schema = T.StructType([
-        T.StructField("id", T.LongType(), False),
-        T.StructField("name", T.StringType()),
-        T.StructField("amount", T.DecimalType(18, 4)),
-        T.StructField("ts", T.TimestampType()),
-        T.StructField("tags", T.ArrayType(T.StringType())),
-        T.StructField("attrs", T.MapType(T.StringType(), T.LongType())),
-    ])
+
+    schema = T.StructType(
+        [
+            T.StructField("id", T.LongType(), False),
+            T.StructField("name", T.StringType()),
+            T.StructField("amount", T.DecimalType(18, 4)),
+            T.StructField("ts", T.TimestampType()),
+            T.StructField("tags", T.ArrayType(T.StringType())),
+            T.StructField("attrs", T.MapType(T.StringType(), T.LongType())),
+        ]
+    )
     return spark.createDataFrame(rows(n, start), schema)
 
 
-def write(spark, fmt: str, folder: Path, n: int = 600, start: int = 0, parts: int = 6, wide: bool = False,
-          **options) -> list[str]:
+def write(
+    spark, fmt: str, folder: Path, n: int = 600, start: int = 0, parts: int = 6, wide: bool = False, **options
+) -> list[str]:
     """``parts`` Spark-written files of frame(n, start) rows, as Hadoop URIs (file:///...); one task
     cut by maxRecordsPerFile, so no shuffle."""
     df = frame(spark, n, start)
@@ -69,8 +78,7 @@ def data(spark, tmp_path_factory):
     for fmt in ("orc", "parquet"):
         out[fmt] = {
             "plain": write(spark, fmt, root / fmt / "plain"),
-            "codec": write(spark, fmt, root / fmt / "codec", 200, 1000, parts=2,
-                           compression=OTHER_CODEC[fmt][0]),
+            "codec": write(spark, fmt, root / fmt / "codec", 200, 1000, parts=2, compression=OTHER_CODEC[fmt][0]),
             "wide": write(spark, fmt, root / fmt / "wide", 200, 2000, parts=2, wide=True),
             "big": write(spark, fmt, root / fmt / "big", 6000, 10000, parts=1),
         }
@@ -117,6 +125,7 @@ def test_the_digest_of_each_copied_range_is_its_crc32c_then_its_crc32(spark, dat
     from urllib.parse import urlsplit
 
     from hive_compaction.storage import jvm_helper
+
     files = data[fmt]["plain"][:2]
     out = tmp_path / f"merged.{fmt}"
     got = jvm_helper.call(spark, "copyMerge", fmt, files, out.as_uri())
@@ -124,7 +133,7 @@ def test_the_digest_of_each_copied_range_is_its_crc32c_then_its_crc32(spark, dat
 
     def expected(path: str) -> list[str]:
         raw = Path(urlsplit(path).path).read_bytes()
-        chunks = [raw[u.offset:u.offset + u.length] for u in read_one(spark, fmt, path)[1]]
+        chunks = [raw[u.offset : u.offset + u.length] for u in read_one(spark, fmt, path)[1]]
         return [f"{_crc32c(c):08x}{zlib.crc32(c):08x}" for c in chunks]
 
     inputs = [expected(f) for f in files]
@@ -155,6 +164,7 @@ def test_damaged_input_fails_the_merge_and_leaves_nothing(spark, data, tmp_path,
     the output was created; the output is removed and the inputs are as they were."""
     import shutil
     from urllib.parse import urlsplit
+
     folder = tmp_path / "inputs"
     folder.mkdir()
     files = []
@@ -213,6 +223,7 @@ def test_verify_copy_detects_tampering_and_wrong_inputs(spark, data, tmp_path, f
 @pytest.mark.parametrize("fmt", ["orc", "parquet"])
 def test_tiny_blocks_are_rejected(spark, data, fmt):
     small, big = data[fmt]["plain"], data[fmt]["big"]
+
     def avg_block_bytes(f):
         ft = footer_info(spark, fmt, f)
         return sum(ft.block_bytes) / len(ft.block_bytes)

@@ -2,6 +2,7 @@
 with the proleptic calendar (dates before 1582), Parquet with user key-value metadata and with
 Spark's LEGACY rebase metadata. Inputs that disagree on metadata that changes how values read are
 never copied together."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -37,19 +38,28 @@ def write_orc(spark, path: Path, rows: list[tuple], proleptic: bool, metadata: d
     orc.proleptic.gregorian=true), in one stripe; the vectors hold proleptic day / millisecond
     counts, converted by the writer when the file is hybrid."""
     from py4j.java_gateway import get_field, set_field
+
     jvm = spark._jvm
     orc = jvm.org.apache.orc
     schema = orc.TypeDescription.fromString("struct<id:bigint,d:date,ts:timestamp,name:string>")
-    opts = orc.OrcFile.writerOptions(spark._jsc.hadoopConfiguration()).setSchema(schema) \
-        .setProlepticGregorian(proleptic).compress(orc.CompressionKind.ZLIB)
+    opts = (
+        orc.OrcFile.writerOptions(spark._jsc.hadoopConfiguration())
+        .setSchema(schema)
+        .setProlepticGregorian(proleptic)
+        .compress(orc.CompressionKind.ZLIB)
+    )
     writer = orc.OrcFile.createWriter(jvm.org.apache.hadoop.fs.Path(path.as_uri()), opts)
     batch = schema.createRowBatch(len(rows))
     ids, days, stamps, names = get_field(batch, "cols")
     names.initBuffer()
     days.changeCalendar(True, False)  # the values below are proleptic counts
     stamps.changeCalendar(True, False)
-    iv, dv, tv, nv = get_field(ids, "vector"), get_field(days, "vector"), get_field(stamps, "time"), \
-        get_field(stamps, "nanos")
+    iv, dv, tv, nv = (
+        get_field(ids, "vector"),
+        get_field(days, "vector"),
+        get_field(stamps, "time"),
+        get_field(stamps, "nanos"),
+    )
     d_null, t_null = get_field(days, "isNull"), get_field(stamps, "isNull")
     set_field(days, "noNulls", False)
     set_field(stamps, "noNulls", False)
@@ -155,17 +165,26 @@ def test_the_check_compares_each_stripes_statistics(spark, orc_files, tmp_path):
     orc = jvm.org.apache.orc
     conf = spark._jsc.hadoopConfiguration()
     files = orc_files["hybrid"]
-    readers = [orc.OrcFile.createReader(jvm.org.apache.hadoop.fs.Path(f), orc.OrcFile.readerOptions(conf))
-               for f in files]
+    readers = [
+        orc.OrcFile.createReader(jvm.org.apache.hadoop.fs.Path(f), orc.OrcFile.readerOptions(conf)) for f in files
+    ]
     first = readers[0]
     out = (tmp_path / "swapped.orc").as_uri()
-    opts = orc.OrcFile.writerOptions(conf).setSchema(first.getSchema()).compress(first.getCompressionKind()) \
-        .version(first.getFileVersion()).bufferSize(first.getCompressionSize()).enforceBufferSize() \
+    opts = (
+        orc.OrcFile.writerOptions(conf)
+        .setSchema(first.getSchema())
+        .compress(first.getCompressionKind())
+        .version(first.getFileVersion())
+        .bufferSize(first.getCompressionSize())
+        .enforceBufferSize()
         .setProlepticGregorian(False)
+    )
     writer = orc.OrcFile.createWriter(jvm.org.apache.hadoop.fs.Path(out), opts)
     for i, r in enumerate(readers):
         stripe = r.getStripes()[0]
-        raw = Path(files[i][len("file://"):]).read_bytes()[stripe.getOffset():stripe.getOffset() + stripe.getLength()]
+        raw = Path(files[i][len("file://") :]).read_bytes()[
+            stripe.getOffset() : stripe.getOffset() + stripe.getLength()
+        ]
         wrong = readers[1 - i].getOrcProtoStripeStatistics()[0]  # the other file's
         writer.appendStripe(bytearray(raw), 0, len(raw), stripe, wrong)
     for k, v in (("origin", b"ingest-7"), ("binary", bytes(range(256)))):
@@ -194,21 +213,35 @@ def test_orc_inputs_with_different_calendars_are_not_copied_together(spark, orc_
         assert read_rows(spark, "orc", target) == read_rows(spark, "orc", group)
 
 
-def test_a_partition_with_both_calendars_is_copied_in_separate_groups_with_the_reason(stack, spark, orc_files,
-                                                                                      tmp_path):
+def test_a_partition_with_both_calendars_is_copied_in_separate_groups_with_the_reason(
+    stack, spark, orc_files, tmp_path
+):
     """The merge job on a real partition folder, merge_mode copy: two copy groups, one per calendar,
     the reason in the partition's result; every row (dates before 1582 included) reads back the
     same. (auto rewrites such a partition into one file: copying would leave two.)"""
     from hive_compaction.merge.job_spark import JobSpark
     from hive_compaction.merge.runner import BatchRunner
+
     folder = tmp_path / "t" / "dt=1"
     folder.mkdir(parents=True)
     for f in orc_files["proleptic"] + orc_files["hybrid"]:
-        shutil.copyfile(Path(f[len("file://"):]), folder / Path(f).name)
+        shutil.copyfile(Path(f[len("file://") :]), folder / Path(f).name)
     uri = f"file://{folder}"  # as_uri() would quote the '='
     rows, checksum = read_rows(spark, "orc", uri), content(spark, "orc", uri)
-    task = PartitionTask("db", "t", "dt=1", ("1",), uri, f"file://{tmp_path}/t", "orc", f"file://{tmp_path}/.hc",
-                         target_file_size=1 << 30, small_file_limit=1 << 20, min_small_files=2, merge_mode="copy")
+    task = PartitionTask(
+        "db",
+        "t",
+        "dt=1",
+        ("1",),
+        uri,
+        f"file://{tmp_path}/t",
+        "orc",
+        f"file://{tmp_path}/.hc",
+        target_file_size=1 << 30,
+        small_file_limit=1 << 20,
+        min_small_files=2,
+        merge_mode="copy",
+    )
 
     # ``stack``: the session's Spark knows the real Metastore, whose lock the commit takes.
     (result,) = BatchRunner(JobSpark(spark.sparkContext), "run1", "b0").run_batch([task])
@@ -218,8 +251,10 @@ def test_a_partition_with_both_calendars_is_copied_in_separate_groups_with_the_r
     assert "calendar (hybrid: 2, proleptic: 3; changes how values read" in result.reason
     outputs = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
     assert len(outputs) == 2
-    assert sorted(dict(footer_info(spark, "orc", f"file://{p}").extra)["calendar"] for p in outputs) == \
-        ["hybrid", "proleptic"]
+    assert sorted(dict(footer_info(spark, "orc", f"file://{p}").extra)["calendar"] for p in outputs) == [
+        "hybrid",
+        "proleptic",
+    ]
     assert read_rows(spark, "orc", uri) == rows
     assert content(spark, "orc", uri) == checksum
 
@@ -230,6 +265,7 @@ def test_auto_merges_a_partition_across_the_copy_floor_with_one_engine_into_one_
     partition's stripes average at least the floor, rewrite where they do not."""
     from hive_compaction.merge.job_spark import JobSpark
     from hive_compaction.merge.runner import BatchRunner
+
     tasks, rows, sizes = [], {}, []
     for part in ("1", "2"):
         folder = tmp_path / "t" / f"dt={part}"
@@ -237,25 +273,52 @@ def test_auto_merges_a_partition_across_the_copy_floor_with_one_engine_into_one_
         written = tmp_path / f"w{part}"  # as_uri() would quote a '=' in the path
         written.mkdir()
         for i, n in enumerate((20, 30, 200, 300)):  # two small stripes, two bigger ones
-            shutil.copyfile(Path(write_orc(spark, written / f"f{i}.orc", orc_rows(1000 * i, n), proleptic=True)[7:]),
-                            folder / f"f{i}.orc")
+            shutil.copyfile(
+                Path(write_orc(spark, written / f"f{i}.orc", orc_rows(1000 * i, n), proleptic=True)[7:]),
+                folder / f"f{i}.orc",
+            )
         uri = f"file://{folder}"
         rows[part] = read_rows(spark, "orc", uri)
-        blocks = [b for f in sorted(folder.glob("f*.orc"))
-                  for b in footer_info(spark, "orc", f"file://{f}").block_bytes]
+        blocks = [
+            b for f in sorted(folder.glob("f*.orc")) for b in footer_info(spark, "orc", f"file://{f}").block_bytes
+        ]
         sizes = sorted(blocks)
         average = sum(blocks) / len(blocks)
         assert sizes[1] < average < sizes[2]  # the per-file floor in between would have split them
         floor = int(average) if part == "1" else int(average) + 1  # dt=1: copied, dt=2: rewritten
-        tasks.append(PartitionTask("db", "t", f"dt={part}", (part,), uri, f"file://{tmp_path}/t", "orc",
-                                   f"file://{tmp_path}/.hc", target_file_size=1 << 30, small_file_limit=1 << 20,
-                                   min_small_files=2, merge_mode="auto", copy_min_block_size=floor))
+        tasks.append(
+            PartitionTask(
+                "db",
+                "t",
+                f"dt={part}",
+                (part,),
+                uri,
+                f"file://{tmp_path}/t",
+                "orc",
+                f"file://{tmp_path}/.hc",
+                target_file_size=1 << 30,
+                small_file_limit=1 << 20,
+                min_small_files=2,
+                merge_mode="auto",
+                copy_min_block_size=floor,
+            )
+        )
     copied, rewritten = BatchRunner(JobSpark(spark.sparkContext), "run1", "b0").run_batch(tasks)
-    assert (copied.status, copied.mode, copied.groups, copied.files_merged, copied.files_after) == \
-        ("merged", "copy", 1, 4, 1), copied.reason
+    assert (copied.status, copied.mode, copied.groups, copied.files_merged, copied.files_after) == (
+        "merged",
+        "copy",
+        1,
+        4,
+        1,
+    ), copied.reason
     assert copied.reason == ""
-    assert (rewritten.status, rewritten.mode, rewritten.groups, rewritten.files_merged, rewritten.files_after) == \
-        ("merged", "rewrite", 1, 4, 1), rewritten.reason
+    assert (rewritten.status, rewritten.mode, rewritten.groups, rewritten.files_merged, rewritten.files_after) == (
+        "merged",
+        "rewrite",
+        1,
+        4,
+        1,
+    ), rewritten.reason
     assert rewritten.reason.startswith("auto rewrote the partition: copying would keep stripes / row groups averaging")
     for part, r in (("1", copied), ("2", rewritten)):
         assert read_rows(spark, "orc", r.location) == rows[part]
@@ -263,19 +326,27 @@ def test_auto_merges_a_partition_across_the_copy_floor_with_one_engine_into_one_
 
 # --- Parquet ----------------------------------------------------------------------------------
 
+
 def write_parquet_with_metadata(spark, path: Path, start: int, metadata: dict[str, str]) -> str:
     """A Parquet file written by parquet-mr's example writer with user key-value metadata."""
     jvm = spark._jvm
     schema = jvm.org.apache.parquet.schema.MessageTypeParser.parseMessageType(
-        "message m { required int32 id; optional binary name (STRING); optional int32 day (DATE); }")
+        "message m { required int32 id; optional binary name (STRING); optional int32 day (DATE); }"
+    )
     extra_meta = jvm.java.util.HashMap()
     for k, v in metadata.items():
         extra_meta.put(k, v)
     builder = jvm.org.apache.parquet.hadoop.example.ExampleParquetWriter.builder(
         jvm.org.apache.parquet.hadoop.util.HadoopOutputFile.fromPath(
-            jvm.org.apache.hadoop.fs.Path(path.as_uri()), spark._jsc.hadoopConfiguration()))
-    writer = builder.withType(schema).withExtraMetaData(extra_meta) \
-        .withCompressionCodec(jvm.org.apache.parquet.hadoop.metadata.CompressionCodecName.SNAPPY).build()
+            jvm.org.apache.hadoop.fs.Path(path.as_uri()), spark._jsc.hadoopConfiguration()
+        )
+    )
+    writer = (
+        builder.withType(schema)
+        .withExtraMetaData(extra_meta)
+        .withCompressionCodec(jvm.org.apache.parquet.hadoop.metadata.CompressionCodecName.SNAPPY)
+        .build()
+    )
     factory = jvm.org.apache.parquet.example.data.simple.SimpleGroupFactory(schema)
     for i in range(start, start + 50):
         g = factory.newGroup().append("id", i)
@@ -302,9 +373,11 @@ def test_parquet_user_key_value_metadata_is_kept(spark, tmp_path):
     assert read_rows(spark, "parquet", out) == read_rows(spark, "parquet", files)
     # created_by cannot be kept: the output names this parquet-mr, the inputs' under original.created.by.
     jvm = spark._jvm
-    reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(jvm.org.apache.parquet.hadoop.util.HadoopInputFile
-                                                                   .fromPath(jvm.org.apache.hadoop.fs.Path(out),
-                                                                             spark._jsc.hadoopConfiguration()))
+    reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(
+        jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(
+            jvm.org.apache.hadoop.fs.Path(out), spark._jsc.hadoopConfiguration()
+        )
+    )
     kv = dict(reader.getFooter().getFileMetaData().getKeyValueMetaData())
     assert kv["original.created.by"] == ins[0].version
     # Column statistics came with the row groups: min / max of each chunk as in its input.
@@ -312,9 +385,11 @@ def test_parquet_user_key_value_metadata_is_kept(spark, tmp_path):
     reader.close()
     want = []
     for f in files:
-        r = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(jvm.org.apache.parquet.hadoop.util.HadoopInputFile
-                                                                  .fromPath(jvm.org.apache.hadoop.fs.Path(f),
-                                                                            spark._jsc.hadoopConfiguration()))
+        r = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(
+            jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(
+                jvm.org.apache.hadoop.fs.Path(f), spark._jsc.hadoopConfiguration()
+            )
+        )
         want += [str(c.getStatistics()) for b in r.getFooter().getBlocks() for c in b.getColumns()]
         r.close()
     assert chunk_stats == want and any("min: " in s for s in want)
@@ -325,14 +400,20 @@ def spark_parquet(spark, folder: Path, start: int, legacy: bool, parts: int = 2)
     calendar) or CORRECTED rebase: the LEGACY files carry org.apache.spark.legacyDateTime /
     legacyINT96 in their footers."""
     mode = "LEGACY" if legacy else "CORRECTED"
-    confs = {"spark.sql.parquet.datetimeRebaseModeInWrite": mode, "spark.sql.parquet.int96RebaseModeInWrite": mode,
-             "spark.sql.parquet.outputTimestampType": "INT96"}
+    confs = {
+        "spark.sql.parquet.datetimeRebaseModeInWrite": mode,
+        "spark.sql.parquet.int96RebaseModeInWrite": mode,
+        "spark.sql.parquet.outputTimestampType": "INT96",
+    }
     for k, v in confs.items():
         spark.conf.set(k, v)
     try:
         df = spark.range(start, start + 60 * parts, numPartitions=1).selectExpr(
-            "id", "date_add(DATE'1000-01-01', cast(id * 3 AS INT)) AS d",
-            "timestamp_seconds(-30000000000 + id * 86461) AS ts", "concat('n', id) AS name")
+            "id",
+            "date_add(DATE'1000-01-01', cast(id * 3 AS INT)) AS d",
+            "timestamp_seconds(-30000000000 + id * 86461) AS ts",
+            "concat('n', id) AS name",
+        )
         df.write.option("maxRecordsPerFile", 60).parquet(str(folder))
     finally:
         for k in confs:
@@ -358,8 +439,20 @@ def test_parquet_legacy_and_corrected_rebase_inputs_are_not_copied_together(spar
 
     # The reason the merge job records for such a partition.
     files = [DataFile(p, 1, 0) for p in mixed]
-    task = PartitionTask("db", "t", "dt=1", ("1",), "x", "x", "parquet", "x", target_file_size=1 << 30,
-                         small_file_limit=1 << 30, min_small_files=2, merge_mode="auto")
+    task = PartitionTask(
+        "db",
+        "t",
+        "dt=1",
+        ("1",),
+        "x",
+        "x",
+        "parquet",
+        "x",
+        target_file_size=1 << 30,
+        small_file_limit=1 << 30,
+        min_small_files=2,
+        merge_mode="auto",
+    )
     footers = dict(zip(mixed, read_footers(spark, "parquet", mixed)))
     note = copy_notes(task, files, footers)
     assert 'org.apache.spark.legacyDateTime ("": 2, absent: 2; changes how values read' in note
@@ -388,7 +481,8 @@ def test_parquets_rewriter_on_mixed_rebase_inputs_shifts_dates_and_the_check_cat
         paths.add(jvm.org.apache.hadoop.fs.Path(f))
     out = (tmp_path / "rewriter.parquet").as_uri()
     opts = getattr(jvm.org.apache.parquet.hadoop.rewrite, "RewriteOptions$Builder")(
-        spark._jsc.hadoopConfiguration(), paths, jvm.org.apache.hadoop.fs.Path(out)).build()
+        spark._jsc.hadoopConfiguration(), paths, jvm.org.apache.hadoop.fs.Path(out)
+    ).build()
     rewriter = jvm.org.apache.parquet.hadoop.rewrite.ParquetRewriter(opts)
     rewriter.processBlocks()
     rewriter.close()

@@ -1,4 +1,5 @@
 """End to end on the real stack: Metastore plan -> mapped spark-submits -> Metastore refresh."""
+
 from __future__ import annotations
 
 import re
@@ -38,8 +39,11 @@ def test_dag_compacts_keeps_every_row_and_refreshes_statistics(stack, tmp_path, 
     before = stack.snapshot(db, table)
     single_dir = stack.partition_location(db, table, f"dt={SINGLE}")
     single_before = files_with_times(single_dir)
-    assert {k: v["num_files"] for k, v in before.items()} == {"dt=2026-03-01": 1, "dt=2026-03-02": 5,
-                                                              "dt=2026-03-03": 5}
+    assert {k: v["num_files"] for k, v in before.items()} == {
+        "dt=2026-03-01": 1,
+        "dt=2026-03-02": 5,
+        "dt=2026-03-03": 5,
+    }
 
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])
     run = stack.run_dag(cfg)
@@ -54,8 +58,11 @@ def test_dag_compacts_keeps_every_row_and_refreshes_statistics(stack, tmp_path, 
         assert after[name]["num_files"] < before[name]["num_files"]
         assert after[name]["num_files"] == 1
         # nothing of ours is left in the partition folder (no staging, journal or hidden leftovers)
-        leftovers = [f.name for f in stack.partition_location(db, table, name).iterdir()
-                     if not f.name.startswith(".part-") or not f.name.endswith(".crc")]
+        leftovers = [
+            f.name
+            for f in stack.partition_location(db, table, name).iterdir()
+            if not f.name.startswith(".part-") or not f.name.endswith(".crc")
+        ]
         assert sorted(leftovers) == sorted(after[name]["files"]), leftovers
     assert stack.content(db, table) == content_before  # every row, every column, dt included
     assert_statistics_match_disk(stack, db, table, content_before)
@@ -92,8 +99,9 @@ def test_failed_merge_blocks_refresh_and_loses_nothing(stack, tmp_path):
 
     # One partition per Spark job, so the healthy partitions merge in jobs of their own; the job
     # of dt=2026-03-02 dies (SIGKILL) once its commit is journaled, before any file moved.
-    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}],
-                             fan_out={"max_spark_jobs": 8, "max_partitions_per_job": 1})
+    cfg = stack.write_config(
+        tmp_path / "c.yaml", [{"name": f"{db}.{table}"}], fan_out={"max_spark_jobs": 8, "max_partitions_per_job": 1}
+    )
     run = stack.run_dag(cfg, HIVE_COMPACTION_TEST_KILL_AT="journaled:dt=2026-03-02")
     assert run.state == "failed"
     assert sorted(run.states["merge"]) == ["failed", "success", "success"]
@@ -119,13 +127,17 @@ def test_failed_merge_blocks_refresh_and_loses_nothing(stack, tmp_path):
 def test_dag_imports_cleanly_even_with_a_broken_config(stack, tmp_path):
     broken = tmp_path / "broken.yaml"
     broken.write_text("tables:\n  - name: e2e.events\n    target_file_size: lots\n")
-    check = ("from airflow.dag_processing.dagbag import DagBag; b = DagBag(); "
-             "print(repr(b.import_errors)); print(sorted(b.dags))")
+    check = (
+        "from airflow.dag_processing.dagbag import DagBag; b = DagBag(); "
+        "print(repr(b.import_errors)); print(sorted(b.dags))"
+    )
     for config in (None, broken, tmp_path / "missing.yaml"):
         p = subprocess.run([sys.executable, "-c", check], env=stack.env(config), capture_output=True, text=True)
         assert p.returncode == 0, p.stderr
         assert p.stdout.splitlines()[-2:] == [
-            "{}", "['hive_compaction', 'hive_compaction_downstream_example', 'hive_compaction_rollback']"], p.stdout
+            "{}",
+            "['hive_compaction', 'hive_compaction_downstream_example', 'hive_compaction_rollback']",
+        ], p.stdout
 
     run = stack.run_dag(broken)
     assert run.state == "failed"
@@ -135,6 +147,7 @@ def test_dag_imports_cleanly_even_with_a_broken_config(stack, tmp_path):
 
 def test_unreachable_metastore_fails_planning_with_a_clear_message(stack, tmp_path):
     from local_stack import free_port
+
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": "e2e.nothing"}])
     closed = f'{{"conn_type":"generic","host":"127.0.0.1","port":{free_port()}}}'
     run = stack.run_dag(cfg, AIRFLOW_CONN_HIVE_METASTORE=closed)

@@ -1,5 +1,6 @@
 """The merge job's decisions for one partition (skip rules, copy or rewrite groups, predicted
 output size), as pure functions of its listing and footers."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -22,16 +23,37 @@ from hive_compaction.storage.listing import DataFile, data_files
 
 MB = 1 << 20
 NOW = 1_800_000_000_000
-TASK = PartitionTask("db", "t", "dt=1", ("1",), "file:/w/t/dt=1", "file:/w/t", "orc", "file:/w/.hc",
-                     target_file_size=128 * MB, small_file_limit=64 * MB, min_small_files=2, merge_mode="auto",
-                     copy_min_block_size=1 * MB)
+TASK = PartitionTask(
+    "db",
+    "t",
+    "dt=1",
+    ("1",),
+    "file:/w/t/dt=1",
+    "file:/w/t",
+    "orc",
+    "file:/w/.hc",
+    target_file_size=128 * MB,
+    small_file_limit=64 * MB,
+    min_small_files=2,
+    merge_mode="auto",
+    copy_min_block_size=1 * MB,
+)
 
 
-def footer(rows=1000, blocks=1, block_bytes=2 * MB, schema="struct<a:int>", codec="SNAPPY", calendar="hybrid",
-           no_copy="", **meta) -> FileFooter:
+def footer(
+    rows=1000,
+    blocks=1,
+    block_bytes=2 * MB,
+    schema="struct<a:int>",
+    codec="SNAPPY",
+    calendar="hybrid",
+    no_copy="",
+    **meta,
+) -> FileFooter:
     extra = (("calendar", calendar), ("row_index_stride", "10000")) + tuple(sorted(meta.items()))
-    return FileFooter(rows, (rows // blocks,) * blocks, schema, codec, "0.12 ORC_14", (block_bytes,) * blocks, extra,
-                      no_copy)
+    return FileFooter(
+        rows, (rows // blocks,) * blocks, schema, codec, "0.12 ORC_14", (block_bytes,) * blocks, extra, no_copy
+    )
 
 
 def files(n, size=4 * MB, prefix="f"):
@@ -39,9 +61,14 @@ def files(n, size=4 * MB, prefix="f"):
 
 
 def test_listing_keeps_visible_files_and_the_folders_that_matter():
-    entries = [Entry("p/a", "a", 5, 1, False), Entry("p/_SUCCESS", "_SUCCESS", 0, 1, False),
-               Entry("p/.a.crc", ".a.crc", 1, 1, False), Entry("p/sub", "sub", 0, 1, True),
-               Entry("p/.hive-staging_1", ".hive-staging_1", 0, 1, True), Entry("p/.other", ".other", 0, 1, True)]
+    entries = [
+        Entry("p/a", "a", 5, 1, False),
+        Entry("p/_SUCCESS", "_SUCCESS", 0, 1, False),
+        Entry("p/.a.crc", ".a.crc", 1, 1, False),
+        Entry("p/sub", "sub", 0, 1, True),
+        Entry("p/.hive-staging_1", ".hive-staging_1", 0, 1, True),
+        Entry("p/.other", ".other", 0, 1, True),
+    ]
     got_files, folders = data_files(entries)
     assert [f.name for f in got_files] == ["a"]
     assert folders == ["sub", ".hive-staging_1"]
@@ -65,7 +92,8 @@ def test_copy_mode_copies_what_may_be_copied_and_leaves_the_rest():
     footers[fs[5].path] = footer(blocks=10, block_bytes=MB // 10)  # tiny blocks: copy mode has no floor
     groups = group(replace(TASK, merge_mode="copy"), fs, fs, footers)
     assert [(g.engine, sorted(f.name for f in g.files)) for g in groups] == [
-        (Engine.COPY, ["f0", "f1", "f2", "f3", "f5"])]
+        (Engine.COPY, ["f0", "f1", "f2", "f3", "f5"])
+    ]
     # auto: one engine for the partition; the odd schema would stay a file of its own in a copy
     groups = group(TASK, fs, fs, footers)
     assert [(g.engine, len(g.files)) for g in groups] == [(Engine.REWRITE, 6)]
@@ -102,8 +130,10 @@ def test_auto_never_splits_a_partition_of_files_on_both_sides_of_the_floor():
     fs, footers = around_the_floor(20, 20, MB + 10_000, MB - 20_000)
     groups = group(TASK, fs, fs, footers)
     assert [(g.engine, len(g.files)) for g in groups] == [(Engine.REWRITE, 40)]
-    assert copy_notes(TASK, fs, footers) == ("auto rewrote the partition: copying would keep stripes / row groups "
-                                             "averaging 1019.1 KB, under copy_min_block_size 1024.0 KB")
+    assert copy_notes(TASK, fs, footers) == (
+        "auto rewrote the partition: copying would keep stripes / row groups "
+        "averaging 1019.1 KB, under copy_min_block_size 1024.0 KB"
+    )
 
 
 def test_auto_copies_all_or_rewrites_all():
@@ -118,7 +148,9 @@ def test_auto_copies_all_or_rewrites_all():
     footers = {**{f.path: footer(rows=1000) for f in small}, big[0].path: footer(rows=20_000)}
     assert len(group(replace(TASK, merge_mode="rewrite"), big + small, small, footers)) == 1
     assert [(g.engine, len(g.files)) for g in group(TASK, big + small, small, footers)] == [
-        (Engine.COPY, 6), (Engine.COPY, 2)]
+        (Engine.COPY, 6),
+        (Engine.COPY, 2),
+    ]
     # many files: several outputs, still one engine
     fs, footers = around_the_floor(30, 30, MB + 20_000, MB - 10_000)
     groups = group(replace(TASK, target_file_size=16 * MB), fs, fs, footers)
@@ -143,12 +175,14 @@ def test_auto_keeps_every_refusal_and_rewrites_the_whole_partition_instead():
     mixed = {**footers, fs[3].path: footer(calendar="proleptic"), fs[4].path: footer(calendar="proleptic")}
     assert [(g.engine, len(g.files)) for g in group(TASK, fs, fs, mixed)] == [(Engine.REWRITE, 5)]
     assert copy_notes(TASK, fs, mixed).endswith(
-        "auto rewrote the partition: copying would make 2 file(s) of the small ones (their footers differ), "
-        "a rewrite 1")
+        "auto rewrote the partition: copying would make 2 file(s) of the small ones (their footers differ), a rewrite 1"
+    )
     # ... unless the rewrite would make as many (each kind fills its own output): then copy, per kind
     big = replace(TASK, target_file_size=8 * MB)
     assert sorted((g.engine, len(g.files)) for g in group(big, fs[1:], fs[1:], mixed)) == [
-        (Engine.COPY, 2), (Engine.COPY, 2)]
+        (Engine.COPY, 2),
+        (Engine.COPY, 2),
+    ]
     # files too big to share a copy: a rewrite predicted to shrink may still pack them
     task = replace(TASK, target_file_size=100 * MB)
     pair, big = files(2, size=60 * MB, prefix="p"), files(1, size=100 * MB, prefix="big")
@@ -186,8 +220,11 @@ def test_tiny_blocks_codec_and_suffix():
 def test_the_decisions_need_no_spark():
     import subprocess
     import sys
-    code = ("import sys, hive_compaction.merge.grouping, hive_compaction.merge.sizing; "
-            "bad = [m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j')]; assert not bad, bad")
+
+    code = (
+        "import sys, hive_compaction.merge.grouping, hive_compaction.merge.sizing; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j')]; assert not bad, bad"
+    )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
 
@@ -201,16 +238,21 @@ def test_files_that_read_differently_are_never_copied_together_and_the_reason_is
     # auto: a file that must not be copied, footers that disagree: the partition is rewritten, as one
     groups = group(TASK, fs, fs, footers)
     assert [(g.engine, sorted(f.name for f in g.files)) for g in groups] == [
-        (Engine.REWRITE, ["f0", "f1", "f2", "f3", "f4", "f5", "f6"])]
+        (Engine.REWRITE, ["f0", "f1", "f2", "f3", "f4", "f5", "f6"])
+    ]
     note = copy_notes(TASK, fs, footers)
-    assert note == ("1 small file(s) not copied (f5: written by ORC_CPP, and a copy's footer would name the ORC Java "
-                    "writer). small files not copied together, their footers differ in calendar (hybrid: 3, "
-                    "proleptic: 3; changes how values read: the calendar of dates and timestamps before 1582). "
-                    "auto rewrote the partition: 1 small file(s) may not be copied")
+    assert note == (
+        "1 small file(s) not copied (f5: written by ORC_CPP, and a copy's footer would name the ORC Java "
+        "writer). small files not copied together, their footers differ in calendar (hybrid: 3, "
+        "proleptic: 3; changes how values read: the calendar of dates and timestamps before 1582). "
+        "auto rewrote the partition: 1 small file(s) may not be copied"
+    )
     assert copy_notes(replace(TASK, merge_mode="copy"), fs, footers) == note.split(". auto rewrote")[0]
     # copy mode: the file that must not be copied stays; rewrite mode and sorted tables: no note
     assert [sorted(f.name for f in g.files) for g in group(replace(TASK, merge_mode="copy"), fs, fs, footers)] == [
-        ["f0", "f1", "f2"], ["f3", "f4", "f6"]]
+        ["f0", "f1", "f2"],
+        ["f3", "f4", "f6"],
+    ]
     assert copy_notes(replace(TASK, merge_mode="rewrite"), fs, footers) == ""
     assert copy_notes(replace(TASK, sort_columns=("a",)), fs, footers) == ""
     assert copy_notes(TASK, fs[:3], footers) == ""
@@ -218,19 +260,26 @@ def test_files_that_read_differently_are_never_copied_together_and_the_reason_is
 
 def test_the_note_names_every_difference_reading_ones_first():
     fs = files(3)
-    footers = {fs[0].path: footer(**{"meta:org.apache.spark.version": "3.5.1", "meta:owner": "a"}),
-               fs[1].path: footer(**{"meta:org.apache.spark.version": "4.2.0", "meta:owner": "b"}),
-               fs[2].path: footer(codec="ZLIB", schema="struct<b:int>", **{"meta:owner": "a"})}
+    footers = {
+        fs[0].path: footer(**{"meta:org.apache.spark.version": "3.5.1", "meta:owner": "a"}),
+        fs[1].path: footer(**{"meta:org.apache.spark.version": "4.2.0", "meta:owner": "b"}),
+        fs[2].path: footer(codec="ZLIB", schema="struct<b:int>", **{"meta:owner": "a"}),
+    }
     note = copy_notes(TASK, fs, footers)
-    assert note.startswith("small files not copied together, their footers differ in schema (2 kinds, changes "
-                           "how values read); meta:org.apache.spark.version (3.5.1: 1, 4.2.0: 1, absent: 1; "
-                           "changes how values read")
-    assert note.endswith("compression (2 kinds); meta:owner (a: 2, b: 1). auto rewrote the partition: copying "
-                         "would make 3 file(s) of the small ones (their footers differ), a rewrite 1")
+    assert note.startswith(
+        "small files not copied together, their footers differ in schema (2 kinds, changes "
+        "how values read); meta:org.apache.spark.version (3.5.1: 1, 4.2.0: 1, absent: 1; "
+        "changes how values read"
+    )
+    assert note.endswith(
+        "compression (2 kinds); meta:owner (a: 2, b: 1). auto rewrote the partition: copying "
+        "would make 3 file(s) of the small ones (their footers differ), a rewrite 1"
+    )
 
 
 def test_a_tables_rewrite_groups_go_in_jobs_growing_from_a_small_first_one():
     from hive_compaction.merge.rewrite import job_chunks
+
     big, small = list(range(250)), ["a", "b", "c"]
     chunks = job_chunks([big, small], per_job=100, first=8)
     assert [len(c) for c in chunks] == [8, 3, 32, 100, 100, 10]
@@ -251,12 +300,19 @@ def test_each_partition_commits_once_its_rewrite_groups_are_staged():
     def work(table: str, *engines: Engine):
         return NS(task=NS(table_name=table), groups=[NS(engine=e) for e in engines], error=None)
 
-    copy_only, one, two, other, lost = (work("db.a", Engine.COPY), work("db.a", Engine.REWRITE),
-                                        work("db.a", Engine.REWRITE, Engine.COPY, Engine.REWRITE),
-                                        work("db.b", Engine.REWRITE), work("db.a", Engine.REWRITE))
+    copy_only, one, two, other, lost = (
+        work("db.a", Engine.COPY),
+        work("db.a", Engine.REWRITE),
+        work("db.a", Engine.REWRITE, Engine.COPY, Engine.REWRITE),
+        work("db.b", Engine.REWRITE),
+        work("db.a", Engine.REWRITE),
+    )
     started: list[list] = []
-    commits = ReadyCommits(list(enumerate([copy_only, one, two, other, lost])),
-                           lambda chunk: started.append([i for i, _ in chunk]) or "future", ways=2)
+    commits = ReadyCommits(
+        list(enumerate([copy_only, one, two, other, lost])),
+        lambda chunk: started.append([i for i, _ in chunk]) or "future",
+        ways=2,
+    )
     assert started == [[0]]
     commits.staged([(two, two.groups[0]), (one, one.groups[0]), (other, other.groups[0])])
     assert started == [[0], [1], [3]]  # two waits for its second rewrite group; one chunk per table
@@ -316,17 +372,21 @@ STANDARD = """message spark_schema {
 
 def test_a_parquet_footer_shows_the_writer_settings_that_keep_its_layout():
     from hive_compaction.merge.parquet_layout import ParquetLayout, of_schema
+
     assert of_schema(HIVE_LAYOUT) == ParquetLayout(legacy=True, timestamps="INT96")
-    assert of_schema(HIVE_LAYOUT).writer_options() == {"spark.sql.parquet.writeLegacyFormat": "true",
-                                                       "spark.sql.parquet.outputTimestampType": "INT96"}
+    assert of_schema(HIVE_LAYOUT).writer_options() == {
+        "spark.sql.parquet.writeLegacyFormat": "true",
+        "spark.sql.parquet.outputTimestampType": "INT96",
+    }
     assert of_schema(STANDARD) == ParquetLayout(legacy=False, timestamps="TIMESTAMP_MICROS")
     # Lists and maps decide where no decimal does; a long decimal and TIMESTAMP_NTZ say nothing.
     maps = "message m {\n  optional group m (MAP) {\n    repeated group key_value (MAP_KEY_VALUE) {\n"
     assert of_schema(maps) == ParquetLayout(legacy=True)
-    assert of_schema("message m {\n  optional int64 t (TIMESTAMP(MILLIS,true));\n"
-                     "  optional fixed_len_byte_array(9) big (DECIMAL(20,3));\n"
-                     "  optional int64 ntz (TIMESTAMP(MICROS,false));\n}") \
-        == ParquetLayout(timestamps="TIMESTAMP_MILLIS")
+    assert of_schema(
+        "message m {\n  optional int64 t (TIMESTAMP(MILLIS,true));\n"
+        "  optional fixed_len_byte_array(9) big (DECIMAL(20,3));\n"
+        "  optional int64 ntz (TIMESTAMP(MICROS,false));\n}"
+    ) == ParquetLayout(timestamps="TIMESTAMP_MILLIS")
     assert of_schema("message m {\n  optional int32 a;\n}").writer_options() == {}  # the session's settings stand
     assert ParquetLayout(legacy=True, timestamps="INT96").kept_by(of_schema(HIVE_LAYOUT))
     assert not ParquetLayout(legacy=True).kept_by(of_schema(STANDARD))
@@ -334,6 +394,7 @@ def test_a_parquet_footer_shows_the_writer_settings_that_keep_its_layout():
 
 def test_parquet_files_of_differing_layouts_are_never_rewritten_together_and_the_reason_is_recorded():
     from hive_compaction.merge.grouping import layout_notes, rewrite_layouts
+
     task = replace(TASK, storage_format="parquet", merge_mode="rewrite")
     fs = files(5)
     plain = "message spark_schema {\n  optional int32 id;\n}"  # shows nothing: goes with the first it agrees with
@@ -342,9 +403,11 @@ def test_parquet_files_of_differing_layouts_are_never_rewritten_together_and_the
     assert [sorted(f.name for f in g.files) for g in groups] == [["f0", "f2", "f4"], ["f1", "f3"]]
     assert [str(layout) for layout, _ in rewrite_layouts(task, fs, footers)] == [
         "standard decimals / lists, TIMESTAMP_MICROS timestamps",
-        "legacy decimals / lists (writeLegacyFormat), INT96 timestamps"]
+        "legacy decimals / lists (writeLegacyFormat), INT96 timestamps",
+    ]
     assert layout_notes(task, fs, footers) == (
         "small files rewritten apart, their Parquet layouts differ (standard decimals / lists, TIMESTAMP_MICROS "
-        "timestamps: 3 file(s); legacy decimals / lists (writeLegacyFormat), INT96 timestamps: 2 file(s))")
+        "timestamps: 3 file(s); legacy decimals / lists (writeLegacyFormat), INT96 timestamps: 2 file(s))"
+    )
     assert layout_notes(task, fs[1::2], footers) == ""  # one layout
     assert len(group(replace(task, storage_format="orc"), fs, fs, footers)) == 1  # ORC: one way to write it

@@ -16,6 +16,7 @@ declares already satisfied, at the tested versions, so nothing is downloaded. ``
 console script is written into the fresh environment's ``bin`` as pip writes it, and
 ``spark-submit`` is pyspark's own.
 """
+
 from __future__ import annotations
 
 import json
@@ -48,7 +49,7 @@ DAGS_TEST = "airflow dags test hive_compaction"
 def readme_section() -> str:
     text = (ROOT / "README.md").read_text()
     start = text.index("### Install into an existing Airflow\n")
-    return text[start:text.index("\n## ", start)]
+    return text[start : text.index("\n## ", start)]
 
 
 def test_the_readme_recipe_has_at_most_ten_steps_and_these_commands():
@@ -71,8 +72,10 @@ def shared_site_packages(dest: Path) -> Path:
     site = Path(sysconfig.get_paths()["purelib"])
     dest.mkdir()
     for entry in site.iterdir():
-        if entry.name.startswith(("hive_compaction", "__editable__", "__editable___", "_hive_compaction")) \
-                or entry.suffix == ".pth":
+        if (
+            entry.name.startswith(("hive_compaction", "__editable__", "__editable___", "_hive_compaction"))
+            or entry.suffix == ".pth"
+        ):
             continue
         (dest / entry.name).symlink_to(entry)
     return dest
@@ -82,8 +85,10 @@ def console_script(venv: Path, name: str, target: str) -> None:
     """What pip writes for a ``console_scripts`` entry point."""
     module, func = target.split(":")
     script = venv / "bin" / name
-    script.write_text(f"#!{venv / 'bin' / 'python'}\nimport sys\nfrom {module} import {func}\n"
-                      f"if __name__ == '__main__':\n    sys.exit({func}())\n")
+    script.write_text(
+        f"#!{venv / 'bin' / 'python'}\nimport sys\nfrom {module} import {func}\n"
+        f"if __name__ == '__main__':\n    sys.exit({func}())\n"
+    )
     script.chmod(0o755)
 
 
@@ -92,8 +97,9 @@ def test_install_into_an_existing_airflow_word_for_word(stack, tmp_path):
     t0 = time.monotonic()
     # the tables: one partition with many small files, one already a single file
     db, table = "installed", "events"
-    stack.make_table(db, table, "ORC", ["2026-11-24", "2026-11-25"], files=4, rows=120,
-                     single_file_dates=("2026-11-24",))
+    stack.make_table(
+        db, table, "ORC", ["2026-11-24", "2026-11-25"], files=4, rows=120, single_file_dates=("2026-11-24",)
+    )
     stack.make_table(db, "damaged", "ORC", ["2026-11-25"], files=4, rows=40)  # for the failing run at the end
     timings["make tables"] = time.monotonic() - t0
     before, content = stack.snapshot(db, table), stack.content(db, table)
@@ -104,21 +110,38 @@ def test_install_into_an_existing_airflow_word_for_word(stack, tmp_path):
     t = time.monotonic()
     venv = tmp_path / "airflow-venv"
     run([sys.executable, "-m", "venv", str(venv)], timeout=120)
-    site = Path(run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
-                    ).stdout.strip())
+    site = Path(
+        run(
+            [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
+        ).stdout.strip()
+    )
     (site / "existing_airflow.pth").write_text(f"{shared_site_packages(tmp_path / 'shared')}\n")
     console_script(venv, "airflow", "airflow.__main__:main")
     home = tmp_path / "airflow-home"
     (home / "dags").mkdir(parents=True)
-    pyspark_bin = Path(run([sys.executable, "-c", "import pyspark; print(pyspark.__file__)"]).stdout.strip()
-                       ).resolve().parent / "bin"
-    keep = {k: v for k, v in os.environ.items()
-            if not k.startswith(("AIRFLOW", "HIVE_COMPACTION", "PYSPARK", "SPARK", "VIRTUAL_ENV", "PYTHON"))}
+    pyspark_bin = (
+        Path(run([sys.executable, "-c", "import pyspark; print(pyspark.__file__)"]).stdout.strip()).resolve().parent
+        / "bin"
+    )
+    keep = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AIRFLOW", "HIVE_COMPACTION", "PYSPARK", "SPARK", "VIRTUAL_ENV", "PYTHON"))
+    }
     test_bin = str(Path(sys.executable).parent)
-    env = {**keep,
-           "PATH": os.pathsep.join([str(venv / "bin"), str(pyspark_bin),
-                                    *[p for p in keep.get("PATH", "").split(os.pathsep) if p and p != test_bin]]),
-           "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "SPARK_LOCAL_IP": "127.0.0.1"}
+    env = {
+        **keep,
+        "PATH": os.pathsep.join(
+            [
+                str(venv / "bin"),
+                str(pyspark_bin),
+                *[p for p in keep.get("PATH", "").split(os.pathsep) if p and p != test_bin],
+            ]
+        ),
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
     if "SPARK_SUBMIT_OPTS" in stack.env():  # the test stack's quicker JVM start (not part of the recipe)
         env["SPARK_SUBMIT_OPTS"] = stack.env()["SPARK_SUBMIT_OPTS"]
     timings["venv"] = time.monotonic() - t
@@ -140,10 +163,18 @@ def test_install_into_an_existing_airflow_word_for_word(stack, tmp_path):
     run(["bash", "-c", INSTALL.replace("pip install ", "pip install --no-index ", 1)], cwd=src, env=env)
     work = tmp_path / "elsewhere"  # no checkout in the working folder
     work.mkdir()
-    probe = run(["python", "-c", "import hive_compaction, json, sys, importlib.metadata as m; print(json.dumps("
-                 "[hive_compaction.__file__, sys.path, m.version('hive-compaction'), "
-                 "__import__('shutil').which('airflow'),"
-                 " __import__('shutil').which('spark-submit')]))"], cwd=work, env=env)
+    probe = run(
+        [
+            "python",
+            "-c",
+            "import hive_compaction, json, sys, importlib.metadata as m; print(json.dumps("
+            "[hive_compaction.__file__, sys.path, m.version('hive-compaction'), "
+            "__import__('shutil').which('airflow'),"
+            " __import__('shutil').which('spark-submit')]))",
+        ],
+        cwd=work,
+        env=env,
+    )
     module, path, version, airflow_bin, spark_submit = json.loads(probe.stdout)
     assert Path(module).is_relative_to(site), module
     assert version == hive_compaction.__version__
@@ -159,18 +190,29 @@ def test_install_into_an_existing_airflow_word_for_word(stack, tmp_path):
     # 4. the YAML names the tables (and the connections, as shipped)
     stack.write_config(home / "dags" / "hive_compaction.yaml", [{"name": f"{db}.{table}"}])
     # 5. the connections from the environment; 6. Spark: spark-submit on the PATH, PYSPARK_PYTHON
-    env.update({"AIRFLOW_CONN_HIVE_METASTORE": json.dumps({"conn_type": "generic", "host": "127.0.0.1",
-                                                           "port": stack.port}),
-                "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-                "PYSPARK_PYTHON": str(venv / "bin" / "python")})
+    env.update(
+        {
+            "AIRFLOW_CONN_HIVE_METASTORE": json.dumps(
+                {"conn_type": "generic", "host": "127.0.0.1", "port": stack.port}
+            ),
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+            "PYSPARK_PYTHON": str(venv / "bin" / "python"),
+        }
+    )
     t = time.monotonic()
     run(["airflow", "db", "migrate"], cwd=work, env=env)  # the existing Airflow's database
     timings["db migrate"] = time.monotonic() - t
 
     # 8. try it
     t = time.monotonic()
-    p = subprocess.run(["bash", "-c", f"{DAGS_TEST} 2030-03-01T00:00:00"], cwd=work, env=env,
-                       capture_output=True, text=True, timeout=600)
+    p = subprocess.run(
+        ["bash", "-c", f"{DAGS_TEST} 2030-03-01T00:00:00"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     log = p.stdout + p.stderr
     timings["8 dags test"] = time.monotonic() - t
     print("install test timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()))
@@ -190,8 +232,14 @@ def test_install_into_an_existing_airflow_word_for_word(stack, tmp_path):
     # wheel) lists what would move back. A dry run: the merge above stays.
     merge_run = re.search(r"DagRun Finished: .*?run_id=([^,]+),", log).group(1)
     conf = json.dumps({"table": f"{db}.{table}", "run": merge_run, "dry_run": True})
-    p = subprocess.run(["airflow", "dags", "test", "hive_compaction_rollback", "2030-03-02T00:00:00", "--conf", conf],
-                       cwd=work, env=env, capture_output=True, text=True, timeout=600)
+    p = subprocess.run(
+        ["airflow", "dags", "test", "hive_compaction_rollback", "2030-03-02T00:00:00", "--conf", conf],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     log = p.stdout + p.stderr
     assert p.returncode == 0 and re.search(r"DagRun Finished: .*state=success", log), log[-6000:]
     assert str(site / "hive_compaction" / "jobs" / "rollback.py") in log, log[-6000:]
@@ -207,12 +255,24 @@ def test_install_into_an_existing_airflow_word_for_word(stack, tmp_path):
     (journals / f"{pid}.json").write_text(json.dumps({"table": f"{db}.damaged", "partition": "dt=2026-11-25"}))
     damaged_before = stack.snapshot(db, "damaged")
     stack.write_config(home / "dags" / "hive_compaction.yaml", [{"name": f"{db}.damaged"}])
-    p = subprocess.run(["bash", "-c", f"{DAGS_TEST} 2030-03-03T00:00:00"], cwd=work, env=env,
-                       capture_output=True, text=True, timeout=600)
+    p = subprocess.run(
+        ["bash", "-c", f"{DAGS_TEST} 2030-03-03T00:00:00"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     log = p.stdout + p.stderr
     assert p.returncode != 0 and re.search(r"DagRun Finished: .*state=failed", log), log[-6000:]
     assert "cannot read the config file" not in log, log[-6000:]
-    alert = next((line for line in log.splitlines() if "hive_compaction: merge[0]" in line
-                  and f"{db}.damaged/dt=2026-11-25: the commit record" in line), None)
+    alert = next(
+        (
+            line
+            for line in log.splitlines()
+            if "hive_compaction: merge[0]" in line and f"{db}.damaged/dt=2026-11-25: the commit record" in line
+        ),
+        None,
+    )
     assert alert is not None and "is refused, nothing was moved" in alert, log[-6000:]
     assert stack.snapshot(db, "damaged") == damaged_before

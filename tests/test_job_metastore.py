@@ -3,6 +3,7 @@ with a scripted client: which thread asks first, what a refused request means, o
 thread. The real lock API is exercised by ``test_metastore_lock.py``; this checks the decisions
 around it, including one a fresh Metastore 2.3 forces (found in the scale benchmark): of several
 first lock requests arriving together, all but one fail with "Internal error processing lock"."""
+
 from __future__ import annotations
 
 import logging
@@ -31,8 +32,9 @@ class ScriptedMetastore:
     tables). Otherwise a request fails while another is in flight until one has been served, as
     Metastore 2.3's transaction store does when it starts."""
 
-    def __init__(self, refuse: bool = False, fail_first: int = 0, unlock_fail_first: int = 0,
-                 busy: frozenset[str] = frozenset()):
+    def __init__(
+        self, refuse: bool = False, fail_first: int = 0, unlock_fail_first: int = 0, busy: frozenset[str] = frozenset()
+    ):
         self.refuse = refuse
         self.busy = busy  # partitions a writer holds: a request naming one waits
         self.fail_first = fail_first  # this many requests fail first, as while a Metastore restarts
@@ -207,10 +209,14 @@ def test_a_heartbeated_lock_stays_held(quick_heartbeats):
     jm.close()
 
 
-@pytest.mark.parametrize("error, why", [
-    ("org.apache.thrift.transport.TTransportException: Read timed out", "no heartbeat went through"),
-    ("NoSuchLockException(message:No such lock lockid:1)", "no longer knows it"),
-], ids=["heartbeats_failing", "lock_released_by_another"])
+@pytest.mark.parametrize(
+    "error, why",
+    [
+        ("org.apache.thrift.transport.TTransportException: Read timed out", "no heartbeat went through"),
+        ("NoSuchLockException(message:No such lock lockid:1)", "no longer knows it"),
+    ],
+    ids=["heartbeats_failing", "lock_released_by_another"],
+)
 def test_a_lock_lost_while_held_stops_the_next_commit_step(quick_heartbeats, error, why):
     """Heartbeats failing for LOST_AFTER_SECONDS (long before another job may take the lock for
     a dead one's), or a lock the Metastore no longer knows: the holder's next commit step
@@ -281,8 +287,11 @@ def chunk_requests(monkeypatch):
 
 def chunk_metastore(hms: ScriptedMetastore) -> JobMetastore:
     jm = job_metastore(hms)
-    jm._locks._api = SimpleNamespace(LockRequest=lambda components, user, host: SimpleNamespace(
-        partitions=list(components), setAgentInfo=lambda agent: None))
+    jm._locks._api = SimpleNamespace(
+        LockRequest=lambda components, user, host: SimpleNamespace(
+            partitions=list(components), setAgentInfo=lambda agent: None
+        )
+    )
     return jm
 
 
@@ -327,8 +336,9 @@ def test_a_chunk_whose_lock_is_lost_stops_each_partition_naming_it(chunk_request
             time.sleep(0.5)
             with pytest.raises(LockLost, match=f"db.t/{DAYS[0]}: this job lost the Metastore's lock 1 on it"):
                 check_lock_held()
-        with pytest.raises(LockLost, match=f"db.t/{DAYS[1]}: .* before this partition's commit began; nothing was "
-                                           "moved"):
+        with pytest.raises(
+            LockLost, match=f"db.t/{DAYS[1]}: .* before this partition's commit began; nothing was moved"
+        ):
             with jm.lock("db.t", DAYS[1], 5, chunk=chunk):
                 pytest.fail("a partition's commit began under a lost lock")
     jm.close()

@@ -1,5 +1,6 @@
 """The JVM helper: shipped as source inside the package (also zipped, as --py-files ships it),
 compiled in the driver, and the file operations the commit protocol relies on."""
+
 from __future__ import annotations
 
 import hashlib
@@ -25,10 +26,17 @@ def test_the_helper_source_is_read_from_a_zipped_package(tmp_path):
         for f in package.rglob("*"):
             if f.is_file() and "__pycache__" not in f.parts:
                 z.write(f, f.relative_to(package.parent))
-    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); from hive_compaction.storage import jvm_helper; "
-            "print(jvm_helper.__file__); print(json.dumps({k: len(v) for k, v in jvm_helper._sources().items()}))")
-    out = subprocess.run([sys.executable, "-c", code, str(archive)], capture_output=True, text=True,
-                         check=True, env={"PATH": os.environ["PATH"]}).stdout.splitlines()
+    code = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); from hive_compaction.storage import jvm_helper; "
+        "print(jvm_helper.__file__); print(json.dumps({k: len(v) for k, v in jvm_helper._sources().items()}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(archive)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": os.environ["PATH"]},
+    ).stdout.splitlines()
     assert out[0].startswith(str(archive))  # really imported from the zip
     # Every source file of the folder, and only those, is compiled (jvm_helper.SOURCES).
     folder = package / "storage" / "jvm"
@@ -46,8 +54,12 @@ def test_moves_skip_missing_sources_and_never_overwrite(spark, tmp_path):
     uri = lambda p: p.as_uri()
 
     # Missing sources are skipped (a replayed journal), folders are created, order is kept.
-    assert fs.move_all([(uri(src / "a"), uri(dst / "a")), (uri(src / "gone"), uri(dst / "gone")),
-                        (uri(src / "b"), uri(dst / "b"))]) == 2
+    assert (
+        fs.move_all(
+            [(uri(src / "a"), uri(dst / "a")), (uri(src / "gone"), uri(dst / "gone")), (uri(src / "b"), uri(dst / "b"))]
+        )
+        == 2
+    )
     assert sorted(p.name for p in dst.iterdir()) == ["a", "b"] and (dst / "a").read_text() == "a"
     assert fs.move_all([(uri(src / "a"), uri(dst / "a"))]) == 0  # already moved: nothing to do
 
@@ -85,16 +97,32 @@ def test_the_local_disks_files_and_folders_get_the_modes_hadoop_would_give_them(
         copied = fs._call("copyMerge", "orc", inputs, (tmp_path / "staged" / "z" / "out.orc").as_uri())
         assert "error" not in copied and copied["output"]["rows"] == 20, copied
         # A FileSystem of its own: a cached one keeps the settings it was made with.
-        hadoop = fs.java_class("org.apache.hadoop.fs.FileSystem").newInstance(fs.java_class("java.net.URI")("file:///"),
-                                                                              conf)
+        hadoop = fs.java_class("org.apache.hadoop.fs.FileSystem").newInstance(
+            fs.java_class("java.net.URI")("file:///"), conf
+        )
         hadoop.mkdirs(fs.path((tmp_path / "hadoops" / "x").as_uri()))
         hadoop.create(fs.path((tmp_path / "hadoops" / "x" / "f").as_uri())).close()
         hadoop.close()
         mode = lambda p: oct(p.stat().st_mode & 0o7777)
-        folders = {p: mode(tmp_path / p) for p in ("ours", "ours/x", "notes", "notes/y", "manifests", "manifests/w",
-                                                   "staged", "staged/z", "hadoops", "hadoops/x")}
-        files = {p: mode(tmp_path / p) for p in ("staged/z/out.orc", "staged/z/.out.orc.crc", "hadoops/x/f",
-                                                 "hadoops/x/.f.crc")}
+        folders = {
+            p: mode(tmp_path / p)
+            for p in (
+                "ours",
+                "ours/x",
+                "notes",
+                "notes/y",
+                "manifests",
+                "manifests/w",
+                "staged",
+                "staged/z",
+                "hadoops",
+                "hadoops/x",
+            )
+        }
+        files = {
+            p: mode(tmp_path / p)
+            for p in ("staged/z/out.orc", "staged/z/.out.orc.crc", "hadoops/x/f", "hadoops/x/.f.crc")
+        }
         assert set(folders.values()) == {"0o750"} and set(files.values()) == {"0o640"}, (folders, files)
         assert (tmp_path / "ours" / "x" / "a").read_text() == "a" and (tmp_path / "notes" / "y" / "m.json").exists()
     finally:
@@ -123,8 +151,12 @@ def test_moves_into_a_partition_never_create_its_folder(spark, tmp_path):
     assert not gone.parent.exists() and (src / "b").read_text() == "b"
 
     gone.mkdir(parents=True)  # into a folder that exists: moved, with its checksum file
-    assert fs.move_all([(uri(src / "a"), uri(gone / "a")),
-                        (uri(src / "missing"), uri(gone / "missing"))], create_folders=False) == 1
+    assert (
+        fs.move_all(
+            [(uri(src / "a"), uri(gone / "a")), (uri(src / "missing"), uri(gone / "missing"))], create_folders=False
+        )
+        == 1
+    )
     assert (gone / "a").read_text() == "a" and (gone / ".a.crc").exists() and not (src / ".a.crc").exists()
     assert spark.read.text(uri(gone / "a")).collect()[0][0] == "a"  # the checksum still matches
     with pytest.raises(Exception, match="will not overwrite"):
@@ -155,7 +187,6 @@ def test_each_python_threads_py4j_connection_gets_no_nagle_delay(spark):
     assert got == [True, True]
 
 
-
 # Runs in a process (and JVM) of its own: py4j caches methods by class name, so two helper classes
 # from two loaders must not be called in one JVM (the suite's own helper lives in the tests' JVM).
 _DRIVER = """
@@ -173,8 +204,21 @@ def test_the_next_driver_loads_the_helper_compiled_by_the_first(tmp_path):
     data.mkdir()
     (data / "f").write_text("x")
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    runs = [subprocess.run([sys.executable, "-c", "import logging; logging.basicConfig(level=logging.INFO)\n" + _DRIVER,
-                            data.as_uri()], capture_output=True, text=True, env=env, timeout=300) for _ in range(2)]
+    runs = [
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import logging; logging.basicConfig(level=logging.INFO)\n" + _DRIVER,
+                data.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+        for _ in range(2)
+    ]
     entry = next((tmp_path / "cache" / "hive-compaction" / "jvm-helper").iterdir())
     assert "JVM helper: compiled in" in runs[0].stderr and f"kept in {entry}" in runs[0].stderr, runs[0].stderr
     assert f"JVM helper: loaded from {entry}" in runs[1].stderr and "compiled in" not in runs[1].stderr
@@ -187,6 +231,7 @@ def test_the_next_driver_loads_the_helper_compiled_by_the_first(tmp_path):
 @pytest.mark.integration
 def test_a_damaged_cache_entry_is_compiled_again_and_replaced(spark, tmp_path, monkeypatch, caplog):
     from hive_compaction.storage import jvm_helper
+
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     caplog.set_level("INFO", logger=jvm_helper.__name__)
     jvm_helper._class_loader(spark)  # compiled, then kept (no helper method is called here: see _DRIVER)
@@ -210,6 +255,7 @@ def test_a_cache_folder_others_may_write_is_not_used(spark, tmp_path, monkeypatc
     """A class file from the cache runs with the job's credentials: a folder another user could
     write to is neither read nor written, and the job compiles the helper as without a cache."""
     from hive_compaction.storage import jvm_helper
+
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     caplog.set_level("INFO", logger=jvm_helper.__name__)
     jvm_helper._class_loader(spark)

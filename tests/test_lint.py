@@ -2,6 +2,7 @@
 configures them (``[tool.ruff]``, ``[tool.mypy]``) at the versions requirements.txt pins. Each
 tool runs from this venv (``sys.executable -m ...``) on the checkout; a finding fails the test
 with the tool's own output. Fast: no Spark, no stack."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -20,8 +21,9 @@ def tool(module: str, *args: str, timeout: int = 300) -> subprocess.CompletedPro
     if importlib.util.find_spec(module) is None:
         pytest.skip(f"{module} is not installed in {sys.prefix} (requirements.txt pins it: make venv)")
     env = {**os.environ, "NO_COLOR": "1", "MYPY_FORCE_COLOR": "0", "TERM": "dumb"}
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", module, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_ruff_finds_nothing():
@@ -49,17 +51,26 @@ def test_the_checks_can_fail(tmp_path):
     (bad / "__init__.py").write_text("")
     (tmp_path / "spark_jobs").mkdir()
     (tmp_path / "spark_jobs" / "entry.py").write_text("")
-    (bad / "wrong.py").write_text("import os\n\n\ndef half(n: int) -> int:\n    return n / 2\n\n\n"
-                                  "def same(n):\n    return n\n\n\nx = [1,2]\n")
-    for module, args, finding in (("ruff", ["check", "--no-cache", "."], "F401"),
-                                  ("ruff", ["format", "--no-cache", "--check", "plugins"], "wrong.py"),
-                                  ("mypy", ["--no-incremental", "--cache-dir", os.devnull], "[return-value]"),
-                                  # model/ is strict: an unannotated function is a finding there
-                                  ("mypy", ["--no-incremental", "--cache-dir", os.devnull], "[no-untyped-def]")):
+    (bad / "wrong.py").write_text(
+        "import os\n\n\ndef half(n: int) -> int:\n    return n / 2\n\n\ndef same(n):\n    return n\n\n\nx = [1,2]\n"
+    )
+    for module, args, finding in (
+        ("ruff", ["check", "--no-cache", "."], "F401"),
+        ("ruff", ["format", "--no-cache", "--check", "plugins"], "wrong.py"),
+        ("mypy", ["--no-incremental", "--cache-dir", os.devnull], "[return-value]"),
+        # model/ is strict: an unannotated function is a finding there
+        ("mypy", ["--no-incremental", "--cache-dir", os.devnull], "[no-untyped-def]"),
+    ):
         if importlib.util.find_spec(module) is None:
             pytest.skip(f"{module} is not installed in {sys.prefix} (requirements.txt pins it: make venv)")
-        p = subprocess.run([sys.executable, "-m", module, *args], cwd=tmp_path, capture_output=True, text=True,
-                           timeout=300, env={**os.environ, "NO_COLOR": "1"})
+        p = subprocess.run(
+            [sys.executable, "-m", module, *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "NO_COLOR": "1"},
+        )
         assert p.returncode != 0 and finding in p.stdout + p.stderr, (module, p.stdout + p.stderr)
 
 
@@ -85,6 +96,7 @@ def test_the_job_side_imports_on_its_oldest_python():
     python = ROOT / ".state" / "spark35" / "bin" / "python"
     if not python.exists():
         pytest.skip(f"no {python} (make jars makes it, on Python 3.8 where there is one)")
-    p = subprocess.run([str(python), "-c", IMPORT_ALL, str(ROOT / "plugins"), *JOB_SIDE], capture_output=True,
-                       text=True, timeout=120)
+    p = subprocess.run(
+        [str(python), "-c", IMPORT_ALL, str(ROOT / "plugins"), *JOB_SIDE], capture_output=True, text=True, timeout=120
+    )
     assert p.returncode == 0, p.stdout + p.stderr

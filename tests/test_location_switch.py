@@ -1,6 +1,7 @@
 """commit_mode location_switch (issue 11): the partition is rebuilt in a fresh folder and one
 alter_partition is the commit point. Real stack: the Metastore, spark-submit of the merge job,
 `airflow dags test`, real ORC and Parquet files; every row checked by content checksum."""
+
 from __future__ import annotations
 
 import json
@@ -37,9 +38,17 @@ def make(stack, db: str, table: str, storage: str, tmp_path: Path, rows: int = 2
     shutil.copy(big, folder / f"big-{big.name}")
     small = max(f.stat().st_size for f in data_files(folder) if not f.name.startswith("big-"))
     assert big.stat().st_size > 4 * small
-    cfg = stack.write_config(tmp_path / f"{table}.yaml", [{
-        "name": f"{db}.{table}", "commit_mode": "location_switch", "small_file_limit": small + 1,
-        "target_file_size": big.stat().st_size * 4}])
+    cfg = stack.write_config(
+        tmp_path / f"{table}.yaml",
+        [
+            {
+                "name": f"{db}.{table}",
+                "commit_mode": "location_switch",
+                "small_file_limit": small + 1,
+                "target_file_size": big.stat().st_size * 4,
+            }
+        ],
+    )
     return folder, cfg
 
 
@@ -47,6 +56,7 @@ def test_a_switch_builds_the_partition_anew_and_readers_see_before_or_after(stac
     """An ORC and a Parquet table, in one run: each partition built anew in its own folder; the old
     folder's files leave the partition's default path for the run's trash, byte for byte (a
     partition dropped and written there again must not read them: issue 53, finding 4)."""
+
     def serde_content(db: str, table: str, storage: str):  # Hive's own SerDe reader, not Spark's native one
         serde = f"spark.sql.hive.convertMetastore{storage.capitalize()}"
         stack.spark.conf.set(serde, "false")
@@ -66,10 +76,16 @@ def test_a_switch_builds_the_partition_anew_and_readers_see_before_or_after(stac
         finally:
             stack.spark.conf.unset("spark.sql.parquet.writeLegacyFormat")
         listed = data_files(folder)  # a reader lists the partition before the switch ...
-        tables[storage] = {"db": db, "table": table, "folder": folder, "listed": listed,
-                           "before_rows": stack.rows(db, table)[f"dt={DT}"], "content": stack.content(db, table),
-                           "serde": serde_content(db, table, storage),
-                           "old_bytes": {f.name: f.read_bytes() for f in listed}}
+        tables[storage] = {
+            "db": db,
+            "table": table,
+            "folder": folder,
+            "listed": listed,
+            "before_rows": stack.rows(db, table)[f"dt={DT}"],
+            "content": stack.content(db, table),
+            "serde": serde_content(db, table, storage),
+            "old_bytes": {f.name: f.read_bytes() for f in listed},
+        }
         cfgs += yaml.safe_load(cfg.read_text())["tables"]  # read now: the next make() reuses the path
     cfg = stack.write_config(tmp_path / "both.yaml", cfgs)
 
@@ -89,11 +105,15 @@ def test_a_switch_builds_the_partition_anew_and_readers_see_before_or_after(stac
         # The old folder is left empty; its files are in the run's trash as they were, for a rollback.
         assert data_files(folder) == []
         trash = stack.work_area(db, table) / "trash"
-        assert {f.name: f.read_bytes() for f in trash.rglob("*") if f.is_file() and not f.name.startswith(".")} \
-            == old_bytes
+        assert {
+            f.name: f.read_bytes() for f in trash.rglob("*") if f.is_file() and not f.name.startswith(".")
+        } == old_bytes
         snap = stack.snapshot(db, table)[f"dt={DT}"]
-        assert (snap["hms_num_files"], snap["hms_total_size"], snap["hms_num_rows"]) == \
-            (str(snap["num_files"]), str(snap["bytes"]), str(len(t["before_rows"]))), (storage, snap)
+        assert (snap["hms_num_files"], snap["hms_total_size"], snap["hms_num_rows"]) == (
+            str(snap["num_files"]),
+            str(snap["bytes"]),
+            str(len(t["before_rows"])),
+        ), (storage, snap)
         # MSCK REPAIR finds nothing to add: _compacted is hidden from it, the old folder's partition exists
         stack.spark.sql(f"MSCK REPAIR TABLE {db}.{table}")
         assert stack.content(db, table) == content
@@ -214,12 +234,15 @@ def test_a_writer_or_a_drop_during_the_switch_stops_it(stack, tmp_path, actor):
         cmd = f"{sys.executable} {tmp_path / 'alter.py'} {stack.port} {db} {table} dt={DT}"
         expected = stack.rows(db, table)[f"dt={DT}"]
     else:
-        cmd = (f"python -c \"from hmsclient import hmsclient; c = hmsclient.HMSClient(host='127.0.0.1', "
-               f"port={stack.port}); c.open(); c.drop_partition_by_name('{db}', '{table}', 'dt={DT}', True)\"")
+        cmd = (
+            f"python -c \"from hmsclient import hmsclient; c = hmsclient.HMSClient(host='127.0.0.1', "
+            f"port={stack.port}); c.open(); c.drop_partition_by_name('{db}', '{table}', 'dt={DT}', True)\""
+        )
     batch = stack.plan_batches(cfg, run_id="raced")["spark_args"][0]["application_args"][1]
     p = stack.spark_submit(batch, HIVE_COMPACTION_TEST_HOOK_AT="folder_built", HIVE_COMPACTION_TEST_HOOK_CMD=cmd)
-    assert "the location was not switched, the partition is as it was" in p.stdout + p.stderr, \
-        (p.stdout + p.stderr)[-3000:]
+    assert "the location was not switched, the partition is as it was" in p.stdout + p.stderr, (p.stdout + p.stderr)[
+        -3000:
+    ]
     assert not list((table_folder(stack, db, table) / "_compacted").glob("*/*")), "the new folder is left"
     assert not list((stack.work_area(db, table) / "journal").glob("*.json"))
     if actor == "drop":
@@ -238,6 +261,7 @@ def test_a_writer_or_a_drop_during_the_switch_stops_it(stack, tmp_path, actor):
     assert stack.partition_location(db, table, f"dt={DT}") != folder
     if actor == "alter":  # the next run switched with the altered descriptor, keeping the change
         from hmsclient import hmsclient
+
         with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
             serde = c.get_partition_by_name(db, table, f"dt={DT}").sd.serdeInfo.parameters
         assert serde.get("serialization.null.format") == "NULL", serde
@@ -255,6 +279,7 @@ def test_rollback_switches_back_to_the_old_folder_with_its_statistics(stack, tmp
     changes nothing. A file a by-path writer drops into the unread new folder after the rollback
     is kept when the run's trash expires, and so is the folder."""
     from test_rollback_and_cleanup import statistics_parameters
+
     db, table, storage = "switch_rollback", "events", "PARQUET"
     folder, cfg = make(stack, db, table, storage, tmp_path)
     content, params_before = stack.content(db, table), statistics_parameters(stack, db, table)
@@ -312,8 +337,11 @@ def test_a_writer_that_looked_the_location_up_before_the_switch_has_its_rows_rea
     late_rows = stack.rows(db, "late")[f"dt={DT}"]
     expected = sorted(stack.rows(db, table)[f"dt={DT}"] + late_rows)
     batch = stack.plan_batches(cfg, run_id="late")["spark_args"][0]["application_args"][1]
-    p = stack.spark_submit(batch, HIVE_COMPACTION_TEST_HOOK_AT="switched",
-                           HIVE_COMPACTION_TEST_HOOK_CMD=f"cp {late} {folder}/part-late-1.orc")
+    p = stack.spark_submit(
+        batch,
+        HIVE_COMPACTION_TEST_HOOK_AT="switched",
+        HIVE_COMPACTION_TEST_HOOK_CMD=f"cp {late} {folder}/part-late-1.orc",
+    )
     out = p.stdout + p.stderr
     assert p.returncode == 0, out[-3000:]
     assert "['part-late-1.orc'] were written to the old folder" in out, out[-3000:]
@@ -345,8 +373,9 @@ def test_a_by_path_overwrite_right_after_the_switch_is_what_the_partition_reads(
     stack.make_table(db, "writer", storage, [DT], files=2, rows=13)
     written = data_files(stack.partition_location(db, "writer", f"dt={DT}"))
     expected = stack.rows(db, "writer")[f"dt={DT}"]
-    overwrite = " && ".join([f"rm {folder}/[!._]*"] + [f"cp {f} {folder}/part-{k:05d}-w.c000.orc"
-                                                       for k, f in enumerate(written)])
+    overwrite = " && ".join(
+        [f"rm {folder}/[!._]*"] + [f"cp {f} {folder}/part-{k:05d}-w.c000.orc" for k, f in enumerate(written)]
+    )
     batch = stack.plan_batches(cfg, run_id="overwritten")["spark_args"][0]["application_args"][1]
     p = stack.spark_submit(batch, HIVE_COMPACTION_TEST_HOOK_AT="switched", HIVE_COMPACTION_TEST_HOOK_CMD=overwrite)
     out = p.stdout + p.stderr

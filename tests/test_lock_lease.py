@@ -3,6 +3,7 @@ lock is taken from it mid-commit (released by someone else while the job paused,
 does with a lock whose heartbeats stopped) stops before its next step and reports FAILED; its
 journal stays, and the next attempt finishes it under the lock. Real stack: the Metastore's lock
 API, spark-submit of the merge job, every row checked by content."""
+
 from __future__ import annotations
 
 import sys
@@ -54,9 +55,11 @@ def test_a_commit_whose_lock_is_taken_stops_and_the_next_attempt_finishes_it(sta
     steal = tmp_path / "steal.py"
     steal.write_text(STEAL)
 
-    stolen = stack.spark_submit(job, HIVE_COMPACTION_TEST_HOOK_AT=f"input_moved:{first}",
-                                HIVE_COMPACTION_TEST_HOOK_CMD=f"{sys.executable} {steal} {stack.port} {db} {table} "
-                                                              f"{first}")
+    stolen = stack.spark_submit(
+        job,
+        HIVE_COMPACTION_TEST_HOOK_AT=f"input_moved:{first}",
+        HIVE_COMPACTION_TEST_HOOK_CMD=f"{sys.executable} {steal} {stack.port} {db} {table} {first}",
+    )
     out = stolen.stdout + stolen.stderr
     assert stolen.returncode != 0, out[-4000:]
     assert f"{label}: committing 2 partitions under one Metastore lock" in out, out[-4000:]
@@ -87,6 +90,7 @@ def test_the_merge_job_writes_a_committed_partitions_statistics_under_its_lock(s
     Three partitions on two driver threads: two commit in a chunk (their statistics written
     together under its lock), one alone."""
     from hmsclient import hmsclient
+
     db, table = "lease_stats", "events"
     dates = ["2026-06-04", "2026-06-05", "2026-06-06"]
     stack.make_table(db, table, "ORC", dates, files=4, rows=300)
@@ -120,6 +124,7 @@ def test_after_a_kill_mid_commit_readers_miss_rows_only_until_the_retry_takes_th
     from hive_compaction.airflow.config import MERGE_RETRY_DELAY_SECONDS
     from hive_compaction.airflow.report import reader_gap_note
     from hive_compaction.model.batch import LOCK_LEASE_SECONDS
+
     db, table, dt = "lease", "gap", "2026-06-04"
     partition, label = f"dt={dt}", f"{db}.{table}"
     stack.make_table(db, table, "PARQUET", [dt], files=4, rows=300)
@@ -137,7 +142,9 @@ def test_after_a_kill_mid_commit_readers_miss_rows_only_until_the_retry_takes_th
     assert retry.returncode == 0, out[-4000:]
     assert "releasing Metastore lock" in out and "recovering the interrupted commit" in out, out[-4000:]
     assert stack.content(db, table) == before
-    print(f"\nreader gap after a kill at inputs_moved, the retry started at once: {gap:.1f} s (its start, the wait "
-          f"until the dead job's lock was silent for the lease of {LOCK_LEASE_SECONDS:.0f} s, and the replay). With "
-          f"the DAG's retry delay: {reader_gap_note(2, MERGE_RETRY_DELAY_SECONDS, LOCK_LEASE_SECONDS)}")
+    print(
+        f"\nreader gap after a kill at inputs_moved, the retry started at once: {gap:.1f} s (its start, the wait "
+        f"until the dead job's lock was silent for the lease of {LOCK_LEASE_SECONDS:.0f} s, and the replay). With "
+        f"the DAG's retry delay: {reader_gap_note(2, MERGE_RETRY_DELAY_SECONDS, LOCK_LEASE_SECONDS)}"
+    )
     assert gap < 2 * MERGE_RETRY_DELAY_SECONDS + LOCK_LEASE_SECONDS  # the printed bound held, with no retry delay

@@ -1,5 +1,6 @@
 """Merge modes through the real DAG: copy keeps blocks, codec and rows; rewrite keeps the codec,
 evolves old files to the table's schema and keeps a declared sort order."""
+
 from __future__ import annotations
 
 import re
@@ -34,9 +35,11 @@ def test_copy_mode_concatenates_blocks_and_keeps_codec_and_every_row(stack, tmp_
     # A job that only copies never makes Spark SQL's session (docs/performance.md#the-fixed-start).
     assert "hive_compaction: Spark ready " in run.log and "Spark SQL session made" not in run.log
     # What an operator sizes --driver-memory by.
-    assert re.search(r"driver memory: JVM peak RSS \d+ MB, JVM old generation peak \d+ MB of a \d+ MB heap, "
-                     r"Python peak RSS \d+ MB",
-                     run.log), run.log[-3000:]
+    assert re.search(
+        r"driver memory: JVM peak RSS \d+ MB, JVM old generation peak \d+ MB of a \d+ MB heap, "
+        r"Python peak RSS \d+ MB",
+        run.log,
+    ), run.log[-3000:]
     outputs = data_files(folder)
     assert len(outputs) == 1 and outputs[0].name.startswith("part-compacted-")
     (after,) = footers(stack, fmt, outputs)
@@ -55,11 +58,13 @@ def test_rewrite_keeps_the_codec_and_evolves_old_files_to_the_tables_schema(stac
     try:
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {db}")
         spark.sql(f"CREATE TABLE {db}.{table} (id BIGINT, name STRING) PARTITIONED BY (dt STRING) STORED AS ORC")
-        spark.range(300).selectExpr("id", "concat('n', id) AS name", "'2026-10-02' AS dt") \
-            .repartition(3).write.insertInto(f"{db}.{table}")
+        spark.range(300).selectExpr("id", "concat('n', id) AS name", "'2026-10-02' AS dt").repartition(
+            3
+        ).write.insertInto(f"{db}.{table}")
         spark.sql(f"ALTER TABLE {db}.{table} ADD COLUMNS (extra STRING)")
-        spark.range(300, 600).selectExpr("id", "concat('n', id) AS name", "concat('x', id) AS extra",
-                                         "'2026-10-02' AS dt").repartition(3).write.insertInto(f"{db}.{table}")
+        spark.range(300, 600).selectExpr(
+            "id", "concat('n', id) AS name", "concat('x', id) AS extra", "'2026-10-02' AS dt"
+        ).repartition(3).write.insertInto(f"{db}.{table}")
     finally:
         spark.conf.unset("spark.sql.orc.compression.codec")
     folder = stack.partition_location(db, table, "dt=2026-10-02")
@@ -83,11 +88,13 @@ def test_rewrite_keeps_the_codec_and_evolves_old_files_to_the_tables_schema(stac
 def test_rewrite_keeps_a_declared_sort_order_within_each_output(stack, tmp_path):
     from hmsclient import hmsclient
     from hmsclient.genthrift.hive_metastore.ttypes import Order
+
     db, table = "modes", "sorted"
     spark = stack.spark
     spark.sql(f"CREATE TABLE {db}.{table} (id BIGINT, k INT) PARTITIONED BY (dt STRING) STORED AS PARQUET")
-    spark.range(2000).selectExpr("id", "cast((id * 7919) % 1000 AS INT) AS k", "'2026-10-03' AS dt") \
-        .repartition(4).write.insertInto(f"{db}.{table}")
+    spark.range(2000).selectExpr("id", "cast((id * 7919) % 1000 AS INT) AS k", "'2026-10-03' AS dt").repartition(
+        4
+    ).write.insertInto(f"{db}.{table}")
     with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
         t = c.get_table(db, table)
         t.sd.sortCols = [Order(col="k", order=1)]
@@ -125,10 +132,16 @@ def test_a_file_damaged_past_its_footer_fails_only_its_own_partition(stack, tmp_
 
     # A cluster whose defaults skip unreadable files: the job turns that off for itself, so the read
     # fails (were the bad file skipped in both passes, the write and the read-back would agree).
-    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}", "merge_mode": "rewrite"}],
-                             spark_conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
-                                         "spark.sql.files.ignoreCorruptFiles": "true",
-                                         "spark.sql.files.ignoreMissingFiles": "true"})
+    cfg = stack.write_config(
+        tmp_path / "c.yaml",
+        [{"name": f"{db}.{table}", "merge_mode": "rewrite"}],
+        spark_conf={
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.sql.files.ignoreCorruptFiles": "true",
+            "spark.sql.files.ignoreMissingFiles": "true",
+        },
+    )
     run = stack.run_dag(cfg)
     assert run.state == "failed"
     assert "rewriting each group on its own" in run.log
@@ -141,6 +154,7 @@ def _arrow_content(folder: Path) -> tuple[int, str]:
     import hashlib
 
     import pyarrow.parquet as pq
+
     rows = sorted(repr(tuple(r.values())) for f in data_files(folder) for r in pq.read_table(f).to_pylist())
     return len(rows), hashlib.sha256("\n".join(rows).encode()).hexdigest()
 
@@ -156,6 +170,7 @@ def test_rewrite_keeps_a_hive_layout_parquet_table_readable_by_every_reader(stac
     default auto rewrite keeps the inputs' physical types, so Hive's SerDe, pyarrow and Spark read
     the same rows after as before (issue 54)."""
     from demo_tables import create_table, fill
+
     db, table, day = "modes", "hive_layout", "2026-10-07"
     spark = stack.spark
     spark.conf.set("spark.sql.parquet.writeLegacyFormat", "true")
@@ -198,6 +213,7 @@ def test_parquet_files_of_two_layouts_are_rewritten_apart_each_keeping_its_own(s
     Spark's defaults with TIMESTAMP_MICROS: two outputs, each with its inputs' physical types, and
     the partition's reason says why."""
     from demo_tables import create_table, fill
+
     db, table, day = "modes", "two_layouts", "2026-10-08"
     spark = stack.spark
     create_table(spark, db, table, "PARQUET")

@@ -4,6 +4,7 @@ wants SASL from a client without it.
 
 Unit tests use loopback servers made here; the rest run against the real local Metastore (2.3).
 """
+
 from __future__ import annotations
 
 import json
@@ -32,14 +33,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 # --- host lists ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("text, port, expected", [
-    ("hms1", 9083, [("hms1", 9083)]),
-    ("hms1,hms2:9084", 9083, [("hms1", 9083), ("hms2", 9084)]),
-    (" hms1:1 , hms2 ,", 7, [("hms1", 1), ("hms2", 7)]),
-    ("thrift://hms1:9083,thrift://hms2:9093/", 1, [("hms1", 9083), ("hms2", 9093)]),  # hive.metastore.uris
-    ("[::1]:9090,::1,[fe80::1]", 9083, [("::1", 9090), ("::1", 9083), ("fe80::1", 9083)]),
-    ("10.0.0.1", "9085", [("10.0.0.1", 9085)]),
-])
+@pytest.mark.parametrize(
+    "text, port, expected",
+    [
+        ("hms1", 9083, [("hms1", 9083)]),
+        ("hms1,hms2:9084", 9083, [("hms1", 9083), ("hms2", 9084)]),
+        (" hms1:1 , hms2 ,", 7, [("hms1", 1), ("hms2", 7)]),
+        ("thrift://hms1:9083,thrift://hms2:9093/", 1, [("hms1", 9083), ("hms2", 9093)]),  # hive.metastore.uris
+        ("[::1]:9090,::1,[fe80::1]", 9083, [("::1", 9090), ("::1", 9083), ("fe80::1", 9083)]),
+        ("10.0.0.1", "9085", [("10.0.0.1", 9085)]),
+    ],
+)
 def test_parse_hosts(text, port, expected):
     assert parse_hosts(text, port) == expected
 
@@ -52,13 +56,22 @@ def test_parse_hosts_refuses_bad_addresses(text):
 
 def test_constructor_keeps_its_signature_and_takes_a_host_list():
     m = Metastore("127.0.0.1", 9083, 5, 10)
-    assert (m.connection.addresses, m.address, m.batch_size, m.calls, m.connection.timeout_seconds) == \
-        ([("127.0.0.1", 9083)], "127.0.0.1:9083", 10, 0, 5.0)
+    assert (m.connection.addresses, m.address, m.batch_size, m.calls, m.connection.timeout_seconds) == (
+        [("127.0.0.1", 9083)],
+        "127.0.0.1:9083",
+        10,
+        0,
+        5.0,
+    )
     m = Metastore("hms1,hms2:9084", 9085)
     assert m.connection.addresses == [("hms1", 9085), ("hms2", 9084)] and m.address == "hms1:9085"
     assert m.uris == "thrift://hms1:9085,thrift://hms2:9084"
-    assert Metastore("h", 1, auth_mechanism="plain", kerberos_service_name="hive/_HOST@EXAMPLE.COM") \
-        .connection.kerberos_service_name == "hive"
+    assert (
+        Metastore(
+            "h", 1, auth_mechanism="plain", kerberos_service_name="hive/_HOST@EXAMPLE.COM"
+        ).connection.kerberos_service_name
+        == "hive"
+    )
     with pytest.raises(ValueError, match="not both"):
         Metastore("h", 1, metastore_conn_id="hms")
     with pytest.raises(ValueError, match="auth_mechanism: an Airflow connection's settings come from its extra"):
@@ -74,19 +87,42 @@ def test_gssapi_without_the_kerberos_module_says_what_to_install(monkeypatch):
 
 
 def test_from_airflow_connection_reads_the_host_list_and_the_sasl_extras(tmp_path):
-    conn = {"conn_type": "generic", "host": "hms1,hms2:9084", "port": 9085, "login": "etl",
-            "password": "secret", "extra": {"auth_mechanism": "plain", "timeout_seconds": 7, "batch_size": 3}}
-    code = ("import sys, json; sys.path.insert(0, sys.argv[1]);"
-            "from airflow.sdk import BaseHook; from hive_compaction.airflow.metastore_hook import Metastore;"
-            "m = Metastore(metastore_conn_id='hms_list'); c = m.connection; assert isinstance(m, BaseHook);"
-            "print(json.dumps([c.addresses, c.auth_mechanism, c.username, c.password, c.timeout_seconds,"
-            " m.batch_size, m.metastore_conn_id, m.conn_name_attr, m.default_conn_name, m.conn_type]))")
+    conn = {
+        "conn_type": "generic",
+        "host": "hms1,hms2:9084",
+        "port": 9085,
+        "login": "etl",
+        "password": "secret",
+        "extra": {"auth_mechanism": "plain", "timeout_seconds": 7, "batch_size": 3},
+    }
+    code = (
+        "import sys, json; sys.path.insert(0, sys.argv[1]);"
+        "from airflow.sdk import BaseHook; from hive_compaction.airflow.metastore_hook import Metastore;"
+        "m = Metastore(metastore_conn_id='hms_list'); c = m.connection; assert isinstance(m, BaseHook);"
+        "print(json.dumps([c.addresses, c.auth_mechanism, c.username, c.password, c.timeout_seconds,"
+        " m.batch_size, m.metastore_conn_id, m.conn_name_attr, m.default_conn_name, m.conn_type]))"
+    )
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW_CONN_HMS_LIST": json.dumps(conn)}
-    out = subprocess.run([sys.executable, "-c", code, str(ROOT / "plugins")], env=env, capture_output=True,
-                         text=True, timeout=300, check=True).stdout
-    assert json.loads(out.strip().splitlines()[-1]) == [[["hms1", 9085], ["hms2", 9084]], "PLAIN", "etl", "secret",
-                                                        7.0, 3, "hms_list", "metastore_conn_id",
-                                                        "metastore_default", "hive_metastore"]
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(ROOT / "plugins")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
+    assert json.loads(out.strip().splitlines()[-1]) == [
+        [["hms1", 9085], ["hms2", 9084]],
+        "PLAIN",
+        "etl",
+        "secret",
+        7.0,
+        3,
+        "hms_list",
+        "metastore_conn_id",
+        "metastore_default",
+        "hive_metastore",
+    ]
 
 
 def test_all_hosts_dead_names_each():
@@ -142,10 +178,15 @@ class _Server:
 
 
 def _a_table(db: str, name: str) -> ttypes.Table:
-    sd = ttypes.StorageDescriptor(cols=[], location=f"file:///wh/{db}.db/{name}", numBuckets=-1,
-                                  inputFormat="org.apache.hadoop.hive.ql.io.orc.OrcInputFormat")
-    return ttypes.Table(dbName=db, tableName=name, sd=sd, partitionKeys=[], parameters={"numFiles": "3"},
-                        tableType="MANAGED_TABLE")
+    sd = ttypes.StorageDescriptor(
+        cols=[],
+        location=f"file:///wh/{db}.db/{name}",
+        numBuckets=-1,
+        inputFormat="org.apache.hadoop.hive.ql.io.orc.OrcInputFormat",
+    )
+    return ttypes.Table(
+        dbName=db, tableName=name, sd=sd, partitionKeys=[], parameters={"numFiles": "3"}, tableType="MANAGED_TABLE"
+    )
 
 
 class _Handler:
@@ -253,8 +294,9 @@ def test_sasl_plain_negotiates_then_calls_through_the_sasl_transport():
     server = _Server(_sasl_plain_server)
     server.calls = []
     try:
-        with Metastore("127.0.0.1", server.port, timeout_seconds=10, auth_mechanism="PLAIN",
-                       username="etl", password="secret") as hms:
+        with Metastore(
+            "127.0.0.1", server.port, timeout_seconds=10, auth_mechanism="PLAIN", username="etl", password="secret"
+        ) as hms:
             table = hms.table("db", "t")
             with pytest.raises(TableNotFound, match=r"db\.missing"):
                 hms.table("db", "missing")
@@ -288,8 +330,10 @@ def test_missing_table_is_a_clear_value_error_without_a_live_metastore():
 @pytest.fixture
 def no_plain_get_table(monkeypatch):
     """Hive 4.0.1 has no get_table: make sure nothing here calls it."""
+
     def gone(self, *a, **k):
         raise AssertionError("get_table called: Hive 4.0.1 does not serve it; use get_table_req")
+
     monkeypatch.setattr(hmsclient.HMSClient, "get_table", gone)
 
 
@@ -324,6 +368,7 @@ def test_the_results_table_through_the_hooks_public_methods(stack):
     once (a second ensure changes nothing), batches read by run, old batches pruned."""
     from hive_compaction.airflow import results_reader
     from hive_compaction.model.result_table import partition_name
+
     stack.make_table("hms_results", "anchor", "ORC", ["2026-01-01"], files=1, rows=1)  # the database
     name = "hms_results.compaction_results"
     with Metastore("127.0.0.1", stack.port, timeout_seconds=30, batch_size=2) as hms:
@@ -331,12 +376,23 @@ def test_the_results_table_through_the_hooks_public_methods(stack):
         results_reader.ensure(hms, name)
         assert hms.table_exists("hms_results", "compaction_results")
         assert hms.table("hms_results", "compaction_results").partition_keys == (("run", "string"), ("batch", "string"))
-        template = hms.get_conn().get_table_req(ttypes.GetTableRequest(dbName="hms_results",
-                                                                       tblName="compaction_results")).table.sd
-        hms.get_conn().add_partitions([  # as the merge jobs record them
-            ttypes.Partition(values=[run, str(batch)], dbName="hms_results", tableName="compaction_results",
-                             sd=template, parameters={"result.0": f"{run}/{batch}"})
-            for run, batch in (("r1", 0), ("r1", 1), ("r1", 2), ("r2", 0))])
+        template = (
+            hms.get_conn()
+            .get_table_req(ttypes.GetTableRequest(dbName="hms_results", tblName="compaction_results"))
+            .table.sd
+        )
+        hms.get_conn().add_partitions(
+            [  # as the merge jobs record them
+                ttypes.Partition(
+                    values=[run, str(batch)],
+                    dbName="hms_results",
+                    tableName="compaction_results",
+                    sd=template,
+                    parameters={"result.0": f"{run}/{batch}"},
+                )
+                for run, batch in (("r1", 0), ("r1", 1), ("r1", 2), ("r2", 0))
+            ]
+        )
         read = results_reader.read(hms, name, "r1", [0, 2, 7])  # 7 recorded nothing
         assert {b: params["result.0"] for b, params in read.items()} == {0: "r1/0", 2: "r1/2"}
         assert sorted(results_reader.read_run(hms, name, "r1")) == [0, 1, 2]
@@ -355,8 +411,9 @@ def test_missing_table_and_database_give_table_not_found(stack):
             with pytest.raises(TableNotFound) as e:
                 hms.table(db, name)
             assert isinstance(e.value, ValueError) and e.value.name == f"{db}.{name}"
-            assert f"table {db}.{name} does not exist in the Hive Metastore at thrift://127.0.0.1:{stack.port}" \
-                in str(e.value)
+            assert f"table {db}.{name} does not exist in the Hive Metastore at thrift://127.0.0.1:{stack.port}" in str(
+                e.value
+            )
         assert hms.table("hms_client", "present").name == "hms_client.present"  # the connection is still good
 
 
@@ -466,8 +523,9 @@ print(json.dumps(out))
 """
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_CONN_")}
     env["AIRFLOW_HOME"] = str(tmp_path)
-    out = subprocess.run([sys.executable, "-c", code, str(ROOT / "plugins")], env=env, capture_output=True,
-                         text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(ROOT / "plugins")], env=env, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["legacy only"][0] == "legacy"

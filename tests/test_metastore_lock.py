@@ -2,6 +2,7 @@
 makes the commit wait, then leave the partition as it is; a writer asking for the lock while a
 commit runs waits for it. Real stack: the Metastore's lock API (its transaction tables on
 PostgreSQL or Derby), spark-submit of the merge job, `airflow dags test`, every row checked."""
+
 from __future__ import annotations
 
 import json
@@ -25,9 +26,15 @@ DT = "2026-07-01"
 def lock_request(db: str, table: str, partition: str, agent: str | None = None) -> ttypes.LockRequest:
     """What a Hive writer with DbTxnManager asks for before it writes a partition (``agent``:
     "hive_compaction" for another merge job's)."""
-    component = ttypes.LockComponent(type=ttypes.LockType.EXCLUSIVE, level=ttypes.LockLevel.PARTITION, dbname=db,
-                                     tablename=table, partitionname=partition,
-                                     operationType=ttypes.DataOperationType.NO_TXN, isAcid=False)
+    component = ttypes.LockComponent(
+        type=ttypes.LockType.EXCLUSIVE,
+        level=ttypes.LockLevel.PARTITION,
+        dbname=db,
+        tablename=table,
+        partitionname=partition,
+        operationType=ttypes.DataOperationType.NO_TXN,
+        isAcid=False,
+    )
     return ttypes.LockRequest(component=[component], user="hive-writer", hostname="localhost", agentInfo=agent)
 
 
@@ -37,8 +44,13 @@ def files(folder: Path) -> dict[str, int]:
 
 # A Hive writer's lock; and a live merge job's (its agent is the package's), heartbeated, held
 # longer than a dead job's lock may be silent: the waiting job must not take it for a dead one.
-@pytest.mark.parametrize("agent, wait", variants("test_metastore_lock: lock holder", [
-    pytest.param(None, 3, id="hive_writer"), pytest.param("hive_compaction", 14, id="live_merge_job")]))
+@pytest.mark.parametrize(
+    "agent, wait",
+    variants(
+        "test_metastore_lock: lock holder",
+        [pytest.param(None, 3, id="hive_writer"), pytest.param("hive_compaction", 14, id="live_merge_job")],
+    ),
+)
 def test_a_writers_lock_makes_the_commit_wait_then_leave_the_partition(stack, tmp_path, agent, wait):
     db, table = f"locked_{'job' if agent else 'writer'}", "events"
     stack.make_table(db, table, "ORC", [DT], files=4, rows=120)
@@ -103,9 +115,10 @@ def test_a_busy_partition_never_holds_back_the_others_of_its_commit_chunk(stack,
     assert stack.content(db, table) == content
 
 
-@pytest.mark.parametrize("commit_mode, point", variants("test_metastore_lock: commit mode",
-                                                        [("in_place", "inputs_moved"),
-                                                         ("location_switch", "folder_built")]))
+@pytest.mark.parametrize(
+    "commit_mode, point",
+    variants("test_metastore_lock: commit mode", [("in_place", "inputs_moved"), ("location_switch", "folder_built")]),
+)
 def test_a_writer_asking_for_the_lock_during_a_commit_waits(stack, tmp_path, commit_mode, point):
     db, table = f"locking_{commit_mode}", "events"
     stack.make_table(db, table, "PARQUET", [DT], files=3, rows=90)
@@ -122,10 +135,14 @@ def test_a_writer_asking_for_the_lock_during_a_commit_waits(stack, tmp_path, com
         f"with hmsclient.HMSClient(host='127.0.0.1', port={stack.port}) as c:\n"
         f"    r = c.lock(lock_request({db!r}, {table!r}, 'dt={DT}'))\n"
         f"    open({str(seen)!r}, 'w').write(json.dumps(ttypes.LockState._VALUES_TO_NAMES[r.state]))\n"
-        "    c.unlock(ttypes.UnlockRequest(lockid=r.lockid))\n")
+        "    c.unlock(ttypes.UnlockRequest(lockid=r.lockid))\n"
+    )
     batch = stack.plan_batches(cfg, run_id="locking")["spark_args"][0]["application_args"][1]
-    p = stack.spark_submit(batch, HIVE_COMPACTION_TEST_HOOK_AT=point,
-                           HIVE_COMPACTION_TEST_HOOK_CMD=f"{shlex.quote(sys.executable)} {shlex.quote(str(writer))}")
+    p = stack.spark_submit(
+        batch,
+        HIVE_COMPACTION_TEST_HOOK_AT=point,
+        HIVE_COMPACTION_TEST_HOOK_CMD=f"{shlex.quote(sys.executable)} {shlex.quote(str(writer))}",
+    )
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]  # the job's own lines are on stdout
     assert json.loads(seen.read_text()) == "WAITING"
     assert stack.content(db, table) == content
@@ -143,15 +160,19 @@ def test_a_killed_jobs_lock_goes_by_itself(stack, tmp_path):
     batch = stack.plan_batches(cfg, run_id="killed")["spark_args"][0]["application_args"][1]
     assert stack.spark_submit(batch, HIVE_COMPACTION_TEST_KILL_AT="inputs_moved").returncode != 0
     with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
-        held = [lock for lock in c.show_locks(ttypes.ShowLocksRequest(dbname=db, tablename=table)).locks
-                if lock.agentInfo == "hive_compaction"]
+        held = [
+            lock
+            for lock in c.show_locks(ttypes.ShowLocksRequest(dbname=db, tablename=table)).locks
+            if lock.agentInfo == "hive_compaction"
+        ]
     assert len(held) == 1, held  # the killed job's, still there
     t0 = time.monotonic()
     run = stack.run_dag(cfg, conf={"partition_date": DT})
     assert run.state == "success", run.log[-4000:]
     assert "of a merge job that stopped heartbeating it" in run.log
-    assert "recovering the interrupted commit" in run.log, \
-        "\n".join(line for line in run.log.splitlines() if "hive_compaction" in line or "lock" in line)[-5000:]
+    assert "recovering the interrupted commit" in run.log, "\n".join(
+        line for line in run.log.splitlines() if "hive_compaction" in line or "lock" in line
+    )[-5000:]
     assert stack.content(db, table) == content
     assert len(files(stack.partition_location(db, table, f"dt={DT}"))) == 1
     print(f"the next run finished the commit in {time.monotonic() - t0:.0f}s")

@@ -2,6 +2,7 @@
 Airflow's own metrics backend, initialised from ``[metrics]`` as Airflow's task runner does it,
 to a StatsD listener (a UDP socket this test reads). The scheduler-driven run of
 tests/test_as_a_user.py checks the same from a real task."""
+
 from __future__ import annotations
 
 import socket
@@ -14,38 +15,84 @@ from hive_compaction.airflow import metrics
 
 
 def result(table, partition, status, **kw):
-    base = {"table": table, "partition": partition, "status": status, "files_before": 0, "files_after": 0,
-            "bytes_before": 0, "bytes_after": 0, "rows_merged": 0, "seconds": 0.0, "listed": True,
-            "recovered": False}
+    base = {
+        "table": table,
+        "partition": partition,
+        "status": status,
+        "files_before": 0,
+        "files_after": 0,
+        "bytes_before": 0,
+        "bytes_after": 0,
+        "rows_merged": 0,
+        "seconds": 0.0,
+        "listed": True,
+        "recovered": False,
+    }
     return {**base, **kw}
 
 
 REPORT = {
     "dates": {"db.a": ["2026-12-01", "2026-12-01"], "db.b": None, "db.idle": ["2026-12-01", "2026-12-01"]},
     "partitions": [
-        result("db.a", "dt=1", "merged", files_before=10, files_after=1, bytes_before=1000, bytes_after=900,
-               rows_merged=500, seconds=2.5),
-        result("db.a", "dt=2", "merged", files_before=4, files_after=1, bytes_before=400, bytes_after=380,
-               rows_merged=40, seconds=1.0, recovered=True),
+        result(
+            "db.a",
+            "dt=1",
+            "merged",
+            files_before=10,
+            files_after=1,
+            bytes_before=1000,
+            bytes_after=900,
+            rows_merged=500,
+            seconds=2.5,
+        ),
+        result(
+            "db.a",
+            "dt=2",
+            "merged",
+            files_before=4,
+            files_after=1,
+            bytes_before=400,
+            bytes_after=380,
+            rows_merged=40,
+            seconds=1.0,
+            recovered=True,
+        ),
         result("db.b", "dt=1", "failed", seconds=0.5),
         result("db.b", "dt=2", "skipped", listed=False),
     ],
     "skipped": [{"table": "db.a", "partition": "dt=3", "reason": "too few small files"}],
-    "deferred": [{"table": "db.b", "partition": "dt=9", "again": "next run"},
-                 {"table": "db.b", "partition": "dt=8", "again": "next run"}],
+    "deferred": [
+        {"table": "db.b", "partition": "dt=9", "again": "next run"},
+        {"table": "db.b", "partition": "dt=8", "again": "next run"},
+    ],
 }
 
 
 def test_the_figures_of_a_run_and_of_each_table():
     total, tables = metrics.figures(REPORT)
     a, b, idle = tables["db.a"], tables["db.b"], tables["db.idle"]
-    assert (a.partitions_merged, a.partitions_skipped, a.files_before, a.files_after, a.bytes_before,
-            a.bytes_after, a.rows_verified, a.partitions_recovered) == (2, 1, 14, 2, 1400, 1280, 540, 1)
+    assert (
+        a.partitions_merged,
+        a.partitions_skipped,
+        a.files_before,
+        a.files_after,
+        a.bytes_before,
+        a.bytes_after,
+        a.rows_verified,
+        a.partitions_recovered,
+    ) == (2, 1, 14, 2, 1400, 1280, 540, 1)
     assert a.merge_seconds == pytest.approx(3.5)
     assert (b.partitions_failed, b.partitions_skipped, b.partitions_deferred, b.partitions_listed) == (1, 1, 2, 1)
     assert idle == metrics.Figures()  # a configured table with nothing this run: zeros, still sent
-    assert (total.partitions_merged, total.partitions_failed, total.partitions_skipped, total.partitions_deferred,
-            total.partitions_listed, total.files_before, total.rows_verified) == (2, 1, 2, 2, 3, 14, 540)
+    assert (
+        total.partitions_merged,
+        total.partitions_failed,
+        total.partitions_skipped,
+        total.partitions_deferred,
+        total.partitions_listed,
+        total.files_before,
+        total.rows_verified,
+    ) == (2, 1, 2, 2, 3, 14, 540)
 
 
 class StatsdListener:
@@ -75,8 +122,12 @@ class StatsdListener:
 
     def env(self) -> dict[str, str]:
         """Airflow's [metrics] settings that send to this listener."""
-        return {"AIRFLOW__METRICS__STATSD_ON": "True", "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
-                "AIRFLOW__METRICS__STATSD_PORT": str(self.port), "AIRFLOW__METRICS__STATSD_PREFIX": "airflow"}
+        return {
+            "AIRFLOW__METRICS__STATSD_ON": "True",
+            "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
+            "AIRFLOW__METRICS__STATSD_PORT": str(self.port),
+            "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
+        }
 
     def received(self, settle: float = 1.0) -> dict[str, str]:
         time.sleep(settle)
@@ -98,6 +149,7 @@ def statsd_listener():
 def test_the_figures_reach_a_statsd_listener_through_airflows_metrics_config(statsd_listener, monkeypatch):
     from airflow.sdk.observability import stats
     from airflow.sdk.observability.metrics import stats_utils
+
     for name, value in statsd_listener.env().items():
         monkeypatch.setenv(name, value)
     stats.initialize(factory=stats_utils.get_stats_factory(), export_legacy_names=True)  # as the task runner does

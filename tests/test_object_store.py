@@ -6,6 +6,7 @@ create checks then writes), mounted as a user would have an object store behind 
 merge jobs' Spark settings. The plan sees only the Metastore's viewfs location and lets it through;
 each merge job must resolve the mount and refuse before it stages, journals or moves anything.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -23,8 +24,11 @@ DATES = ["2026-09-01", "2026-09-02"]
 FILES_PER_PARTITION = 4
 ROWS_PER_PARTITION = 200
 # table -> (storage format, commit_mode)
-TABLES = {"events_orc": ("ORC", "in_place"), "events_parquet": ("PARQUET", "in_place"),
-          "events_orc_switch": ("ORC", "location_switch")}
+TABLES = {
+    "events_orc": ("ORC", "in_place"),
+    "events_parquet": ("PARQUET", "in_place"),
+    "events_orc_switch": ("ORC", "location_switch"),
+}
 REFUSAL = "storage scheme 's3like' is not known to rename atomically or to create a file exclusively"
 
 
@@ -41,14 +45,17 @@ def make_object_store_table(stack, tmp_path: Path, table: str, storage: str) -> 
     from functools import reduce
 
     from demo_tables import events
+
     written = tmp_path / "written" / table
     frames = [events(stack.spark, d, ROWS_PER_PARTITION, seed=i) for i, d in enumerate(DATES)]
-    reduce(lambda a, b: a.unionByName(b), frames).repartition(FILES_PER_PARTITION) \
-        .write.partitionBy("dt").format(storage.lower()).save(f"file://{written}")
+    reduce(lambda a, b: a.unionByName(b), frames).repartition(FILES_PER_PARTITION).write.partitionBy("dt").format(
+        storage.lower()
+    ).save(f"file://{written}")
     folder = stack.s3like_root / "objects" / DB / table
     for d in DATES:
-        shutil.copytree(written / f"dt={d}", folder / f"dt={d}",
-                        ignore=shutil.ignore_patterns(".*.crc"))  # an object store has no checksum files
+        shutil.copytree(
+            written / f"dt={d}", folder / f"dt={d}", ignore=shutil.ignore_patterns(".*.crc")
+        )  # an object store has no checksum files
     stack.spark.sql(f"CREATE DATABASE IF NOT EXISTS {DB}")
     stack.spark.sql(f"""CREATE TABLE {DB}.{table} (
         event_id BIGINT, user_id STRING, kind INT, amount DECIMAL(12,2), ts TIMESTAMP,
@@ -60,8 +67,12 @@ def make_object_store_table(stack, tmp_path: Path, table: str, storage: str) -> 
 
 def tree(root: Path) -> dict[str, tuple[int, str]]:
     """Every file under ``root`` (relative name -> size, SHA-256 of its bytes), folders as (-1, '')."""
-    return {str(p.relative_to(root)): (p.stat().st_size, hashlib.sha256(p.read_bytes()).hexdigest())
-            if p.is_file() else (-1, "") for p in sorted(root.rglob("*"))}
+    return {
+        str(p.relative_to(root)): (p.stat().st_size, hashlib.sha256(p.read_bytes()).hexdigest())
+        if p.is_file()
+        else (-1, "")
+        for p in sorted(root.rglob("*"))
+    }
 
 
 def row_content(stack, storage: str, folder: Path) -> dict[str, tuple[int, str]]:
@@ -75,6 +86,7 @@ def row_content(stack, storage: str, folder: Path) -> dict[str, tuple[int, str]]
 
 def partition_parameters(stack, table: str) -> dict[str, dict[str, str]]:
     from hmsclient import hmsclient
+
     with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
         return {p.values[0]: dict(p.parameters) for p in c.get_partitions(DB, table, -1)}
 
@@ -92,29 +104,47 @@ def test_two_concurrent_merge_jobs_refuse_an_object_store_and_change_nothing(sta
     root = stack.s3like_root
     tables_root = root / "objects" / DB
     files_before = tree(root)
-    assert sum(1 for name in files_before if name.endswith((".orc", ".parquet"))) \
+    assert (
+        sum(1 for name in files_before if name.endswith((".orc", ".parquet")))
         == len(TABLES) * len(DATES) * FILES_PER_PARTITION
+    )
     rows_before = {t: row_content(stack, storage, tables_root / t) for t, (storage, _) in TABLES.items()}
-    assert {t: {k: v[0] for k, v in rows.items()} for t, rows in rows_before.items()} == \
-        {t: {f"dt={d}": ROWS_PER_PARTITION for d in DATES} for t in TABLES}
+    assert {t: {k: v[0] for k, v in rows.items()} for t, rows in rows_before.items()} == {
+        t: {f"dt={d}": ROWS_PER_PARTITION for d in DATES} for t in TABLES
+    }
     statistics_before = {t: partition_parameters(stack, t) for t in TABLES}
     # The Metastore listed the partitions through the mount: its statistics are the files on the storage.
-    assert {t: {d: p.get("numFiles") for d, p in s.items()} for t, s in statistics_before.items()} == \
-        {t: {d: str(FILES_PER_PARTITION) for d in DATES} for t in TABLES}, statistics_before
+    assert {t: {d: p.get("numFiles") for d, p in s.items()} for t, s in statistics_before.items()} == {
+        t: {d: str(FILES_PER_PARTITION) for d in DATES} for t in TABLES
+    }, statistics_before
 
-    cfg = stack.write_config(tmp_path / "c.yaml",
-                             [{"name": f"{DB}.{t}", "commit_mode": mode} for t, (_, mode) in TABLES.items()],
-                             spark_conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
-                                         **stack.object_store_spark_conf})
+    cfg = stack.write_config(
+        tmp_path / "c.yaml",
+        [{"name": f"{DB}.{t}", "commit_mode": mode} for t, (_, mode) in TABLES.items()],
+        spark_conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2", **stack.object_store_spark_conf},
+    )
     # The plan sees only viewfs:// locations: it passes every partition to the merge jobs. run-b is
     # a dry run: the refusal comes before any footer is read, so a dry run reports it too.
-    runs = {run: [b["application_args"][1] for b in stack.plan_batches(cfg, run_id=run,
-                                                                       dry_run=run == "run-b")["spark_args"]]
-            for run in ("run-a", "run-b")}
+    runs = {
+        run: [
+            b["application_args"][1] for b in stack.plan_batches(cfg, run_id=run, dry_run=run == "run-b")["spark_args"]
+        ]
+        for run in ("run-a", "run-b")
+    }
     assert all(runs.values()), runs  # each run has merge jobs to start
-    jobs = {run: [subprocess.Popen(merge_job_cmd(stack, batch), env=stack.env(cfg), stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True) for batch in batches]
-            for run, batches in runs.items()}
+    jobs = {
+        run: [
+            subprocess.Popen(
+                merge_job_cmd(stack, batch),
+                env=stack.env(cfg),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            for batch in batches
+        ]
+        for run, batches in runs.items()
+    }
     logs = {run: [p.communicate(timeout=600)[0] for p in procs] for run, procs in jobs.items()}
     for run, procs in jobs.items():
         for p, log in zip(procs, logs[run]):
@@ -129,8 +159,10 @@ def test_two_concurrent_merge_jobs_refuse_an_object_store_and_change_nothing(sta
             assert r["files_after"] == r["files_before"] == FILES_PER_PARTITION
         log = "\n".join(logs[run])
         for table, partition in expected:  # the job's log line names the table, partition and reason
-            assert any(table in line and partition in line and "skipped" in line and REFUSAL in line
-                       for line in log.splitlines()), (run, table, partition)
+            assert any(
+                table in line and partition in line and "skipped" in line and REFUSAL in line
+                for line in log.splitlines()
+            ), (run, table, partition)
 
     # Nothing written to the storage: no staging, journal or work area, every file byte for byte.
     assert tree(root) == files_before
@@ -146,15 +178,20 @@ def object_store_jvm(stack):
     from py4j.java_gateway import GatewayParameters, JavaGateway, launch_gateway
 
     import s3like
+
     require_object_store(stack)
     jars = s3like.spark_jars()
-    port = launch_gateway(jarpath=str(next(jars.glob("py4j-*.jar"))), classpath=f"{jars}/*:{stack.s3like_jar}",
-                          die_on_exit=True, javaopts=["-Xmx256m"])
+    port = launch_gateway(
+        jarpath=str(next(jars.glob("py4j-*.jar"))),
+        classpath=f"{jars}/*:{stack.s3like_jar}",
+        die_on_exit=True,
+        javaopts=["-Xmx256m"],
+    )
     gateway = JavaGateway(gateway_parameters=GatewayParameters(port=port, auto_convert=True))
     conf = gateway.jvm.org.apache.hadoop.conf.Configuration()
     for k, v in stack.object_store_spark_conf.items():
         if k.startswith("spark.hadoop."):
-            conf.set(k[len("spark.hadoop."):], v)
+            conf.set(k[len("spark.hadoop.") :], v)
     try:
         yield gateway.jvm, conf
     finally:
@@ -165,6 +202,7 @@ def test_the_s3like_file_system_has_an_object_stores_semantics(stack, object_sto
     """What makes it unsafe, seen: two create(overwrite=false) of one name both succeed (the last
     to close wins), and a rename is a copy (new files, the source deleted)."""
     import os
+
     jvm, conf = object_store_jvm
     path = jvm.org.apache.hadoop.fs.Path(f"{stack.object_store_root}/semantics/journal.json")
     fs = path.getFileSystem(conf)
@@ -189,6 +227,7 @@ def test_exclusive_publish_and_atomic_replace_refuse_the_storage_and_create_noth
     OSError naming the scheme, and not even their folder is created. HadoopFS needs only a JVM and
     a Hadoop configuration (``object_store_jvm``)."""
     from hive_compaction.storage.hadoop_fs import HadoopFS
+
     jvm, conf = object_store_jvm
     fs = HadoopFS(SimpleNamespace(_jvm=jvm, _jsc=SimpleNamespace(hadoopConfiguration=lambda: conf)))
     before = tree(stack.s3like_root)

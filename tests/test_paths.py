@@ -1,4 +1,5 @@
 """Location checks, the work-area layout, file-name-safe ids and Hive partition names."""
+
 from __future__ import annotations
 
 import re
@@ -23,16 +24,20 @@ SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 # --- split_uri / canonical --------------------------------------------------------------------
 
-@pytest.mark.parametrize("uri, expected", [
-    ("file:/a/b", ("file", "", "/a/b")),
-    ("file:///a/b/", ("file", "", "/a/b")),
-    ("/a/b", ("file", "", "/a/b")),
-    ("HDFS://nn:8020//wh///t/", ("hdfs", "nn:8020", "/wh/t")),
-    ("hdfs://nn", ("hdfs", "nn", "/")),
-    ("hdfs://nn/", ("hdfs", "nn", "/")),
-    ("s3a://bucket/key/x=1", ("s3a", "bucket", "/key/x=1")),
-    ("abfs://c@acct.dfs.core.windows.net/d", ("abfs", "c@acct.dfs.core.windows.net", "/d")),
-])
+
+@pytest.mark.parametrize(
+    "uri, expected",
+    [
+        ("file:/a/b", ("file", "", "/a/b")),
+        ("file:///a/b/", ("file", "", "/a/b")),
+        ("/a/b", ("file", "", "/a/b")),
+        ("HDFS://nn:8020//wh///t/", ("hdfs", "nn:8020", "/wh/t")),
+        ("hdfs://nn", ("hdfs", "nn", "/")),
+        ("hdfs://nn/", ("hdfs", "nn", "/")),
+        ("s3a://bucket/key/x=1", ("s3a", "bucket", "/key/x=1")),
+        ("abfs://c@acct.dfs.core.windows.net/d", ("abfs", "c@acct.dfs.core.windows.net", "/d")),
+    ],
+)
 def test_split_uri(uri, expected):
     assert split_uri(uri) == expected
 
@@ -50,25 +55,30 @@ def test_canonical():
 
 # --- is_within --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("child, parent, expected", [
-    ("hdfs://nn/wh/t/dt=1", "hdfs://nn/wh/t", True),
-    ("hdfs://nn/wh/t/dt=1/c=2", "hdfs://nn/wh/t/", True),
-    ("hdfs://nn/wh/t", "hdfs://nn/wh/t", False),  # strictly below
-    ("hdfs://nn/wh/t/", "hdfs://nn/wh/t", False),
-    ("hdfs://nn/wh/t2/dt=1", "hdfs://nn/wh/t", False),  # shares a prefix only
-    ("hdfs://nn/wh/t2", "hdfs://nn/wh/t", False),
-    ("hdfs://nn/wh", "hdfs://nn/wh/t", False),
-    ("hdfs://other/wh/t/dt=1", "hdfs://nn/wh/t", False),
-    ("s3a://nn/wh/t/dt=1", "hdfs://nn/wh/t", False),
-    ("file:/wh/t/dt=1", "file:///wh/t/", True),
-    ("/wh/t/dt=1", "file:///wh/t", True),
-    ("hdfs://nn/anything", "hdfs://nn/", True),
-])
+
+@pytest.mark.parametrize(
+    "child, parent, expected",
+    [
+        ("hdfs://nn/wh/t/dt=1", "hdfs://nn/wh/t", True),
+        ("hdfs://nn/wh/t/dt=1/c=2", "hdfs://nn/wh/t/", True),
+        ("hdfs://nn/wh/t", "hdfs://nn/wh/t", False),  # strictly below
+        ("hdfs://nn/wh/t/", "hdfs://nn/wh/t", False),
+        ("hdfs://nn/wh/t2/dt=1", "hdfs://nn/wh/t", False),  # shares a prefix only
+        ("hdfs://nn/wh/t2", "hdfs://nn/wh/t", False),
+        ("hdfs://nn/wh", "hdfs://nn/wh/t", False),
+        ("hdfs://other/wh/t/dt=1", "hdfs://nn/wh/t", False),
+        ("s3a://nn/wh/t/dt=1", "hdfs://nn/wh/t", False),
+        ("file:/wh/t/dt=1", "file:///wh/t/", True),
+        ("/wh/t/dt=1", "file:///wh/t", True),
+        ("hdfs://nn/anything", "hdfs://nn/", True),
+    ],
+)
 def test_is_within(child, parent, expected):
     assert is_within(child, parent) is expected
 
 
 # --- location_problem -------------------------------------------------------------------------
+
 
 def test_normal_partition_is_accepted():
     assert location_problem(f"{TABLE}/dt=2024-01-01", TABLE, True) is None
@@ -76,30 +86,33 @@ def test_normal_partition_is_accepted():
     assert location_problem("file:/wh/t/dt=1", "file:///wh/t/", True) is None
 
 
-@pytest.mark.parametrize("location, table, words", [
-    ("hdfs://nn:8020/", TABLE, "root"),
-    ("hdfs://nn:8020", TABLE, "root"),
-    ("file:///", "file:///wh/t", "root"),
-    (TABLE, TABLE, "table root"),
-    (TABLE + "/", TABLE, "table root"),
-    ("hdfs://nn:8020//wh/db.db//t", TABLE, "table root"),
-    ("hdfs://nn:8020/wh/db.db/other/dt=1", TABLE, "outside"),
-    ("hdfs://nn:8020/wh/db.db", TABLE, "outside"),
-    ("hdfs://nn:8020/wh/db.db/t2/dt=1", TABLE, "outside"),  # sibling sharing a prefix
-    ("hdfs://nn:8020/wh/db.db/t_old/dt=1", TABLE, "outside"),
-    ("s3a://nn:8020/wh/db.db/t/dt=1", TABLE, "another file system (s3a://nn:8020)"),  # other scheme
-    ("hdfs://nn2:8020/wh/db.db/t/dt=1", TABLE, "another file system (hdfs://nn2:8020)"),  # other authority
-    ("hdfs://nn/wh/db.db/t/dt=1", TABLE, "another file system (hdfs://nn)"),  # other authority (no port)
-    ("hdfs://ns2/wh/db.db/t/dt=1", "hdfs://ns1/wh/db.db/t", "than its table (hdfs://ns1)"),  # other nameservice
-    ("file:///wh/db.db/t/dt=1", TABLE, "another file system (file://)"),
-    ("hdfs://nn:8020/wh/db.db/t/dt=1/../../other", TABLE, "contains '..'"),
-    ("hdfs://nn:8020/wh/db.db/t/..", TABLE, "contains '..'"),
-    ("hdfs://nn:8020/wh/db.db/t/../t2/dt=1", TABLE, "contains '..'"),
-    ("file:/wh/t/../../etc", "file:/wh/t", "contains '..'"),
-    ("hdfs://nn:8020/wh/db.db/t/.", TABLE, "'.' segment"),  # the table root in disguise
-    ("hdfs://nn:8020/wh/db.db/t/./dt=1", TABLE, "'.' segment"),
-    ("", TABLE, "no location"),
-])
+@pytest.mark.parametrize(
+    "location, table, words",
+    [
+        ("hdfs://nn:8020/", TABLE, "root"),
+        ("hdfs://nn:8020", TABLE, "root"),
+        ("file:///", "file:///wh/t", "root"),
+        (TABLE, TABLE, "table root"),
+        (TABLE + "/", TABLE, "table root"),
+        ("hdfs://nn:8020//wh/db.db//t", TABLE, "table root"),
+        ("hdfs://nn:8020/wh/db.db/other/dt=1", TABLE, "outside"),
+        ("hdfs://nn:8020/wh/db.db", TABLE, "outside"),
+        ("hdfs://nn:8020/wh/db.db/t2/dt=1", TABLE, "outside"),  # sibling sharing a prefix
+        ("hdfs://nn:8020/wh/db.db/t_old/dt=1", TABLE, "outside"),
+        ("s3a://nn:8020/wh/db.db/t/dt=1", TABLE, "another file system (s3a://nn:8020)"),  # other scheme
+        ("hdfs://nn2:8020/wh/db.db/t/dt=1", TABLE, "another file system (hdfs://nn2:8020)"),  # other authority
+        ("hdfs://nn/wh/db.db/t/dt=1", TABLE, "another file system (hdfs://nn)"),  # other authority (no port)
+        ("hdfs://ns2/wh/db.db/t/dt=1", "hdfs://ns1/wh/db.db/t", "than its table (hdfs://ns1)"),  # other nameservice
+        ("file:///wh/db.db/t/dt=1", TABLE, "another file system (file://)"),
+        ("hdfs://nn:8020/wh/db.db/t/dt=1/../../other", TABLE, "contains '..'"),
+        ("hdfs://nn:8020/wh/db.db/t/..", TABLE, "contains '..'"),
+        ("hdfs://nn:8020/wh/db.db/t/../t2/dt=1", TABLE, "contains '..'"),
+        ("file:/wh/t/../../etc", "file:/wh/t", "contains '..'"),
+        ("hdfs://nn:8020/wh/db.db/t/.", TABLE, "'.' segment"),  # the table root in disguise
+        ("hdfs://nn:8020/wh/db.db/t/./dt=1", TABLE, "'.' segment"),
+        ("", TABLE, "no location"),
+    ],
+)
 def test_location_problem_refuses(location, table, words):
     problem = location_problem(location, table, True)
     assert problem is not None
@@ -127,6 +140,7 @@ def test_dots_inside_names_are_fine():
 
 # --- default_work_dir -------------------------------------------------------------------------
 
+
 def test_default_work_dir_is_beside_the_table_not_inside():
     wd = default_work_dir(TABLE, "db", "t", None)
     assert wd == "hdfs://nn:8020/wh/db.db/.hive_compaction/t"
@@ -145,6 +159,7 @@ def test_default_work_dir_with_a_work_root():
 
 # --- partition_id / run_tag -------------------------------------------------------------------
 
+
 def test_partition_id_is_file_name_safe_and_distinct():
     a = partition_id("db.t", "dt=2024-01-01/country=US")
     assert a.startswith("dt_2024-01-01_country_US.")
@@ -153,7 +168,7 @@ def test_partition_id_is_file_name_safe_and_distinct():
     assert a != partition_id("db.u", "dt=2024-01-01/country=US")
     # names that map to the same label still get different ids
     assert partition_id("db.t", "k=a b") != partition_id("db.t", "k=a%20b")
-    assert partition_id("db.t", "") .startswith("table.")
+    assert partition_id("db.t", "").startswith("table.")
 
 
 def test_partition_id_length_is_bounded():
@@ -170,13 +185,16 @@ def test_partition_id_is_always_a_safe_single_segment(partition):
     assert not pid.startswith("_")
 
 
-@pytest.mark.parametrize("run_id, expected", [
-    ("manual__2024-01-01T00:00:00+00:00", "manual__2024-01-01T00-00-00-00-00"),
-    ("scheduled__2024-05-06T01:02:03.456789+00:00", "scheduled__2024-05-06T01-02-03.456789-00-00"),
-    ("::::", "run"),
-    ("", "run"),
-    ("a/b", "a-b"),
-])
+@pytest.mark.parametrize(
+    "run_id, expected",
+    [
+        ("manual__2024-01-01T00:00:00+00:00", "manual__2024-01-01T00-00-00-00-00"),
+        ("scheduled__2024-05-06T01:02:03.456789+00:00", "scheduled__2024-05-06T01-02-03.456789-00-00"),
+        ("::::", "run"),
+        ("", "run"),
+        ("a/b", "a-b"),
+    ],
+)
 def test_run_tag(run_id, expected):
     assert run_tag(run_id) == expected
 
@@ -199,31 +217,38 @@ def test_run_tag_is_always_a_safe_single_segment(run_id):
 
 # --- Hive partition names ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("value, escaped", [
-    ("2024-01-01", "2024-01-01"),
-    ("a b", "a b"),  # Hive does not escape spaces on Linux
-    ("a/b", "a%2Fb"),
-    ("k=v", "k%3Dv"),
-    ("100%", "100%25"),
-    ("12:30", "12%3A30"),
-    ("é ü 日本", "é ü 日本"),  # non-ASCII is kept
-    ("tab\there", "tab%09here"),
-    ("#'\"*?\\^[]{}", "%23%27%22%2A%3F%5C%5E%5B%5D%7B}"),  # Hive escapes '{' but not '}'
-    ("\x7f", "%7F"),
-    ("", ""),
-])
+
+@pytest.mark.parametrize(
+    "value, escaped",
+    [
+        ("2024-01-01", "2024-01-01"),
+        ("a b", "a b"),  # Hive does not escape spaces on Linux
+        ("a/b", "a%2Fb"),
+        ("k=v", "k%3Dv"),
+        ("100%", "100%25"),
+        ("12:30", "12%3A30"),
+        ("é ü 日本", "é ü 日本"),  # non-ASCII is kept
+        ("tab\there", "tab%09here"),
+        ("#'\"*?\\^[]{}", "%23%27%22%2A%3F%5C%5E%5B%5D%7B}"),  # Hive escapes '{' but not '}'
+        ("\x7f", "%7F"),
+        ("", ""),
+    ],
+)
 def test_escape_path_name(value, escaped):
     assert escape_path_name(value) == escaped
     assert unescape_path_name(escaped) == value
 
 
-@pytest.mark.parametrize("text, value", [
-    ("%zz", "%zz"),  # not hex: kept as is
-    ("50%", "50%"),
-    ("%4", "%4"),
-    ("a%2fb", "a/b"),  # lower-case hex
-    ("%41%42", "AB"),
-])
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("%zz", "%zz"),  # not hex: kept as is
+        ("50%", "50%"),
+        ("%4", "%4"),
+        ("a%2fb", "a/b"),  # lower-case hex
+        ("%41%42", "AB"),
+    ],
+)
 def test_unescape_tolerates_stray_percent_signs(text, value):
     assert unescape_path_name(text) == value
 
@@ -260,8 +285,10 @@ def test_partition_name_round_trip(values):
 
 def test_a_partition_on_another_file_system_is_refused_with_the_reason():
     problem = location_problem("hdfs://nn1.example:8020/wh/db.db/t/dt=1", "hdfs://ns1/wh/db.db/t", True)
-    assert problem.startswith("location hdfs://nn1.example:8020/wh/db.db/t/dt=1 is on another file system "
-                              "(hdfs://nn1.example:8020) than its table (hdfs://ns1)")
+    assert problem.startswith(
+        "location hdfs://nn1.example:8020/wh/db.db/t/dt=1 is on another file system "
+        "(hdfs://nn1.example:8020) than its table (hdfs://ns1)"
+    )
     assert "renames, which cannot cross file systems" in problem
     # the scheme and authority are compared without case or doubled slashes, as written otherwise
     assert location_problem("HDFS://ns1//wh/db.db/t/dt=1", "hdfs://ns1/wh/db.db/t", True) is None

@@ -1,4 +1,5 @@
 """Candidates from Metastore statistics, table refusals, and packing into a bounded number of jobs."""
+
 from __future__ import annotations
 
 import json
@@ -44,31 +45,56 @@ PARQUET_IN = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat"
 TEXT_IN = "org.apache.hadoop.mapred.TextInputFormat"
 
 
-def make_task(i: int = 0, *, table: str = "events", database: str = "db", total_size: int | None = 1 * MB,
-              num_files: int | None = 10, partition: str | None = None) -> PartitionTask:
+def make_task(
+    i: int = 0,
+    *,
+    table: str = "events",
+    database: str = "db",
+    total_size: int | None = 1 * MB,
+    num_files: int | None = 10,
+    partition: str | None = None,
+) -> PartitionTask:
     part = f"dt={i:05d}" if partition is None else partition
     loc = f"hdfs://nn/wh/{database}.db/{table}"
     return PartitionTask(
-        database=database, table=table, partition=part, values=(part.split("=", 1)[-1],) if part else (),
-        location=f"{loc}/{part}" if part else loc, table_location=loc, storage_format="orc",
+        database=database,
+        table=table,
+        partition=part,
+        values=(part.split("=", 1)[-1],) if part else (),
+        location=f"{loc}/{part}" if part else loc,
+        table_location=loc,
+        storage_format="orc",
         work_dir=f"hdfs://nn/wh/{database}.db/.hive_compaction/{table}",
-        target_file_size=128 * MB, small_file_limit=100 * MB, min_small_files=2, merge_mode="auto",
-        num_files=num_files, total_size=total_size, num_rows=None,
+        target_file_size=128 * MB,
+        small_file_limit=100 * MB,
+        min_small_files=2,
+        merge_mode="auto",
+        num_files=num_files,
+        total_size=total_size,
+        num_rows=None,
     )
 
 
 def make_table(**kw) -> TableInfo:
-    base = dict(database="db", table="events", location="hdfs://nn/wh/db.db/events", storage_format="orc",
-                input_format=ORC_IN, partition_keys=(("dt", "string"),), table_type="MANAGED_TABLE",
-                parameters={})
+    base = dict(
+        database="db",
+        table="events",
+        location="hdfs://nn/wh/db.db/events",
+        storage_format="orc",
+        input_format=ORC_IN,
+        partition_keys=(("dt", "string"),),
+        table_type="MANAGED_TABLE",
+        parameters={},
+    )
     base.update(kw)
     return TableInfo(**base)
 
 
 def make_partition(name: str = "dt=1", *, location: str | None = None, **params) -> PartitionInfo:
     loc = f"hdfs://nn/wh/db.db/events/{name}" if location is None else location
-    return PartitionInfo(name, tuple(kv.split("=", 1)[1] for kv in name.split("/") if kv), loc,
-                         {k: str(v) for k, v in params.items()})
+    return PartitionInfo(
+        name, tuple(kv.split("=", 1)[1] for kv in name.split("/") if kv), loc, {k: str(v) for k, v in params.items()}
+    )
 
 
 def check_batches(tasks, batches, deferred, fan_out, max_map_length):
@@ -84,9 +110,18 @@ def check_batches(tasks, batches, deferred, fan_out, max_map_length):
 
 # --- metastore helpers used by planning --------------------------------------------------------
 
-@pytest.mark.parametrize("raw, expected", [
-    ("12", 12), ("0", 0), ("-1", None), ("abc", None), ("1.5", None), ("", None),
-])
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ("12", 12),
+        ("0", 0),
+        ("-1", None),
+        ("abc", None),
+        ("1.5", None),
+        ("", None),
+    ],
+)
 def test_partition_stat(raw, expected):
     assert PartitionInfo("dt=1", ("1",), "/x", {NUM_FILES: raw}).stat(NUM_FILES) == expected
 
@@ -96,26 +131,30 @@ def test_partition_stat_missing_key():
     assert PartitionInfo("dt=1", ("1",), "/x", {TOTAL_SIZE: "5"}).stat(TOTAL_SIZE) == 5
 
 
-@pytest.mark.parametrize("input_format, params, expected", [
-    (ORC_IN, {}, "orc"),
-    (PARQUET_IN, {}, "parquet"),
-    (TEXT_IN, {}, None),
-    ("", {}, None),
-    ("org.apache.hadoop.mapred.SequenceFileInputFormat", {"spark.sql.sources.provider": "parquet"}, "parquet"),
-    ("org.apache.hadoop.mapred.SequenceFileInputFormat", {"spark.sql.sources.provider": "ORC"}, "orc"),
-    ("org.apache.hadoop.mapred.SequenceFileInputFormat", {"spark.sql.sources.provider": "csv"}, None),
-    (ORC_IN, {"spark.sql.sources.provider": "hive"}, "orc"),
-    # Hudi tables synced to the Metastore: their file layout is owned by Hudi's timeline
-    ("org.apache.hudi.hadoop.HoodieParquetInputFormat", {}, None),
-    ("org.apache.hudi.hadoop.realtime.HoodieParquetRealtimeInputFormat", {}, None),
-    ("org.apache.hudi.hadoop.HoodieParquetInputFormat", {"spark.sql.sources.provider": "hudi"}, None),
-    (PARQUET_IN, {"spark.sql.sources.provider": "delta"}, None),
-])
+@pytest.mark.parametrize(
+    "input_format, params, expected",
+    [
+        (ORC_IN, {}, "orc"),
+        (PARQUET_IN, {}, "parquet"),
+        (TEXT_IN, {}, None),
+        ("", {}, None),
+        ("org.apache.hadoop.mapred.SequenceFileInputFormat", {"spark.sql.sources.provider": "parquet"}, "parquet"),
+        ("org.apache.hadoop.mapred.SequenceFileInputFormat", {"spark.sql.sources.provider": "ORC"}, "orc"),
+        ("org.apache.hadoop.mapred.SequenceFileInputFormat", {"spark.sql.sources.provider": "csv"}, None),
+        (ORC_IN, {"spark.sql.sources.provider": "hive"}, "orc"),
+        # Hudi tables synced to the Metastore: their file layout is owned by Hudi's timeline
+        ("org.apache.hudi.hadoop.HoodieParquetInputFormat", {}, None),
+        ("org.apache.hudi.hadoop.realtime.HoodieParquetRealtimeInputFormat", {}, None),
+        ("org.apache.hudi.hadoop.HoodieParquetInputFormat", {"spark.sql.sources.provider": "hudi"}, None),
+        (PARQUET_IN, {"spark.sql.sources.provider": "delta"}, None),
+    ],
+)
 def test_storage_format(input_format, params, expected):
     assert storage_format(input_format, params) == expected
 
 
 # --- table_refusal ----------------------------------------------------------------------------
+
 
 def test_plain_table_is_not_refused():
     assert table_refusal(make_table()) is None
@@ -146,6 +185,7 @@ def test_unsupported_format_is_refused_naming_it():
 
 # --- candidate --------------------------------------------------------------------------------
 
+
 def test_candidate_by_num_files():
     policy = TablePolicy(min_small_files=3)
     assert candidate(make_partition(numFiles=3), policy)
@@ -169,12 +209,15 @@ def test_candidate_never_when_turned_off():
 
 # --- plan_table -------------------------------------------------------------------------------
 
+
 def test_plan_table_makes_tasks_with_everything_the_job_needs():
     table = make_table(parameters={"orc.compress": "ZSTD", "comment": "x", "transactional": "false"})
     policy = TablePolicy(target_file_size=256 * MB, small_file_limit=64 * MB, min_small_files=4, merge_mode="copy")
-    parts = [make_partition("dt=1", numFiles=10, totalSize=1000, numRows=50),
-             make_partition("dt=2", numFiles=3, **{LISTED_AT: str(NOW - 3600)}),  # below min_small_files
-             make_partition("dt=3")]  # no statistics
+    parts = [
+        make_partition("dt=1", numFiles=10, totalSize=1000, numRows=50),
+        make_partition("dt=2", numFiles=3, **{LISTED_AT: str(NOW - 3600)}),  # below min_small_files
+        make_partition("dt=3"),
+    ]  # no statistics
     tasks, skipped = plan_table(table, policy, parts, now=NOW)
     assert skipped == []
     assert [t.partition for t in tasks] == ["dt=1", "dt=3"]
@@ -198,8 +241,10 @@ NOW = 1_800_000_000
 def test_statistics_never_decide_alone_a_dated_run_lists_every_selected_partition():
     table = make_table()
     policy = TablePolicy(min_small_files=4)
-    parts = [make_partition("dt=1", numFiles=1, **{LISTED_AT: str(NOW)}),  # stale after an append?
-             make_partition("dt=2", numFiles=9)]
+    parts = [
+        make_partition("dt=1", numFiles=1, **{LISTED_AT: str(NOW)}),  # stale after an append?
+        make_partition("dt=2", numFiles=9),
+    ]
     tasks, _ = plan_table(table, policy, parts, list_all=True, now=NOW)
     assert [(t.partition, t.reason) for t in tasks] == [("dt=1", "selected"), ("dt=2", "statistics")]
     # ... but a table turned off stays off
@@ -210,27 +255,37 @@ def test_audit_lists_partitions_never_listed_listed_long_ago_or_altered_since():
     table = make_table()
     policy = TablePolicy(min_small_files=4, audit_days=7)
     day = 86400
-    parts = [make_partition("dt=never", numFiles=1),
-             make_partition("dt=recent", numFiles=1, **{LISTED_AT: str(NOW - day)}),
-             make_partition("dt=old", numFiles=1, **{LISTED_AT: str(NOW - 8 * day)}),
-             make_partition("dt=altered", numFiles=1, **{LISTED_AT: str(NOW - day), DDL_TIME: str(NOW - 60)})]
+    parts = [
+        make_partition("dt=never", numFiles=1),
+        make_partition("dt=recent", numFiles=1, **{LISTED_AT: str(NOW - day)}),
+        make_partition("dt=old", numFiles=1, **{LISTED_AT: str(NOW - 8 * day)}),
+        make_partition("dt=altered", numFiles=1, **{LISTED_AT: str(NOW - day), DDL_TIME: str(NOW - 60)}),
+    ]
     tasks, _ = plan_table(table, policy, parts, now=NOW)
     assert {t.partition: t.reason for t in tasks} == {"dt=never": "audit", "dt=old": "audit", "dt=altered": "audit"}
     assert plan_table(table, replace(policy, audit_days=0), parts, now=NOW)[0] == []
 
 
 def test_priority_puts_flagged_partitions_first_then_the_longest_unlisted():
-    tasks = [replace(make_task(1), partition="a", reason="audit", listed_at=NOW),
-             replace(make_task(2), partition="b", reason="audit", listed_at=None),
-             replace(make_task(3), partition="c", reason="statistics", num_files=5),
-             replace(make_task(4), partition="d", reason="statistics", num_files=50),
-             replace(make_task(5), partition="e", reason="selected", listed_at=NOW - 10)]
+    tasks = [
+        replace(make_task(1), partition="a", reason="audit", listed_at=NOW),
+        replace(make_task(2), partition="b", reason="audit", listed_at=None),
+        replace(make_task(3), partition="c", reason="statistics", num_files=5),
+        replace(make_task(4), partition="d", reason="statistics", num_files=50),
+        replace(make_task(5), partition="e", reason="selected", listed_at=NOW - 10),
+    ]
     assert [t.partition for t in sorted(tasks, key=priority)] == ["d", "c", "b", "e", "a"]
 
 
 def test_batch_payload_sends_the_table_once_and_round_trips():
-    tasks = [replace(make_task(i, partition=f"dt=2024-01-0{i}"), values=(f"2024-01-0{i}",),
-                     location=f"hdfs://nn/wh/db.db/events/dt=2024-01-0{i}") for i in range(1, 6)]
+    tasks = [
+        replace(
+            make_task(i, partition=f"dt=2024-01-0{i}"),
+            values=(f"2024-01-0{i}",),
+            location=f"hdfs://nn/wh/db.db/events/dt=2024-01-0{i}",
+        )
+        for i in range(1, 6)
+    ]
     tasks.append(replace(make_task(9, partition="dt=x"), location="hdfs://nn/wh/db.db/events/elsewhere"))
     payload = batch_payload("run-1", 2, False, tasks, [{"table": "db.events", "work_dir": "w"}])
     assert len(payload["tables"]) == 1 and len(payload["partitions"]) == 6
@@ -257,10 +312,18 @@ def test_a_work_dir_on_another_file_system_than_its_table_is_refused_at_planning
     assert "on another file system than the table (hdfs://nn)" in skipped[0].reason
 
 
-@pytest.mark.parametrize("location, refused", [
-    ("hdfs://nn/wh/db.db/events", False), ("file:/wh/db.db/events", False), ("/wh/db.db/events", False),
-    ("viewfs://cluster/wh/db.db/events", False),  # its mount is resolved by the merge job
-    ("s3a://bucket/wh/events", True), ("gs://bucket/wh/events", True), ("abfss://c@acct.dfs.core.windows.net/e", True)])
+@pytest.mark.parametrize(
+    "location, refused",
+    [
+        ("hdfs://nn/wh/db.db/events", False),
+        ("file:/wh/db.db/events", False),
+        ("/wh/db.db/events", False),
+        ("viewfs://cluster/wh/db.db/events", False),  # its mount is resolved by the merge job
+        ("s3a://bucket/wh/events", True),
+        ("gs://bucket/wh/events", True),
+        ("abfss://c@acct.dfs.core.windows.net/e", True),
+    ],
+)
 def test_tables_on_storage_without_atomic_renames_are_refused_with_the_reason(location, refused):
     reason = table_refusal(make_table(location=location))
     assert (reason is not None) == refused, reason
@@ -268,12 +331,16 @@ def test_tables_on_storage_without_atomic_renames_are_refused_with_the_reason(lo
         assert f"storage scheme '{location.split(':')[0]}'" in reason and "duplicate or lose rows" in reason
 
 
-@pytest.mark.parametrize("location, mode, refused", [
-    ("s3a://bucket/wh/events", "location_switch", None),
-    ("s3a://bucket/wh/events", "in_place", "is an object store: a rename there is a copy then a delete"),
-    ("gs://bucket/wh/events", "location_switch", "is not known to rename atomically"),
-    ("abfss://c@acct.dfs.core.windows.net/e", "location_switch", "is not known to rename atomically"),
-    ("hdfs://nn/wh/db.db/events", "location_switch", None)])
+@pytest.mark.parametrize(
+    "location, mode, refused",
+    [
+        ("s3a://bucket/wh/events", "location_switch", None),
+        ("s3a://bucket/wh/events", "in_place", "is an object store: a rename there is a copy then a delete"),
+        ("gs://bucket/wh/events", "location_switch", "is not known to rename atomically"),
+        ("abfss://c@acct.dfs.core.windows.net/e", "location_switch", "is not known to rename atomically"),
+        ("hdfs://nn/wh/db.db/events", "location_switch", None),
+    ],
+)
 def test_s3a_tables_are_merged_by_location_switch_only(location, mode, refused):
     """On S3A a rename is a copy: the in-place commit is refused, naming the fix; the location switch
     (journals by conditional PUT, one Metastore call) is planned. Other object stores stay refused."""
@@ -283,17 +350,24 @@ def test_s3a_tables_are_merged_by_location_switch_only(location, mode, refused):
         assert refused in reason and "duplicate or lose rows" in reason, reason
     if mode == "in_place" and refused:
         assert "set commit_mode: location_switch for this table" in reason
-    tasks, skipped = plan_table(make_table(location=location), TablePolicy(commit_mode=mode),
-                                [make_partition("dt=1", numFiles=9, location=f"{location}/dt=1")])
-    assert ([t.partition for t in tasks],
-            [s.reason for s in skipped]) == (([], [reason]) if refused else (["dt=1"], []))
+    tasks, skipped = plan_table(
+        make_table(location=location),
+        TablePolicy(commit_mode=mode),
+        [make_partition("dt=1", numFiles=9, location=f"{location}/dt=1")],
+    )
+    assert ([t.partition for t in tasks], [s.reason for s in skipped]) == (
+        ([], [reason]) if refused else (["dt=1"], [])
+    )
 
 
 def test_two_partitions_sharing_one_folder_are_not_both_planned():
     table = make_table()
     shared = "hdfs://nn/wh/db.db/events/dt=1"
-    tasks, skipped = plan_table(table, TablePolicy(), [make_partition("dt=1", numFiles=9),
-                                                      make_partition("dt=2", location=shared + "/", numFiles=9)])
+    tasks, skipped = plan_table(
+        table,
+        TablePolicy(),
+        [make_partition("dt=1", numFiles=9), make_partition("dt=2", location=shared + "/", numFiles=9)],
+    )
     assert [t.partition for t in tasks] == ["dt=1"]
     assert skipped == [Skipped("db.events", "dt=2", f"shares its folder {shared}/ with partition dt=1")]
 
@@ -306,8 +380,13 @@ def test_two_tables_over_one_folder_are_not_both_planned():
     planned = plan_table(events, TablePolicy(), parts[:1])[0] + plan_table(copy, TablePolicy(), parts)[0]
     kept, skipped = one_task_per_folder(planned)
     assert [(t.table_name, t.partition) for t in kept] == [("db.events", "dt=1"), ("db.events_copy", "dt=2")]
-    assert skipped == [Skipped("db.events_copy", "dt=1", "shares its folder hdfs://nn/wh/db.db/events/dt=1 with "
-                                                         "db.events dt=1, merged by this run instead")]
+    assert skipped == [
+        Skipped(
+            "db.events_copy",
+            "dt=1",
+            "shares its folder hdfs://nn/wh/db.db/events/dt=1 with db.events dt=1, merged by this run instead",
+        )
+    ]
 
 
 def test_plan_table_refused_table_gives_one_skip_and_no_tasks():
@@ -319,11 +398,13 @@ def test_plan_table_refused_table_gives_one_skip_and_no_tasks():
 
 def test_plan_table_skips_partitions_with_unsafe_locations():
     table = make_table()
-    parts = [make_partition("dt=1"),
-             make_partition("dt=2", location="hdfs://nn/wh/db.db/events"),
-             make_partition("dt=3", location="hdfs://nn/elsewhere/dt=3"),
-             make_partition("dt=4", location="hdfs://nn/wh/db.db/events2/dt=4"),
-             make_partition("dt=5", location="")]
+    parts = [
+        make_partition("dt=1"),
+        make_partition("dt=2", location="hdfs://nn/wh/db.db/events"),
+        make_partition("dt=3", location="hdfs://nn/elsewhere/dt=3"),
+        make_partition("dt=4", location="hdfs://nn/wh/db.db/events2/dt=4"),
+        make_partition("dt=5", location=""),
+    ]
     tasks, skipped = plan_table(table, TablePolicy(), parts)
     assert [t.partition for t in tasks] == ["dt=1"]
     reasons = {s.partition: s.reason for s in skipped}
@@ -350,6 +431,7 @@ def test_plan_table_accepts_a_generator_of_partitions():
 
 
 # --- pack_batches -----------------------------------------------------------------------------
+
 
 def test_pack_batches_empty():
     assert pack_batches([], FanOut()) == ([], [])
@@ -454,12 +536,17 @@ def test_pack_batches_batches_are_sorted_and_deterministic():
 @st.composite
 def fan_out_inputs(draw):
     n = draw(st.integers(min_value=0, max_value=300))
-    tasks = [make_task(i, table=f"t{i % 4}",
-                       total_size=draw(st.one_of(st.none(), st.integers(min_value=0, max_value=50 * GB))))
-             for i in range(n)]
-    fan_out = FanOut(max_spark_jobs=draw(st.integers(min_value=1, max_value=40)),
-                     max_partitions_per_job=draw(st.integers(min_value=1, max_value=60)),
-                     max_bytes_per_job=draw(st.integers(min_value=1, max_value=100 * GB)))
+    tasks = [
+        make_task(
+            i, table=f"t{i % 4}", total_size=draw(st.one_of(st.none(), st.integers(min_value=0, max_value=50 * GB)))
+        )
+        for i in range(n)
+    ]
+    fan_out = FanOut(
+        max_spark_jobs=draw(st.integers(min_value=1, max_value=40)),
+        max_partitions_per_job=draw(st.integers(min_value=1, max_value=60)),
+        max_bytes_per_job=draw(st.integers(min_value=1, max_value=100 * GB)),
+    )
     return tasks, fan_out, draw(st.integers(min_value=0, max_value=50))
 
 
@@ -478,6 +565,7 @@ def test_pack_batches_properties(args):
 
 # --- batch_label ------------------------------------------------------------------------------
 
+
 def test_batch_label_groups_by_table_and_truncates():
     batch = [make_task(i, table="a") for i in range(5)] + [make_task(9, table="b")]
     assert batch_label(batch) == "db.a: dt=00000, dt=00001, dt=00002 +2 more; db.b: dt=00009"
@@ -490,9 +578,14 @@ def test_batch_label_non_partitioned_table():
 
 # --- encoding ---------------------------------------------------------------------------------
 
+
 def test_encode_decode_round_trip_and_is_command_line_safe():
-    payload = {"run": "manual__2024-01-01T00-00-00", "batch": 3, "dry_run": False,
-               "tasks": [task_to_dict(make_task(i, partition=f"dt=2024/x=é {i}%")) for i in range(50)]}
+    payload = {
+        "run": "manual__2024-01-01T00-00-00",
+        "batch": 3,
+        "dry_run": False,
+        "tasks": [task_to_dict(make_task(i, partition=f"dt=2024/x=é {i}%")) for i in range(50)],
+    }
     text = encode_batch(payload)
     assert decode_batch(text) == payload
     assert set(text) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_=")
@@ -501,8 +594,12 @@ def test_encode_decode_round_trip_and_is_command_line_safe():
 
 
 def test_task_dict_round_trip():
-    t = replace(make_task(3, partition="dt=1/country=US"), values=("1", "US"), num_rows=7,
-                table_parameters={"orc.compress": "ZLIB"})
+    t = replace(
+        make_task(3, partition="dt=1/country=US"),
+        values=("1", "US"),
+        num_rows=7,
+        table_parameters={"orc.compress": "ZLIB"},
+    )
     d = task_to_dict(t)
     assert d["values"] == ["1", "US"]
     assert task_from_dict(json.loads(json.dumps(d))) == t
@@ -517,6 +614,7 @@ def test_task_from_dict_rejects_unknown_keys():
 
 
 # --- split_oversized --------------------------------------------------------------------------
+
 
 def fake_encode(per_task: int):
     return lambda batch: "x" * (per_task * len(batch))
@@ -544,9 +642,10 @@ def test_split_oversized_single_task_is_kept_even_if_too_big():
 def test_split_oversized_with_the_real_encoding():
     rng = random.Random(1)  # random parameter values do not compress: each task is ~2 KB encoded
     alphabet = string.ascii_letters + string.digits
-    tasks = [replace(make_task(i), table_parameters={"orc.compress": "".join(rng.choice(alphabet)
-                                                                           for _ in range(2000))})
-             for i in range(200)]
+    tasks = [
+        replace(make_task(i), table_parameters={"orc.compress": "".join(rng.choice(alphabet) for _ in range(2000))})
+        for i in range(200)
+    ]
 
     def encode(b):
         return encode_batch({"tasks": [task_to_dict(t) for t in b]})

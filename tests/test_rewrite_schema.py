@@ -1,6 +1,7 @@
 """The rewrite's schema, converted from one file's footer in the driver (rewrite.footer_schema),
 is the schema a Spark read of that file infers, for ORC and Parquet and every kind of column;
 without the conversion (a format it does not know) Spark reads it."""
+
 from __future__ import annotations
 
 import logging
@@ -42,10 +43,12 @@ def test_a_hive_written_orc_footer_keeps_its_char_and_varchar_as_spark_reads_the
     jvm, conf = spark._jvm, spark._jsc.hadoopConfiguration()
     orc = jvm.org.apache.orc
     schema = orc.TypeDescription.fromString(
-        "struct<_col0:varchar(5),_col1:char(3),_col2:decimal(10,2),_col3:timestamp,_col4:map<string,array<int>>>")
+        "struct<_col0:varchar(5),_col1:char(3),_col2:decimal(10,2),_col3:timestamp,_col4:map<string,array<int>>>"
+    )
     path = f"file://{tmp_path}/000000_0"
-    orc.OrcFile.createWriter(jvm.org.apache.hadoop.fs.Path(path),
-                             orc.OrcFile.writerOptions(conf).setSchema(schema)).close()
+    orc.OrcFile.createWriter(
+        jvm.org.apache.hadoop.fs.Path(path), orc.OrcFile.writerOptions(conf).setSchema(schema)
+    ).close()
     with caplog.at_level(logging.WARNING, logger="hive_compaction.merge.rewrite"):
         got = footer_schema(JobSpark(spark.sparkContext), "orc", path)
     assert not caplog.records

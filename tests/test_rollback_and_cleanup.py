@@ -1,4 +1,5 @@
 """Rollback restores the exact original files and statistics; cleanup purges expired trash."""
+
 from __future__ import annotations
 
 import json
@@ -25,9 +26,12 @@ pytestmark = pytest.mark.integration
 def statistics_parameters(stack, db: str, table: str) -> dict[str, dict[str, str]]:
     """Per partition: its parameters among the keys a refresh may change."""
     with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
-        return {"/".join(f"{k.name}={v}" for k, v in zip(c.get_table(db, table).partitionKeys, p.values)):
-                {k: v for k, v in p.parameters.items() if k in STATISTICS_KEYS}
-                for p in c.get_partitions(db, table, -1)}
+        return {
+            "/".join(f"{k.name}={v}" for k, v in zip(c.get_table(db, table).partitionKeys, p.values)): {
+                k: v for k, v in p.parameters.items() if k in STATISTICS_KEYS
+            }
+            for p in c.get_partitions(db, table, -1)
+        }
 
 
 def test_rollback_restores_the_original_files_and_statistics(stack, tmp_path):
@@ -62,11 +66,13 @@ def test_rollback_restores_the_original_files_and_statistics(stack, tmp_path):
     again = subprocess.run(cmd, env=stack.env(cfg), capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and stack.snapshot(db, table) == after  # idempotent
 
-    bogus = subprocess.run(stack.rollback_cmd(f"{db}.{table}", "no-such-run", cfg), env=stack.env(cfg),
-                           capture_output=True, text=True)
+    bogus = subprocess.run(
+        stack.rollback_cmd(f"{db}.{table}", "no-such-run", cfg), env=stack.env(cfg), capture_output=True, text=True
+    )
     assert bogus.returncode == 1
-    assert "run no-such-run has no committed compaction" in bogus.stdout + bogus.stderr, \
+    assert "run no-such-run has no committed compaction" in bogus.stdout + bogus.stderr, (
         bogus.stdout[-2000:] + bogus.stderr[-2000:]
+    )
 
 
 def test_cleanup_purges_trash_older_than_the_retention_only(stack, tmp_path):
@@ -137,19 +143,32 @@ def test_a_purge_never_deletes_the_trash_a_rollback_moves_files_through(stack, t
     # The purger: the next run's merge job of the table (it plans the other partition), paused
     # once it decided to purge the expired run.
     batch = stack.plan_batches(cfg, run_id="purger")["spark_args"][0]["application_args"][1]
-    purger = subprocess.Popen(stack.spark_submit_cmd(batch), text=True, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, env=stack.env(
-                                  cfg, HIVE_COMPACTION_TEST_HOOK_AT="purging",
-                                  HIVE_COMPACTION_TEST_HOOK_CMD=f"echo > {fifos['purging']}; cat {fifos['purge_go']}"))
+    purger = subprocess.Popen(
+        stack.spark_submit_cmd(batch),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=stack.env(
+            cfg,
+            HIVE_COMPACTION_TEST_HOOK_AT="purging",
+            HIVE_COMPACTION_TEST_HOOK_CMD=f"echo > {fifos['purging']}; cat {fifos['purge_go']}",
+        ),
+    )
     rollback = None
     try:
         _await(fifos["purging"], purger, "purge")
         # The rollback, paused with the merged file in the trash and the originals still there.
         rollback = subprocess.Popen(
-            stack.rollback_cmd(f"{db}.{table}", run.run_id, cfg), text=True, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, env=stack.env(
-                cfg, HIVE_COMPACTION_TEST_HOOK_AT="rollback_outputs_moved",
-                HIVE_COMPACTION_TEST_HOOK_CMD=f"echo > {fifos['rolling_back']}; cat {fifos['rollback_go']}"))
+            stack.rollback_cmd(f"{db}.{table}", run.run_id, cfg),
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=stack.env(
+                cfg,
+                HIVE_COMPACTION_TEST_HOOK_AT="rollback_outputs_moved",
+                HIVE_COMPACTION_TEST_HOOK_CMD=f"echo > {fifos['rolling_back']}; cat {fifos['rollback_go']}",
+            ),
+        )
         _await(fifos["rolling_back"], rollback, "rollback")
         fifos["purge_go"].write_text("go\n")
         purged = purger.communicate(timeout=600)
@@ -174,16 +193,22 @@ def merged_partition(tmp_path: Path, table: str, partition: str, run: str = "run
     folder = tmp_path / "events" / partition
     folder.mkdir(parents=True)
     area = WorkArea(f"file://{tmp_path}/.hive_compaction/events")
-    trash = Path(area.trash(run, pid)[len("file://"):])
+    trash = Path(area.trash(run, pid)[len("file://") :])
     trash.mkdir(parents=True)
     for name in ("000000_0", "000001_0"):
         (trash / name).write_text(f"original {name}")
     (folder / "part-0").write_text("merged")
     manifest = CommitRecord(
-        run=run, pid=pid, owner=f"{run}/1", table=table, partition=partition, location=f"file://{folder}",
+        run=run,
+        pid=pid,
+        owner=f"{run}/1",
+        table=table,
+        partition=partition,
+        location=f"file://{folder}",
         inputs=[RecordedFile(n, len(f"original {n}")) for n in ("000000_0", "000001_0")],
         outputs=[StagedOutput(f"{area.staging(run, pid)}/1/part-0", "part-0", 6)],
-        trash=area.trash(run, pid))
+        trash=area.trash(run, pid),
+    )
     return folder, area, trash, manifest
 
 
@@ -204,7 +229,9 @@ def test_a_rollback_never_acts_beside_a_live_one(spark, tmp_path):
     done = rollback_partition(fs, area, manifest, f"file://{tmp_path}/events", owner="rollback/next", locked=True)
     assert done.rolled_back_at and not fs.exists(journal)
     assert {p.name: p.read_text() for p in folder.iterdir() if not p.name.startswith(".")} == {
-        "000000_0": "original 000000_0", "000001_0": "original 000001_0"}
+        "000000_0": "original 000000_0",
+        "000001_0": "original 000001_0",
+    }
 
 
 def test_each_partition_gets_its_statistics_back_as_soon_as_it_is_rolled_back(stack, tmp_path):
@@ -213,8 +240,9 @@ def test_each_partition_gets_its_statistics_back_as_soon_as_it_is_rolled_back(st
     db, table, first, second = "rb_stats", "events", "dt=2026-06-07", "dt=2026-06-08"
     stack.make_table(db, table, "PARQUET", ["2026-06-07", "2026-06-08"], files=3, rows=150)
     content, params_before = stack.content(db, table), statistics_parameters(stack, db, table)
-    originals = sorted(p.name for p in stack.partition_location(db, table, second).iterdir()
-                       if not p.name.startswith((".", "_")))
+    originals = sorted(
+        p.name for p in stack.partition_location(db, table, second).iterdir() if not p.name.startswith((".", "_"))
+    )
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])
     run = stack.run_dag(cfg)
     assert run.state == "success", run.log[-4000:]
@@ -226,8 +254,9 @@ def test_each_partition_gets_its_statistics_back_as_soon_as_it_is_rolled_back(st
 
     cmd = stack.rollback_cmd(f"{db}.{table}", run.run_id, cfg)
     p = subprocess.run(cmd, env=stack.env(cfg), capture_output=True, text=True, timeout=600)
-    assert p.returncode == 1 and "exist both in the partition and where rollback" in p.stdout + p.stderr, \
-        p.stdout[-3000:]
+    assert p.returncode == 1 and "exist both in the partition and where rollback" in p.stdout + p.stderr, p.stdout[
+        -3000:
+    ]
     assert f"rolled back {db}.{table} {first}" in p.stdout
     after = statistics_parameters(stack, db, table)
     assert after[first] == params_before[first]  # restored with its files
@@ -235,8 +264,7 @@ def test_each_partition_gets_its_statistics_back_as_soon_as_it_is_rolled_back(st
     assert stack.content(db, table)[first] == content[first]
 
 
-def test_a_rollback_says_so_when_an_original_left_the_trash_while_it_ran(spark, tmp_path, monkeypatch,
-                                                                        fault_injection):
+def test_a_rollback_says_so_when_an_original_left_the_trash_while_it_ran(spark, tmp_path, monkeypatch, fault_injection):
     """An original that leaves the trash between the rollback's checks and its moves (someone
     deleting by hand; a purge holds the journal and cannot) is not counted as restored: the
     rollback fails naming how many came back, instead of logging them all restored."""
@@ -248,7 +276,8 @@ def test_a_rollback_says_so_when_an_original_left_the_trash_while_it_ran(spark, 
     with pytest.raises(RollbackError, match=r"1 original file\(s\) left .* while the rollback ran .*1 of 2 are back"):
         rollback_partition(fs, area, manifest, f"file://{tmp_path}/events", owner="rollback/1")
     assert {p.name: p.read_text() for p in folder.iterdir() if not p.name.startswith(".")} == {
-        "000000_0": "original 000000_0"}
+        "000000_0": "original 000000_0"
+    }
     assert not fs.exists(area.journal(manifest.pid))
 
 
@@ -257,6 +286,7 @@ def test_rollback_restores_the_statistics_of_just_before_the_commit_not_the_plan
     puts back what the partition had just before the commit, Spark's keys included, not what the
     plan read; the file count and size are the folder's."""
     import sys
+
     db, table, partition = "rb_commit_stats", "events", "dt=2026-06-09"
     stack.make_table(db, table, "ORC", ["2026-06-09"], files=3, rows=150)
     content, params_plan = stack.content(db, table), statistics_parameters(stack, db, table)
@@ -276,8 +306,9 @@ with hmsclient.HMSClient(host="127.0.0.1", port={stack.port}) as c:
     json.dump({{k: v for k, v in p.parameters.items() if k in STATISTICS_KEYS}}, open({str(at_commit)!r}, "w"))
 """)
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])
-    run = stack.run_dag(cfg, HIVE_COMPACTION_TEST_HOOK_AT="staged",
-                        HIVE_COMPACTION_TEST_HOOK_CMD=f"{sys.executable} {analyze}")
+    run = stack.run_dag(
+        cfg, HIVE_COMPACTION_TEST_HOOK_AT="staged", HIVE_COMPACTION_TEST_HOOK_CMD=f"{sys.executable} {analyze}"
+    )
     assert run.state == "success", run.log[-4000:]
     before_commit = json.loads(at_commit.read_text())
     assert before_commit != params_plan[partition] and "spark.sql.statistics.numRows" in before_commit

@@ -1,6 +1,7 @@
 """The rewrite's content checksum (row_hash) notices every single-row change: rows dropped or
 duplicated, any one value changed, nulls moved inside structs, arrays and maps, -0.0 for 0.0,
 a microsecond inside a map; and it does not depend on row order."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -13,15 +14,17 @@ from pyspark.sql import types as T
 from hive_compaction.merge.checksum import content, content_metrics
 
 INNER = T.StructType([T.StructField("t", T.TimestampType()), T.StructField("x", T.DoubleType())])
-SCHEMA = T.StructType([
-    T.StructField("id", T.LongType()),
-    T.StructField("d", T.DoubleType()),
-    T.StructField("ts", T.TimestampType()),
-    T.StructField("dec", T.DecimalType(10, 2)),
-    T.StructField("s", T.StructType([T.StructField("a", T.IntegerType()), T.StructField("b", T.IntegerType())])),
-    T.StructField("arr", T.ArrayType(T.IntegerType())),
-    T.StructField("m", T.MapType(T.StringType(), INNER)),
-])
+SCHEMA = T.StructType(
+    [
+        T.StructField("id", T.LongType()),
+        T.StructField("d", T.DoubleType()),
+        T.StructField("ts", T.TimestampType()),
+        T.StructField("dec", T.DecimalType(10, 2)),
+        T.StructField("s", T.StructType([T.StructField("a", T.IntegerType()), T.StructField("b", T.IntegerType())])),
+        T.StructField("arr", T.ArrayType(T.IntegerType())),
+        T.StructField("m", T.MapType(T.StringType(), INNER)),
+    ]
+)
 
 
 def checksum(spark, rows: list[tuple]) -> tuple[int, int, int]:
@@ -38,26 +41,38 @@ def checksums(spark, tables: list[list[tuple]]) -> list[tuple[int, int, int]]:
 
 
 def row(**kw) -> tuple:
-    base = dict(id=1, d=1.5, ts=datetime(2026, 1, 1, 12), dec=Decimal("1.10"), s=(1, 2), arr=[1, 2],
-                m={"k": (datetime(2026, 1, 1, 12, 0, 0, 1000), 2.0)})
+    base = dict(
+        id=1,
+        d=1.5,
+        ts=datetime(2026, 1, 1, 12),
+        dec=Decimal("1.10"),
+        s=(1, 2),
+        arr=[1, 2],
+        m={"k": (datetime(2026, 1, 1, 12, 0, 0, 1000), 2.0)},
+    )
     base.update(kw)
     return tuple(base[f.name] for f in SCHEMA.fields)
 
 
-@pytest.mark.parametrize("a, b", [
-    (row(s=(None, 1)), row(s=(1, None))),                     # nested nulls swapped in a struct
-    (row(arr=[]), row(arr=[None])),                           # empty array vs one null element
-    (row(arr=[None, 1]), row(arr=[1, None])),                 # nulls swapped in an array
-    (row(m={"k": None}), row(m={"k": (None, None)})),         # map value null vs a struct of nulls
-    (row(m={"k": (None, 1.0)}), row(m={"k": (datetime(2026, 1, 1), None)})),
-    (row(d=0.0), row(d=-0.0)),                                # a negative zero
-    (row(m={"k": (None, 0.0)}), row(m={"k": (None, -0.0)})),  # ... inside a map
-    (row(m={"k": (datetime(2026, 1, 1, 12, 0, 0, 1000), 2.0)}),
-     row(m={"k": (datetime(2026, 1, 1, 12, 0, 0, 1001), 2.0)})),  # a microsecond inside a map
-    (row(dec=Decimal("1.10")), row(dec=Decimal("1.11"))),
-    (row(dec=Decimal("1.10")), row(dec=Decimal("11.00"))),    # the same digits, the point moved
-    (row(s=None), row(s=(None, None))),                       # a null struct vs a struct of nulls
-])
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        (row(s=(None, 1)), row(s=(1, None))),  # nested nulls swapped in a struct
+        (row(arr=[]), row(arr=[None])),  # empty array vs one null element
+        (row(arr=[None, 1]), row(arr=[1, None])),  # nulls swapped in an array
+        (row(m={"k": None}), row(m={"k": (None, None)})),  # map value null vs a struct of nulls
+        (row(m={"k": (None, 1.0)}), row(m={"k": (datetime(2026, 1, 1), None)})),
+        (row(d=0.0), row(d=-0.0)),  # a negative zero
+        (row(m={"k": (None, 0.0)}), row(m={"k": (None, -0.0)})),  # ... inside a map
+        (
+            row(m={"k": (datetime(2026, 1, 1, 12, 0, 0, 1000), 2.0)}),
+            row(m={"k": (datetime(2026, 1, 1, 12, 0, 0, 1001), 2.0)}),
+        ),  # a microsecond inside a map
+        (row(dec=Decimal("1.10")), row(dec=Decimal("1.11"))),
+        (row(dec=Decimal("1.10")), row(dec=Decimal("11.00"))),  # the same digits, the point moved
+        (row(s=None), row(s=(None, None))),  # a null struct vs a struct of nulls
+    ],
+)
 def test_values_that_spark_hashes_alike_get_different_checksums(spark, a, b):
     rest = [row(id=7), row(id=8, arr=None)]
     assert checksum(spark, [a] + rest) != checksum(spark, [b] + rest)
@@ -66,14 +81,16 @@ def test_values_that_spark_hashes_alike_get_different_checksums(spark, a, b):
 timestamps = st.datetimes(min_value=datetime(1970, 1, 2), max_value=datetime(2100, 1, 1))
 doubles = st.floats(allow_nan=False, allow_infinity=True, width=64)
 values = st.tuples(
-    st.integers(-2**63, 2**63 - 1),
+    st.integers(-(2**63), 2**63 - 1),
     st.none() | doubles,
     st.none() | timestamps,
-    st.none() | st.decimals(min_value=-10**7, max_value=10**7, places=2, allow_nan=False, allow_infinity=False),
-    st.none() | st.tuples(st.none() | st.integers(-2**31, 2**31 - 1), st.none() | st.integers(-2**31, 2**31 - 1)),
-    st.none() | st.lists(st.none() | st.integers(-2**31, 2**31 - 1), max_size=3),
-    st.none() | st.dictionaries(st.text(max_size=3), st.none() | st.tuples(st.none() | timestamps, st.none() | doubles),
-                                max_size=2),
+    st.none() | st.decimals(min_value=-(10**7), max_value=10**7, places=2, allow_nan=False, allow_infinity=False),
+    st.none() | st.tuples(st.none() | st.integers(-(2**31), 2**31 - 1), st.none() | st.integers(-(2**31), 2**31 - 1)),
+    st.none() | st.lists(st.none() | st.integers(-(2**31), 2**31 - 1), max_size=3),
+    st.none()
+    | st.dictionaries(
+        st.text(max_size=3), st.none() | st.tuples(st.none() | timestamps, st.none() | doubles), max_size=2
+    ),
 )
 
 
@@ -83,17 +100,22 @@ def same(a, b) -> bool:
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(rows=st.lists(values, min_size=1, max_size=6), other=values, column=st.integers(0, len(SCHEMA.fields) - 1),
-       which=st.integers(0, 5))
+@given(
+    rows=st.lists(values, min_size=1, max_size=6),
+    other=values,
+    column=st.integers(0, len(SCHEMA.fields) - 1),
+    which=st.integers(0, 5),
+)
 def test_every_single_row_change_changes_the_checksum(spark, rows, other, column, which):
     rows = [tuple(r) for r in rows]
     i = which % len(rows)
-    changed = rows[i][:column] + (other[column],) + rows[i][column + 1:]
+    changed = rows[i][:column] + (other[column],) + rows[i][column + 1 :]
     base, reordered, dropped, duplicated, one_changed = checksums(
-        spark, [rows, list(reversed(rows)), rows[1:], rows + [rows[0]], rows[:i] + [changed] + rows[i + 1:]])
-    assert reordered == base                                       # row order does not matter
-    assert dropped != base                                         # a row dropped
-    assert duplicated != base                                      # a row duplicated
+        spark, [rows, list(reversed(rows)), rows[1:], rows + [rows[0]], rows[:i] + [changed] + rows[i + 1 :]]
+    )
+    assert reordered == base  # row order does not matter
+    assert dropped != base  # a row dropped
+    assert duplicated != base  # a row duplicated
     if not same(changed, rows[i]):
         assert one_changed != base, (rows[i], changed)
 
@@ -123,6 +145,7 @@ def test_each_checksum_is_the_exact_sum_of_its_row_hashes(spark):
     (unbounded) sums of the row hashes, with hashes of both signs and enough rows that a plain
     64-bit sum would have wrapped around."""
     from hive_compaction.merge.checksum import row_hashes
+
     rows = [row(id=i, d=i * 0.25) for i in range(400)]
     df = spark.createDataFrame(rows, SCHEMA)
     hashes = df.select(*row_hashes(SCHEMA)).collect()

@@ -1,4 +1,5 @@
 """The trigger form and run selection: good input accepted, bad input rejected naming the field."""
+
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
@@ -10,25 +11,39 @@ from airflow.sdk.definitions.param import ParamsDict
 from hive_compaction.airflow import config
 from hive_compaction.airflow.run_params import PARAM_DEFAULTS, ParamError, params_schema, select
 
-SETTINGS = config.parse({
-    "defaults": {"partition_lag_days": 1},
-    "tables": [{"name": "db.events"}, {"name": "db.late", "partition_lag_days": 3, "target_file_size": "64MB",
-                                       "small_file_limit": "32MB"}],
-})
+SETTINGS = config.parse(
+    {
+        "defaults": {"partition_lag_days": 1},
+        "tables": [
+            {"name": "db.events"},
+            {"name": "db.late", "partition_lag_days": 3, "target_file_size": "64MB", "small_file_limit": "32MB"},
+        ],
+    }
+)
 
 
 def form(**values):
     """Validate values the way Airflow validates the UI form / REST conf against the Params."""
-    params = ParamsDict({name: Param(PARAM_DEFAULTS[name], **schema)
-                         for name, schema in params_schema([t.name for t in SETTINGS.tables]).items()})
+    params = ParamsDict(
+        {
+            name: Param(PARAM_DEFAULTS[name], **schema)
+            for name, schema in params_schema([t.name for t in SETTINGS.tables]).items()
+        }
+    )
     params.update(values)
     params.validate()
     return dict(params)
 
 
 def test_good_form_input_is_accepted_and_selects_tables_and_dates():
-    values = form(tables=["db.late"], partition_date="2026-03-01", partition_date_to="2026-03-03",
-                  dry_run=True, target_file_size_mb=256, small_file_limit_mb=100)
+    values = form(
+        tables=["db.late"],
+        partition_date="2026-03-01",
+        partition_date_to="2026-03-03",
+        dry_run=True,
+        target_file_size_mb=256,
+        small_file_limit_mb=100,
+    )
     s = select(SETTINGS, values, "manual", datetime(2026, 3, 10, tzinfo=UTC))
     assert [t.name for t in s.tables] == ["db.late"]
     assert s.dates == {"db.late": (date(2026, 3, 1), date(2026, 3, 3))}
@@ -48,29 +63,43 @@ def test_the_tables_field_is_a_pick_list_that_may_be_left_empty():
     assert "examples" not in params_schema([])["tables"]  # no configured table: a free list
 
 
-@pytest.mark.parametrize("field, value", [
-    ("tables", ["db.unknown"]), ("tables", ["not a table"]), ("tables", "db.events"),
-    ("partition_date", "2026-13-01"), ("partition_date", "yesterday"), ("partition_date", 20260301),
-    ("dry_run", "yes"), ("target_file_size_mb", 0), ("target_file_size_mb", 10**6),
-    ("small_file_limit_mb", -1), ("small_file_limit_mb", 1.5),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("tables", ["db.unknown"]),
+        ("tables", ["not a table"]),
+        ("tables", "db.events"),
+        ("partition_date", "2026-13-01"),
+        ("partition_date", "yesterday"),
+        ("partition_date", 20260301),
+        ("dry_run", "yes"),
+        ("target_file_size_mb", 0),
+        ("target_file_size_mb", 10**6),
+        ("small_file_limit_mb", -1),
+        ("small_file_limit_mb", 1.5),
+    ],
+)
 def test_the_form_rejects_bad_values_naming_the_field(field, value):
     from airflow.sdk.exceptions import ParamValidationError
+
     with pytest.raises(ParamValidationError, match=field):
         form(**{field: value})
 
 
-@pytest.mark.parametrize("values, field", [
-    ({"tables": ["db.unknown"]}, "tables"),
-    ({"partition_date": "2026-02-30"}, "partition_date"),
-    ({"partition_date_to": "2026-03-01"}, "partition_date_to"),
-    ({"partition_date": "2026-03-05", "partition_date_to": "2026-03-01"}, "partition_date_to"),
-    ({"partition_date": "2025-01-01", "partition_date_to": "2026-03-01"}, "partition_date_to"),
-    ({"small_file_limit_mb": 100, "tables": ["db.late"]}, "small_file_limit_mb"),
-    ({"dry_run": "true"}, "dry_run"),
-    ({"target_file_size_mb": True}, "target_file_size_mb"),
-    ({"surprise": 1}, "surprise"),
-])
+@pytest.mark.parametrize(
+    "values, field",
+    [
+        ({"tables": ["db.unknown"]}, "tables"),
+        ({"partition_date": "2026-02-30"}, "partition_date"),
+        ({"partition_date_to": "2026-03-01"}, "partition_date_to"),
+        ({"partition_date": "2026-03-05", "partition_date_to": "2026-03-01"}, "partition_date_to"),
+        ({"partition_date": "2025-01-01", "partition_date_to": "2026-03-01"}, "partition_date_to"),
+        ({"small_file_limit_mb": 100, "tables": ["db.late"]}, "small_file_limit_mb"),
+        ({"dry_run": "true"}, "dry_run"),
+        ({"target_file_size_mb": True}, "target_file_size_mb"),
+        ({"surprise": 1}, "surprise"),
+    ],
+)
 def test_selection_rejects_what_the_form_cannot_catch_naming_the_field(values, field):
     """What reaches the plan task through `dags test --conf` or the API is checked again."""
     with pytest.raises(ParamError, match=field):
@@ -85,6 +114,7 @@ def test_scheduled_runs_compact_each_tables_date_minus_its_lag():
 def test_the_task_sdks_run_type_enum_is_understood():
     """Inside a task, dag_run.run_type is the SDK's DagRunType enum, whose str() is not its value."""
     from airflow.sdk.api.datamodels._generated import DagRunType
+
     day = datetime(2026, 3, 10, tzinfo=UTC)
     assert select(SETTINGS, {}, DagRunType.SCHEDULED, day).dates["db.events"] == (date(2026, 3, 9),) * 2
     assert select(SETTINGS, {}, DagRunType.BACKFILL, day).dates["db.events"] == (date(2026, 3, 10),) * 2
@@ -97,14 +127,18 @@ def test_scheduled_and_backfill_runs_of_one_partition_key_mean_the_same_dates():
         s = select(SETTINGS, {}, run_type, None, "2026-03-09")
         assert s.dates == {"db.events": (date(2026, 3, 9),) * 2, "db.late": (date(2026, 3, 7),) * 2}, run_type
     # a key and a logical date (runs from before the keys) of the same scheduled run agree
-    assert select(SETTINGS, {}, "scheduled", datetime(2026, 3, 10)).dates == \
-        select(SETTINGS, {}, "scheduled", None, "2026-03-09").dates
+    assert (
+        select(SETTINGS, {}, "scheduled", datetime(2026, 3, 10)).dates
+        == select(SETTINGS, {}, "scheduled", None, "2026-03-09").dates
+    )
 
 
 def test_only_scheduled_runs_look_back_and_they_know_the_next_scheduled_key():
     s = select(SETTINGS, {}, "scheduled", None, "2026-03-09")
-    assert s.lookback == {"db.events": (date(2026, 3, 2), date(2026, 3, 8)),
-                          "db.late": (date(2026, 2, 28), date(2026, 3, 6))}
+    assert s.lookback == {
+        "db.events": (date(2026, 3, 2), date(2026, 3, 8)),
+        "db.late": (date(2026, 2, 28), date(2026, 3, 6)),
+    }
     assert s.next_key == date(2026, 3, 10) and s.key_lag_days == 1
     assert select(SETTINGS, {}, "backfill", None, "2026-03-09").lookback == {}
     # other runs: the key of the next daily tick after now
@@ -129,6 +163,7 @@ def test_the_dags_schedule_keys_runs_as_select_reads_them():
     from airflow.timetables.trigger import CronPartitionTimetable
 
     from hive_compaction.airflow.run_params import KEY_FORMAT
+
     tt = CronPartitionTimetable("0 0 * * *", timezone="UTC", run_offset=-SETTINGS.key_lag_days, key_format=KEY_FORMAT)
     _, key = tt._get_partition_info(pendulum.datetime(2026, 3, 10, tz="UTC"))
     assert key == "2026-03-09"

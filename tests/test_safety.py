@@ -1,6 +1,7 @@
 """Data safety on the real stack: kills, concurrent writers and runs, refusals. The sampled kill and
 adversary matrices are in ``test_safety_kills`` and ``test_safety_actors`` (modules of their own, so
 that the suite's two processes can run them side by side)."""
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,10 @@ def test_an_interrupted_commit_is_finished_even_when_the_next_run_selects_other_
     stack.make_table(db, table, "PARQUET", ["2026-04-06", "2026-04-07"], files=3, rows=150)
     rows = stack.rows(db, table)
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])
-    killed = stack.spark_submit(stack.plan_batches(cfg, run_id="killed")["spark_args"][0]["application_args"][1],
-                                HIVE_COMPACTION_TEST_KILL_AT="inputs_moved:dt=2026-04-06")
+    killed = stack.spark_submit(
+        stack.plan_batches(cfg, run_id="killed")["spark_args"][0]["application_args"][1],
+        HIVE_COMPACTION_TEST_KILL_AT="inputs_moved:dt=2026-04-06",
+    )
     assert killed.returncode != 0
     assert stack.rows(db, table).get("dt=2026-04-06") is None  # its rows are in the trash right now
     journals = list((stack.work_area(db, table) / "journal").glob("dt_2026-04-06.*.json"))
@@ -60,9 +63,11 @@ def test_files_added_during_a_merge_stay_where_they_are(stack, tmp_path):
     rows_before = stack.rows(db, table)["dt=2026-04-03"]
 
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])
-    run = stack.run_dag(cfg, HIVE_COMPACTION_TEST_HOOK_AT="staged",
-                        HIVE_COMPACTION_TEST_HOOK_CMD=f'cp "{late_file}" '
-                                                      '"$HIVE_COMPACTION_PARTITION_DIR/part-late-arrival.zstd.orc"')
+    run = stack.run_dag(
+        cfg,
+        HIVE_COMPACTION_TEST_HOOK_AT="staged",
+        HIVE_COMPACTION_TEST_HOOK_CMD=f'cp "{late_file}" "$HIVE_COMPACTION_PARTITION_DIR/part-late-arrival.zstd.orc"',
+    )
     assert run.state == "success", run.log[-5000:]
     folder = stack.partition_location(db, table, "dt=2026-04-03")
     names = partition_files(folder)
@@ -77,6 +82,7 @@ def test_two_runs_merging_one_partition_at_once_never_duplicate_a_row(stack, tmp
     """Run A reaches its commit only after run B merged the same partition (driven by a hook at
     A's "staged" point, not by timing): A must notice and move nothing."""
     import shlex
+
     db, table = "conflict", "events"
     stack.make_table(db, table, "ORC", ["2026-04-05"], files=4, rows=300)
     rows = stack.rows(db, table)
@@ -89,7 +95,7 @@ def test_two_runs_merging_one_partition_at_once_never_duplicate_a_row(stack, tmp
     assert "changed while it was being merged" in a.stdout
     folder = stack.partition_location(db, table, "dt=2026-04-05")
     assert len(partition_files(folder)) == 1  # B's output only; A moved nothing
-    assert stack.rows(db, table) == rows       # every row exactly once
+    assert stack.rows(db, table) == rows  # every row exactly once
     work = stack.work_area(db, table)
     assert not list((work / "journal").glob("dt_2026-04-06.*.json"))
 
@@ -104,20 +110,25 @@ def test_two_tables_over_one_folder_merged_at_once_never_duplicate_a_row(stack, 
     it moved). The plan task keeps two tables' partitions over one folder out of a single run
     (``planning.one_task_per_folder``); this is two runs."""
     import shlex
+
     db, dt = "shared_folder", "2026-04-07"
     table, alias = f"events_{point}", f"alias_{point}"
     stack.make_table(db, table, "ORC", [dt], files=4, rows=300)
-    stack.spark.sql(f"CREATE TABLE {db}.{alias} LIKE {db}.{table} "  # external: it has a LOCATION
-                    f"LOCATION 'file://{stack.partition_location(db, table, f'dt={dt}').parent}'")
+    stack.spark.sql(
+        f"CREATE TABLE {db}.{alias} LIKE {db}.{table} "  # external: it has a LOCATION
+        f"LOCATION 'file://{stack.partition_location(db, table, f'dt={dt}').parent}'"
+    )
     stack.spark.sql(f"MSCK REPAIR TABLE {db}.{alias}")
     stack.spark.sql(f"ANALYZE TABLE {db}.{alias} PARTITION (dt='{dt}') COMPUTE STATISTICS NOSCAN")
     rows = stack.rows(db, table)
     folder = stack.partition_location(db, table, f"dt={dt}")
     assert stack.partition_location(db, alias, f"dt={dt}") == folder
-    batch_a = stack.plan_batches(stack.write_config(tmp_path / "a.yaml", [{"name": f"{db}.{alias}"}]),
-                                 run_id="run-a")["spark_args"][0]["application_args"][1]
-    batch_b = stack.plan_batches(stack.write_config(tmp_path / "b.yaml", [{"name": f"{db}.{table}"}]),
-                                 run_id="run-b")["spark_args"][0]["application_args"][1]
+    batch_a = stack.plan_batches(stack.write_config(tmp_path / "a.yaml", [{"name": f"{db}.{alias}"}]), run_id="run-a")[
+        "spark_args"
+    ][0]["application_args"][1]
+    batch_b = stack.plan_batches(stack.write_config(tmp_path / "b.yaml", [{"name": f"{db}.{table}"}]), run_id="run-b")[
+        "spark_args"
+    ][0]["application_args"][1]
     run_b = "env -u HIVE_COMPACTION_TEST_HOOK_AT " + shlex.join(stack.spark_submit_cmd(batch_b))
     a = stack.spark_submit(batch_a, HIVE_COMPACTION_TEST_HOOK_AT=point, HIVE_COMPACTION_TEST_HOOK_CMD=run_b)
     assert "test hook at" in a.stdout + a.stderr, a.stdout[-3000:]
@@ -125,17 +136,25 @@ def test_two_tables_over_one_folder_merged_at_once_never_duplicate_a_row(stack, 
     # B merged what it found (after A's first move, that is all but A's moved input, which A put
     # back when it found the rest gone); A published nothing.
     assert len([f for f in partition_files(folder) if f.startswith("part-compacted-")]) == 1, partition_files(folder)
-    assert a.returncode == 1 and ("changed while it was being merged" in a.stdout or
-                                  "every file was put back" in a.stdout), a.stdout[-3000:]
+    assert a.returncode == 1 and (
+        "changed while it was being merged" in a.stdout or "every file was put back" in a.stdout
+    ), a.stdout[-3000:]
     journals = {t: list((stack.work_area(db, t) / "journal").glob("*.json")) for t in (table, alias)}
     assert journals == {table: [], alias: []}
 
 
 def test_unsafe_or_unsupported_inputs_are_skipped_with_a_reason_and_left_byte_for_byte(stack, tmp_path):
     from hmsclient import hmsclient
+
     db = "refusals"
-    stack.make_table(db, "events", "ORC", ["2026-05-01", "2026-05-02", "2026-05-03", "2026-05-04",
-                                          "2026-05-05", "2026-05-06"], files=3, rows=120)
+    stack.make_table(
+        db,
+        "events",
+        "ORC",
+        ["2026-05-01", "2026-05-02", "2026-05-03", "2026-05-04", "2026-05-05", "2026-05-06"],
+        files=3,
+        rows=120,
+    )
     stack.make_table(db, "other", "ORC", ["2026-05-01"], files=3, rows=120)
     stack.make_table(db, "parquet_src", "PARQUET", ["2026-05-01"], files=1, rows=10)
     # A partition a Hive insert is still writing into (its staging folder is there).
@@ -152,23 +171,29 @@ def test_unsafe_or_unsupported_inputs_are_skipped_with_a_reason_and_left_byte_fo
     table_root = loc("2026-05-04").parent
     other_partition = stack.partition_location(db, "other", "dt=2026-05-01")
     with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
-        for dt, where in (("2026-05-04", "file:/"), ("2026-05-05", f"file:{table_root}"),
-                          ("2026-05-06", f"file:{other_partition}")):
+        for dt, where in (
+            ("2026-05-04", "file:/"),
+            ("2026-05-05", f"file:{table_root}"),
+            ("2026-05-06", f"file:{other_partition}"),
+        ):
             p = c.get_partition_by_name(db, "events", f"dt={dt}")
             p.sd.location = where
             c.alter_partition(db, "events", p)
-    stack.spark.sql(f"CREATE TABLE {db}.bucketed (id BIGINT, dt STRING) USING ORC PARTITIONED BY (dt) "
-                    "CLUSTERED BY (id) INTO 4 BUCKETS")
+    stack.spark.sql(
+        f"CREATE TABLE {db}.bucketed (id BIGINT, dt STRING) USING ORC PARTITIONED BY (dt) "
+        "CLUSTERED BY (id) INTO 4 BUCKETS"
+    )
     stack.spark.sql(f"CREATE TABLE {db}.text_table (id BIGINT) PARTITIONED BY (dt STRING) STORED AS TEXTFILE")
     folders = [loc(d) for d in ("2026-05-01", "2026-05-02", "2026-05-03")] + [other_partition, writing]
     before = {f: files_with_times(f) for f in folders}
     root_before = sorted(p.name for p in table_root.iterdir())
 
-    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{t}"} for t in ("events", "bucketed", "text_table",
-                                                                                   "writing")])
+    cfg = stack.write_config(
+        tmp_path / "c.yaml", [{"name": f"{db}.{t}"} for t in ("events", "bucketed", "text_table", "writing")]
+    )
     run = stack.run_dag(cfg)
     assert run.state == "success", run.log[-5000:]
-    report = run.log[run.log.index("run report"):]
+    report = run.log[run.log.index("run report") :]
     expected = {
         "dt=2026-05-01": "unreadable or foreign file(s): part-99999-corrupt",
         "dt=2026-05-02": "zero-byte file(s) ['part-99998-empty",
@@ -196,12 +221,17 @@ def test_a_rewrite_whose_output_does_not_match_its_inputs_is_not_committed(stack
     before = {f.name: f.read_bytes() for f in folder.iterdir()}
     one_input = sorted(f for f in folder.iterdir() if f.suffix == ".orc")[0]
     staging = stack.work_area(db, table) / "staging"
-    swap = (f'for f in "{staging}"/*/rewrite-*/part-*; do cp "{one_input}" "$f"; '
-            f'rm -f "$(dirname "$f")/.$(basename "$f").crc"; done')
+    swap = (
+        f'for f in "{staging}"/*/rewrite-*/part-*; do cp "{one_input}" "$f"; '
+        f'rm -f "$(dirname "$f")/.$(basename "$f").crc"; done'
+    )
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}", "merge_mode": "rewrite"}])
-    job = stack.spark_submit(stack.plan_batches(cfg, run_id="tampered")["spark_args"][0]["application_args"][1],
-                             config_path=cfg, HIVE_COMPACTION_TEST_HOOK_AT="rewritten",
-                             HIVE_COMPACTION_TEST_HOOK_CMD=swap)
+    job = stack.spark_submit(
+        stack.plan_batches(cfg, run_id="tampered")["spark_args"][0]["application_args"][1],
+        config_path=cfg,
+        HIVE_COMPACTION_TEST_HOOK_AT="rewritten",
+        HIVE_COMPACTION_TEST_HOOK_CMD=swap,
+    )
     log = job.stdout + job.stderr
     assert job.returncode != 0
     assert "test hook at rewritten" in log
@@ -220,9 +250,12 @@ def test_staged_outputs_vanishing_mid_commit_put_every_file_back(stack, tmp_path
     content = stack.content(db, table)
     work = stack.work_area(db, table)
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}", "merge_mode": "rewrite"}])
-    job = stack.spark_submit(stack.plan_batches(cfg, run_id="vanish")["spark_args"][0]["application_args"][1],
-                             config_path=cfg, HIVE_COMPACTION_TEST_HOOK_AT="inputs_moved",
-                             HIVE_COMPACTION_TEST_HOOK_CMD=f'rm -rf "{work}/staging"')
+    job = stack.spark_submit(
+        stack.plan_batches(cfg, run_id="vanish")["spark_args"][0]["application_args"][1],
+        config_path=cfg,
+        HIVE_COMPACTION_TEST_HOOK_AT="inputs_moved",
+        HIVE_COMPACTION_TEST_HOOK_CMD=f'rm -rf "{work}/staging"',
+    )
     assert job.returncode != 0
     assert "staged output(s) vanished before they moved; every file was put back" in job.stdout + job.stderr
     assert {f.name: f.read_bytes() for f in folder.iterdir()} == before
@@ -237,14 +270,24 @@ def test_the_shipped_code_holds_no_test_machinery():
     import re
 
     from hive_compaction.airflow import config
+
     package = Path(config.__file__).resolve().parents[1]
-    shipped = {p.relative_to(package).as_posix(): p.read_text()
-               for p in package.rglob("*") if p.suffix in (".py", ".java")}
+    shipped = {
+        p.relative_to(package).as_posix(): p.read_text() for p in package.rglob("*") if p.suffix in (".py", ".java")
+    }
     assert len(shipped) > 40
     variables = {(name, v) for name, text in shipped.items() for v in re.findall(r"HIVE_COMPACTION_[A-Z_]+", text)}
     assert variables == {("airflow/config.py", config.CONFIG_ENV)}, variables
-    for word in ("KILL_POINTS", "fault_point", "fault_hook", "subprocess", "shell=True", "os.kill", "SIGKILL",
-                 "before_operation"):
+    for word in (
+        "KILL_POINTS",
+        "fault_point",
+        "fault_hook",
+        "subprocess",
+        "shell=True",
+        "os.kill",
+        "SIGKILL",
+        "before_operation",
+    ):
         assert not [name for name, text in shipped.items() if word in text], word
 
 
@@ -254,16 +297,25 @@ def test_the_fault_injector_stops_a_job_at_named_steps_and_calls(spark, tmp_path
     from commit_records import decided_commit
     from hive_compaction.commit import in_place as commit
     from hive_compaction.storage.hadoop_fs import HadoopFS
+
     fs = HadoopFS(spark)
     folder = tmp_path / "events" / "dt=2026-06-01"
     folder.mkdir(parents=True)
     (folder / "000000_0").write_text("input")
-    area, record, _ = decided_commit(tmp_path, "inject.events", "dt=2026-06-01", "run1", folder,
-                                     [e.identity() for e in fs.list(f"file://{folder}")], {"part-0": "output"})
+    area, record, _ = decided_commit(
+        tmp_path,
+        "inject.events",
+        "dt=2026-06-01",
+        "run1",
+        folder,
+        [e.identity() for e in fs.list(f"file://{folder}")],
+        {"part-0": "output"},
+    )
     seen = tmp_path / "seen"
     monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_AT", "journaled:dt=2026-06-02;journaled:dt=2026-06-01;inputs_moved")
-    monkeypatch.setenv("HIVE_COMPACTION_TEST_HOOK_CMD",
-                       f'ls "$HIVE_COMPACTION_PARTITION_DIR" >> {seen}; echo -- >> {seen}')
+    monkeypatch.setenv(
+        "HIVE_COMPACTION_TEST_HOOK_CMD", f'ls "$HIVE_COMPACTION_PARTITION_DIR" >> {seen}; echo -- >> {seen}'
+    )
     commit.commit(fs, area, record)
     # Once at the journal (the other partition's entry does not match), once with the input in the trash.
     assert seen.read_text().split("--\n") == ["000000_0\n", "", ""]

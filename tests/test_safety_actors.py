@@ -2,6 +2,7 @@
 stolen lock, a hung or restarting Metastore, other runs' and the same run's jobs, a rollback, a
 purge, a reader) at the steps of an in-place commit and of a location switch, every row checked
 (``scripts/reliability.py --adversaries`` runs every case)."""
+
 from __future__ import annotations
 
 import pytest

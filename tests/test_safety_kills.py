@@ -1,6 +1,7 @@
 """The kill matrix on the real stack, sampled: the merge job killed at every commit step and before a
 storage call drawn from each third of a commit, a storage call failing, then one DAG
 run repairs every partition, every row checked (``scripts/reliability.py`` runs every case)."""
+
 from __future__ import annotations
 
 import pytest
@@ -29,8 +30,17 @@ def test_a_kill_at_every_commit_step_is_repaired_by_the_next_run(stack, tmp_path
     # reliability.py runs every one on the real stack (--every-call, --storage-errors).
     points = (rng.choice(KILL_POINTS), rng.choice(call_sample("in_place", rng, prefix=rng.choice((CALL, FAIL)))))
     sample = note_sample("kill matrix (in_place)", seed, points)
-    figures = kill_matrix(stack, tmp_path, formats=("ORC", "PARQUET"), points=points,
-                          partitions=3, files=4, rows=250, db="faults", alternate=True)
+    figures = kill_matrix(
+        stack,
+        tmp_path,
+        formats=("ORC", "PARQUET"),
+        points=points,
+        partitions=3,
+        files=4,
+        rows=250,
+        db="faults",
+        alternate=True,
+    )
     assert figures["kill_points_tried"] == len(points), sample
     assert figures["recovery_run"] == "success", (sample, figures["problems"])
     assert figures["partitions_checked"] == 3 * len(points), sample
@@ -40,4 +50,3 @@ def test_a_kill_at_every_commit_step_is_repaired_by_the_next_run(stack, tmp_path
     assert figures["rows_wrong_right_after"] == 0, (sample, figures["problems"])
     assert figures["calls_past_the_commit"] == [], sample
     assert figures["problems"] == [], sample
-

@@ -8,6 +8,7 @@ paused before any storage or Metastore call, against a file system and a Metasto
 - the five schedules of issue 53, written out, each of which violated an invariant on f9600e7, and
   those the explorer found since, each of which violated one on the tree before its fix.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -46,10 +47,13 @@ def test_sampled_schedules_keep_every_invariant(matrix_rng, capsys):
         shown = []
         for kind, outcome in figures.by_kind.items():
             small = shrink(outcome)
-            shown.append(f"{figures.counts[kind]} x {kind} (--replay {outcome.seed}):\n  "
-                         + "\n  ".join(render(small.trace)))
-        pytest.fail(f"seed {seed}: {figures.violating} of {figures.schedules} schedules violated an invariant:\n"
-                    + "\n".join(shown))
+            shown.append(
+                f"{figures.counts[kind]} x {kind} (--replay {outcome.seed}):\n  " + "\n  ".join(render(small.trace))
+            )
+        pytest.fail(
+            f"seed {seed}: {figures.violating} of {figures.schedules} schedules violated an invariant:\n"
+            + "\n".join(shown)
+        )
 
 
 def actor(world, name: str):
@@ -87,9 +91,12 @@ def scripted(mode: str, cast: tuple[str, ...], rules: list[Rule], starts: dict |
 
 def test_a_replay_after_an_overwrite_puts_no_old_row_back():
     """Finding 1: killed once its output moved in, an INSERT OVERWRITE, then the next run."""
-    outcome, trace = scripted("in_place", ("merge run1/1", "writer overwrite", "merge run2/1"),
-                              [Rule("merge run1/1", output_published)],
-                              {"writer overwrite": gone("merge run1/1"), "merge run2/1": gone("writer overwrite")})
+    outcome, trace = scripted(
+        "in_place",
+        ("merge run1/1", "writer overwrite", "merge run2/1"),
+        [Rule("merge run1/1", output_published)],
+        {"writer overwrite": gone("merge run1/1"), "merge run2/1": gone("writer overwrite")},
+    )
     world = outcome.world
     assert not outcome.violations, trace
     assert world.partition_rows() == world.intent and sum(world.intent.values()) == 3, trace
@@ -98,10 +105,12 @@ def test_a_replay_after_an_overwrite_puts_no_old_row_back():
 
 def test_a_takeover_never_deletes_the_folder_a_switch_in_flight_names():
     """Finding 2: a switch's alter_partition in flight while a retry takes over."""
-    outcome, trace = scripted("location_switch", ("merge run1/1", "merge run1/2"),
-                              [Rule("merge run1/1", waiting_at("merge run1/1", "alter_partition (location"),
-                                    "pause:30")],
-                              {"merge run1/2": paused("merge run1/1")})
+    outcome, trace = scripted(
+        "location_switch",
+        ("merge run1/1", "merge run1/2"),
+        [Rule("merge run1/1", waiting_at("merge run1/1", "alter_partition (location"), "pause:30")],
+        {"merge run1/2": paused("merge run1/1")},
+    )
     world = outcome.world
     assert not outcome.violations, trace
     assert world.location() in world.fs.dirs and world.partition_rows() == world.intent, trace
@@ -109,9 +118,12 @@ def test_a_takeover_never_deletes_the_folder_a_switch_in_flight_names():
 
 def test_a_paused_committer_never_unpublishes_a_later_owners_commit():
     """Finding 3: A paused with its output in, B takes over and finishes, a writer appends, A resumes."""
-    outcome, trace = scripted("in_place", ("merge run1/1", "merge run1/2", "writer append"),
-                              [Rule("merge run1/1", output_published, "pause:700")],
-                              {"merge run1/2": paused("merge run1/1"), "writer append": gone("merge run1/2")})
+    outcome, trace = scripted(
+        "in_place",
+        ("merge run1/1", "merge run1/2", "writer append"),
+        [Rule("merge run1/1", output_published, "pause:700")],
+        {"merge run1/2": paused("merge run1/1"), "writer append": gone("merge run1/2")},
+    )
     world = outcome.world
     assert not outcome.violations, trace
     assert world.partition_rows() == world.intent and sum(world.intent.values()) == 11, trace
@@ -120,8 +132,9 @@ def test_a_paused_committer_never_unpublishes_a_later_owners_commit():
 
 def test_a_partition_dropped_and_written_again_at_its_old_folder_reads_no_merged_row():
     """Finding 4: after a location switch, DROP PARTITION then INSERT INTO at the default path."""
-    outcome, trace = scripted("location_switch", ("merge run1/1", "writer drop_recreate"), [],
-                              {"writer drop_recreate": gone("merge run1/1")})
+    outcome, trace = scripted(
+        "location_switch", ("merge run1/1", "writer drop_recreate"), [], {"writer drop_recreate": gone("merge run1/1")}
+    )
     world = outcome.world
     assert not outcome.violations, trace
     assert world.location() == DEFAULT_LOCATION and world.partition_rows() == world.intent, trace
@@ -133,9 +146,12 @@ def test_a_paused_switch_finish_never_undoes_a_later_rollback():
     files to the trash; B took the switch over and finished it; a rollback switched the partition
     back and put the old files back. A resumes: it must not move them to the trash again, nor write
     over the rollback's manifest (its moves go into a moving trash that B's takeover renamed)."""
-    outcome, trace = scripted("location_switch", ("merge run1/1", "merge run1/2", "rollback run1"),
-                              [Rule("merge run1/1", waiting_at("merge run1/1", "/dt=1/000001_0 ->"), "pause:700")],
-                              {"merge run1/2": paused("merge run1/1"), "rollback run1": gone("merge run1/2")})
+    outcome, trace = scripted(
+        "location_switch",
+        ("merge run1/1", "merge run1/2", "rollback run1"),
+        [Rule("merge run1/1", waiting_at("merge run1/1", "/dt=1/000001_0 ->"), "pause:700")],
+        {"merge run1/2": paused("merge run1/1"), "rollback run1": gone("merge run1/2")},
+    )
     world = outcome.world
     assert not outcome.violations, trace
     assert world.partition_rows() == world.intent and sum(world.intent.values()) == 8, trace
@@ -146,10 +162,12 @@ def test_a_switch_stopped_before_its_folder_was_built_is_undone_at_once():
     """The in-flight wait (finding 2) only where an alter_partition can be on the way: a switch
     killed before it moved its outputs into the new folder is undone by the next run, which then
     merges the partition, instead of leaving it SKIPPED for IN_FLIGHT_SECONDS."""
-    outcome, trace = scripted("location_switch", ("merge run1/1", "merge run2/1"),
-                              [Rule("merge run1/1", lambda w: w.commit_in_flight()
-                                    and waiting_at("merge run1/1", "/staging/run1/")(w))],
-                              {"merge run2/1": gone("merge run1/1")})
+    outcome, trace = scripted(
+        "location_switch",
+        ("merge run1/1", "merge run2/1"),
+        [Rule("merge run1/1", lambda w: w.commit_in_flight() and waiting_at("merge run1/1", "/staging/run1/")(w))],
+        {"merge run2/1": gone("merge run1/1")},
+    )
     world = outcome.world
     assert not outcome.violations, trace
     assert [s for who, s, _ in world.reports if who.startswith("run2/1")] == [Status.MERGED], trace
@@ -162,9 +180,12 @@ def test_a_switch_that_lost_its_lock_before_switching_gives_itself_up():
     stops, and since no call of it can land, it removes its own new folder and journal, so the next
     run merges the partition instead of leaving it SKIPPED for IN_FLIGHT_SECONDS (the
     location-switch adversary sample met it as a stolen lock at the commit's seventh call)."""
-    outcome, trace = scripted("location_switch", ("merge run1/1", "merge run1/2"),
-                              [Rule("merge run1/1", waiting_at("merge run1/1", "step folder_built"), "pause:30")],
-                              {"merge run1/2": paused("merge run1/1")})
+    outcome, trace = scripted(
+        "location_switch",
+        ("merge run1/1", "merge run1/2"),
+        [Rule("merge run1/1", waiting_at("merge run1/1", "step folder_built"), "pause:30")],
+        {"merge run1/2": paused("merge run1/1")},
+    )
     world = outcome.world
     assert not outcome.violations, trace
     assert "merge run1/1: paused 30 s (before: step folder_built)" in trace, trace
@@ -179,11 +200,17 @@ def test_a_rollback_finishes_the_dead_commit_it_finds_under_its_lock():
     Refusing and releasing the lock let a TRUNCATE in, after which the next run's replay moved
     run2's outputs in: the truncated rows back. The rollback finishes the dead commit under the
     lock first, so the writer comes in after the partition is whole again."""
-    outcome, trace = scripted("in_place", ("merge run1/1", "writer append", "merge run2/1", "rollback run1",
-                                           "writer truncate"),
-                              [Rule("merge run2/1", waiting_at("merge run2/1", "step inputs_moved"))],
-                              {"writer append": gone("merge run1/1"), "merge run2/1": gone("writer append"),
-                               "rollback run1": gone("merge run2/1"), "writer truncate": gone("rollback run1")})
+    outcome, trace = scripted(
+        "in_place",
+        ("merge run1/1", "writer append", "merge run2/1", "rollback run1", "writer truncate"),
+        [Rule("merge run2/1", waiting_at("merge run2/1", "step inputs_moved"))],
+        {
+            "writer append": gone("merge run1/1"),
+            "merge run2/1": gone("writer append"),
+            "rollback run1": gone("merge run2/1"),
+            "writer truncate": gone("rollback run1"),
+        },
+    )
     world = outcome.world
     assert not outcome.violations, trace
     assert "merge run2/1: killed (at: step inputs_moved)" in trace, trace
@@ -203,11 +230,22 @@ def test_a_paused_takeovers_finish_never_undoes_a_later_rollback():
     back and put the old files back. B resumed and moved them into the run's trash again: the
     partition read no rows. B's takeover takes the run's trash back as its moving trash, which
     the rollback's takeover renames, so B's late moves fail."""
-    outcome, trace = scripted("location_switch", ("merge run1/1", "merge run2/1", "rollback run1"),
-                              [Rule("merge run1/1", waiting_at("merge run1/1", ".released")),
-                               Rule("merge run2/1", lambda w: did("merge run2/1", "renamed folder work/staging")(w)
-                                    and waiting_at("merge run2/1", "list ", "/t/dt=1")(w), "pause:700")],
-                              {"merge run2/1": gone("merge run1/1"), "rollback run1": paused("merge run2/1")})
+    outcome, trace = scripted(
+        "location_switch",
+        ("merge run1/1", "merge run2/1", "rollback run1"),
+        [
+            Rule("merge run1/1", waiting_at("merge run1/1", ".released")),
+            Rule(
+                "merge run2/1",
+                lambda w: (
+                    did("merge run2/1", "renamed folder work/staging")(w)
+                    and waiting_at("merge run2/1", "list ", "/t/dt=1")(w)
+                ),
+                "pause:700",
+            ),
+        ],
+        {"merge run2/1": gone("merge run1/1"), "rollback run1": paused("merge run2/1")},
+    )
     world = outcome.world
     assert not outcome.violations, trace
     assert "merge run2/1: paused 700 s (before: list t/dt=1)" in trace, trace
@@ -222,20 +260,28 @@ def test_a_journal_write_landing_late_is_written_back_by_the_lock_holder():
     unfinished and released the lock; a TRUNCATE came in, and the next run's replay moved the
     old rows back. C holds the lock, so the journal's other owner is a job that lost it: C writes
     its own record back and finishes the commit before any writer comes in."""
-    outcome, trace = scripted("in_place", ("merge run1/1", "merge run2/1", "merge run1/2", "writer truncate"),
-                              [Rule("merge run1/1", waiting_at("merge run1/1", "step inputs_moved")),
-                               Rule("merge run2/1", waiting_at("merge run2/1", "write ", "/journal/"), "pause:30"),
-                               Rule("merge run1/2", waiting_at("merge run1/2", "rename folder ", "/trash/"),
-                                    "pause:40")],
-                              {"merge run2/1": gone("merge run1/1"), "merge run1/2": paused_or_gone("merge run2/1"),
-                               "writer truncate": gone("merge run1/2", "merge run2/1")})
+    outcome, trace = scripted(
+        "in_place",
+        ("merge run1/1", "merge run2/1", "merge run1/2", "writer truncate"),
+        [
+            Rule("merge run1/1", waiting_at("merge run1/1", "step inputs_moved")),
+            Rule("merge run2/1", waiting_at("merge run2/1", "write ", "/journal/"), "pause:30"),
+            Rule("merge run1/2", waiting_at("merge run1/2", "rename folder ", "/trash/"), "pause:40"),
+        ],
+        {
+            "merge run2/1": gone("merge run1/1"),
+            "merge run1/2": paused_or_gone("merge run2/1"),
+            "writer truncate": gone("merge run1/2", "merge run2/1"),
+        },
+    )
     world = outcome.world
     assert not outcome.violations, trace
     assert "merge run2/1: wrote work/journal/" in trace, trace
     # C finished the dead job's commit under its lock, before the TRUNCATE came in.
     assert "merge run1/2: wrote work/manifests/run1/" in trace and "run1/2: reported SKIPPED" not in trace, trace
-    assert (trace.index("merge run1/2: wrote work/manifests/run1/")
-            < trace.index("writer truncate: truncate done")), trace
+    assert trace.index("merge run1/2: wrote work/manifests/run1/") < trace.index("writer truncate: truncate done"), (
+        trace
+    )
     assert world.partition_rows() == world.intent and sum(world.intent.values()) == 0, trace
 
 
@@ -249,14 +295,21 @@ def test_a_stop_mark_landing_late_is_replaced_by_the_holders_own():
     exclusive create failed and C's journal had no mark of its own; after a TRUNCATE the next run's
     replay, seeing no mark of C's, moved the merged rows in. C now replaces a mark that is not its
     journal's with its own."""
-    outcome, trace = scripted("in_place", ("merge run1/1", "writer append_reuse", "merge run1/2", "merge run2/1",
-                                           "writer truncate"),
-                              [Rule("merge run1/1", waiting_at("merge run1/1", "step inputs_moved")),
-                               Rule("merge run1/2", waiting_at("merge run1/2", *BEFORE_THE_MARK), "pause:30"),
-                               Rule("merge run2/1", waiting_at("merge run2/1", *BEFORE_THE_MARK), "pause:30")],
-                              {"writer append_reuse": gone("merge run1/1"), "merge run1/2": gone("writer append_reuse"),
-                               "merge run2/1": paused_or_gone("merge run1/2"),
-                               "writer truncate": gone("merge run1/2", "merge run2/1")})
+    outcome, trace = scripted(
+        "in_place",
+        ("merge run1/1", "writer append_reuse", "merge run1/2", "merge run2/1", "writer truncate"),
+        [
+            Rule("merge run1/1", waiting_at("merge run1/1", "step inputs_moved")),
+            Rule("merge run1/2", waiting_at("merge run1/2", *BEFORE_THE_MARK), "pause:30"),
+            Rule("merge run2/1", waiting_at("merge run2/1", *BEFORE_THE_MARK), "pause:30"),
+        ],
+        {
+            "writer append_reuse": gone("merge run1/1"),
+            "merge run1/2": gone("writer append_reuse"),
+            "merge run2/1": paused_or_gone("merge run1/2"),
+            "writer truncate": gone("merge run1/2", "merge run2/1"),
+        },
+    )
     world = outcome.world
     assert not outcome.violations, trace
     assert "merge run1/2: paused 30 s (before: create exclusive" in trace, trace
@@ -266,9 +319,12 @@ def test_a_stop_mark_landing_late_is_replaced_by_the_holders_own():
 
 def test_an_in_place_commit_rereads_the_location_under_its_lock():
     """Finding 5: ALTER TABLE ... SET LOCATION between the plan and the commit."""
-    outcome, trace = scripted("in_place", ("merge run1/1", "writer set_location"),
-                              [Rule("merge run1/1", waiting_at("merge run1/1", "lock "), "pause:6")],
-                              {"writer set_location": paused("merge run1/1")})
+    outcome, trace = scripted(
+        "in_place",
+        ("merge run1/1", "writer set_location"),
+        [Rule("merge run1/1", waiting_at("merge run1/1", "lock "), "pause:6")],
+        {"writer set_location": paused("merge run1/1")},
+    )
     world = outcome.world
     assert not outcome.violations, trace
     first = [status for who, status, _ in world.reports if who.startswith("run1/1")]
@@ -276,22 +332,31 @@ def test_an_in_place_commit_rereads_the_location_under_its_lock():
     # The folder the partition left is not touched, and the partition keeps its writer's statistics.
     left = Counter(p.rsplit("/", 1)[1] for p, n in world.fs.children(DEFAULT_LOCATION) if n is not None)
     assert sorted(left) == sorted(INPUT_NAMES), trace
-    assert "numFiles" not in world.hms.partitions[("1",)].parameters or \
-        world.hms.partitions[("1",)].parameters["numFiles"] != "1", trace
+    assert (
+        "numFiles" not in world.hms.partitions[("1",)].parameters
+        or world.hms.partitions[("1",)].parameters["numFiles"] != "1"
+    ), trace
 
 
 def by_path(world, folder: str) -> Counter:
     """The rows of the data files directly in ``folder``, whether or not a partition reads it."""
-    return Counter(r for p, n in world.fs.children(folder) if n is not None
-                   and not p.rsplit("/", 1)[1].startswith(("_", ".")) for r in n.rows)
+    return Counter(
+        r
+        for p, n in world.fs.children(folder)
+        if n is not None and not p.rsplit("/", 1)[1].startswith(("_", "."))
+        for r in n.rows
+    )
 
 
 def stale_writer_at(writer: str, point: str):
     """A location switch paused at ``point`` while a writer that looked the location up before
     the switch writes by path (``STALE_WRITERS``); the switch then goes on."""
-    return scripted("location_switch", ("merge run1/1", f"writer {writer}"),
-                    [Rule("merge run1/1", waiting_at("merge run1/1", point), "pause:5")],
-                    {f"writer {writer}": paused("merge run1/1")})
+    return scripted(
+        "location_switch",
+        ("merge run1/1", f"writer {writer}"),
+        [Rule("merge run1/1", waiting_at("merge run1/1", point), "pause:5")],
+        {f"writer {writer}": paused("merge run1/1")},
+    )
 
 
 def test_a_by_path_overwrite_right_after_a_switch_is_what_the_partition_reads():
@@ -341,10 +406,15 @@ def test_files_arriving_after_the_old_files_left_are_never_read_beside_the_merge
     for kind, seen_by_the_job in itertools.product(("stale_overwrite", "stale_append_reuse"), (True, False)):
         # paused before its journal's release, or after the job
         rules = [Rule("merge run1/1", waiting_at("merge run1/1", ".released"), "pause:5")] if seen_by_the_job else []
-        outcome, trace = scripted("location_switch", ("merge run1/1", f"writer {kind}", "maintain run8"), rules,
-                                  {f"writer {kind}": paused("merge run1/1") if seen_by_the_job
-                                   else gone("merge run1/1"),
-                                   "maintain run8": gone("merge run1/1", f"writer {kind}")})
+        outcome, trace = scripted(
+            "location_switch",
+            ("merge run1/1", f"writer {kind}", "maintain run8"),
+            rules,
+            {
+                f"writer {kind}": paused("merge run1/1") if seen_by_the_job else gone("merge run1/1"),
+                "maintain run8": gone("merge run1/1", f"writer {kind}"),
+            },
+        )
         world = outcome.world
         merged = world.partition_rows()
         assert world.location() != DEFAULT_LOCATION and max(merged.values()) == 1, trace
@@ -352,8 +422,9 @@ def test_files_arriving_after_the_old_files_left_are_never_read_beside_the_merge
         assert arrived and not set(merged) & set(arrived), trace
         assert (arrived if kind == "stale_overwrite" else merged + arrived) == world.intent, trace
         if kind == "stale_append_reuse":  # it did take an input's name
-            assert {p.rsplit("/", 1)[1] for p, n in world.fs.children(DEFAULT_LOCATION) if n is not None} \
-                <= set(INPUT_NAMES), trace
+            assert {p.rsplit("/", 1)[1] for p, n in world.fs.children(DEFAULT_LOCATION) if n is not None} <= set(
+                INPUT_NAMES
+            ), trace
         first = [(status, reason) for who, status, reason in world.reports if who.startswith("run1/1")]
         if seen_by_the_job:
             assert [s for s, _ in first] == [Status.FAILED] and "cannot tell" in first[0][1], trace
@@ -372,14 +443,24 @@ def test_the_double_ends_where_the_real_file_system_does(spark, tmp_path, matrix
     sample relies on keeps the real file system's semantics."""
     from explorer.real_fs import RealFS
     from explorer.scenario import twin_differences
+
     seed, rng = matrix_rng
     picked = [seed * 1_000_003 + rng.randrange(1_000_000) for _ in range(TWINS)]
     with world_clock():
         for n, schedule in enumerate(picked):
             memory = run_schedule(schedule)
             root = tmp_path / f"s{n}"
-            real = run_schedule(None, memory.mode, memory.cast, list(memory.decisions),
-                                fs_factory=lambda sched, clock: RealFS(sched, clock, spark, root))  # noqa: B023 - run here
+            real = run_schedule(
+                None,
+                memory.mode,
+                memory.cast,
+                list(memory.decisions),
+                fs_factory=lambda sched, clock: RealFS(sched, clock, spark, root),  # noqa: B023 - run here
+            )
             apart = twin_differences(memory, real)
-            assert not apart, (f"schedule {schedule} (seed {seed}) ends apart on the double and on the disk:\n  "
-                               + "\n  ".join(apart[:12]) + "\n on the disk:\n  " + "\n  ".join(render(real.trace)))
+            assert not apart, (
+                f"schedule {schedule} (seed {seed}) ends apart on the double and on the disk:\n  "
+                + "\n  ".join(apart[:12])
+                + "\n on the disk:\n  "
+                + "\n  ".join(render(real.trace))
+            )

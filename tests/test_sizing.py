@@ -1,4 +1,5 @@
 """Small-file bin packing (Hudi's file-sizing rules applied after the write)."""
+
 from __future__ import annotations
 
 import random
@@ -22,6 +23,7 @@ def sizes(groups: list[list[DataFile]]) -> list[list[int]]:
 
 # --- DataFile ---------------------------------------------------------------------------------
 
+
 def test_data_file_name_is_last_path_segment():
     assert DataFile("hdfs://nn/wh/t/dt=1/part-0.orc", 1).name == "part-0.orc"
     assert DataFile("hdfs://nn/wh/t/dt=1/sub/", 1).name == "sub"
@@ -37,6 +39,7 @@ def test_data_file_defaults_and_equality():
 
 # --- small_files ------------------------------------------------------------------------------
 
+
 def test_small_files_is_strictly_below_the_limit():
     fs = files_of(99, 100, 101, 0.5)
     assert [f.size for f in small_files(fs, 100 * MB)] == [99 * MB, int(0.5 * MB)]
@@ -48,6 +51,7 @@ def test_small_files_disabled_by_non_positive_limit(limit):
 
 
 # --- worked examples --------------------------------------------------------------------------
+
 
 def test_hudi_seed_example_after_write():
     """Hudi's docs example: 40, 80, 90, 130, 105 MB files; limit 100 MB; max file size 120 MB.
@@ -104,6 +108,7 @@ def test_zero_byte_files_can_join_a_group():
 
 
 # --- edge cases -------------------------------------------------------------------------------
+
 
 def test_empty_partition():
     assert pack_small_files([], small_file_limit=100 * MB, target_file_size=128 * MB) == []
@@ -182,6 +187,7 @@ def test_equal_sizes_are_grouped_by_path_whatever_the_input_order():
 
 # --- properties -------------------------------------------------------------------------------
 
+
 @st.composite
 def packing_inputs(draw):
     target = draw(st.integers(min_value=1, max_value=2_000))
@@ -219,10 +225,15 @@ def test_packing_properties(args):
     # deterministic regardless of input order
     shuffled = files[:]
     random.Random(seed).shuffle(shuffled)
-    assert pack_small_files(shuffled, small_file_limit=limit, target_file_size=target,
-                            min_small_files=min_small) == groups
-    assert pack_small_files(list(reversed(files)), small_file_limit=limit, target_file_size=target,
-                            min_small_files=min_small) == groups
+    assert (
+        pack_small_files(shuffled, small_file_limit=limit, target_file_size=target, min_small_files=min_small) == groups
+    )
+    assert (
+        pack_small_files(
+            list(reversed(files)), small_file_limit=limit, target_file_size=target, min_small_files=min_small
+        )
+        == groups
+    )
 
 
 @settings(max_examples=200, deadline=None)

@@ -9,6 +9,7 @@ checks the 3.5 jobs' work. The job ships as a cluster node gets it: the job file
 (``py_files``), the Spark install named by ``spark_submit: env_vars`` (PATH, SPARK_HOME,
 PYSPARK_PYTHON), so the job's Python is the virtualenv's (docs/deploy.md: the supported matrix).
 """
+
 from __future__ import annotations
 
 import os
@@ -49,16 +50,24 @@ def spark35_env() -> dict[str, str]:
     if not (SPARK35 / ".installed").exists():
         if os.environ.get("SUITE_REQUIRE_STACKS"):  # CI (.ci/run): may not skip
             pytest.fail(f"no Spark 3.5 in {SPARK35} (SUITE_REQUIRE_STACKS is set)", pytrace=False)
-        pytest.skip(f"no Spark 3.5 in {SPARK35}: make jars installs requirements-spark35.txt there "
-                    "(is PyPI reachable?)")
+        pytest.skip(
+            f"no Spark 3.5 in {SPARK35}: make jars installs requirements-spark35.txt there (is PyPI reachable?)"
+        )
     (home,) = SPARK35.glob("lib/python*/site-packages/pyspark")
-    return {"PATH": f"{SPARK35 / 'bin'}:{os.environ['PATH']}", "SPARK_HOME": str(home),
-            "PYSPARK_PYTHON": str(SPARK35 / "bin" / "python")}
+    return {
+        "PATH": f"{SPARK35 / 'bin'}:{os.environ['PATH']}",
+        "SPARK_HOME": str(home),
+        "PYSPARK_PYTHON": str(SPARK35 / "bin" / "python"),
+    }
 
 
 def python_version() -> str:
-    return subprocess.run([str(SPARK35 / "bin" / "python"), "-c", "import platform; print(platform.python_version())"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        [str(SPARK35 / "bin" / "python"), "-c", "import platform; print(platform.python_version())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 def spark35_version() -> str:
@@ -73,11 +82,25 @@ def test_a_dag_run_on_spark_35_merges_both_formats_by_copy_and_rewrite_and_rolls
     on_35 = rf"\(Spark {re.escape(version)}, Scala 2\.1[23]\.\d+, Java \S+, Python {re.escape(python_version())}\)"
     script = tmp_path / "write_tables.py"
     script.write_text(WRITE_TABLES)
-    wrote = subprocess.run(["spark-submit", "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-                            "--conf", "spark.driver.host=127.0.0.1", str(script), stack.metastore.uri,
-                            stack.metastore.warehouse, *[f"{t}:{s}" for t, s in TABLES.items()]],
-                           env=stack.env(**env35, PYTHONPATH=str(ROOT / "scripts")), capture_output=True, text=True,
-                           timeout=600)
+    wrote = subprocess.run(
+        [
+            "spark-submit",
+            "--master",
+            "local[2]",
+            "--conf",
+            "spark.ui.enabled=false",
+            "--conf",
+            "spark.driver.host=127.0.0.1",
+            str(script),
+            stack.metastore.uri,
+            stack.metastore.warehouse,
+            *[f"{t}:{s}" for t, s in TABLES.items()],
+        ],
+        env=stack.env(**env35, PYTHONPATH=str(ROOT / "scripts")),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert wrote.returncode == 0, wrote.stdout[-3000:] + wrote.stderr[-3000:]
     before = {t: stack.snapshot(DB, t) for t in TABLES}
     content = {t: stack.content(DB, t) for t in TABLES}  # read by the test process's Spark 4.2
@@ -85,18 +108,25 @@ def test_a_dag_run_on_spark_35_merges_both_formats_by_copy_and_rewrite_and_rolls
         assert {n: p["num_files"] for n, p in before[t].items()} == {f"dt={COPY_DATE}": 2, f"dt={REWRITE_DATE}": 4}
 
     shipped = build_zip(tmp_path / "hive_compaction.zip")
-    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{DB}.{t}", "copy_min_block_size": COPY_MIN_BLOCK}
-                                                   for t in TABLES],
-                             py_files=str(shipped), spark_submit={"env_vars": env35},
-                             fan_out={"max_spark_jobs": 1})  # one spark-submit: every partition on 3.5
+    cfg = stack.write_config(
+        tmp_path / "c.yaml",
+        [{"name": f"{DB}.{t}", "copy_min_block_size": COPY_MIN_BLOCK} for t in TABLES],
+        py_files=str(shipped),
+        spark_submit={"env_vars": env35},
+        fan_out={"max_spark_jobs": 1},
+    )  # one spark-submit: every partition on 3.5
     run = stack.run_dag(cfg)
     assert run.state == "success", run.log[-5000:]
-    assert re.findall(rf"hive_compaction: Spark ready \S+ after the driver's JVM started {on_35}", run.log), \
-        run.log[-5000:]
+    assert re.findall(rf"hive_compaction: Spark ready \S+ after the driver's JVM started {on_35}", run.log), run.log[
+        -5000:
+    ]
     assert "Spark ready" not in re.sub(rf".*Spark ready .*{on_35}.*\n?", "", run.log)  # no other Spark ran a job
     modes = {(r["table"], r["partition"]): (r["status"], r["mode"]) for r in stack.results(cfg, run.run_id)}
-    assert modes == {(f"{DB}.{t}", f"dt={d}"): ("merged", mode) for t in TABLES
-                     for d, mode in ((COPY_DATE, "copy"), (REWRITE_DATE, "rewrite"))}, modes
+    assert modes == {
+        (f"{DB}.{t}", f"dt={d}"): ("merged", mode)
+        for t in TABLES
+        for d, mode in ((COPY_DATE, "copy"), (REWRITE_DATE, "rewrite"))
+    }, modes
     assert "the inputs' checksums taken by the write tasks" in run.log  # the rewrite's checksum writers, on 3.5
     for t in TABLES:
         assert stack.content(DB, t) == content[t], t  # every row, every column
@@ -104,13 +134,19 @@ def test_a_dag_run_on_spark_35_merges_both_formats_by_copy_and_rewrite_and_rolls
         assert_statistics_match_disk(stack, DB, t, content[t])
 
     table = f"{DB}.events_orc"
-    rollback = subprocess.run(stack.rollback_cmd(table, run.run_id, cfg, py_files=shipped), env=stack.env(cfg, **env35),
-                              capture_output=True, text=True, timeout=600)
+    rollback = subprocess.run(
+        stack.rollback_cmd(table, run.run_id, cfg, py_files=shipped),
+        env=stack.env(cfg, **env35),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert rollback.returncode == 0, rollback.stdout[-3000:] + rollback.stderr[-3000:]
     assert re.search(rf"hive_compaction: Spark ready {on_35}", rollback.stdout), rollback.stdout[-3000:]
     assert sum(line.startswith(f"rolled back {table} dt=") for line in rollback.stdout.splitlines()) == 2
     after = stack.snapshot(DB, "events_orc")
     for name, was in before["events_orc"].items():  # the original files and their statistics
-        assert {k: after[name][k] for k in ("files", "hms_num_files", "hms_total_size")} == \
-            {k: was[k] for k in ("files", "hms_num_files", "hms_total_size")}, name
+        assert {k: after[name][k] for k in ("files", "hms_num_files", "hms_total_size")} == {
+            k: was[k] for k in ("files", "hms_num_files", "hms_total_size")
+        }, name
     assert stack.content(DB, "events_orc") == content["events_orc"]

@@ -4,6 +4,7 @@ A first insert creates the partition (Spark registers numFiles=1), later Spark i
 to it without updating the statistics, and a file copied in by hand is never counted at all.
 Every kind of run that selects the partition lists it and compacts it; afterwards the
 Metastore's statistics are the disk's, and the report names the statistics it repaired."""
+
 from __future__ import annotations
 
 import re
@@ -25,6 +26,7 @@ def make_appended_table(stack, db: str, table: str, storage: str) -> None:
     """dt=APPENDED: one insert, then three appends; dt=COPIED_INTO: one insert, plus a file of
     another partition copied into its folder by hand (its rows become this partition's)."""
     from demo_tables import events
+
     stack.make_table(db, table, storage, [APPENDED, COPIED_INTO], files=1, rows=100)
     for seed in (7, 8, 9):
         events(stack.spark, APPENDED, 50, seed).coalesce(1).write.insertInto(f"{db}.{table}")
@@ -57,7 +59,7 @@ def test_a_form_triggered_run_of_the_date_compacts_appended_partitions(stack, tm
     run = stack.run_dag(cfg, conf={"partition_date": APPENDED, "partition_date_to": COPIED_INTO})
     assert run.state == "success", run.log[-5000:]
     assert_compacted_with_true_statistics(stack, db, table, content_before)
-    report = run.log[run.log.index("run report"):]
+    report = run.log[run.log.index("run report") :]
     lines = {line.split()[1]: line for line in report.splitlines()[2:] if line.startswith(f"{db}.")}
     assert "merged" in lines[f"dt={APPENDED}"] and "4 -> 1" in lines[f"dt={APPENDED}"]
     assert re.search(r"statistics said 1 file\(s\) \(.*\), the disk had 4 \(", lines[f"dt={APPENDED}"])
@@ -65,8 +67,9 @@ def test_a_form_triggered_run_of_the_date_compacts_appended_partitions(stack, tm
     assert "2 with statistics that disagreed with the disk" in report
 
 
-@pytest.mark.parametrize("run_type, storage", variants("test_stale_statistics: run type",
-                                                      [("scheduled", "ORC"), ("backfill", "PARQUET")]))
+@pytest.mark.parametrize(
+    "run_type, storage", variants("test_stale_statistics: run type", [("scheduled", "ORC"), ("backfill", "PARQUET")])
+)
 def test_a_scheduled_or_backfill_run_of_the_date_compacts_an_appended_partition(stack, tmp_path, run_type, storage):
     """The run's own selection (its partition key: the partition date, for a scheduled run and a
     backfill alike), through plan, merge job and refresh as the DAG's tasks call them."""
@@ -84,8 +87,12 @@ def test_a_scheduled_or_backfill_run_of_the_date_compacts_an_appended_partition(
             assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         report = dag_tasks.refresh(settings, hms, planned["plan"])
     (result,) = report["partitions"]
-    assert (result["status"], result["stats_files"], result["files_before"], result["files_after"]) == \
-        ("merged", 1, 4, 1)
+    assert (result["status"], result["stats_files"], result["files_before"], result["files_after"]) == (
+        "merged",
+        1,
+        4,
+        1,
+    )
     assert report["summary"]["stale_statistics"] == 1
     snap = stack.snapshot(db, table)
     assert snap[f"dt={APPENDED}"]["hms_num_files"] == "1" == str(snap[f"dt={APPENDED}"]["num_files"])

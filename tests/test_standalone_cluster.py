@@ -4,6 +4,7 @@ started from the pyspark wheel (scripts/spark_cluster.py), executors in JVMs of 
 The merge jobs run in client mode (the driver is the spark-submit process here); each
 application is capped at one core (``spark.cores.max``) so two merges share the two workers.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,11 +19,20 @@ pytestmark = pytest.mark.integration
 
 DATES = ["2026-05-01", "2026-05-02"]
 # table -> (storage, merge mode): every format with every mode
-TABLES = {"orc_copy": ("ORC", "copy"), "orc_rewrite": ("ORC", "rewrite"),
-          "parquet_copy": ("PARQUET", "copy"), "parquet_rewrite": ("PARQUET", "rewrite")}
+TABLES = {
+    "orc_copy": ("ORC", "copy"),
+    "orc_rewrite": ("ORC", "rewrite"),
+    "parquet_copy": ("PARQUET", "copy"),
+    "parquet_rewrite": ("PARQUET", "rewrite"),
+}
 ON_CLUSTER = "standalone"
-SPARK_CONF = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2", "spark.cores.max": "1",
-              "spark.executor.memory": "512m", "spark.driver.host": "127.0.0.1"}
+SPARK_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.cores.max": "1",
+    "spark.executor.memory": "512m",
+    "spark.driver.host": "127.0.0.1",
+}
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +41,7 @@ def cluster(tmp_path_factory):
     import shutil
 
     from spark_cluster import ClusterError, StandaloneCluster, spark_home
+
     if shutil.which("java") is None:
         pytest.skip("no java on PATH: a Spark standalone cluster cannot start")
     if not (spark_home() / "jars").is_dir():
@@ -50,9 +61,12 @@ def cluster_conn(cluster) -> str:
 
 def write_config(stack, path: Path, db: str) -> Path:
     """Two Spark jobs for the run: half the partitions each."""
-    return stack.write_config(path, [{"name": f"{db}.{t}", "merge_mode": mode} for t, (_, mode) in TABLES.items()],
-                              spark_conf=SPARK_CONF,
-                              fan_out={"max_spark_jobs": 2, "max_partitions_per_job": len(TABLES) * len(DATES) // 2})
+    return stack.write_config(
+        path,
+        [{"name": f"{db}.{t}", "merge_mode": mode} for t, (_, mode) in TABLES.items()],
+        spark_conf=SPARK_CONF,
+        fan_out={"max_spark_jobs": 2, "max_partitions_per_job": len(TABLES) * len(DATES) // 2},
+    )
 
 
 def make_tables(stack, db: str, files: int, rows: int) -> dict[str, dict]:
@@ -79,6 +93,7 @@ def results_by_batch(stack, cfg: Path, run_id: str) -> dict[int, list]:
     from hive_compaction.airflow.metastore_hook import Metastore
     from hive_compaction.model.results import decode_results
     from hive_compaction.storage.paths import run_tag
+
     settings = config.load(cfg)
     with Metastore("127.0.0.1", stack.port) as hms:
         recorded = results_reader.read_run(hms, settings.results_table, run_tag(run_id))
@@ -121,7 +136,8 @@ def test_dag_on_a_standalone_cluster_keeps_every_row(stack, cluster, data_sets, 
     by_batch = results_by_batch(stack, cfg, run.run_id)
     results = [r for rs in by_batch.values() for r in rs]
     assert sorted((r.table, r.partition) for r in results) == sorted(
-        (f"{db}.{t}", f"dt={d}") for t in TABLES for d in DATES)
+        (f"{db}.{t}", f"dt={d}") for t in TABLES for d in DATES
+    )
     for r in results:
         assert r.status.value == "merged", r
         assert r.mode == TABLES[r.table.split(".")[1]][1], r
@@ -155,9 +171,13 @@ def test_dag_on_a_standalone_cluster_keeps_every_row(stack, cluster, data_sets, 
     for app_id, a in sorted(apps.items()):
         logs = executor_logs(cluster, app_id)
         tasks = sum(len(re.findall(r"Executor: Running task", p.read_text(errors="replace"))) for p in logs)
-        print(f"{app_id} {a['name']!r}: {a['cores']} core, {a['duration'] / 1000:.1f}s, {tasks} task(s) on "
-              f"executor(s) {[str(p.parent.relative_to(cluster.state)) for p in logs]}")
+        print(
+            f"{app_id} {a['name']!r}: {a['cores']} core, {a['duration'] / 1000:.1f}s, {tasks} task(s) on "
+            f"executor(s) {[str(p.parent.relative_to(cluster.state)) for p in logs]}"
+        )
     first, second = sorted(apps.values(), key=lambda a: a["starttime"])
     overlap = first["starttime"] + first["duration"] > second["starttime"]
-    print("the two applications ran " + ("at the same time" if overlap else "one after the other (airflow dags "
-                                         "test runs mapped tasks one at a time)"))
+    print(
+        "the two applications ran "
+        + ("at the same time" if overlap else "one after the other (airflow dags test runs mapped tasks one at a time)")
+    )

@@ -1,4 +1,5 @@
 """The merge job's driver time by step: summed over partitions and threads, averaged per partition."""
+
 from __future__ import annotations
 
 import re
@@ -30,6 +31,7 @@ def test_threads_add_up_and_a_step_that_raises_is_still_timed():
                 raise OSError("the Metastore went away")
         except OSError:
             pass
+
     threads = [threading.Thread(target=work, args=(p,)) for p in partitions]
     for t in threads:
         t.start()
@@ -56,6 +58,7 @@ def test_a_commits_protocol_steps_are_timed_each_from_the_one_before(monkeypatch
     time each step from the step before it; another thread's commit is not this one's."""
     from hive_compaction.commit import steps as protocol
     from hive_compaction.merge import step_times
+
     clock = iter([10.0, 10.004, 10.010, 10.011])
     monkeypatch.setattr(step_times, "time", SimpleNamespace(monotonic=lambda: next(clock)))
     timer, partition = StepTimes(), object()
@@ -63,8 +66,12 @@ def test_a_commits_protocol_steps_are_timed_each_from_the_one_before(monkeypatch
         other = threading.Thread(target=protocol.reached, args=(protocol.Step.JOURNALED, "db.t/other"))
         other.start()
         other.join()
-        for step in (protocol.Step.STAGED, protocol.Step.JOURNALED, protocol.Step.INPUTS_MOVED,
-                     protocol.Step.OUTPUTS_MOVED):
+        for step in (
+            protocol.Step.STAGED,
+            protocol.Step.JOURNALED,
+            protocol.Step.INPUTS_MOVED,
+            protocol.Step.OUTPUTS_MOVED,
+        ):
             protocol.reached(step, "db.t/dt=1")
     protocol.reached(protocol.Step.MANIFEST_WRITTEN, "db.t/dt=1")  # outside the block: not timed
     assert timer.summary() == "journaled 4.0, inputs_moved 6.0, outputs_moved 1.0 ms per partition (of 1)"

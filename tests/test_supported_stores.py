@@ -1,6 +1,7 @@
 """The supported-stores statement lives in one place: ``storage/capabilities.py``. docs/deploy.md
 quotes its table (``supported_stores_table``) between markers, and no other doc says that a
 store the table refuses works."""
+
 from __future__ import annotations
 
 import re
@@ -20,8 +21,9 @@ def test_deploy_md_quotes_the_capability_table():
     assert quoted == capabilities.supported_stores_table(), (
         "docs/deploy.md's supported-storage table differs from storage/capabilities.py: paste "
         "`python -c 'from hive_compaction.storage.capabilities import supported_stores_table as t; "
-        "print(t(), end=\"\")'` "
-        "between its markers")
+        'print(t(), end="")\'` '
+        "between its markers"
+    )
 
 
 def test_the_table_follows_the_refusals():
@@ -41,6 +43,7 @@ def test_no_doc_says_a_refused_store_works():
     for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
         for n, line in enumerate(path.read_text().splitlines(), 1):
             if re.search(rf"`({refused})(://)?`|\b(ABFS|GCS|ADLS)\b", line) and not re.search(
-                    r"refus|supported-storage|not known|not supported|no\b", line, re.I):
+                r"refus|supported-storage|not known|not supported|no\b", line, re.I
+            ):
                 wrong.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert not wrong, "these lines name a refused store without saying so:\n" + "\n".join(wrong)

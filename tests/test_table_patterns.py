@@ -1,5 +1,6 @@
 """Tables by pattern (issue 55): the names' syntax, their resolution against the Metastore's names (a
 double here), the form's field, the DAG's shape, and the asset events of the matched tables."""
+
 from __future__ import annotations
 
 import json
@@ -35,13 +36,27 @@ class Catalog:
 
     def tables(self, database, names):
         self.calls.append(f"get_table_objects_by_name_req {database} {len(list(names))}")
-        return [TableInfo(database=database, table=t, location=f"file:///w/{database}.db/{t}", storage_format="orc",
-                          input_format="", partition_keys=(("dt", "string"),), table_type="EXTERNAL_TABLE")
-                for t in names if t in [n.lower() for n in self.names.get(database, [])]]
+        return [
+            TableInfo(
+                database=database,
+                table=t,
+                location=f"file:///w/{database}.db/{t}",
+                storage_format="orc",
+                input_format="",
+                partition_keys=(("dt", "string"),),
+                table_type="EXTERNAL_TABLE",
+            )
+            for t in names
+            if t in [n.lower() for n in self.names.get(database, [])]
+        ]
 
 
-METASTORE = {"sales": ["orders", "refunds", "tmp_load"], "ads": ["clicks", "Views"], "hr": ["people"],
-             "default": ["hive_compaction_results", "misc"]}
+METASTORE = {
+    "sales": ["orders", "refunds", "tmp_load"],
+    "ads": ["clicks", "Views"],
+    "hr": ["people"],
+    "default": ["hive_compaction_results", "misc"],
+}
 
 
 def resolved(raw: dict, names: dict = METASTORE):
@@ -50,17 +65,27 @@ def resolved(raw: dict, names: dict = METASTORE):
     return table_resolution.resolve(settings, catalog), catalog, settings
 
 
-@pytest.mark.parametrize("text, kind, database", [
-    ("sales.orders", "exact", "sales"), ("Sales.*", "glob", "sales"), ("*.orders", "glob", None),
-    ("s?les.[ot]*", "glob", None), ("re:(sales|ads)\\..*", "regex", None)])
+@pytest.mark.parametrize(
+    "text, kind, database",
+    [
+        ("sales.orders", "exact", "sales"),
+        ("Sales.*", "glob", "sales"),
+        ("*.orders", "glob", None),
+        ("s?les.[ot]*", "glob", None),
+        ("re:(sales|ads)\\..*", "regex", None),
+    ],
+)
 def test_names_globs_and_regular_expressions(text, kind, database):
     p = parse(text)
     assert (p.kind, p.database) == (kind, database)
 
 
 def test_a_bad_regular_expression_is_refused_naming_the_entry():
-    with pytest.raises(ConfigError, match=r"c\.yaml: tables\[1\]: 're:sales.*' is not a valid regular "
-                                          r"expression: missing \)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"c\.yaml: tables\[1\]: 're:sales.*' is not a valid regular "
+        r"expression: missing \)",
+    ):
         config.parse({"tables": ["a.b", "re:sales\\.("]}, "c.yaml")
     with pytest.raises(ConfigError, match=r"c\.yaml: exclude\[0\]: 're:\[' is not a valid regular expression"):
         config.parse({"tables": ["a.*"], "exclude": ["re:["]}, "c.yaml")
@@ -72,11 +97,16 @@ def test_a_whole_database_a_glob_and_a_regex_with_exclude_and_the_results_table_
     assert r.describe() == [
         {"entry": "sales.*", "tables": ["sales.orders", "sales.refunds"], "excluded": ["sales.tmp_load"]},
         {"entry": "re:ads\\.c.*", "tables": ["ads.clicks"], "excluded": []},
-        {"entry": "default.*", "tables": ["default.misc"], "excluded": ["default.hive_compaction_results"]}]
+        {"entry": "default.*", "tables": ["default.misc"], "excluded": ["default.hive_compaction_results"]},
+    ]
     # a regex may match any database: every database is listed once, its tables once, then fetched in batches
     assert catalog.calls[0] == "get_all_databases" and catalog.calls.count("get_all_databases") == 1
     assert sorted(c for c in catalog.calls if c.startswith("get_tables")) == [
-        "get_tables ads", "get_tables default", "get_tables hr", "get_tables sales"]
+        "get_tables ads",
+        "get_tables default",
+        "get_tables hr",
+        "get_tables sales",
+    ]
     assert set(r.infos) == {"ads.clicks", "default.misc", "sales.orders", "sales.refunds"}
 
 
@@ -87,12 +117,17 @@ def test_patterns_naming_their_databases_do_not_list_the_databases():
 
 
 def test_policy_is_defaults_then_the_database_then_the_entry_and_an_exact_name_wins():
-    r, _, _ = resolved({
-        "defaults": {"target_file_size": "256MB", "min_small_files": 3},
-        "databases": {"Sales": {"target_file_size": "512MB", "merge_mode": "copy"}},
-        "tables": [{"name": "*.*", "min_small_files": 5},  # first: gives every matched table's own keys
-                   {"name": "sales.*", "min_small_files": 9},  # never reached: *.* matched first
-                   {"name": "sales.orders", "merge_mode": "rewrite"}]})
+    r, _, _ = resolved(
+        {
+            "defaults": {"target_file_size": "256MB", "min_small_files": 3},
+            "databases": {"Sales": {"target_file_size": "512MB", "merge_mode": "copy"}},
+            "tables": [
+                {"name": "*.*", "min_small_files": 5},  # first: gives every matched table's own keys
+                {"name": "sales.*", "min_small_files": 9},  # never reached: *.* matched first
+                {"name": "sales.orders", "merge_mode": "rewrite"},
+            ],
+        }
+    )
     policies = {t.name: t.policy for t in r.tables}
     assert policies["sales.orders"].merge_mode == "rewrite"  # exact, wherever it stands
     assert policies["sales.orders"].target_file_size == 512 * MB  # its database's section
@@ -104,19 +139,31 @@ def test_policy_is_defaults_then_the_database_then_the_entry_and_an_exact_name_w
 
 
 def test_a_databases_section_applies_without_a_defaults_section():
-    r, _, _ = resolved({"databases": {"sales": {"merge_mode": "copy"}},
-                        "tables": ["sales.orders", {"name": "sales.refunds", "min_small_files": 7}, "sales.t*"]},
-                       {"sales": ["orders", "refunds", "tmp_load"]})
+    r, _, _ = resolved(
+        {
+            "databases": {"sales": {"merge_mode": "copy"}},
+            "tables": ["sales.orders", {"name": "sales.refunds", "min_small_files": 7}, "sales.t*"],
+        },
+        {"sales": ["orders", "refunds", "tmp_load"]},
+    )
     policies = {t.name: t.policy for t in r.tables}
     assert {name: p.merge_mode for name, p in policies.items()} == {
-        "sales.orders": "copy", "sales.refunds": "copy", "sales.tmp_load": "copy"}
+        "sales.orders": "copy",
+        "sales.refunds": "copy",
+        "sales.tmp_load": "copy",
+    }
     assert policies["sales.refunds"].min_small_files == 7
 
 
 def test_an_entry_whose_keys_disagree_with_a_databases_section_is_refused_naming_both():
     with pytest.raises(ConfigError, match=r"c\.yaml: table \*\.events \(with databases: small\): .*small_file_limit"):
-        config.parse({"databases": {"small": {"target_file_size": "32MB", "small_file_limit": "16MB"}},
-                      "tables": [{"name": "*.events", "small_file_limit": "64MB"}]}, "c.yaml")
+        config.parse(
+            {
+                "databases": {"small": {"target_file_size": "32MB", "small_file_limit": "16MB"}},
+                "tables": [{"name": "*.events", "small_file_limit": "64MB"}],
+            },
+            "c.yaml",
+        )
 
 
 def test_an_excluded_exact_name_and_an_entry_listed_twice_are_refused():
@@ -148,9 +195,25 @@ def test_the_form_takes_names_and_patterns_of_the_resolved_tables():
     assert "enum" not in schema["items"] and schema["examples"] == ["hr.people", "sales.*"]
 
 
-REPORT = {"run": "manual__x", "dry_run": False, "matched_by": {"sales.orders": "sales.*"}, "partitions": [
-    {"table": t, "partition": "dt=2026-01-01", "status": "merged", "files_before": 4, "files_after": 1,
-     "bytes_before": 40, "bytes_after": 30, "rows": 9, "rows_merged": 9} for t in ("sales.orders", "hr.people")]}
+REPORT = {
+    "run": "manual__x",
+    "dry_run": False,
+    "matched_by": {"sales.orders": "sales.*"},
+    "partitions": [
+        {
+            "table": t,
+            "partition": "dt=2026-01-01",
+            "status": "merged",
+            "files_before": 4,
+            "files_after": 1,
+            "bytes_before": 40,
+            "bytes_after": 30,
+            "rows": 9,
+            "rows_merged": 9,
+        }
+        for t in ("sales.orders", "hr.people")
+    ],
+}
 
 
 def test_only_the_matched_tables_get_alias_events_with_their_partitions_in_the_extra():
@@ -161,8 +224,10 @@ def test_only_the_matched_tables_get_alias_events_with_their_partitions_in_the_e
 
 
 def test_a_failure_of_the_pattern_events_task_names_the_matched_tables():
-    plan = {"matched_by": {"sales.orders": "sales.*"}, "batches": [
-        {"batch": 0, "label": "x", "partitions": [["sales.orders", "dt=1"], ["hr.people", "dt=1"]]}]}
+    plan = {
+        "matched_by": {"sales.orders": "sales.*"},
+        "batches": [{"batch": 0, "label": "x", "partitions": [["sales.orders", "dt=1"], ["hr.people", "dt=1"]]}],
+    }
     f = alerts.failure(f"{alerts.ASSET_EVENT_TASKS}{alerts.PATTERN_EVENTS_TASK}", "r", plan=plan, exception="x")
     assert f["tables"] == ["sales.orders"] and f["partitions"] == ["sales.orders/dt=1"]
 
@@ -173,10 +238,10 @@ def test_the_dags_shape_does_not_grow_with_the_tables_a_pattern_matches(tmp_path
     monkeypatch.setenv(config.CONFIG_ENV, str(cfg))
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
     from airflow.models import DagBag
+
     bag = DagBag(dag_folder=str(ROOT / "dags"))
     assert bag.import_errors == {}
     dag = bag.dags["hive_compaction"]
-    assert sorted(dag.task_ids) == ["compacted.by_pattern", "compacted.db.events", "merge", "plan",
-                                    "refresh_metastore"]
+    assert sorted(dag.task_ids) == ["compacted.by_pattern", "compacted.db.events", "merge", "plan", "refresh_metastore"]
     outlets = dag.get_task("compacted.by_pattern").outlets
     assert [o.name for o in outlets] == ["hive_compaction:sales.*", "hive_compaction:re:ads\\..*"]

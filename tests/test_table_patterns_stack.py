@@ -1,6 +1,7 @@
 """Tables by pattern on the real stack: one config of patterns compacts the tables of two databases in one
 run (every row kept, statistics = the disk), leaves the excluded one alone, and the next run's plan picks
 up a table created since."""
+
 from __future__ import annotations
 
 import pytest
@@ -35,12 +36,16 @@ def test_one_pattern_config_compacts_two_databases_in_one_run_and_the_next_plan_
     from hive_compaction.airflow import config, table_resolution, tasks as dag_tasks
     from hive_compaction.airflow.metastore_hook import Metastore
     from hive_compaction.airflow.run_params import select
+
     settings = config.load(cfg)
     with Metastore("127.0.0.1", stack.port) as hms:
         resolution = table_resolution.resolve(settings, hms)
         resolved = resolution.settings(settings)
         selection = select(resolved, {"dry_run": True}, "manual", None)
         plan = dag_tasks.plan(resolved, hms, "manual__patterns_next", selection, resolution=resolution)["plan"]
-    assert plan["by_pattern"][1] == {"entry": "re:pat_ads\\.cl.*", "excluded": [],
-                                     "tables": ["pat_ads.clicks", "pat_ads.clicks_late"]}
+    assert plan["by_pattern"][1] == {
+        "entry": "re:pat_ads\\.cl.*",
+        "excluded": [],
+        "tables": ["pat_ads.clicks", "pat_ads.clicks_late"],
+    }
     assert {t for b in plan["batches"] for t, _ in b["partitions"]} == {"pat_ads.clicks_late"}

@@ -1,6 +1,7 @@
 """Both sides of one version: the plan's batches carry the package's version, and a merge job of
 another version (a stale py_files zip, an old wheel on a gateway) refuses the batch with both
 versions named, before it touches anything."""
+
 from __future__ import annotations
 
 import re
@@ -68,8 +69,10 @@ def test_a_real_merge_job_refuses_a_batch_of_another_version_and_moves_nothing(s
     p = stack.spark_submit(encode_batch({**payload, "version": "0.0.1"}), cfg)
     assert p.returncode == 2, p.stdout[-2000:] + p.stderr[-2000:]
     # (spark-submit passes the Python driver's stderr on to its stdout)
-    assert f"planned by hive-compaction 0.0.1 but this merge job is hive-compaction {hive_compaction.__version__}" \
+    assert (
+        f"planned by hive-compaction 0.0.1 but this merge job is hive-compaction {hive_compaction.__version__}"
         in p.stdout + p.stderr
+    )
     location = stack.partition_location(db, table, "dt=2026-09-02")
     assert len([f for f in location.iterdir() if not f.name.startswith((".", "_"))]) == 3
     assert stack.snapshot(db, table) == before and stack.content(db, table) == content

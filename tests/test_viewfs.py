@@ -4,6 +4,7 @@ Airflow's ObjectStoragePath has no viewfs (nor hdfs) scheme; the DAG must not ne
 mount (viewfs://hcstack/data over a local folder) is in the Metastore's core-site.xml and in
 Spark's settings, as it would be on a cluster. Plan, merges, refresh, purge, rollback and an
 interrupted commit finished by a later run all pass, every row checked."""
+
 from __future__ import annotations
 
 import os
@@ -20,12 +21,13 @@ pytestmark = pytest.mark.integration
 def local(stack, uri: str) -> Path:
     """Where a viewfs path lives on this machine's disk (the mount's target)."""
     assert uri.startswith(f"{stack.metastore.viewfs_root}/"), uri  # every location is on viewfs
-    rest = urlsplit(uri).path[len("/data"):]
+    rest = urlsplit(uri).path[len("/data") :]
     return Path(str(stack.metastore.state)) / "viewfs-data" / rest.lstrip("/")
 
 
 def make_viewfs_table(stack, db: str, table: str, storage: str, dates: list[str]) -> str:
     from demo_tables import fill
+
     location = f"{stack.metastore.viewfs_root}/{db}/{table}"
     stack.spark.sql(f"CREATE DATABASE IF NOT EXISTS {db}")
     stack.spark.sql(f"""CREATE TABLE {db}.{table} (
@@ -49,8 +51,9 @@ def test_the_whole_dag_on_viewfs(stack, tmp_path):
     tables = [f"{db}.events_orc", f"{db}.events_parquet"]
     content = {t: stack.content(*t.split(".")) for t in tables}
     before = {t: viewfs_snapshot(stack, *t.split(".")) for t in tables}
-    assert {t: {n: p["num_files"] for n, p in snap.items()} for t, snap in before.items()} == \
-        {t: {f"dt={d}": 4 for d in dates} for t in tables}, before
+    assert {t: {n: p["num_files"] for n, p in snap.items()} for t, snap in before.items()} == {
+        t: {f"dt={d}": 4 for d in dates} for t in tables
+    }, before
     cfg = viewfs_config(stack, tmp_path, tables, merge_mode="auto")
 
     run = stack.run_dag(cfg)
@@ -73,14 +76,18 @@ def test_the_whole_dag_on_viewfs(stack, tmp_path):
     p = subprocess.run(rollback, env=stack.env(cfg), capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     restored = viewfs_snapshot(stack, db, "events_orc")
-    assert ({k: v["files"] for k, v in restored.items()}
-            == {k: v["files"] for k, v in before[f"{db}.events_orc"].items()})
+    assert {k: v["files"] for k, v in restored.items()} == {
+        k: v["files"] for k, v in before[f"{db}.events_orc"].items()
+    }
     assert stack.content(db, "events_orc") == content[f"{db}.events_orc"]
 
     # A kill in the middle of a commit, finished by a later run (the journal aged past any
     # commit's life), then the purge of expired runs: all on viewfs.
-    killed = stack.run_dag(cfg, conf={"tables": [f"{db}.events_orc"], "partition_date": "2026-10-01"},
-                           HIVE_COMPACTION_TEST_KILL_AT="inputs_moved:dt=2026-10-01")
+    killed = stack.run_dag(
+        cfg,
+        conf={"tables": [f"{db}.events_orc"], "partition_date": "2026-10-01"},
+        HIVE_COMPACTION_TEST_KILL_AT="inputs_moved:dt=2026-10-01",
+    )
     assert killed.state == "failed"
     journals = list((work / "journal").glob("dt_2026-10-01.*.json"))
     assert len(journals) == 1
@@ -100,4 +107,5 @@ def test_the_whole_dag_on_viewfs(stack, tmp_path):
 def viewfs_snapshot(stack, db: str, table: str) -> dict[str, dict]:
     """Per partition: data files on the mount's disk and the Metastore's statistics."""
     from demo import partition_snapshot
+
     return partition_snapshot(stack.port, db, table, local_path=lambda location: local(stack, location))

@@ -4,6 +4,7 @@ evaluates it: the reliability script, the harness's job commands, Airflow's plug
 job's Python with the fault injection on its path resolve ``hive_compaction`` to the installed
 copy, not to the checkout's plugins/ (which the editable install's ``.pth`` puts on sys.path).
 No Spark: the one real slice is ``reliability.py --installed`` by hand (docs/development.md)."""
+
 from __future__ import annotations
 
 import json
@@ -36,11 +37,14 @@ print(json.dumps({"module": hive_compaction.__file__, "version": hive_compaction
 
 def test_the_sweeps_environment_resolves_the_installed_wheel(tmp_path):
     dest = tmp_path / "sweep-wheel"
-    script = (f'exports=$({sys.executable} scripts/wheel_sweeps.py {dest}) && eval "$exports" && '
-              f'cd {tmp_path} && {sys.executable} -c "$PROBE" {ROOT / "scripts"} {tmp_path / "stack"}')
+    script = (
+        f'exports=$({sys.executable} scripts/wheel_sweeps.py {dest}) && eval "$exports" && '
+        f'cd {tmp_path} && {sys.executable} -c "$PROBE" {ROOT / "scripts"} {tmp_path / "stack"}'
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HIVE_COMPACTION", "PYTHONPATH"))}
-    p = subprocess.run(["bash", "-c", script], cwd=ROOT, env={**env, "PROBE": PROBE}, capture_output=True, text=True,
-                       timeout=300)
+    p = subprocess.run(
+        ["bash", "-c", script], cwd=ROOT, env={**env, "PROBE": PROBE}, capture_output=True, text=True, timeout=300
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     seen = json.loads(p.stdout.strip().splitlines()[-1])
     site = (dest / "site").resolve()
@@ -64,14 +68,24 @@ def test_the_sweeps_report_a_job_or_dag_run_that_ran_another_copy(monkeypatch, t
     import harness
     import reliability
     import wheel_sweeps
+
     site = (tmp_path / "site").resolve()
     (site / "hive_compaction" / "jobs").mkdir(parents=True)
     monkeypatch.setenv(wheel_sweeps.INSTALLED_ENV, str(site))
     checkout = ROOT / "plugins" / "hive_compaction"
-    outputs = iter([f"fault hooks installed on {site}/hive_compaction/__init__.py\n",
-                    f"fault hooks installed on {checkout}/__init__.py\n", "no fault hooks\n"])
-    logs = iter([f"Spark-Submit cmd: spark-submit {site}/hive_compaction/jobs/compact_partitions.py --batch e30=",
-                 f"Spark-Submit cmd: spark-submit {checkout}/jobs/compact_partitions.py --batch e30="])
+    outputs = iter(
+        [
+            f"fault hooks installed on {site}/hive_compaction/__init__.py\n",
+            f"fault hooks installed on {checkout}/__init__.py\n",
+            "no fault hooks\n",
+        ]
+    )
+    logs = iter(
+        [
+            f"Spark-Submit cmd: spark-submit {site}/hive_compaction/jobs/compact_partitions.py --batch e30=",
+            f"Spark-Submit cmd: spark-submit {checkout}/jobs/compact_partitions.py --batch e30=",
+        ]
+    )
 
     class Stack:
         def spark_submit(self, *args, **kwargs):

@@ -1,4 +1,5 @@
 """The work area's own rules, on real files through the Spark job's Hadoop FileSystem."""
+
 from __future__ import annotations
 
 import json
@@ -23,9 +24,16 @@ def _age(path, days: float) -> None:
 
 def record(**changes) -> CommitRecord:
     area = WorkArea("file:///w/.hive_compaction/events")
-    return CommitRecord(run="r1", pid=partition_id("db.events", "dt=1"), owner="r1/a1", table="db.events",
-                        partition="dt=1", location="file:///w/events/dt=1", inputs=[RecordedFile("000000_0", 1)],
-                        outputs=[StagedOutput(f"{area.root}/staging/r1/x", "part-0", 1)]).but(**changes)
+    return CommitRecord(
+        run="r1",
+        pid=partition_id("db.events", "dt=1"),
+        owner="r1/a1",
+        table="db.events",
+        partition="dt=1",
+        location="file:///w/events/dt=1",
+        inputs=[RecordedFile("000000_0", 1)],
+        outputs=[StagedOutput(f"{area.root}/staging/r1/x", "part-0", 1)],
+    ).but(**changes)
 
 
 def test_torn_journals_read_as_none_whole_ones_as_records(spark, tmp_path):
@@ -38,8 +46,12 @@ def test_torn_journals_read_as_none_whole_ones_as_records(spark, tmp_path):
     (journal / "d.json").write_text(PurgeHold("r0", "p", 1.5).to_json())
     fs = HadoopFS(spark)
     found = {e.name: read_journal(fs, e.path) for e in journal_files(fs, area)}
-    assert found == {"a.json": record(mode="location_switch", rows=7), "b.json": None, "c.json": None,
-                     "d.json": PurgeHold("r0", "p", 1.5)}
+    assert found == {
+        "a.json": record(mode="location_switch", rows=7),
+        "b.json": None,
+        "c.json": None,
+        "d.json": PurgeHold("r0", "p", 1.5),
+    }
     assert journal_files(fs, WorkArea(f"file://{tmp_path}/missing")) == []
 
 
@@ -50,16 +62,19 @@ def test_a_record_of_an_older_version_reads_with_the_defaults_and_a_newer_ones_e
     assert parse(json.dumps({**old, "a_later_field": 1})) == record(attempt="")
 
 
-@pytest.mark.parametrize("change, problem", [
-    ({"inputs": "000000_0"}, "inputs is str, not list[RecordedFile]"),
-    ({"outputs": ["part-0"]}, "outputs holds items that are not objects"),
-    ({"inputs": [{"name": "000000_0", "size": "1"}]}, "inputs[0]: size is str"),
-    ({"outputs": [{"name": "part-0", "size": 1}]}, "outputs[0]: staged is missing"),
-    ({"files": [{"size": 1, "mtime": 1.5}]}, "files[0]: name is missing; files[0]: mtime is float"),
-    ({"location": None}, "location is NoneType, not str"),
-    ({"rows": True}, "rows is bool, not int"),
-    ({"run": None, "owner": 3}, "run is NoneType, not str; owner is int, not str"),
-])
+@pytest.mark.parametrize(
+    "change, problem",
+    [
+        ({"inputs": "000000_0"}, "inputs is str, not list[RecordedFile]"),
+        ({"outputs": ["part-0"]}, "outputs holds items that are not objects"),
+        ({"inputs": [{"name": "000000_0", "size": "1"}]}, "inputs[0]: size is str"),
+        ({"outputs": [{"name": "part-0", "size": 1}]}, "outputs[0]: staged is missing"),
+        ({"files": [{"size": 1, "mtime": 1.5}]}, "files[0]: name is missing; files[0]: mtime is float"),
+        ({"location": None}, "location is NoneType, not str"),
+        ({"rows": True}, "rows is bool, not int"),
+        ({"run": None, "owner": 3}, "run is NoneType, not str; owner is int, not str"),
+    ],
+)
 def test_a_journal_whose_fields_have_other_types_is_refused_before_anything_moves(change, problem):
     """Anyone who may write the work area could write any JSON there: a field of another type
     is refused by name, not met later as a crash half-way through a commit."""
@@ -78,8 +93,11 @@ def test_purge_deletes_the_temporary_journal_names_killed_jobs_left(spark, tmp_p
     area = WorkArea(f"file://{tmp_path}")
     journal = tmp_path / "journal"
     journal.mkdir()
-    names = {"old": ".dt_1.0123456789abcdef.json.aaaaaaaaaaaa.tmp",
-             "new": ".dt_2.0123456789abcdef.json.bbbbbbbbbbbb.tmp", "journal": "dt_3.0123456789abcdef.json"}
+    names = {
+        "old": ".dt_1.0123456789abcdef.json.aaaaaaaaaaaa.tmp",
+        "new": ".dt_2.0123456789abcdef.json.bbbbbbbbbbbb.tmp",
+        "journal": "dt_3.0123456789abcdef.json",
+    }
     for name in names.values():
         (journal / name).write_text("{}")
     _age(journal / names["old"], 10)
@@ -123,10 +141,13 @@ def test_on_an_object_store_a_runs_age_is_its_commit_records_not_its_objects_tim
     is its manifests' newest committed_at or rolled_back_at; a run without one (an attempt's
     staged outputs) is aged by its files, three folders deep, never by its folders' times."""
     from hive_compaction.commit.work_area import _record_age
+
     area = WorkArea(f"file://{tmp_path}")
     committed = time.time() - 3 * 86400
-    for pid, manifest in (("p1", record(committed_at=committed)),
-                          ("p2", record(committed_at=committed - 86400, rolled_back_at=committed - 3600))):
+    for pid, manifest in (
+        ("p1", record(committed_at=committed)),
+        ("p2", record(committed_at=committed - 86400, rolled_back_at=committed - 3600)),
+    ):
         (tmp_path / "manifests" / "switched" / pid).mkdir(parents=True)
         (tmp_path / "manifests" / "switched" / pid / "a1.json").write_text(manifest.to_json())
     fs = HadoopFS(spark)
@@ -144,6 +165,7 @@ def test_a_journal_that_is_no_record_is_reported_and_holds_back_the_purge(spark,
     run it may belong to could be deleted with the files it would need)."""
     from hive_compaction.commit.recovery import maintain
     from hive_compaction.model.results import Status
+
     area = WorkArea(f"file://{tmp_path}")
     (tmp_path / "journal").mkdir()
     bad = json.loads(record().to_json())
@@ -152,8 +174,20 @@ def test_a_journal_that_is_no_record_is_reported_and_holds_back_the_purge(spark,
     (tmp_path / "trash" / "old" / "p1").mkdir(parents=True)
     (tmp_path / "trash" / "old" / "p1" / "f").write_text("kept")
     _age(tmp_path / "trash" / "old", 30)
-    [result] = maintain(HadoopFS(spark), "now", "now/1", [{"table": "db.events", "table_location": "file:///w/events",
-                                                           "work_dir": area.root, "trash_retention_days": 7}], [])
+    [result] = maintain(
+        HadoopFS(spark),
+        "now",
+        "now/1",
+        [
+            {
+                "table": "db.events",
+                "table_location": "file:///w/events",
+                "work_dir": area.root,
+                "trash_retention_days": 7,
+            }
+        ],
+        [],
+    )
     assert (result.table, result.partition, result.status) == ("db.events", "dt=1", Status.FAILED)
     assert "inputs is str, not list[RecordedFile]" in result.reason
     assert (tmp_path / "trash" / "old" / "p1" / "f").read_text() == "kept"

@@ -1,6 +1,7 @@
 """The rewrite's checksums taken by its write tasks (merge/writer_checksums.py) are the ones the
 scans take (merge/checksum.py): of the rows read from the inputs, and of what the written files
 hold, file by file, for ORC and Parquet and every kind of value the checksum tells apart."""
+
 from __future__ import annotations
 
 import uuid
@@ -29,8 +30,9 @@ def test_the_write_tasks_take_the_checksums_the_scans_take(spark, tmp_path, fmt,
     run = tmp_path / uuid.uuid4().hex
     spark.createDataFrame([tuple(r) for r in rows], SCHEMA).repartition(3).write.format(fmt).save(f"file://{run}/in")
     inputs = spark.read.format(fmt).schema(SCHEMA).load(files(run / "in"))
-    by_file = writer_checksums.write(spark, inputs.coalesce(2), fmt, {"compression": "snappy"}, f"file://{run}/out",
-                                     inputs, SCHEMA)
+    by_file = writer_checksums.write(
+        spark, inputs.coalesce(2), fmt, {"compression": "snappy"}, f"file://{run}/out", inputs, SCHEMA
+    )
     assert by_file is not None, "the write tasks took no checksums"
     written = files(run / "out")
     assert sorted(by_file) == sorted(p.rsplit("/", 1)[1] for p in written)  # one sum per file left

@@ -7,6 +7,7 @@ has what spark-submit sends it: the job file and this zip (set ``py_files`` in t
 modules the job imports need only the standard library and pyspark; the JVM helper's Java
 source travels inside the zip and is read with ``pkgutil``.
 """
+
 from __future__ import annotations
 
 import sys

@@ -5,6 +5,7 @@ it as steps a person can read.
     python scripts/explorer/explore.py --replay SEED   # one schedule, its whole trace
 
 Exit status 1 when a schedule violated an invariant."""
+
 from __future__ import annotations
 
 import argparse
@@ -14,8 +15,10 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-sys.path[:0] = [os.path.join(os.path.dirname(__file__), ".."), os.path.join(os.path.dirname(__file__), "..", "..",
-                                                                           "plugins")]
+sys.path[:0] = [
+    os.path.join(os.path.dirname(__file__), ".."),
+    os.path.join(os.path.dirname(__file__), "..", "..", "plugins"),
+]
 
 from explorer.scenario import Outcome, run_schedule, world_clock
 from explorer.scheduler import Decision, render
@@ -87,11 +90,11 @@ def shrink(outcome: Outcome) -> Outcome:
         best = fails(cast, best.decisions) or best
     for n, d in enumerate(best.decisions):
         if n < len(best.decisions) and d.action != "step":
-            best = fails(best.cast, best.decisions[:n] + [Decision(d.pick)] + best.decisions[n + 1:]) or best
+            best = fails(best.cast, best.decisions[:n] + [Decision(d.pick)] + best.decisions[n + 1 :]) or best
     cut = len(best.decisions)
     while cut > 1:
         cut //= 2
-        shorter = fails(best.cast, best.decisions[:len(best.decisions) - cut])
+        shorter = fails(best.cast, best.decisions[: len(best.decisions) - cut])
         if shorter is not None:
             best = shorter
     return best
@@ -99,12 +102,16 @@ def shrink(outcome: Outcome) -> Outcome:
 
 def print_figures(figures: Figures, show: int = 3) -> None:
     rate = figures.schedules / figures.seconds if figures.seconds else 0
-    print(f"schedule explorer: seed {figures.seed}: {figures.schedules} schedules, {figures.steps} steps, "
-          f"{figures.seconds:.1f} s ({rate:.0f} schedules/s); {figures.violating} violated an invariant")
-    print(f"  beyond the lease (a writer took a paused job's lock, or a Metastore call landed after its job's lock "
-          f"was taken): {figures.beyond_lease} schedules, {figures.beyond_lease_violating} of them violating "
-          f"({', '.join(f'{n} x {k}' for k, n in sorted(figures.beyond_lease_kinds.items())) or 'none'}"
-          f"{'; replay: --replay ' + str(figures.beyond_lease_seeds[0]) if figures.beyond_lease_seeds else ''})")
+    print(
+        f"schedule explorer: seed {figures.seed}: {figures.schedules} schedules, {figures.steps} steps, "
+        f"{figures.seconds:.1f} s ({rate:.0f} schedules/s); {figures.violating} violated an invariant"
+    )
+    print(
+        f"  beyond the lease (a writer took a paused job's lock, or a Metastore call landed after its job's lock "
+        f"was taken): {figures.beyond_lease} schedules, {figures.beyond_lease_violating} of them violating "
+        f"({', '.join(f'{n} x {k}' for k, n in sorted(figures.beyond_lease_kinds.items())) or 'none'}"
+        f"{'; replay: --replay ' + str(figures.beyond_lease_seeds[0]) if figures.beyond_lease_seeds else ''})"
+    )
     for n, (k, outcome) in enumerate(sorted(figures.by_kind.items(), key=lambda kv: -figures.counts[kv[0]])):
         print(f"  {figures.counts[k]:6d} x {k}")
         if n < show:

@@ -6,6 +6,7 @@ cannot drift from the real thing.
 The commit code sees the same paths as on the double (``file:///w/...``); they stand for a
 folder on the local disk. Every file the world writes gets the virtual clock's time, so that
 the ages the commit code reads (orphaned journals, switches in flight) are the double's."""
+
 from __future__ import annotations
 
 import os
@@ -28,21 +29,24 @@ class RealFS:
 
     # -- paths: virtual (what the commit code sees) and real --
     def _real(self, uri: str) -> str:
-        return f"file://{self.root}/w" + uri[len(VIRTUAL):] if uri.startswith(VIRTUAL) else uri
+        return f"file://{self.root}/w" + uri[len(VIRTUAL) :] if uri.startswith(VIRTUAL) else uri
 
     def _local(self, uri: str) -> Path:
-        return Path(str(self.root / "w") + _norm(uri)[len(VIRTUAL):])
+        return Path(str(self.root / "w") + _norm(uri)[len(VIRTUAL) :])
 
     def _virtual(self, path: str) -> str:
         local = str(self.root / "w")
         for prefix in (f"file://{local}", f"file:{local}"):
             if path.startswith(prefix):
-                return VIRTUAL + path[len(prefix):]
+                return VIRTUAL + path[len(prefix) :]
         return path
 
     def _entry(self, e: Entry | None) -> Entry | None:
-        return None if e is None else Entry(self._virtual(e.path), e.name, e.size, e.modification_time, e.is_dir,
-                                            e.version)
+        return (
+            None
+            if e is None
+            else Entry(self._virtual(e.path), e.name, e.size, e.modification_time, e.is_dir, e.version)
+        )
 
     def _stamp(self, uri: str) -> None:
         p = self._local(uri)
@@ -145,16 +149,18 @@ class RealFS:
     def _node(self, p: Path) -> FileNode:
         text = p.read_text()
         st = p.stat()
-        rows = tuple(r for r in text[len(ROWS):].split(",") if r) if text.startswith(ROWS) else ()
-        return FileNode(st.st_size, int(st.st_mtime * 1000), st.st_ino, rows,
-                        None if text.startswith(ROWS) else text)
+        rows = tuple(r for r in text[len(ROWS) :].split(",") if r) if text.startswith(ROWS) else ()
+        return FileNode(st.st_size, int(st.st_mtime * 1000), st.st_ino, rows, None if text.startswith(ROWS) else text)
 
     def children(self, uri: str) -> list[tuple[str, FileNode | None]]:
         p = self._local(uri)
         if not p.is_dir():
             return []
-        return sorted((f"{_norm(uri)}/{c.name}", None if c.is_dir() else self._node(c))
-                      for c in p.iterdir() if not c.name.endswith(".crc"))
+        return sorted(
+            (f"{_norm(uri)}/{c.name}", None if c.is_dir() else self._node(c))
+            for c in p.iterdir()
+            if not c.name.endswith(".crc")
+        )
 
     def rows_under(self, uri: str) -> list[str]:
         return rows_in(self.children(uri))
@@ -162,8 +168,11 @@ class RealFS:
     @property
     def files(self) -> dict[str, FileNode]:
         base = self.root / "w"
-        return {VIRTUAL + "/" + str(p.relative_to(base)): self._node(p) for p in base.rglob("*")
-                if p.is_file() and not p.name.endswith(".crc")}
+        return {
+            VIRTUAL + "/" + str(p.relative_to(base)): self._node(p)
+            for p in base.rglob("*")
+            if p.is_file() and not p.name.endswith(".crc")
+        }
 
     @property
     def dirs(self) -> set[str]:

@@ -12,6 +12,7 @@ The rows are tracked logically: every data file holds a tuple of row ids, every 
 are new ids, and the intent (what the partition must hold by its writers' doing) is updated at
 each writer's step: an append adds its rows, an overwrite replaces them, a drop removes the
 partition. A merge and a rollback never change it."""
+
 from __future__ import annotations
 
 import contextlib
@@ -48,8 +49,16 @@ WORK_DIR = "file:///w/work/db.t"
 PID = partition_id(TABLE, PARTITION)
 INPUT_NAMES = tuple(f"00000{i}_0" for i in range(4))
 
-WRITERS = ("append", "append_reuse", "overwrite", "overwrite_reuse", "truncate", "drop", "drop_recreate",
-           "set_location")
+WRITERS = (
+    "append",
+    "append_reuse",
+    "overwrite",
+    "overwrite_reuse",
+    "truncate",
+    "drop",
+    "drop_recreate",
+    "set_location",
+)
 # Writers that take no Metastore lock (Spark's inserts), where the mode claims to be safe with them:
 # in place, the commit's checks must see what they did. The others (Hive's DDL and, for a
 # location switch, every writer: that mode is for tables whose writers go through the Metastore)
@@ -64,8 +73,18 @@ STALE_WRITERS = ("stale_append", "stale_append_reuse", "stale_overwrite")
 MODES = ("in_place", "location_switch")
 
 # The modules whose clock is the world's while a schedule runs.
-_TIMED = (in_place, location_switch, work_area, rollback, recovery, metastore_lock, finish, committers, prepare,
-          hadoop_fs)
+_TIMED = (
+    in_place,
+    location_switch,
+    work_area,
+    rollback,
+    recovery,
+    metastore_lock,
+    finish,
+    committers,
+    prepare,
+    hadoop_fs,
+)
 
 
 class World:
@@ -117,19 +136,24 @@ class World:
         """The partition holds exactly its writers' intent (``claim``: what made it a must)."""
         if self.intent is None:
             if self.location() is not None:
-                self.violated(f"{claim.split()[0]} {claim.split()[1]}: a dropped partition exists",
-                              f"{who} {claim}: the partition exists, yet its last writer dropped it")
+                self.violated(
+                    f"{claim.split()[0]} {claim.split()[1]}: a dropped partition exists",
+                    f"{who} {claim}: the partition exists, yet its last writer dropped it",
+                )
             return
         if self.location() is None:
-            self.violated(f"{claim.split()[0]} {claim.split()[1]}: the partition is gone",
-                          f"{who} {claim}: the partition is gone, yet its writers' rows are "
-                          f"{sum(self.intent.values())}")
+            self.violated(
+                f"{claim.split()[0]} {claim.split()[1]}: the partition is gone",
+                f"{who} {claim}: the partition is gone, yet its writers' rows are {sum(self.intent.values())}",
+            )
             return
         here = self.partition_rows()
         if here != self.intent:
-            self.violated(f"{claim.split()[0]} {claim.split()[1]}: rows {_how(here, self.intent)}",
-                          f"{who} {claim}: {_rows_text(here)} where {_rows_text(self.intent)} belong"
-                          f"{_difference(here, self.intent)}")
+            self.violated(
+                f"{claim.split()[0]} {claim.split()[1]}: rows {_how(here, self.intent)}",
+                f"{who} {claim}: {_rows_text(here)} where {_rows_text(self.intent)} belong"
+                f"{_difference(here, self.intent)}",
+            )
 
     def check_snapshot(self, who: str) -> None:
         here = self.partition_rows()
@@ -142,14 +166,17 @@ class World:
         a writer wrote since the actor began committing (the end checks what lasts)."""
         status = result.status
         self.reports.append((who, status, result.reason))
-        self.sched.trace.append(f"{who}: reported {status.value.upper()}"
-                                + (f" ({result.reason[:160]})" if result.reason else ""))
+        self.sched.trace.append(
+            f"{who}: reported {status.value.upper()}" + (f" ({result.reason[:160]})" if result.reason else "")
+        )
         quiet = writes_before is None or writes_before == self.writes
         if status in (Status.MERGED, Status.NOTHING_TO_DO) and quiet and not self.commit_in_flight():
             self.check_rows(who, f"reported {status.value.upper()}")
             if status is Status.MERGED and self.location() and result.location.rstrip("/") != self.location():
-                self.violated("reported MERGED: at a folder the partition does not read",
-                              f"{who} reported MERGED at {result.location}, but the partition reads {self.location()}")
+                self.violated(
+                    "reported MERGED: at a folder the partition does not read",
+                    f"{who} reported MERGED at {result.location}, but the partition reads {self.location()}",
+                )
 
     def check_end(self) -> None:
         """After the settling run: nothing doubled or brought back, the Metastore never names a
@@ -157,24 +184,30 @@ class World:
         misses are where a FAILED report said they are (in the work area)."""
         for a in self.sched.actors:
             if a.error is not None:
-                self.violated(f"crashed: {type(a.error).__name__}",
-                              f"{a.name} crashed: {type(a.error).__name__}: {a.error}")
+                self.violated(
+                    f"crashed: {type(a.error).__name__}", f"{a.name} crashed: {type(a.error).__name__}: {a.error}"
+                )
         loc = self.location()
         if loc is not None and loc not in self.fs.dirs:
             self.violated("the Metastore names a missing folder", f"the Metastore names {loc}, which does not exist")
         if self.intent is None:
             stray = [] if DEFAULT_LOCATION in self.left_by_writers else self.fs.rows_under(DEFAULT_LOCATION)
             if stray:
-                self.violated("a dropped partition's rows are back at its default path",
-                              f"the partition was dropped, yet {DEFAULT_LOCATION} holds {len(stray)} rows again "
-                              "(MSCK REPAIR would register them)")
+                self.violated(
+                    "a dropped partition's rows are back at its default path",
+                    f"the partition was dropped, yet {DEFAULT_LOCATION} holds {len(stray)} rows again "
+                    "(MSCK REPAIR would register them)",
+                )
             return
         here = self.partition_rows()
         extra = here - self.intent
         missing = self.intent - here
         if extra:
-            self.violated("at the end: rows extra", f"at the end: {_rows_text(here)} where {_rows_text(self.intent)} "
-                          f"belong{_difference(here, self.intent)}")
+            self.violated(
+                "at the end: rows extra",
+                f"at the end: {_rows_text(here)} where {_rows_text(self.intent)} "
+                f"belong{_difference(here, self.intent)}",
+            )
         if missing:
             # Missing rows are parked for a person to decide only while the runs keep failing: the
             # settling run must report the partition FAILED, not an earlier run alone.
@@ -182,9 +215,11 @@ class World:
             loc = self.location()
             kept = Counter(r for p, n in self.fs.files.items() if not (loc and p.startswith(loc + "/")) for r in n.rows)
             if not failed:
-                self.violated("at the end: rows missing, no FAILED",
-                              f"at the end: {sum(missing.values())} row(s) missing and the next run did not report "
-                              "the partition FAILED")
+                self.violated(
+                    "at the end: rows missing, no FAILED",
+                    f"at the end: {sum(missing.values())} row(s) missing and the next run did not report "
+                    "the partition FAILED",
+                )
             elif missing - kept:
                 self.violated("at the end: rows lost", f"at the end: row(s) {sorted(missing - kept)[:4]} are nowhere")
 
@@ -213,16 +248,29 @@ def _difference(here: Counter, want: Counter) -> str:
 
 
 def task_at(world: World, location: str) -> PartitionTask:
-    return PartitionTask(database=DB, table=NAME, partition=PARTITION, values=VALUES, location=location,
-                         table_location=TABLE_LOCATION, storage_format="orc", work_dir=WORK_DIR,
-                         target_file_size=1 << 20, small_file_limit=1 << 19, min_small_files=2,
-                         merge_mode="copy", commit_mode=world.mode, lock_wait_seconds=30)
+    return PartitionTask(
+        database=DB,
+        table=NAME,
+        partition=PARTITION,
+        values=VALUES,
+        location=location,
+        table_location=TABLE_LOCATION,
+        storage_format="orc",
+        work_dir=WORK_DIR,
+        target_file_size=1 << 20,
+        small_file_limit=1 << 19,
+        min_small_files=2,
+        merge_mode="copy",
+        commit_mode=world.mode,
+        lock_wait_seconds=30,
+    )
 
 
 # -- the actors' programs --
 def merge_job(world: World, run: str, attempt: str):
     """A merge job's work on the partition: plan (the Metastore's location), replay a journal
     left behind, list, stage one output of every file's rows, commit (``Finisher.finish``)."""
+
     def program():
         fs, owner, writes = world.fs, f"{run}/{attempt}", world.writes
         location = world.hms.location(TABLE, VALUES)
@@ -235,8 +283,15 @@ def merge_job(world: World, run: str, attempt: str):
         if isinstance(got, PartitionResult):
             return world.report(owner, got, writes)
         files, folders = data_files(fs.list(task.location))
-        result = PartitionResult(TABLE, PARTITION, task.location, Status.NOTHING_TO_DO, files_before=len(files),
-                                 files_after=len(files), listed=True)
+        result = PartitionResult(
+            TABLE,
+            PARTITION,
+            task.location,
+            Status.NOTHING_TO_DO,
+            files_before=len(files),
+            files_after=len(files),
+            listed=True,
+        )
         if folders or len(files) < 2:
             return world.report(owner, result, writes)
         staging = f"{area.staging(run, PID)}/{attempt}"
@@ -251,9 +306,20 @@ def merge_job(world: World, run: str, attempt: str):
         name = f"{MERGED_PREFIX}{run}-{attempt}-0"
         fs.write_data(f"{staging}/{name}", tuple(rows))
         staged = [StagedOutput(f"{staging}/{name}", name, fs.files[f"{staging}/{name}"].size)]
-        work = Work(task, PID, area, result, files, {}, [Group(Engine.COPY, files, staged, rows=len(rows))], "zlib",
-                    world.clock.monotonic(), staging=staging)
+        work = Work(
+            task,
+            PID,
+            area,
+            result,
+            files,
+            {},
+            [Group(Engine.COPY, files, staged, rows=len(rows))],
+            "zlib",
+            world.clock.monotonic(),
+            staging=staging,
+        )
         world.report(owner, Finisher(None, fs, world.hms, run, attempt, owner, StepTimes()).finish(work), writes)
+
     return program
 
 
@@ -261,6 +327,7 @@ def maintain_job(world: World, run: str, days: float = 0.0):
     """A later run's merge job looking after the work area: orphaned journals of other runs (of
     partitions it does not plan itself), the purge of expired runs (``days`` later) and the
     retirement of switched-away folders."""
+
     def program():
         if days:
             world.sched.sleep(days * 86400)
@@ -269,6 +336,7 @@ def maintain_job(world: World, run: str, days: float = 0.0):
         planned = [task_at(world, location)] if location else []
         for result in recovery.maintain(world.fs, run, f"{run}/1", [area], planned, world.hms):
             world.report(f"{run}/1 (maintain)", result)
+
     return program
 
 
@@ -279,6 +347,7 @@ def next_run(world: World, run: str):
     def program():
         maintain()
         merge()
+
     return program
 
 
@@ -292,6 +361,7 @@ def rollback_job(world: World, run: str):
         world.sched.note("rolled back run {}", run)
         if not world.commit_in_flight():
             world.check_rows("rollback", f"rolled back run {run}")
+
     return program
 
 
@@ -350,8 +420,12 @@ def writer(world: World, kind: str):
                 fs.put(f"{moved}/{next(world._names)}", rows)
                 hms.partitions[VALUES].location = moved
                 world.intent = Counter(fs.rows_under(moved))
-        world.sched.note("{} done: the partition's writers' rows are now {}", kind,
-                         "none (dropped)" if world.intent is None else sum(world.intent.values()))
+        world.sched.note(
+            "{} done: the partition's writers' rows are now {}",
+            kind,
+            "none (dropped)" if world.intent is None else sum(world.intent.values()),
+        )
+
     return program
 
 
@@ -359,6 +433,7 @@ def reader(world: World, n: int):
     def program():
         world.sched.point("reader: list the partition")
         world.check_snapshot(f"reader {n}")
+
     return program
 
 
@@ -417,6 +492,7 @@ def world_clock():
     """The commit modules read time from the world's clock while schedules run (each schedule's:
     ``run_schedule`` sets it), and every protocol step the code reports (``commit.steps``) is a
     line of the trace and a scheduling point: an actor may be killed or paused right at it."""
+
     class Proxy:
         def time(self):
             return _CLOCK[0].time()
@@ -456,6 +532,7 @@ CURRENT: list[World] = []
 class Rule:
     """A step of a written schedule (``Script``): once ``when(world)`` holds, ``actor``
     (its cast name) is killed, or paused for ``action`` ("pause:<seconds>")."""
+
     actor: str
     when: Callable[[World], bool]
     action: str = "kill"
@@ -474,8 +551,12 @@ class Script:
     def __call__(self, ready: list[Actor]) -> Decision:
         names = [a.name for a in ready]
         for rule in self.rules:
-            if not rule.done and rule.actor in names and ready[names.index(rule.actor)].glet is not None \
-                    and rule.when(self.world):
+            if (
+                not rule.done
+                and rule.actor in names
+                and ready[names.index(rule.actor)].glet is not None
+                and rule.when(self.world)
+            ):
                 rule.done = True
                 return Decision(names.index(rule.actor), rule.action)
         for who in self.order:
@@ -484,9 +565,16 @@ class Script:
         return Decision(0, "pause:1")  # every ready actor waits for its start: a second passes
 
 
-def run_schedule(seed: int | None = None, mode: str | None = None, cast: tuple[str, ...] | None = None,
-                 decisions: list[Decision] | None = None, kill_rate: float = 0.03,
-                 pause_rate: float = 0.03, script: Script | None = None, fs_factory=None) -> Outcome:
+def run_schedule(
+    seed: int | None = None,
+    mode: str | None = None,
+    cast: tuple[str, ...] | None = None,
+    decisions: list[Decision] | None = None,
+    kill_rate: float = 0.03,
+    pause_rate: float = 0.03,
+    script: Script | None = None,
+    fs_factory=None,
+) -> Outcome:
     """One schedule, drawn from ``seed``, replayed from ``decisions`` or written as a ``script``
     (with its ``mode`` and ``cast``). Call inside ``world_clock``."""
     rng = random.Random(seed)
@@ -523,11 +611,17 @@ _CLOCK: list[Clock] = [Clock()]
 def end_state(world: World) -> dict:
     """What a schedule left, to compare two runs of it: every file (its rows, or that it is a
     record), the partition's location, and each actor's reports."""
-    files = {_released(p): ("rows", tuple(sorted(n.rows))) if n.text is None else ("record",)
-             for p, n in world.fs.files.items() if not p.rsplit("/", 1)[1].endswith(".crc")}
-    return {"files": files, "location": world.location(),
-            "reports": [(who, status.value) for who, status, _ in world.reports],
-            "violations": sorted(v.kind for v in world.violations)}
+    files = {
+        _released(p): ("rows", tuple(sorted(n.rows))) if n.text is None else ("record",)
+        for p, n in world.fs.files.items()
+        if not p.rsplit("/", 1)[1].endswith(".crc")
+    }
+    return {
+        "files": files,
+        "location": world.location(),
+        "reports": [(who, status.value) for who, status, _ in world.reports],
+        "violations": sorted(v.kind for v in world.violations),
+    }
 
 
 def _released(path: str) -> str:

@@ -4,6 +4,7 @@ step, and whether that actor is killed (its process gone: nothing it does afterw
 paused (no step, no heartbeat, for a while of virtual time: a stalled connection, a GC pause,
 SIGSTOP). Every decision is one entry of a list, drawn from a seeded random generator or
 replayed from a list, so a schedule is replayed exactly and can be shrunk by editing the list."""
+
 from __future__ import annotations
 
 import random
@@ -37,6 +38,7 @@ class Actor:
 @dataclass(frozen=True)
 class Decision:
     """One step of a schedule: which ready actor (an index into them, by name order) and what."""
+
     pick: int
     action: str = "step"  # "step", "kill" or "pause:<seconds>"
 
@@ -49,8 +51,16 @@ class ScheduleTooLong(RuntimeError):
 
 
 class Scheduler:
-    def __init__(self, clock: Clock, rng: random.Random | None, decisions: list[Decision] | None = None,
-                 kill_rate: float = 0.0, pause_rate: float = 0.0, max_steps: int = 3000, policy=None):
+    def __init__(
+        self,
+        clock: Clock,
+        rng: random.Random | None,
+        decisions: list[Decision] | None = None,
+        kill_rate: float = 0.0,
+        pause_rate: float = 0.0,
+        max_steps: int = 3000,
+        policy=None,
+    ):
         self.clock, self.rng, self.policy = clock, rng, policy
         self.replay = list(decisions) if decisions is not None else None
         self.kill_rate, self.pause_rate, self.max_steps = kill_rate, pause_rate, max_steps
@@ -164,6 +174,7 @@ class Scheduler:
                 actor.error = e
             finally:
                 actor.done = True
+
         return body
 
 

@@ -12,6 +12,7 @@ partitions with a location, parameters and a storage descriptor, the EXCLUSIVE l
 renewed while its holder runs (its heartbeats stop while it is paused) and taken over once it is
 ``DEAD_AFTER_SECONDS`` old, and a location switch that reads, compares and then writes, as the
 client does (a call may be held in flight between the two)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -36,6 +37,7 @@ class Killed(BaseException):
 
 class Clock:
     """Virtual time: each step takes ``STEP`` seconds; a paused actor makes it jump."""
+
     STEP = 0.01
 
     def __init__(self, start: float = 1_800_000_000.0):
@@ -123,8 +125,13 @@ class MemoryFS:
     def put(self, uri: str, rows: tuple[str, ...] = (), text: str | None = None, size: int | None = None) -> FileNode:
         uri = _norm(uri)
         self.mkdirs(_parent(uri))
-        node = FileNode(size if size is not None else (len(text) if text is not None else 100 + 10 * len(rows)),
-                        int(self.clock.now * 1000), next(self._inodes), tuple(rows), text)
+        node = FileNode(
+            size if size is not None else (len(text) if text is not None else 100 + 10 * len(rows)),
+            int(self.clock.now * 1000),
+            next(self._inodes),
+            tuple(rows),
+            text,
+        )
         if uri in self.files:
             self._unlink(uri)
         self._link(uri, node)
@@ -211,9 +218,9 @@ class MemoryFS:
         for p in children:
             if p in self.files:
                 node = self._unlink(p)
-                self._link(dst + p[len(src):], node)
+                self._link(dst + p[len(src) :], node)
             else:
-                self._move_tree(p, dst + p[len(src):])
+                self._move_tree(p, dst + p[len(src) :])
 
     def drop_file(self, uri: str) -> None:
         """A writer deleting a file (part of its one step)."""
@@ -330,8 +337,9 @@ class MemoryMetastore:
                 held.lost = "the Metastore released it (taken over by another job)"
 
     @contextlib.contextmanager
-    def lock(self, table: str, partition: str, wait_seconds: float, required: bool = True, chunk=None,
-             writer: bool = False):
+    def lock(
+        self, table: str, partition: str, wait_seconds: float, required: bool = True, chunk=None, writer: bool = False
+    ):
         me = self.sched.current
         label = f"{table}/{partition}" if partition else table
         self.sched.point("lock {}", label)
@@ -344,8 +352,10 @@ class MemoryMetastore:
                 entry.held.lost = "its heartbeats stopped: released by the next job that waited"
                 del self.locks[partition]
                 if writer:  # hive.txn.timeout passed with no replay: the holder was killed or paused that long
-                    self.beyond_lease.append(f"{me.name} got the lock of {entry.holder.name} from the Metastore's "
-                                             f"housekeeping ({'killed' if entry.holder.killed else 'paused'})")
+                    self.beyond_lease.append(
+                        f"{me.name} got the lock of {entry.holder.name} from the Metastore's "
+                        f"housekeeping ({'killed' if entry.holder.killed else 'paused'})"
+                    )
                 self.sched.note("took over the lock of {}", entry.holder.name)
                 break
             if waited >= wait_seconds:
@@ -354,15 +364,18 @@ class MemoryMetastore:
             if entry.holder.wake_at > self.clock.now + step:  # a paused holder: nothing changes before it wakes,
                 # its lease ends, or the wait does (unless another takes it, seen on waking)
                 expiry = entry.held.last_beat + (TXN_TIMEOUT_SECONDS if writer else DEAD_AFTER_SECONDS)
-                step = max(step, min(entry.holder.wake_at, expiry + 0.01, self.clock.now + wait_seconds - waited)
-                           - self.clock.now)
+                step = max(
+                    step,
+                    min(entry.holder.wake_at, expiry + 0.01, self.clock.now + wait_seconds - waited) - self.clock.now,
+                )
             self.clock.sleep(step)
             waited += step
         if writer:
             for other in self.sched.actors:
                 if other is not me and not other.done and any(h.lost for h in other.locks):
-                    self.beyond_lease.append(f"{me.name} wrote under the lock while {other.name}, whose lock was "
-                                             "taken, still ran")
+                    self.beyond_lease.append(
+                        f"{me.name} wrote under the lock while {other.name}, whose lock was taken, still ran"
+                    )
         held = HeldLock(next(self._ids), label)
         held.last_beat = self.clock.now
         self.locks[partition] = LockEntry(me, held)
@@ -394,9 +407,11 @@ class MemoryMetastore:
 
     def states(self, table: str, partitions: list[str]) -> dict:
         self.sched.point("get_partitions_by_names")
-        return {k: PartitionState(dict(p.parameters), p.descriptor, p.location, p.created)
-                for k, p in self.partitions.items()
-                if "/".join(f"dt={v}" for v in k) in partitions}
+        return {
+            k: PartitionState(dict(p.parameters), p.descriptor, p.location, p.created)
+            for k, p in self.partitions.items()
+            if "/".join(f"dt={v}" for v in k) in partitions
+        }
 
     def table_location(self, table: str) -> str | None:
         return self._table_location

@@ -6,6 +6,7 @@ changes every day and is printed (both test processes collect the same tests; re
 test-stacks`` (``SUITE_STACKS=all``) runs every one. A stack
 whose jars are not fetched (Maven Central unreachable when ``make jars`` ran) skips, saying so.
 """
+
 from __future__ import annotations
 
 import os

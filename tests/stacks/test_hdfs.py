@@ -6,6 +6,7 @@ As in production, nobody here is the HDFS superuser but the cluster itself: the 
 the tables' writer run as ``etl``, who owns the table folders; the Metastore runs as ``hive``.
 Permissions are checked by the NameNode. Files are looked at over WebHDFS, not through our code.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,12 @@ DB = "on_hdfs"
 # whole DAG and killed commit, and YARN cluster mode's (test_yarn_cluster, on the same HDFS).
 ON_HDFS = "a DAG run on HDFS"
 DATES = ["2026-10-01", "2026-10-02"]
-TABLES = {"orc_in_place": ("ORC", "in_place"), "parquet_in_place": ("PARQUET", "in_place"),
-          "orc_switch": ("ORC", "location_switch"), "parquet_switch": ("PARQUET", "location_switch")}
+TABLES = {
+    "orc_in_place": ("ORC", "in_place"),
+    "parquet_in_place": ("PARQUET", "in_place"),
+    "orc_switch": ("ORC", "location_switch"),
+    "parquet_switch": ("PARQUET", "location_switch"),
+}
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +58,15 @@ def hdfs_stack(hdfs, tmp_path_factory):
         stack.start()
         hdfs.make_folder("/warehouse", METASTORE_USER)
         hdfs.make_folder(f"/warehouse/{DB}.db", JOB_USER)
-        spark_tables(stack, "create", DB, f"{hdfs.uri}/warehouse/{DB}.db",
-                     *[f"{t}:{fmt}" for t, (fmt, _) in TABLES.items()], "--dates", ",".join(DATES))
+        spark_tables(
+            stack,
+            "create",
+            DB,
+            f"{hdfs.uri}/warehouse/{DB}.db",
+            *[f"{t}:{fmt}" for t, (fmt, _) in TABLES.items()],
+            "--dates",
+            ",".join(DATES),
+        )
         yield stack
     finally:
         stack.stop()
@@ -63,8 +75,13 @@ def hdfs_stack(hdfs, tmp_path_factory):
 def spark_tables(stack, *args) -> dict:
     """scripts/hdfs_tables.py as ``etl``, in a Spark of its own."""
     env = stack.env(HADOOP_USER_NAME=JOB_USER)
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "hdfs_tables.py"), stack.metastore.uri, *args],
-                       env=env, capture_output=True, text=True, timeout=600)
+    p = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "hdfs_tables.py"), stack.metastore.uri, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
     return json.loads(p.stdout.split("RESULT ", 1)[1])
 
@@ -73,15 +90,22 @@ def partitions(stack, hdfs, table: str, db: str = DB) -> dict[str, dict]:
     """Per partition: its location, its data files on HDFS (name -> bytes, owner) and the
     Metastore's statistics."""
     from hmsclient import hmsclient
+
     out = {}
     with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
         for p in c.get_partitions(db, table, -1):
             entries = hdfs.list(urlsplit(p.sd.location).path)
-            files = {e["pathSuffix"]: e["length"] for e in entries
-                     if e["type"] == "FILE" and not e["pathSuffix"].startswith(("_", "."))}
+            files = {
+                e["pathSuffix"]: e["length"]
+                for e in entries
+                if e["type"] == "FILE" and not e["pathSuffix"].startswith(("_", "."))
+            }
             out[f"dt={p.values[0]}"] = {
-                "location": p.sd.location, "files": files, "owners": {e["owner"] for e in entries},
-                "hms": (p.parameters.get("numFiles"), p.parameters.get("totalSize"))}
+                "location": p.sd.location,
+                "files": files,
+                "owners": {e["owner"] for e in entries},
+                "hms": (p.parameters.get("numFiles"), p.parameters.get("totalSize")),
+            }
     return out
 
 
@@ -106,8 +130,9 @@ def test_the_whole_dag_on_hdfs_both_commit_modes_orc_and_parquet(hdfs, hdfs_stac
             assert p["location"] == f"{hdfs.uri}/warehouse/{DB}.db/{t}/{name}"
             assert len(p["files"]) == 4 and p["owners"] == {JOB_USER}, (t, name, p)
 
-    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{DB}.{t}", "commit_mode": mode}
-                                                  for t, (_, mode) in TABLES.items()])
+    cfg = stack.write_config(
+        tmp_path / "c.yaml", [{"name": f"{DB}.{t}", "commit_mode": mode} for t, (_, mode) in TABLES.items()]
+    )
     run = stack.run_dag(cfg, HADOOP_USER_NAME=JOB_USER)
     assert run.state == "success", run.log[-8000:]
 
@@ -129,18 +154,21 @@ def test_the_whole_dag_on_hdfs_both_commit_modes_orc_and_parquet(hdfs, hdfs_stac
 
     # The rollback job, as the job user: the in-place table's files back as they were.
     rollback = stack.rollback_cmd(f"{DB}.orc_in_place", run.run_id, cfg)
-    p = subprocess.run(rollback, env=stack.env(cfg, HADOOP_USER_NAME=JOB_USER), capture_output=True, text=True,
-                       timeout=600)
+    p = subprocess.run(
+        rollback, env=stack.env(cfg, HADOOP_USER_NAME=JOB_USER), capture_output=True, text=True, timeout=600
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
     restored = partitions(stack, hdfs, "orc_in_place")
     assert {n: p["files"] for n, p in restored.items()} == {n: p["files"] for n, p in layout["orc_in_place"].items()}
-    assert spark_tables(stack, "content", f"{DB}.orc_in_place")["tables"] == \
-        {f"{DB}.orc_in_place": before["tables"][f"{DB}.orc_in_place"]}
+    assert spark_tables(stack, "content", f"{DB}.orc_in_place")["tables"] == {
+        f"{DB}.orc_in_place": before["tables"][f"{DB}.orc_in_place"]
+    }
 
 
 @pytest.mark.stacks_only
 def test_a_work_area_the_job_user_cannot_create_fails_saying_why_and_another_file_system_is_skipped(
-        hdfs, hdfs_stack, tmp_path):
+    hdfs, hdfs_stack, tmp_path
+):
     """Production's usual layout: the database folder is the Metastore's, only the table folders
     are the job user's. The default work area (in the database folder) cannot be made: the merge
     fails naming the user, the folder and the fix, nothing changed; with a work_dir the job user
@@ -153,29 +181,36 @@ def test_a_work_area_the_job_user_cannot_create_fails_saying_why_and_another_fil
     hdfs.make_folder("/user/etl", JOB_USER)
     spark_tables(stack, "create", db, f"{hdfs.uri}/warehouse/{db}.db", "events:ORC", "--dates", DATES[0])
     elsewhere = f"hdfs://localhost:{hdfs.port}/warehouse/{db}.db/events/dt=2026-10-09"
-    spark_tables(stack, "sql", f"ALTER TABLE {db}.events ADD PARTITION (dt='2026-10-09') LOCATION '{elsewhere}'",
-                 f"INSERT INTO {db}.events PARTITION (dt='2026-10-09') "
-                 "SELECT 1, 'u', 1, 1.5, now(), array(1), map('k','v')",
-                 f"INSERT INTO {db}.events PARTITION (dt='2026-10-09') "
-                 "SELECT 2, 'u', 1, 1.5, now(), array(1), map('k','v')")
+    spark_tables(
+        stack,
+        "sql",
+        f"ALTER TABLE {db}.events ADD PARTITION (dt='2026-10-09') LOCATION '{elsewhere}'",
+        f"INSERT INTO {db}.events PARTITION (dt='2026-10-09') SELECT 1, 'u', 1, 1.5, now(), array(1), map('k','v')",
+        f"INSERT INTO {db}.events PARTITION (dt='2026-10-09') SELECT 2, 'u', 1, 1.5, now(), array(1), map('k','v')",
+    )
     before = spark_tables(stack, "content", f"{db}.events")["tables"]
     files = {n: p["files"] for n, p in partitions(stack, hdfs, "events", db).items()}
     assert {n: len(f) for n, f in files.items()} == {f"dt={DATES[0]}": 4, "dt=2026-10-09": 2}
-    skipped = (f"location {elsewhere} is on another file system (hdfs://localhost:{hdfs.port}) than its table "
-               f"(hdfs://127.0.0.1:{hdfs.port})")
+    skipped = (
+        f"location {elsewhere} is on another file system (hdfs://localhost:{hdfs.port}) than its table "
+        f"(hdfs://127.0.0.1:{hdfs.port})"
+    )
 
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.events"}])
     refused = stack.run_dag(cfg, HADOOP_USER_NAME=JOB_USER)
     assert refused.state == "failed"
-    assert (f"FAILED {db}.events dt={DATES[0]}: PermissionError: cannot create {hdfs.uri}/warehouse/{db}.db/"
-            f".hive_compaction/events (Permission denied: user=etl, access=WRITE, inode=\"/warehouse/{db}.db\":"
-            "hive:hive:drwxr-xr-x): the account that runs the merges needs write access to the folder it goes in, "
-            "or a work_dir in the config that it owns") in refused.log, refused.log[-5000:]
+    assert (
+        f"FAILED {db}.events dt={DATES[0]}: PermissionError: cannot create {hdfs.uri}/warehouse/{db}.db/"
+        f'.hive_compaction/events (Permission denied: user=etl, access=WRITE, inode="/warehouse/{db}.db":'
+        "hive:hive:drwxr-xr-x): the account that runs the merges needs write access to the folder it goes in, "
+        "or a work_dir in the config that it owns"
+    ) in refused.log, refused.log[-5000:]
     assert re.search(rf"{db}.events: 1 partition\(s\) to list \(.*\), 1 skipped", refused.log), refused.log[-5000:]
     assert {n: p["files"] for n, p in partitions(stack, hdfs, "events", db).items()} == files
 
-    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.events",
-                                                   "work_dir": f"{hdfs.uri}/user/etl/hive_compaction"}])
+    cfg = stack.write_config(
+        tmp_path / "c.yaml", [{"name": f"{db}.events", "work_dir": f"{hdfs.uri}/user/etl/hive_compaction"}]
+    )
     run = stack.run_dag(cfg, HADOOP_USER_NAME=JOB_USER)
     assert run.state == "success", run.log[-8000:]
     assert skipped in run.log
@@ -197,8 +232,9 @@ def test_a_commit_killed_midway_on_hdfs_is_finished_by_the_next_run(hdfs, hdfs_s
     cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{DB}.{table}"}])
     selected = {"tables": [f"{DB}.{table}"], "partition_date": date}
 
-    killed = stack.run_dag(cfg, conf=selected, HADOOP_USER_NAME=JOB_USER,
-                           HIVE_COMPACTION_TEST_KILL_AT=f"inputs_moved:dt={date}")
+    killed = stack.run_dag(
+        cfg, conf=selected, HADOOP_USER_NAME=JOB_USER, HIVE_COMPACTION_TEST_KILL_AT=f"inputs_moved:dt={date}"
+    )
     assert killed.state == "failed"
     journal = f"/warehouse/{DB}.db/.hive_compaction/{table}/journal"
     [entry] = hdfs.list(journal, JOB_USER)

@@ -8,6 +8,7 @@ one DAG run (plan, merge in both commit modes, refresh) and the rollback job.
 Tables are made through Thrift and their files written by Spark without Hive support: Spark's
 Hive catalog speaks Hive 2.3's get_table, which Hive 4 no longer serves.
 """
+
 from __future__ import annotations
 
 import functools
@@ -44,9 +45,13 @@ def hms(request, tmp_path_factory):
     require_jars("hive3" if request.param == "hms3" else "hive4")
     version = STACKS[request.param][0]
     state = tmp_path_factory.mktemp(request.param)
-    stack = Stack(state, use_postgres=True,
-                  metastore=lambda pg: HiveMetastoreServer(version, state / "hms", pg,
-                                                           settings={**HOUSEKEEPING, **NO_TRANSFORMER}))
+    stack = Stack(
+        state,
+        use_postgres=True,
+        metastore=lambda pg: HiveMetastoreServer(
+            version, state / "hms", pg, settings={**HOUSEKEEPING, **NO_TRANSFORMER}
+        ),
+    )
     try:
         stack.start()
         print(f"\nHive Metastore {version} listening in {stack.metastore.started_in:.1f}s")
@@ -76,12 +81,14 @@ def client(stack) -> hmsclient.HMSClient:
     return hmsclient.HMSClient(host="127.0.0.1", port=stack.port)
 
 
-def make_table(stack, spark, db: str, table: str, storage: str, dates: list[str] | None, files: int = 4,
-               rows: int = 200) -> None:
+def make_table(
+    stack, spark, db: str, table: str, storage: str, dates: list[str] | None, files: int = 4, rows: int = 200
+) -> None:
     """An external table made through Thrift, each partition's ``files`` files written by Spark
     (``dates`` None: a table without partitions)."""
-    thrift_tables.make_table(lambda: client(stack), stack.metastore.warehouse, spark, db, table, storage, dates,
-                             files, rows)
+    thrift_tables.make_table(
+        lambda: client(stack), stack.metastore.warehouse, spark, db, table, storage, dates, files, rows
+    )
 
 
 def table_of(c, db: str, table: str):
@@ -104,15 +111,23 @@ def file_sizes(location: str) -> dict[str, int]:
 
 def content(stack, spark, db: str, table: str, storage: str) -> dict[str, list]:
     """Per partition: every row, sorted, read from the folder the Metastore names."""
-    return {name: sorted(map(tuple, spark.read.format(storage.lower()).load(location).collect()))
-            for name, (location, _) in partitions(stack, db, table).items()}
+    return {
+        name: sorted(map(tuple, spark.read.format(storage.lower()).load(location).collect()))
+        for name, (location, _) in partitions(stack, db, table).items()
+    }
 
 
 def lock_request(db: str, table: str, partition: str) -> ttypes.LockRequest:
     """A Hive writer's lock (DbTxnManager, a non-ACID table) on a partition."""
-    component = ttypes.LockComponent(type=ttypes.LockType.EXCLUSIVE, level=ttypes.LockLevel.PARTITION, dbname=db,
-                                     tablename=table, partitionname=partition,
-                                     operationType=ttypes.DataOperationType.NO_TXN, isAcid=False)
+    component = ttypes.LockComponent(
+        type=ttypes.LockType.EXCLUSIVE,
+        level=ttypes.LockLevel.PARTITION,
+        dbname=db,
+        tablename=table,
+        partitionname=partition,
+        operationType=ttypes.DataOperationType.NO_TXN,
+        isAcid=False,
+    )
     return ttypes.LockRequest(component=[component], user="hive-writer", hostname="localhost")
 
 
@@ -151,12 +166,19 @@ def test_airflow_side_calls(hms, spark):
         assert hook.partition_names(t) == ["dt=2026-01-01", "dt=2026-01-02"]
         got = {p.name: p for p in hook.partitions(t, ["dt=2026-01-02", "dt=2026-12-31"])}
         assert list(got) == ["dt=2026-01-02"] and got["dt=2026-01-02"].location.endswith("/events/dt=2026-01-02")
-        assert hook.update_statistics(t, {"dt=2026-01-02": {"numFiles": "1", "totalSize": "123",
-                                                            "hive_compaction.test": "x"}}) == 1
+        assert (
+            hook.update_statistics(
+                t, {"dt=2026-01-02": {"numFiles": "1", "totalSize": "123", "hive_compaction.test": "x"}}
+            )
+            == 1
+        )
         p = next(hook.partitions(t, ["dt=2026-01-02"]))
         # The Metastore kept the values given (DO_NOT_UPDATE_STATS), not a listing of its own.
-        assert (p.parameters["numFiles"], p.parameters["totalSize"], p.parameters["hive_compaction.test"]) == \
-            ("1", "123", "x")
+        assert (p.parameters["numFiles"], p.parameters["totalSize"], p.parameters["hive_compaction.test"]) == (
+            "1",
+            "123",
+            "x",
+        )
         hook.update_statistics(t, {"dt=2026-01-02": {"hive_compaction.test": None}})
         assert "hive_compaction.test" not in next(hook.partitions(t, ["dt=2026-01-02"])).parameters
 
@@ -211,15 +233,21 @@ def test_the_jobs_jvm_client(hms, spark, monkeypatch):
 
         # A commit chunk's reads and writes: several partitions in one call each.
         converted = []
-        monkeypatch.setattr(captured, "convert_exception",
-                            functools.partial(lambda real, e: converted.append(e) or real(e),
-                                              captured.convert_exception))
+        monkeypatch.setattr(
+            captured,
+            "convert_exception",
+            functools.partial(lambda real, e: converted.append(e) or real(e), captured.convert_exception),
+        )
         states = jm.states("jvm_side.events", ["dt=2026-02-01", "dt=2030-01-01"])
         assert list(states) == [("2026-02-01",)]
         assert states[("2026-02-01",)] == jm.state("jvm_side.events", ["2026-02-01"])
-        assert jm.update_parameters_all("jvm_side.events", [
-            ("dt=2026-02-01", ["2026-02-01"], {"numFiles": "3", "hive_compaction.test": None}),
-            ("dt=2030-01-01", ["2030-01-01"], {"numFiles": "1"})]) == {"dt=2026-02-01"}
+        assert jm.update_parameters_all(
+            "jvm_side.events",
+            [
+                ("dt=2026-02-01", ["2026-02-01"], {"numFiles": "3", "hive_compaction.test": None}),
+                ("dt=2030-01-01", ["2030-01-01"], {"numFiles": "1"}),
+            ],
+        ) == {"dt=2026-02-01"}
         params = jm.parameters("jvm_side.events", ["2026-02-01"])
         assert params["numFiles"] == "3" and "hive_compaction.test" not in params
         assert converted == []
@@ -284,10 +312,11 @@ def test_a_dead_writers_lock_expires_by_the_metastores_housekeeping(hms, spark):
                 assert [lk.lockid for lk in locks_on(c, db, table)] == [held.lock_id]
     finally:
         jm.close()
-    print(f"\nHive Metastore {hms.metastore.version}: a dead writer's lock expired after {expired_after:.1f}s "
-          f"(hive.txn.timeout {TXN_TIMEOUT_SECONDS}s, housekeeper every 2s)")
+    print(
+        f"\nHive Metastore {hms.metastore.version}: a dead writer's lock expired after {expired_after:.1f}s "
+        f"(hive.txn.timeout {TXN_TIMEOUT_SECONDS}s, housekeeper every 2s)"
+    )
     assert TXN_TIMEOUT_SECONDS - 1 <= expired_after < TXN_TIMEOUT_SECONDS + 15
-
 
 
 def test_a_killed_merge_jobs_lock_is_taken_over(hms, spark, caplog):
@@ -316,26 +345,34 @@ def test_a_killed_merge_jobs_lock_is_taken_over(hms, spark, caplog):
     finally:
         jm.close()
     by = "the job" if "of a merge job that stopped heartbeating it" in caplog.text else "the Metastore's housekeeping"
-    print(f"\nHive Metastore {hms.metastore.version}: a killed merge job's lock taken over after {took:.1f}s, "
-          f"released by {by}")
+    print(
+        f"\nHive Metastore {hms.metastore.version}: a killed merge job's lock taken over after {took:.1f}s, "
+        f"released by {by}"
+    )
     assert took < max(DEAD_AFTER_SECONDS, TXN_TIMEOUT_SECONDS) + 10
+
 
 def test_dag_run_and_rollback(hms, spark, tmp_path):
     """One DAG run: plan, merge jobs (ORC in place, Parquet by location switch, a table without
     partitions), refresh; rows exact, statistics the disk's; then the rollback job puts one
     table back."""
     db = "dag"
-    tables = {"events_orc": ("ORC", "in_place", ["2026-05-01", "2026-05-02"]),
-              "events_parquet": ("PARQUET", "location_switch", ["2026-05-01"]),
-              "flat_orc": ("ORC", "in_place", None)}
+    tables = {
+        "events_orc": ("ORC", "in_place", ["2026-05-01", "2026-05-02"]),
+        "events_parquet": ("PARQUET", "location_switch", ["2026-05-01"]),
+        "flat_orc": ("ORC", "in_place", None),
+    }
     before = {}
     for table, (storage, _, dates) in tables.items():
         make_table(hms, spark, db, table, storage, dates, files=4, rows=200)
-        before[table] = (content(hms, spark, db, table, storage),
-                         {n: file_sizes(loc) for n, (loc, _) in partitions(hms, db, table).items()})
+        before[table] = (
+            content(hms, spark, db, table, storage),
+            {n: file_sizes(loc) for n, (loc, _) in partitions(hms, db, table).items()},
+        )
         assert all(len(files) == 4 for files in before[table][1].values())
-    cfg = hms.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{t}", "commit_mode": mode}
-                                                 for t, (_, mode, _) in tables.items()])
+    cfg = hms.write_config(
+        tmp_path / "c.yaml", [{"name": f"{db}.{t}", "commit_mode": mode} for t, (_, mode, _) in tables.items()]
+    )
     run = hms.run_dag(cfg)
     assert run.state == "success", run.log[-6000:]
     for table, (storage, mode, _) in tables.items():
@@ -349,8 +386,13 @@ def test_dag_run_and_rollback(hms, spark, tmp_path):
 
     for table in ("events_orc", "events_parquet"):
         storage = tables[table][0]
-        p = subprocess.run(hms.rollback_cmd(f"{db}.{table}", run.run_id, cfg), env=hms.env(cfg),
-                           capture_output=True, text=True, timeout=600)
+        p = subprocess.run(
+            hms.rollback_cmd(f"{db}.{table}", run.run_id, cfg),
+            env=hms.env(cfg),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
         assert {n: file_sizes(loc) for n, (loc, _) in partitions(hms, db, table).items()} == before[table][1], table
         assert content(hms, spark, db, table, storage) == before[table][0], table
@@ -365,13 +407,27 @@ def test_an_acid_table_is_refused_with_the_reason(hms, spark, tmp_path):
     make_table(hms, spark, db, "anchor", "ORC", ["2026-06-01"], files=1, rows=1)  # the database
     input_format, output_format, serde = FORMATS["ORC"]
     with client(hms) as c:
-        c.create_table(ttypes.Table(
-            tableName=table, dbName=db, owner="tests", tableType="MANAGED_TABLE",
-            parameters={"transactional": "true"}, partitionKeys=[ttypes.FieldSchema("dt", "string", "")],
-            sd=ttypes.StorageDescriptor(
-                cols=[ttypes.FieldSchema(n, t, "") for n, t in COLUMNS], inputFormat=input_format,
-                outputFormat=output_format, compressed=False, numBuckets=-1, bucketCols=[], sortCols=[],
-                parameters={}, serdeInfo=ttypes.SerDeInfo(serializationLib=serde, parameters={}))))
+        c.create_table(
+            ttypes.Table(
+                tableName=table,
+                dbName=db,
+                owner="tests",
+                tableType="MANAGED_TABLE",
+                parameters={"transactional": "true"},
+                partitionKeys=[ttypes.FieldSchema("dt", "string", "")],
+                sd=ttypes.StorageDescriptor(
+                    cols=[ttypes.FieldSchema(n, t, "") for n, t in COLUMNS],
+                    inputFormat=input_format,
+                    outputFormat=output_format,
+                    compressed=False,
+                    numBuckets=-1,
+                    bucketCols=[],
+                    sortCols=[],
+                    parameters={},
+                    serdeInfo=ttypes.SerDeInfo(serializationLib=serde, parameters={}),
+                ),
+            )
+        )
         # The Metastore kept it transactional (3.1 and 4.0 validate such tables on creation).
         assert table_of(c, db, table).parameters.get("transactional") == "true"
     cfg = hms.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}])
@@ -387,9 +443,12 @@ def test_two_instances_on_two_metastores_keep_their_tables_pools_and_assets_apar
     Metastore's table only, rows exact; its merge tasks ran in its own pool; each table's asset
     event went to its own asset, named the way OpenLineage names a Hive table."""
     import sqlalchemy
+
     db, table, dates = "twins", "events", ["2026-05-01"]
-    metastores = {"hive_compaction": (hms, "hive_metastore", "pool_a"),
-                  "team_b_compaction": (stack, "metastore_b", "pool_b")}
+    metastores = {
+        "hive_compaction": (hms, "hive_metastore", "pool_a"),
+        "team_b_compaction": (stack, "metastore_b", "pool_b"),
+    }
     before = {}
     for dag_id, (where, _, _) in metastores.items():
         make_table(where, spark, db, table, "ORC", dates, files=4, rows=200)
@@ -398,14 +457,25 @@ def test_two_instances_on_two_metastores_keep_their_tables_pools_and_assets_apar
     configs = {}
     for dag_id, (where, conn, pool) in metastores.items():
         path = tmp_path / "a.yaml" if dag_id == "hive_compaction" else dags / "team_b.yaml"
-        configs[dag_id] = hms.write_config(path, [f"{db}.{table}"], metastore_conn_id=conn, pool=pool,
-                                           results_table=f"default.results_{pool}",
-                                           dag={"dag_id": dag_id, "asset_namespace": f"hive://127.0.0.1:{where.port}"})
-    env = {"AIRFLOW__CORE__DAGS_FOLDER": str(dags),
-           "AIRFLOW_CONN_METASTORE_B": f'{{"conn_type": "generic", "host": "127.0.0.1", "port": {stack.port}}}'}
+        configs[dag_id] = hms.write_config(
+            path,
+            [f"{db}.{table}"],
+            metastore_conn_id=conn,
+            pool=pool,
+            results_table=f"default.results_{pool}",
+            dag={"dag_id": dag_id, "asset_namespace": f"hive://127.0.0.1:{where.port}"},
+        )
+    env = {
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+        "AIRFLOW_CONN_METASTORE_B": f'{{"conn_type": "generic", "host": "127.0.0.1", "port": {stack.port}}}',
+    }
     for pool in ("pool_a", "pool_b"):
-        subprocess.run(["airflow", "pools", "set", pool, "4", "a compaction instance's merges"],
-                       env=hms.env(configs["hive_compaction"], **env), check=True, capture_output=True)
+        subprocess.run(
+            ["airflow", "pools", "set", pool, "4", "a compaction instance's merges"],
+            env=hms.env(configs["hive_compaction"], **env),
+            check=True,
+            capture_output=True,
+        )
 
     run_b = hms.run_dag(configs["hive_compaction"], dag_id="team_b_compaction", **env)
     assert run_b.state == "success", run_b.log[-6000:]
@@ -419,12 +489,25 @@ def test_two_instances_on_two_metastores_keep_their_tables_pools_and_assets_apar
 
     engine = sqlalchemy.create_engine(hms.postgres.sqlalchemy_url("airflow"))
     with engine.connect() as c:
-        pools = set(c.execute(sqlalchemy.text(
-            "select dag_id, pool from task_instance where task_id = 'merge' and run_id in (:a, :b)"),
-            {"a": run_a.run_id, "b": run_b.run_id}).all())
-        events = set(c.execute(sqlalchemy.text(
-            "select e.source_dag_id, a.uri from asset_event e join asset a on a.id = e.asset_id "
-            "where e.source_run_id in (:a, :b)"), {"a": run_a.run_id, "b": run_b.run_id}).all())
+        pools = set(
+            c.execute(
+                sqlalchemy.text(
+                    "select dag_id, pool from task_instance where task_id = 'merge' and run_id in (:a, :b)"
+                ),
+                {"a": run_a.run_id, "b": run_b.run_id},
+            ).all()
+        )
+        events = set(
+            c.execute(
+                sqlalchemy.text(
+                    "select e.source_dag_id, a.uri from asset_event e join asset a on a.id = e.asset_id "
+                    "where e.source_run_id in (:a, :b)"
+                ),
+                {"a": run_a.run_id, "b": run_b.run_id},
+            ).all()
+        )
     assert pools == {("hive_compaction", "pool_a"), ("team_b_compaction", "pool_b")}, pools
-    assert events == {("hive_compaction", f"hive://127.0.0.1:{hms.port}/{db}.{table}"),
-                      ("team_b_compaction", f"hive://127.0.0.1:{stack.port}/{db}.{table}")}, events
+    assert events == {
+        ("hive_compaction", f"hive://127.0.0.1:{hms.port}/{db}.{table}"),
+        ("team_b_compaction", f"hive://127.0.0.1:{stack.port}/{db}.{table}"),
+    }, events

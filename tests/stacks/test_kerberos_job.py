@@ -10,6 +10,7 @@ wrong keytab (the merge task fails saying so, nothing changes), one with the rig
 exact, statistics the disk's), then the rollback job. The Metastore's own audit log names the
 Kerberos user of every call: the jobs' calls are the job principal's.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -42,16 +43,19 @@ def as_airflow_worker(kerberos, monkeypatch):
 
 def hook(kerberos):
     from hive_compaction.airflow.metastore_hook import Metastore
+
     return Metastore("localhost", kerberos.port, timeout_seconds=30, auth_mechanism="GSSAPI")
 
 
 def job_spark_conf(kerberos) -> dict[str, str]:
     """What a user puts in spark_conf for a Kerberos Metastore when the cluster's core-site.xml
     does not already say Kerberos (spark-submit then logs in from the keytab itself)."""
-    return {"spark.hadoop.hadoop.security.authentication": "kerberos",
-            "spark.hadoop.hive.metastore.sasl.enabled": "true",
-            "spark.hadoop.hive.metastore.kerberos.principal": "hive/_HOST@EXAMPLE.COM",
-            "spark.driver.extraJavaOptions": kerberos.realm.java_options}  # else /etc/krb5.conf
+    return {
+        "spark.hadoop.hadoop.security.authentication": "kerberos",
+        "spark.hadoop.hive.metastore.sasl.enabled": "true",
+        "spark.hadoop.hive.metastore.kerberos.principal": "hive/_HOST@EXAMPLE.COM",
+        "spark.driver.extraJavaOptions": kerberos.realm.java_options,
+    }  # else /etc/krb5.conf
 
 
 @contextlib.contextmanager
@@ -63,8 +67,9 @@ def gssapi_client(kerberos):
 
 def make_table(kerberos, spark) -> None:
     """An external ORC table made through Thrift (GSSAPI), each partition's files written by Spark."""
-    thrift_tables.make_table(lambda: gssapi_client(kerberos), kerberos.metastore.warehouse, spark, DB, TABLE,
-                             "ORC", DATES, FILES, ROWS)
+    thrift_tables.make_table(
+        lambda: gssapi_client(kerberos), kerberos.metastore.warehouse, spark, DB, TABLE, "ORC", DATES, FILES, ROWS
+    )
 
 
 def partitions(kerberos) -> dict[str, tuple[str, dict]]:
@@ -117,20 +122,23 @@ def test_kerberos_job(kerberos, as_airflow_worker, stack, spark, tmp_path):
     make_table(kerberos, spark)
     before = state(kerberos, spark)
     assert all(len(files) == FILES for _, _, files in before.values()) and len(before) == len(DATES)
-    conn = json.dumps({"conn_type": "generic", "host": "localhost", "port": kerberos.port,
-                       "extra": {"auth_mechanism": "GSSAPI"}})
+    conn = json.dumps(
+        {"conn_type": "generic", "host": "localhost", "port": kerberos.port, "extra": {"auth_mechanism": "GSSAPI"}}
+    )
     env = {"AIRFLOW_CONN_HIVE_METASTORE": conn, **kerberos.env}
 
     def config(keytab: Path, name: str) -> Path:
-        return stack.write_config(tmp_path / name, [{"name": f"{DB}.{TABLE}"}],
-                                  spark_submit={"principal": kerberos.job_principal, "keytab": str(keytab)},
-                                  spark_conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
-                                              **job_spark_conf(kerberos)})
+        return stack.write_config(
+            tmp_path / name,
+            [{"name": f"{DB}.{TABLE}"}],
+            spark_submit={"principal": kerberos.job_principal, "keytab": str(keytab)},
+            spark_conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2", **job_spark_conf(kerberos)},
+        )
 
     t0 = time.monotonic()
     wrong = stack.run_dag(config(kerberos.other_keytab, "wrong.yaml"), **env)
     assert wrong.state == "failed", wrong.log[-6000:]
-    said = (f"Kerberos login failed for principal {kerberos.job_principal} with keytab {kerberos.other_keytab}")
+    said = f"Kerberos login failed for principal {kerberos.job_principal} with keytab {kerberos.other_keytab}"
     assert said in wrong.log and "the keytab holds no key for this principal" in wrong.log, wrong.log[-6000:]
     assert "TTransportException" not in wrong.log and "GSS initiate failed" not in wrong.log
     assert "Reason: the Spark driver's Kerberos login failed" in wrong.log  # the failure alert
@@ -165,9 +173,12 @@ def rollback_from_the_ticket_cache(kerberos, stack, spark, env: dict, run_id: st
     """The rollback DAG with ``use_krb5ccache`` and no keytab: its job logs in from the worker's
     ticket cache (KRB5CCNAME, what ``airflow kerberos`` keeps fresh) and puts the original files
     and statistics back."""
-    cfg = stack.write_config(tmp_path / "ccache.yaml", [{"name": f"{DB}.{TABLE}"}],
-                             spark_submit={"use_krb5ccache": True},
-                             spark_conf={"spark.ui.enabled": "false", **job_spark_conf(kerberos)})
+    cfg = stack.write_config(
+        tmp_path / "ccache.yaml",
+        [{"name": f"{DB}.{TABLE}"}],
+        spark_submit={"use_krb5ccache": True},
+        spark_conf={"spark.ui.enabled": "false", **job_spark_conf(kerberos)},
+    )
     mark = kerberos.metastore.audit_log.stat().st_size
     t0 = time.monotonic()
     out = stack.run_dag(cfg, {"table": f"{DB}.{TABLE}", "run": run_id}, dag_id="hive_compaction_rollback", **env)
@@ -179,8 +190,9 @@ def rollback_from_the_ticket_cache(kerberos, stack, spark, env: dict, run_id: st
     assert state(kerberos, spark) == before
     for name, (_, params) in partitions(kerberos).items():
         assert params.get("numFiles") == str(FILES), (name, params)
-    assert any(f"ugi={kerberos.user}" in line and "alter_partition" in line
-               for line in audit(kerberos, mark)), audit(kerberos, mark)[-40:]
+    assert any(f"ugi={kerberos.user}" in line and "alter_partition" in line for line in audit(kerberos, mark)), audit(
+        kerberos, mark
+    )[-40:]
 
 
 @pytest.mark.stacks_only
@@ -194,17 +206,37 @@ def test_with_kerberos_in_core_site_spark_submit_logs_in_itself(kerberos, stack,
     conf_dir.mkdir()
     (conf_dir / "core-site.xml").write_text(
         '<?xml version="1.0"?>\n<configuration><property><name>hadoop.security.authentication</name>'
-        "<value>kerberos</value></property></configuration>\n")
+        "<value>kerberos</value></property></configuration>\n"
+    )
     spark_conf = {k: v for k, v in job_spark_conf(kerberos).items() if "security.authentication" not in k}
 
     def rollback(keytab: Path) -> subprocess.CompletedProcess:
-        cmd = ["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false",
-               "--principal", kerberos.job_principal, "--keytab", str(keytab),
-               *[a for k, v in spark_conf.items() for a in ("--conf", f"{k}={v}")],
-               str(ROLLBACK_JOB), "--table", "kerberized.not_there", "--run", "r", "--metastore",
-               kerberos.metastore.uri]
-        return subprocess.run(cmd, env=stack.env(HADOOP_CONF_DIR=str(conf_dir), **kerberos.env),
-                              capture_output=True, text=True, timeout=600)
+        cmd = [
+            "spark-submit",
+            "--master",
+            "local[1]",
+            "--conf",
+            "spark.ui.enabled=false",
+            "--principal",
+            kerberos.job_principal,
+            "--keytab",
+            str(keytab),
+            *[a for k, v in spark_conf.items() for a in ("--conf", f"{k}={v}")],
+            str(ROLLBACK_JOB),
+            "--table",
+            "kerberized.not_there",
+            "--run",
+            "r",
+            "--metastore",
+            kerberos.metastore.uri,
+        ]
+        return subprocess.run(
+            cmd,
+            env=stack.env(HADOOP_CONF_DIR=str(conf_dir), **kerberos.env),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
 
     mark = kerberos.metastore.audit_log.stat().st_size
     p = rollback(kerberos.job_keytab)
@@ -215,6 +247,7 @@ def test_with_kerberos_in_core_site_spark_submit_logs_in_itself(kerberos, stack,
 
     p = rollback(kerberos.other_keytab)
     assert p.returncode == 1
-    assert (f"failure to login: for principal: {kerberos.job_principal} from keytab {kerberos.other_keytab}"
-            in p.stderr), p.stderr[-3000:]
+    assert (
+        f"failure to login: for principal: {kerberos.job_principal} from keytab {kerberos.other_keytab}" in p.stderr
+    ), p.stderr[-3000:]
     assert "logged in to Kerberos" not in p.stdout + p.stderr

@@ -9,6 +9,7 @@ built beside the old one, one Metastore call as the commit point, under the Meta
 retired once its run's commit records (not the objects' times) are older than the retention.
 Every row is checked by content; the bucket is looked at over plain HTTP, not through our code.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,11 @@ pytestmark = pytest.mark.integration
 
 BUCKET, DB = "lake", "on_s3"
 DATES = ["2026-10-01", "2026-10-02"]
-TABLES = {"orc_switch": ("ORC", "location_switch"), "parquet_switch": ("PARQUET", "location_switch"),
-          "orc_in_place": ("ORC", "in_place")}
+TABLES = {
+    "orc_switch": ("ORC", "location_switch"),
+    "parquet_switch": ("PARQUET", "location_switch"),
+    "orc_in_place": ("ORC", "in_place"),
+}
 SWITCHED = [t for t, (_, mode) in TABLES.items() if mode == "location_switch"]
 S3A_CLASS = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 MERGED: dict = {}  # the DAG run of the first test, for the later ones (stacks_only)
@@ -56,9 +60,17 @@ def s3_stack(s3, tmp_path_factory):
     stack.metastore.hadoop_conf.update(s3.hadoop_conf)
     try:
         stack.start()
-        stack.created = spark_tables(stack, s3, "create", DB, f"s3a://{BUCKET}/warehouse/{DB}.db",
-                                     *[f"{t}:{fmt}" for t, (fmt, _) in TABLES.items()], "--dates", ",".join(DATES),
-                                     "--content")
+        stack.created = spark_tables(
+            stack,
+            s3,
+            "create",
+            DB,
+            f"s3a://{BUCKET}/warehouse/{DB}.db",
+            *[f"{t}:{fmt}" for t, (fmt, _) in TABLES.items()],
+            "--dates",
+            ",".join(DATES),
+            "--content",
+        )
         yield stack
     finally:
         stack.stop()
@@ -67,8 +79,13 @@ def s3_stack(s3, tmp_path_factory):
 def spark_tables(stack, s3, *args) -> dict:
     """scripts/hdfs_tables.py in a Spark of its own, with the S3A connector."""
     conf = [a for k, v in s3.spark_conf.items() for a in ("--conf", f"{k}={v}")]
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "hdfs_tables.py"), stack.metastore.uri, *args, *conf],
-                       env=stack.env(), capture_output=True, text=True, timeout=600)
+    p = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "hdfs_tables.py"), stack.metastore.uri, *args, *conf],
+        env=stack.env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
     return json.loads(p.stdout.split("RESULT ", 1)[1])
 
@@ -84,11 +101,15 @@ def partitions(stack, s3, table: str) -> dict[str, dict]:
     """Per partition: its location, the data objects directly in its folder (name -> size, etag)
     and the Metastore's parameters."""
     from hmsclient import hmsclient
+
     out = {}
     with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
         for p in c.get_partitions(DB, table, -1):
-            out[f"dt={p.values[0]}"] = {"location": p.sd.location.rstrip("/"), "files": files_at(s3, p.sd.location),
-                                        "parameters": dict(p.parameters)}
+            out[f"dt={p.values[0]}"] = {
+                "location": p.sd.location.rstrip("/"),
+                "files": files_at(s3, p.sd.location),
+                "parameters": dict(p.parameters),
+            }
     return out
 
 
@@ -96,8 +117,11 @@ def files_at(s3, location: str) -> dict[str, tuple[int, str]]:
     """The data objects directly in a folder: name -> (size, etag). Not its marker (the key of the
     folder itself, which S3A's mkdirs writes), nor hidden names or deeper keys."""
     prefix = key_of(location)
-    return {k[len(prefix):]: (o["size"], o["etag"]) for k, o in s3.list(BUCKET, prefix).items()
-            if k != prefix and "/" not in k[len(prefix):] and not k[len(prefix):].startswith(("_", "."))}
+    return {
+        k[len(prefix) :]: (o["size"], o["etag"])
+        for k, o in s3.list(BUCKET, prefix).items()
+        if k != prefix and "/" not in k[len(prefix) :] and not k[len(prefix) :].startswith(("_", "."))
+    }
 
 
 def area(table: str) -> str:
@@ -121,10 +145,11 @@ def test_the_whole_dag_on_s3a_switches_locations_and_refuses_in_place(s3, s3_sta
         s3.put(BUCKET, "probe/exists", b"2", {"If-None-Match": "*"})
     assert s3.get(BUCKET, "probe/exists") == b"1"
 
-    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{DB}.{t}", "commit_mode": mode}
-                                                  for t, (_, mode) in TABLES.items()],
-                             spark_conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
-                                         **s3.spark_conf})
+    cfg = stack.write_config(
+        tmp_path / "c.yaml",
+        [{"name": f"{DB}.{t}", "commit_mode": mode} for t, (_, mode) in TABLES.items()],
+        spark_conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2", **s3.spark_conf},
+    )
     run = stack.run_dag(cfg)
     (tmp_path / "dag.log").write_text(run.log)
     assert run.state == "success", run.log[-8000:]
@@ -139,24 +164,32 @@ def test_the_whole_dag_on_s3a_switches_locations_and_refuses_in_place(s3, s3_sta
             old = layout[t][name]
             assert p["location"].startswith(f"s3a://{BUCKET}/warehouse/{DB}.db/{t}/_compacted/{name}/"), p
             assert len(p["files"]) == 1, (t, name, p)
-            assert (p["parameters"]["numFiles"], p["parameters"]["totalSize"]) == \
-                ("1", str(sum(size for size, _ in p["files"].values()))), (t, name, p)
+            assert (p["parameters"]["numFiles"], p["parameters"]["totalSize"]) == (
+                "1",
+                str(sum(size for size, _ in p["files"].values())),
+            ), (t, name, p)
             # The old folder's files left for the run's trash (a partition written again there must not read them).
             assert files_at(s3, old["location"]) == {}, (t, name)
             pid = name.replace("=", "_") + "."  # the partition's id in the work area: <k>_<v>.<hash>
-            trashed = {k.rsplit("/", 1)[1]: o["size"] for k, o in s3.list(BUCKET, area(t) + "trash/").items()
-                       if f"/{pid}" in k and k.rsplit("/", 1)[1] in old["files"]}
+            trashed = {
+                k.rsplit("/", 1)[1]: o["size"]
+                for k, o in s3.list(BUCKET, area(t) + "trash/").items()
+                if f"/{pid}" in k and k.rsplit("/", 1)[1] in old["files"]
+            }
             assert trashed == {n: size for n, (size, _) in old["files"].items()}, (t, name)
         objects = s3.list(BUCKET, area(t))
         assert not [k for k in objects if "/journal/" in k and k.endswith(".json")], objects  # every commit finished
         assert len([k for k in objects if "/manifests/" in k and k.endswith(".json")]) == len(DATES), objects
     # in_place on an object store: refused with the reason, nothing written (not even a work area)
-    assert {n: p["files"] for n, p in partitions(stack, s3, "orc_in_place").items()} == \
-        {n: p["files"] for n, p in layout["orc_in_place"].items()}
+    assert {n: p["files"] for n, p in partitions(stack, s3, "orc_in_place").items()} == {
+        n: p["files"] for n, p in layout["orc_in_place"].items()
+    }
     assert s3.list(BUCKET, area("orc_in_place")) == {}
     for d in DATES:
-        assert any(f"{DB}.orc_in_place" in line and f"dt={d}" in line and "storage scheme 's3a' is an object store"
-                   in line for line in run.log.splitlines()), run.log[-5000:]
+        assert any(
+            f"{DB}.orc_in_place" in line and f"dt={d}" in line and "storage scheme 's3a' is an object store" in line
+            for line in run.log.splitlines()
+        ), run.log[-5000:]
     MERGED.update(cfg=cfg, run=run, before=before, layout=layout)
 
 
@@ -175,12 +208,14 @@ def test_rollback_and_an_old_folder_retired_by_the_age_of_its_commit_records(s3,
     p = subprocess.run(rollback, env=stack.env(MERGED["cfg"]), capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
     rolled = partitions(stack, s3, "parquet_switch")
-    assert {n: (p["location"], p["files"]) for n, p in rolled.items()} == \
-        {n: (p["location"], p["files"]) for n, p in layout["parquet_switch"].items()}
+    assert {n: (p["location"], p["files"]) for n, p in rolled.items()} == {
+        n: (p["location"], p["files"]) for n, p in layout["parquet_switch"].items()
+    }
     for name, p in rolled.items():  # the statistics as they were before the merge
-        assert (p["parameters"]["numFiles"], p["parameters"]["totalSize"]) == \
-            (layout["parquet_switch"][name]["parameters"]["numFiles"],
-             layout["parquet_switch"][name]["parameters"]["totalSize"]), name
+        assert (p["parameters"]["numFiles"], p["parameters"]["totalSize"]) == (
+            layout["parquet_switch"][name]["parameters"]["numFiles"],
+            layout["parquet_switch"][name]["parameters"]["totalSize"],
+        ), name
 
     table = "orc_switch"
     manifests = [k for k in s3.list(BUCKET, area(table)) if "/manifests/" in k and k.endswith(".json")]
@@ -190,10 +225,11 @@ def test_rollback_and_an_old_folder_retired_by_the_age_of_its_commit_records(s3,
         record["committed_at"] -= 3 * 86400
         s3.put(BUCKET, key, json.dumps(record).encode())
     switched = partitions(stack, s3, table)
-    cfg = stack.write_config(tmp_path / "retire.yaml",
-                             [{"name": f"{DB}.{table}", "commit_mode": "location_switch", "trash_retention_days": 1}],
-                             spark_conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
-                                         **s3.spark_conf})
+    cfg = stack.write_config(
+        tmp_path / "retire.yaml",
+        [{"name": f"{DB}.{table}", "commit_mode": "location_switch", "trash_retention_days": 1}],
+        spark_conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2", **s3.spark_conf},
+    )
     later = stack.run_dag(cfg, conf={"tables": [f"{DB}.{table}"], "partition_date": DATES[0]})
     (tmp_path / "dag.log").write_text(later.log)
     assert later.state == "success", later.log[-8000:]
@@ -203,8 +239,9 @@ def test_rollback_and_an_old_folder_retired_by_the_age_of_its_commit_records(s3,
         now = partitions(stack, s3, table)[name]
         assert (now["location"], now["files"]) == (p["location"], p["files"]), name
     assert not [k for k in s3.list(BUCKET, area(table)) if "/manifests/" in k and not k.endswith("/")]  # (markers)
-    assert spark_tables(stack, s3, "content", *[f"{DB}.{t}" for t in SWITCHED])["tables"] == \
-        {f"{DB}.{t}": before["tables"][f"{DB}.{t}"] for t in SWITCHED}
+    assert spark_tables(stack, s3, "content", *[f"{DB}.{t}" for t in SWITCHED])["tables"] == {
+        f"{DB}.{t}": before["tables"][f"{DB}.{t}"] for t in SWITCHED
+    }
 
 
 @pytest.mark.stacks_only
@@ -214,11 +251,19 @@ def test_without_conditional_writes_the_metastore_lock_is_the_lease(s3, s3_stack
     published under the partition's Metastore lock alone, which every other publisher of it takes
     first. The merge commits under it, every row as before, and the job says how it published."""
     stack, table = s3_stack, "no_conditional"
-    created = spark_tables(stack, s3, "create", DB, f"s3a://{BUCKET}/warehouse/{DB}.db", f"{table}:ORC",
-                           "--dates", DATES[0], "--content")
-    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{DB}.{table}", "commit_mode": "location_switch"}],
-                             spark_conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
-                                         **s3.spark_conf, "spark.hadoop.fs.s3a.create.conditional.enabled": "false"})
+    created = spark_tables(
+        stack, s3, "create", DB, f"s3a://{BUCKET}/warehouse/{DB}.db", f"{table}:ORC", "--dates", DATES[0], "--content"
+    )
+    cfg = stack.write_config(
+        tmp_path / "c.yaml",
+        [{"name": f"{DB}.{table}", "commit_mode": "location_switch"}],
+        spark_conf={
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "2",
+            **s3.spark_conf,
+            "spark.hadoop.fs.s3a.create.conditional.enabled": "false",
+        },
+    )
     run = stack.run_dag(cfg, conf={"tables": [f"{DB}.{table}"]})
     (tmp_path / "dag.log").write_text(run.log)
     assert run.state == "success", run.log[-8000:]

@@ -7,6 +7,7 @@ pyspark (Spark ships its pyspark.zip) nor this package. The operator is durable 
 application through the ResourceManager's REST API; the results reach the refresh through the
 results table. As in test_hdfs, the job user owns the table folders and is not HDFS's superuser.
 """
+
 from __future__ import annotations
 
 import json
@@ -63,33 +64,58 @@ def yarn_config(stack, tmp_path, tables: list[dict], **top) -> Path:
     """A config for YARN cluster mode: the package as a zip (``make dist``'s), the containers on
     the plain Python, small containers."""
     zip_path = tmp_path / "hive_compaction.zip"
-    p = subprocess.run([sys.executable, str(ROOT / "plugins" / "hive_compaction" / "package.py"), str(zip_path)],
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, str(ROOT / "plugins" / "hive_compaction" / "package.py"), str(zip_path)],
+        capture_output=True,
+        text=True,
+    )
     assert p.returncode == 0, p.stderr
     # Spark's jars as a cluster with Spark installed on every node gives them (``local:``): without
     # it each application zips the ~400 MB of jars, uploads them to HDFS and unpacks them in its
     # containers (~20 s a run here), which is Spark's distribution, not this package's.
-    containers = {"spark.yarn.appMasterEnv.PYSPARK_PYTHON": PLAIN_PYTHON,
-                  "spark.executorEnv.PYSPARK_PYTHON": PLAIN_PYTHON,
-                  "spark.yarn.am.memory": "512m", "spark.yarn.jars": f"local:{spark_home()}/jars/*",
-                  # the containers' JVMs start as the tests' local jobs do (scripts/harness.py)
-                  "spark.driver.extraJavaOptions": QUICK_JVM_START, "spark.executor.extraJavaOptions": QUICK_JVM_START,
-                  # and bind to loopback, as everything the tests start does
-                  "spark.yarn.appMasterEnv.SPARK_LOCAL_IP": "127.0.0.1",
-                  "spark.executorEnv.SPARK_LOCAL_IP": "127.0.0.1"}
-    return stack.write_config(tmp_path / "c.yaml", tables, py_files=str(zip_path),
-                              spark_submit={"deploy_mode": "cluster", "durable": True, "yarn_track_via_rm_api": True,
-                                            "driver_memory": "512m", "executor_memory": "512m", "num_executors": 1},
-                              spark_conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
-                                          **containers},
-                              **top)
+    containers = {
+        "spark.yarn.appMasterEnv.PYSPARK_PYTHON": PLAIN_PYTHON,
+        "spark.executorEnv.PYSPARK_PYTHON": PLAIN_PYTHON,
+        "spark.yarn.am.memory": "512m",
+        "spark.yarn.jars": f"local:{spark_home()}/jars/*",
+        # the containers' JVMs start as the tests' local jobs do (scripts/harness.py)
+        "spark.driver.extraJavaOptions": QUICK_JVM_START,
+        "spark.executor.extraJavaOptions": QUICK_JVM_START,
+        # and bind to loopback, as everything the tests start does
+        "spark.yarn.appMasterEnv.SPARK_LOCAL_IP": "127.0.0.1",
+        "spark.executorEnv.SPARK_LOCAL_IP": "127.0.0.1",
+    }
+    return stack.write_config(
+        tmp_path / "c.yaml",
+        tables,
+        py_files=str(zip_path),
+        spark_submit={
+            "deploy_mode": "cluster",
+            "durable": True,
+            "yarn_track_via_rm_api": True,
+            "driver_memory": "512m",
+            "executor_memory": "512m",
+            "num_executors": 1,
+        },
+        spark_conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2", **containers},
+        **top,
+    )
 
 
 def run_on_yarn(stack, yarn, cfg: Path):
-    connection = {"conn_type": "spark", "host": "yarn",
-                  "extra": {"deploy-mode": "cluster", "yarn_resourcemanager_webapp_address": yarn.webapp}}
-    return stack.run_dag(cfg, AIRFLOW_CONN_SPARK_DEFAULT=json.dumps(connection), HADOOP_CONF_DIR=str(yarn.conf_dir),
-                         YARN_CONF_DIR=str(yarn.conf_dir), HADOOP_USER_NAME=JOB_USER, SPARK_HOME=spark_home())
+    connection = {
+        "conn_type": "spark",
+        "host": "yarn",
+        "extra": {"deploy-mode": "cluster", "yarn_resourcemanager_webapp_address": yarn.webapp},
+    }
+    return stack.run_dag(
+        cfg,
+        AIRFLOW_CONN_SPARK_DEFAULT=json.dumps(connection),
+        HADOOP_CONF_DIR=str(yarn.conf_dir),
+        YARN_CONF_DIR=str(yarn.conf_dir),
+        HADOOP_USER_NAME=JOB_USER,
+        SPARK_HOME=spark_home(),
+    )
 
 
 def application(yarn, log: str, final: tuple[str, ...] = ("FINISHED", "FAILED", "KILLED")) -> dict:
@@ -107,6 +133,7 @@ def application(yarn, log: str, final: tuple[str, ...] = ("FINISHED", "FAILED", 
 def spark_home() -> str:
     """The venv's Spark (spark-submit finds it alone unless a PYSPARK_PYTHON without pyspark is set)."""
     import pyspark
+
     return str(Path(pyspark.__file__).parent)
 
 
@@ -136,8 +163,9 @@ def test_the_dag_merges_in_yarn_cluster_mode_from_the_zip(cluster, tmp_path):
     assert "1 of 1 partitions merged" in run.log
     # The driver ran in the ApplicationMaster's container (its log is the container's stdout): its
     # rewrite took the checksums in the executors' write tasks, from the jar it added.
-    driver = [c.read_text(errors="replace")
-              for c in yarn.state.glob(f"target/**/{report['id']}/container_*_000001/stdout")]
+    driver = [
+        c.read_text(errors="replace") for c in yarn.state.glob(f"target/**/{report['id']}/container_*_000001/stdout")
+    ]
     assert any("the inputs' checksums taken by the write tasks" in text for text in driver), driver
 
 
@@ -149,16 +177,24 @@ def test_a_merge_that_times_out_kills_its_yarn_application(cluster, tmp_path):
     ResourceManager. The partition is as it was."""
     from hmsclient import hmsclient
     from hmsclient.genthrift.hive_metastore import ttypes
+
     hdfs, yarn, stack = cluster
     date = "2026-10-02"
     spark_tables(stack, "create", DB, f"{hdfs.uri}/warehouse/{DB}.db", "held:PARQUET", "--dates", date)
     before = spark_tables(stack, "content", f"{DB}.held")["tables"]
     files = partitions(stack, hdfs, "held", DB)
-    cfg = yarn_config(stack, tmp_path, [{"name": f"{DB}.held", "lock_wait_seconds": 600}],
-                      airflow_tasks={"merge_timeout_minutes": 1})
-    writer = ttypes.LockComponent(type=ttypes.LockType.EXCLUSIVE, level=ttypes.LockLevel.PARTITION, dbname=DB,
-                                  tablename="held", partitionname=f"dt={date}",
-                                  operationType=ttypes.DataOperationType.NO_TXN, isAcid=False)
+    cfg = yarn_config(
+        stack, tmp_path, [{"name": f"{DB}.held", "lock_wait_seconds": 600}], airflow_tasks={"merge_timeout_minutes": 1}
+    )
+    writer = ttypes.LockComponent(
+        type=ttypes.LockType.EXCLUSIVE,
+        level=ttypes.LockLevel.PARTITION,
+        dbname=DB,
+        tablename="held",
+        partitionname=f"dt={date}",
+        operationType=ttypes.DataOperationType.NO_TXN,
+        isAcid=False,
+    )
     with hmsclient.HMSClient(host="127.0.0.1", port=stack.port) as c:
         held = c.lock(ttypes.LockRequest(component=[writer], user="hive-writer", hostname="localhost"))
         assert held.state == ttypes.LockState.ACQUIRED

@@ -16,6 +16,7 @@ Tables matched by a pattern of the config get their events through one asset ali
 no partition keys, so those events list the merged partitions in their extra (``merged_partitions``)
 instead.
 """
+
 from __future__ import annotations
 
 import logging
@@ -33,6 +34,7 @@ FIGURES = ("files_before", "files_after", "bytes_before", "bytes_after")
 @dataclass(frozen=True)
 class AliasEvent:
     """One pattern-matched table's event, added through its entry's alias."""
+
     entry: str
     table: str
     extra: dict
@@ -46,13 +48,17 @@ def alias_name(entry: str, dag_id: str = "hive_compaction") -> str:
 def alias_events(report: dict) -> list[AliasEvent]:
     """The events of the tables a pattern matched (``report["matched_by"]``) that had partitions merged."""
     matched_by = report.get("matched_by") or {}
-    return [AliasEvent(matched_by[table], table, {**e["extra"], "merged_partitions": e["partition_keys"]})
-            for table, e in events(report).items() if table in matched_by]
+    return [
+        AliasEvent(matched_by[table], table, {**e["extra"], "merged_partitions": e["partition_keys"]})
+        for table, e in events(report).items()
+        if table in matched_by
+    ]
 
 
 def table_asset(name: str, namespace: str | None = None):
     """The asset of table ``db.table``; ``namespace``: ``hive://<metastore host>:<port>``."""
     from airflow.sdk import Asset
+
     if namespace:
         return Asset(name=f"{namespace}/{name}", uri=f"{namespace}/{name}")
     return Asset(name=name, uri=f"hive://{name.replace('.', '/')}")
@@ -69,9 +75,20 @@ def events(report: dict) -> dict[str, dict]:
     for r in sorted(report["partitions"], key=lambda r: (r["table"], r["partition"])):
         if r["status"] != "merged":
             continue
-        e = out.setdefault(r["table"], {"partition_keys": [], "extra": {
-            "table": r["table"], "run": report["run"], "partitions_merged": 0, "rows_merged": 0,
-            **{k: 0 for k in FIGURES}, "partitions": {}}})
+        e = out.setdefault(
+            r["table"],
+            {
+                "partition_keys": [],
+                "extra": {
+                    "table": r["table"],
+                    "run": report["run"],
+                    "partitions_merged": 0,
+                    "rows_merged": 0,
+                    **{k: 0 for k in FIGURES},
+                    "partitions": {},
+                },
+            },
+        )
         x = e["extra"]
         x["partitions_merged"] += 1
         x["rows_merged"] += r.get("rows_merged") or 0
@@ -81,8 +98,13 @@ def events(report: dict) -> dict[str, dict]:
             if len(r["partition"]) <= MAX_PARTITION_KEY:
                 e["partition_keys"].append(r["partition"])
             else:
-                log.warning("%s %s...: the partition name is longer than an Airflow partition key (%d "
-                            "characters): its event has no key", r["table"], r["partition"][:80], MAX_PARTITION_KEY)
+                log.warning(
+                    "%s %s...: the partition name is longer than an Airflow partition key (%d "
+                    "characters): its event has no key",
+                    r["table"],
+                    r["partition"][:80],
+                    MAX_PARTITION_KEY,
+                )
         if len(x["partitions"]) < MAX_EVENT_PARTITIONS:
             x["partitions"][r["partition"]] = {**{k: r[k] for k in FIGURES}, "rows": r.get("rows")}
     for e in out.values():

@@ -8,6 +8,7 @@ since, altered since the last listing, or left with small files by it (a quiet p
 else statistics that show small files. ``revisit`` says,
 from the same rules, when that will be. Pure logic: no Airflow, no Thrift.
 """
+
 from __future__ import annotations
 
 from datetime import date, timedelta
@@ -49,6 +50,7 @@ def pending_after(r: dict, policy: TablePolicy) -> bool:
     """Whether the next scheduled runs will find ``pending`` true for a partition this run planned
     (``r``: its result as the report holds it), once the refresh has written what it writes."""
     from hive_compaction.model.results import small_files_left
+
     if policy.small_file_limit <= 0:
         return False
     if r["status"] == "failed" or not r.get("listed"):
@@ -67,8 +69,9 @@ def next_scheduled_key(run_type: str, run_key: date | None, key_lag_days: int, t
     return today + timedelta(days=1) - timedelta(days=key_lag_days)
 
 
-def revisit(day: date | None, policy: TablePolicy, key_lag_days: int, next_key: date, will_pend: bool,
-            partitioned: bool = True) -> str:
+def revisit(
+    day: date | None, policy: TablePolicy, key_lag_days: int, next_key: date, will_pend: bool, partitioned: bool = True
+) -> str:
     """When the scheduled runs look at a partition of ``day`` (its table's date) again.
 
     The scheduled run keyed K lists every partition of the table date K - shift (shift: the
@@ -77,16 +80,19 @@ def revisit(day: date | None, policy: TablePolicy, key_lag_days: int, next_key: 
     if not partitioned:
         return f"again in the scheduled run of {next_key} (every scheduled run lists this table)"
     if day is None:
-        return (f"not again automatically: no date in its {policy.date_column!r} column; "
-                "a run without a date (the form, no date) looks at it")
+        return (
+            f"not again automatically: no date in its {policy.date_column!r} column; "
+            "a run without a date (the form, no date) looks at it"
+        )
     shift = timedelta(days=policy.partition_lag_days - key_lag_days)
     own_key = day + shift
     if own_key >= next_key:
         return f"again in the scheduled run of {own_key} (its own date)"
     if not will_pend:
-        return ("not again automatically: the Metastore's statistics and its last listing show no small "
-                "files; a run for its date lists it")
+        return (
+            "not again automatically: the Metastore's statistics and its last listing show no small "
+            "files; a run for its date lists it"
+        )
     if policy.lookback_days and day >= next_key - shift - timedelta(days=policy.lookback_days):
         return f"again in the scheduled run of {next_key} (within lookback_days: {policy.lookback_days})"
-    return (f"not again automatically: older than lookback_days ({policy.lookback_days}); "
-            "trigger a run for its date")
+    return f"not again automatically: older than lookback_days ({policy.lookback_days}); trigger a run for its date"

@@ -4,6 +4,7 @@ call, ``compaction_dags(<the YAML beside it>)``; a second DAG file with a second
 ``dag: dag_id``, schedule, pool, Metastore connection, asset namespace) is a second instance in
 the same Airflow.
 """
+
 from __future__ import annotations
 
 from datetime import datetime, timedelta
@@ -38,8 +39,9 @@ def compaction_dags(config_path: str | Path) -> tuple[DAG, DAG]:
     settings, error = config.load_lenient(config_path)
     # Every task's failure is logged with its tables, partitions and reason, and sent to the config's
     # notifiers (those usable even if the rest of the config is wrong: a plan failing on it alerts).
-    on_failure = alerts.FailureAlert(settings.alerts if error is None else alerts.lenient_specs(config_path),
-                                     config_path)
+    on_failure = alerts.FailureAlert(
+        settings.alerts if error is None else alerts.lenient_specs(config_path), config_path
+    )
     merge = _merge_dag(Path(config_path), settings, on_failure)
     return merge, rollback_dag(Path(config_path), settings, on_failure, dag_id=f"{settings.dag.dag_id}_rollback")
 
@@ -49,14 +51,19 @@ def _schedule(settings: config.Settings) -> CronPartitionTimetable | None:
     (tables with their own lag shift from the key: run_params.table_date). None: triggered only."""
     if settings.dag.schedule is None:
         return None
-    return CronPartitionTimetable(settings.dag.schedule, timezone="UTC", run_offset=-settings.key_lag_days or None,
-                                  key_format=run_params.KEY_FORMAT)
+    return CronPartitionTimetable(
+        settings.dag.schedule,
+        timezone="UTC",
+        run_offset=-settings.key_lag_days or None,
+        key_format=run_params.KEY_FORMAT,
+    )
 
 
 def _mask_batch(context):
     """The encoded batch (up to tens of KB) says nothing to a person: the task's name (its map
     index) names the tables and partitions. Masked, the operator's command line stays readable."""
     from airflow.sdk.log import mask_secret
+
     args = list(context["task"].application_args or [])
     for flag, value in zip(args, args[1:]):
         if flag == "--batch":
@@ -71,13 +78,20 @@ def _merge_dag(config_path: Path, settings: config.Settings, on_failure) -> DAG:
         start_date=datetime(2026, 1, 1),
         catchup=False,
         max_active_runs=1,
-        default_args={"retries": settings.retries, "retry_delay": timedelta(seconds=config.MERGE_RETRY_DELAY_SECONDS),
-                      "retry_exponential_backoff": True, "max_retry_delay": timedelta(minutes=30),
-                      "on_failure_callback": on_failure,
-                      **operator_args.task_defaults(settings)},  # airflow_tasks: queue (the executor's)
-        params={name: Param(run_params.PARAM_DEFAULTS[name], **schema)
-                for name, schema in run_params.params_schema([t.name for t in settings.tables],
-                                                             [p.entry for p in settings.patterns]).items()},
+        default_args={
+            "retries": settings.retries,
+            "retry_delay": timedelta(seconds=config.MERGE_RETRY_DELAY_SECONDS),
+            "retry_exponential_backoff": True,
+            "max_retry_delay": timedelta(minutes=30),
+            "on_failure_callback": on_failure,
+            **operator_args.task_defaults(settings),
+        },  # airflow_tasks: queue (the executor's)
+        params={
+            name: Param(run_params.PARAM_DEFAULTS[name], **schema)
+            for name, schema in run_params.params_schema(
+                [t.name for t in settings.tables], [p.entry for p in settings.patterns]
+            ).items()
+        },
         tags=list(settings.dag.tags),
         doc_md=DOC,
     ) as dag:
@@ -116,6 +130,7 @@ def _plan(config_path: Path):
                 return run_params.select(settings, dict(params), dag_run.run_type, logical_date, partition_key)
             except run_params.ParamError as e:
                 raise AirflowFailException(str(e)) from e
+
         try:  # nor is a wrong config
             settings = config.load(config_path)
             alerts.check(settings)
@@ -125,9 +140,14 @@ def _plan(config_path: Path):
         with metastore.from_airflow_connection(settings.metastore_conn_id) as hms:
             resolution = table_resolution.resolve(settings, hms)  # what the patterns match now
             settings = resolution.settings(settings)
-            planned = dag_tasks.plan(settings, hms, run_id, selection or selected(settings),
-                                     max_map_length=conf.getint("core", "max_map_length", fallback=1024),
-                                     resolution=resolution)
+            planned = dag_tasks.plan(
+                settings,
+                hms,
+                run_id,
+                selection or selected(settings),
+                max_map_length=conf.getint("core", "max_map_length", fallback=1024),
+                resolution=resolution,
+            )
         ti.xcom_push(key="plan", value=planned["plan"])
         return planned["spark_args"]
 
@@ -136,10 +156,15 @@ def _plan(config_path: Path):
 
 def _refresh(config_path: Path, settings: config.Settings):
     # Runs when every merge succeeded (or none ran); idempotent, so retried.
-    @task(trigger_rule="none_failed", retries=max(settings.retries, 2),
-          retry_delay=timedelta(seconds=5), retry_exponential_backoff=False)
+    @task(
+        trigger_rule="none_failed",
+        retries=max(settings.retries, 2),
+        retry_delay=timedelta(seconds=5),
+        retry_exponential_backoff=False,
+    )
     def refresh_metastore(plan: dict, dag_run=None):
         from hive_compaction.airflow import metastore_hook as metastore, metrics, tasks as dag_tasks
+
         current = config.load(config_path)
         with metastore.from_airflow_connection(current.metastore_conn_id) as hms:
             report = dag_tasks.refresh(current, hms, plan)
@@ -161,6 +186,7 @@ def _asset_event(name: str, namespace: str | None):
         from airflow.sdk.exceptions import AirflowSkipException
 
         from hive_compaction.airflow import assets
+
         event = assets.events(report).get(name)
         if not event:
             raise AirflowSkipException(f"no partition of {name} was merged")
@@ -179,12 +205,14 @@ def _pattern_events(entries: list[str], settings: config.Settings):
     aliases = {e: AssetAlias(alias_name(e, settings.dag.dag_id)) for e in entries}
     namespace = settings.dag.asset_namespace
 
-    @task(task_id=alerts.PATTERN_EVENTS_TASK, outlets=list(aliases.values()), retries=2,
-          retry_delay=timedelta(seconds=5))
+    @task(
+        task_id=alerts.PATTERN_EVENTS_TASK, outlets=list(aliases.values()), retries=2, retry_delay=timedelta(seconds=5)
+    )
     def emit_by_pattern(report: dict, outlet_events=None):
         from airflow.sdk.exceptions import AirflowSkipException
 
         from hive_compaction.airflow import assets
+
         added = [e for e in assets.alias_events(report) if e.entry in aliases]
         if not added:
             raise AirflowSkipException("no partition of a table matched by a pattern was merged")

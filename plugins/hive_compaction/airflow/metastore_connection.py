@@ -6,6 +6,7 @@ tried in order when connecting. SASL (``GSSAPI`` for Kerberos, ``PLAIN``) goes t
 ``thrift_sasl`` and ``pure-sasl``; GSSAPI also needs the ``kerberos`` module and a ticket
 (``kinit``, or Airflow's ticket renewer).
 """
+
 from __future__ import annotations
 
 import errno
@@ -66,6 +67,7 @@ class _PureSaslClient:
 
     def __init__(self, host: str, service: str, mechanism: str, **props):
         from puresasl.client import SASLClient
+
         self._sasl = SASLClient(host, service=service, mechanism=mechanism, **props)
         self._error = ""
 
@@ -114,7 +116,7 @@ class _RecordingSocket(TSocket.TSocket):
     def read(self, sz):
         buff = super().read(sz)
         if len(self.first_bytes) < 256:
-            self.first_bytes += buff[:256 - len(self.first_bytes)]
+            self.first_bytes += buff[: 256 - len(self.first_bytes)]
         return buff
 
 
@@ -125,20 +127,23 @@ def _sasl_frame(data: bytes) -> str | None:
     if len(data) < 5 or data[0] not in _SASL_STATUSES:
         return None
     length = struct.unpack(">I", data[1:5])[0]
-    return f"{_SASL_STATUSES[data[0]]} {data[5:5 + min(length, 200)].decode('utf-8', 'replace')!r}"
+    return f"{_SASL_STATUSES[data[0]]} {data[5 : 5 + min(length, 200)].decode('utf-8', 'replace')!r}"
 
 
 def _check_sasl_modules(mechanism: str) -> None:
     missing = []
     for module, package in (("thrift_sasl", "thrift_sasl"), ("puresasl", "pure-sasl")) + (
-            (("kerberos", "kerberos (it builds against libkrb5-dev)"),) if mechanism == "GSSAPI" else ()):
+        (("kerberos", "kerberos (it builds against libkrb5-dev)"),) if mechanism == "GSSAPI" else ()
+    ):
         try:
             __import__(module)
         except ImportError:
             missing.append(package)
     if missing:
-        raise ImportError(f"auth_mechanism {mechanism} needs the Python package(s) {', '.join(missing)}: "
-                          "pip install them where the Airflow tasks run")
+        raise ImportError(
+            f"auth_mechanism {mechanism} needs the Python package(s) {', '.join(missing)}: "
+            "pip install them where the Airflow tasks run"
+        )
 
 
 class MetastoreConnection:
@@ -149,16 +154,25 @@ class MetastoreConnection:
     (Kerberos: the service principal is ``<kerberos_service_name>/<host>``) or ``PLAIN``
     (``username``/``password``). Every failure to reach it is MetastoreUnavailable."""
 
-    def __init__(self, host: str, port: int = DEFAULT_PORT, timeout_seconds: float = 60.0, *,
-                 auth_mechanism: str = "NOSASL", kerberos_service_name: str = "hive",
-                 username: str | None = None, password: str | None = None,
-                 connect_timeout_seconds: float | None = None):
+    def __init__(
+        self,
+        host: str,
+        port: int = DEFAULT_PORT,
+        timeout_seconds: float = 60.0,
+        *,
+        auth_mechanism: str = "NOSASL",
+        kerberos_service_name: str = "hive",
+        username: str | None = None,
+        password: str | None = None,
+        connect_timeout_seconds: float | None = None,
+    ):
         self.addresses = parse_hosts(host, port)
         self.address = format_address(self.addresses[0])  # the one connected to, once connected
         self.calls = 0
         self.timeout_seconds = float(timeout_seconds)
-        self.connect_timeout_seconds = float(min(timeout_seconds, 10.0) if connect_timeout_seconds is None
-                                             else connect_timeout_seconds)
+        self.connect_timeout_seconds = float(
+            min(timeout_seconds, 10.0) if connect_timeout_seconds is None else connect_timeout_seconds
+        )
         self.auth_mechanism = (auth_mechanism or "NOSASL").upper()
         if self.auth_mechanism not in AUTH_MECHANISMS:
             raise ValueError(f"auth_mechanism {auth_mechanism!r} is not one of {', '.join(AUTH_MECHANISMS)}")
@@ -186,8 +200,12 @@ class MetastoreConnection:
             except (TTransport.TTransportException, OSError) as e:
                 failures.append(f"thrift://{format_address(address)}: {e}")
                 if len(self.addresses) > 1:
-                    log.warning("Hive Metastore at thrift://%s failed to connect (%s)%s", format_address(address), e,
-                                "; trying the next" if i + 1 < len(self.addresses) else "")
+                    log.warning(
+                        "Hive Metastore at thrift://%s failed to connect (%s)%s",
+                        format_address(address),
+                        e,
+                        "; trying the next" if i + 1 < len(self.addresses) else "",
+                    )
                 continue
             self._transport, self._socket, self.address = transport, socket, format_address(address)
             self._answered = False
@@ -198,7 +216,8 @@ class MetastoreConnection:
         where = failures[0] if len(failures) == 1 else "any of " + "; ".join(failures)
         raise MetastoreUnavailable(
             f"cannot reach the Hive Metastore at {where}. "
-            "Check the Airflow connection's host and port (and auth_mechanism) and that the service is up.")
+            "Check the Airflow connection's host and port (and auth_mechanism) and that the service is up."
+        )
 
     def close(self) -> None:
         if self._transport is not None:
@@ -214,35 +233,45 @@ class MetastoreConnection:
         if self.auth_mechanism == "NOSASL":
             return TTransport.TBufferedTransport(socket), socket
         from thrift_sasl import TSaslClientTransport
+
         if self.auth_mechanism == "GSSAPI":
             props = {}
         else:
-            props = {"username": self.username or getpass.getuser(),
-                     "password": self.password if self.password is not None else "unused"}
+            props = {
+                "username": self.username or getpass.getuser(),
+                "password": self.password if self.password is not None else "unused",
+            }
         transport = TSaslClientTransport(
             lambda: _PureSaslClient(host, self.kerberos_service_name, self.auth_mechanism, **props),
-            self.auth_mechanism, socket)
+            self.auth_mechanism,
+            socket,
+        )
         try:
             transport.open()  # the socket is open: this negotiates SASL only
         except Exception as e:
             socket.close()
             if not isinstance(e, TTransport.TTransportException):
                 raise
-            raise TTransport.TTransportException(type=e.type, message=self._negotiation_failure(e, host),
-                                                 inner=e) from e
+            raise TTransport.TTransportException(
+                type=e.type, message=self._negotiation_failure(e, host), inner=e
+            ) from e
         return transport, socket
 
     def _negotiation_failure(self, e: TTransport.TTransportException, host: str) -> str:
         """What a failed SASL negotiation most likely means, and what to check."""
         if _is_closed_by_peer(e) or e.type == TTransport.TTransportException.TIMED_OUT:
-            return (f"SASL {self.auth_mechanism} negotiation got no answer ({e}): does this Metastore use "
-                    "SASL (hive.metastore.sasl.enabled)? If it does not, set auth_mechanism to NOSASL in the "
-                    "connection's extra")
+            return (
+                f"SASL {self.auth_mechanism} negotiation got no answer ({e}): does this Metastore use "
+                "SASL (hive.metastore.sasl.enabled)? If it does not, set auth_mechanism to NOSASL in the "
+                "connection's extra"
+            )
         if self.auth_mechanism == "GSSAPI":
-            return (f"Kerberos (SASL GSSAPI) negotiation failed: {e}. The worker needs a Kerberos ticket "
-                    "(kinit, or Airflow's `airflow kerberos` ticket renewer) and the Metastore's service "
-                    f"principal must be {self.kerberos_service_name}/{host} (kerberos_service_name in the "
-                    "connection's extra)")
+            return (
+                f"Kerberos (SASL GSSAPI) negotiation failed: {e}. The worker needs a Kerberos ticket "
+                "(kinit, or Airflow's `airflow kerberos` ticket renewer) and the Metastore's service "
+                f"principal must be {self.kerberos_service_name}/{host} (kerberos_service_name in the "
+                "connection's extra)"
+            )
         return f"SASL {self.auth_mechanism} negotiation failed: {e} (check the connection's login and password)"
 
     def call(self, method: str, *args):
@@ -260,9 +289,10 @@ class MetastoreConnection:
                 raise MetastoreUnavailable(
                     f"the Hive Metastore at thrift://{self.address} closed the connection at the first call "
                     f"({method}) without a Thrift answer ({e}{said}). That is what a Metastore with "
-                    "hive.metastore.sasl.enabled=true does to a client without SASL: set \"auth_mechanism\" in "
-                    "the Airflow connection's extra (\"GSSAPI\" for Kerberos, with \"kerberos_service_name\" when "
-                    "the service principal is not hive/<host>).") from e
+                    'hive.metastore.sasl.enabled=true does to a client without SASL: set "auth_mechanism" in '
+                    'the Airflow connection\'s extra ("GSSAPI" for Kerberos, with "kerberos_service_name" when '
+                    "the service principal is not hive/<host>)."
+                ) from e
             if isinstance(e, TProtocol.TProtocolException):
                 raise
             raise MetastoreUnavailable(f"Hive Metastore at thrift://{self.address} failed during {method}: {e}") from e

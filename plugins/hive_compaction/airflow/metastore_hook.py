@@ -14,6 +14,7 @@ cost of a scan grows linearly with the number of partitions. Only calls that Hiv
 ``get_tables``, ``get_table_objects_by_name_req``,
 ``alter_partitions_with_environment_context`` and ``alter_table_with_environment_context``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -40,8 +41,10 @@ class TableNotFound(ValueError):
     """The Metastore has no such table (or no such database)."""
 
     def __init__(self, name: str, address: str):
-        super().__init__(f"table {name} does not exist in the Hive Metastore at thrift://{address} "
-                         "(check the database and table names in the config)")
+        super().__init__(
+            f"table {name} does not exist in the Hive Metastore at thrift://{address} "
+            "(check the database and table names in the config)"
+        )
         self.name = name
 
 
@@ -61,8 +64,16 @@ class Metastore(BaseHook):
     conn_type = "hive_metastore"
     hook_name = "Hive Metastore Thrift (hive_compaction)"
 
-    def __init__(self, host: str | None = None, port: int = DEFAULT_PORT, timeout_seconds: float = 60.0,
-                 batch_size: int = 500, *, metastore_conn_id: str | None = None, **options):
+    def __init__(
+        self,
+        host: str | None = None,
+        port: int = DEFAULT_PORT,
+        timeout_seconds: float = 60.0,
+        batch_size: int = 500,
+        *,
+        metastore_conn_id: str | None = None,
+        **options,
+    ):
         super().__init__()
         if host is None:
             if options:
@@ -132,15 +143,17 @@ class Metastore(BaseHook):
         """The named tables of ``database`` (absent ones left out), ``batch_size`` names a call."""
         names = list(names)
         for i in range(0, len(names), self.batch_size):
-            request = ttypes.GetTablesRequest(dbName=database, tblNames=names[i:i + self.batch_size])
-            yield from (TableInfo.from_thrift(t) for t in self.connection.call("get_table_objects_by_name_req",
-                                                                                request).tables)
+            request = ttypes.GetTablesRequest(dbName=database, tblNames=names[i : i + self.batch_size])
+            yield from (
+                TableInfo.from_thrift(t) for t in self.connection.call("get_table_objects_by_name_req", request).tables
+            )
 
     def partition_names(self, table: TableInfo) -> list[str]:
         return self.partition_names_of(table.database, table.table)
 
-    def partitions(self, table: TableInfo, names: Iterable[str] | None = None,
-                   filter_expr: str | None = None) -> Iterator[PartitionInfo]:
+    def partitions(
+        self, table: TableInfo, names: Iterable[str] | None = None, filter_expr: str | None = None
+    ) -> Iterator[PartitionInfo]:
         """All partitions (or those named, or those matching a Metastore filter), in batches."""
         if not table.partition_keys:
             yield PartitionInfo.of_table(table)
@@ -156,7 +169,7 @@ class Metastore(BaseHook):
     def _by_names(self, database: str, table: str, names: list[str]) -> Iterator[list]:
         """The named partitions (Thrift objects; absent names left out), one list per batch."""
         for i in range(0, len(names), self.batch_size):
-            yield self.connection.call("get_partitions_by_names", database, table, names[i:i + self.batch_size])
+            yield self.connection.call("get_partitions_by_names", database, table, names[i : i + self.batch_size])
 
     def update_statistics(self, table: TableInfo, stats: dict[str, dict[str, str | None]]) -> int:
         """Write parameters (statistics) to partitions, keyed by partition name; batched.
@@ -181,18 +194,38 @@ class Metastore(BaseHook):
     def table_exists(self, database: str, table: str) -> bool:
         return table.lower() in [t.lower() for t in self.connection.call("get_tables", database, table)]
 
-    def create_external_table(self, database: str, table: str, columns: Iterable[str], partition_keys: Iterable[str],
-                              storage: tuple[str, str, str], parameters: dict[str, str]) -> bool:
+    def create_external_table(
+        self,
+        database: str,
+        table: str,
+        columns: Iterable[str],
+        partition_keys: Iterable[str],
+        storage: tuple[str, str, str],
+        parameters: dict[str, str],
+    ) -> bool:
         """Create an external table of string columns (``storage``: input format, output format,
         serde); False when it exists already (another run created it meanwhile)."""
         input_format, output_format, serde = storage
         sd = ttypes.StorageDescriptor(
-            cols=[ttypes.FieldSchema(c, "string", "") for c in columns], inputFormat=input_format,
-            outputFormat=output_format, compressed=False, numBuckets=-1, bucketCols=[], sortCols=[], parameters={},
-            serdeInfo=ttypes.SerDeInfo(serializationLib=serde, parameters={}))
-        t = ttypes.Table(tableName=table, dbName=database, owner="hive_compaction", sd=sd,
-                         partitionKeys=[ttypes.FieldSchema(k, "string", "") for k in partition_keys],
-                         parameters={"EXTERNAL": "TRUE", **parameters}, tableType="EXTERNAL_TABLE")
+            cols=[ttypes.FieldSchema(c, "string", "") for c in columns],
+            inputFormat=input_format,
+            outputFormat=output_format,
+            compressed=False,
+            numBuckets=-1,
+            bucketCols=[],
+            sortCols=[],
+            parameters={},
+            serdeInfo=ttypes.SerDeInfo(serializationLib=serde, parameters={}),
+        )
+        t = ttypes.Table(
+            tableName=table,
+            dbName=database,
+            owner="hive_compaction",
+            sd=sd,
+            partitionKeys=[ttypes.FieldSchema(k, "string", "") for k in partition_keys],
+            parameters={"EXTERNAL": "TRUE", **parameters},
+            tableType="EXTERNAL_TABLE",
+        )
         try:
             self.connection.call("create_table", t)
             return True
@@ -227,6 +260,7 @@ def _airflow_connection(conn_id: str | None):
     if conn_id:
         return BaseHook.get_connection(conn_id)
     from airflow.sdk.exceptions import AirflowNotFoundException
+
     try:
         return BaseHook.get_connection(DEFAULT_CONN_ID)
     except AirflowNotFoundException:
@@ -236,11 +270,17 @@ def _airflow_connection(conn_id: str | None):
     except AirflowNotFoundException:
         raise AirflowNotFoundException(
             f"no Airflow connection for the Hive Metastore: define {DEFAULT_CONN_ID!r} (e.g. "
-            f"AIRFLOW_CONN_{DEFAULT_CONN_ID.upper()}='{{\"conn_type\":\"generic\",\"host\":\"hms.example\","
-            f"\"port\":9083}}'), or {LEGACY_CONN_ID!r}, or name yours with metastore_conn_id in the config") from None
-    log.info("Hive Metastore connection: %r (the config names none and there is no %r connection; "
-             "%r is still read, the Hive provider's %r is preferred)", LEGACY_CONN_ID, DEFAULT_CONN_ID,
-             LEGACY_CONN_ID, DEFAULT_CONN_ID)
+            f'AIRFLOW_CONN_{DEFAULT_CONN_ID.upper()}=\'{{"conn_type":"generic","host":"hms.example",'
+            f'"port":9083}}\'), or {LEGACY_CONN_ID!r}, or name yours with metastore_conn_id in the config'
+        ) from None
+    log.info(
+        "Hive Metastore connection: %r (the config names none and there is no %r connection; "
+        "%r is still read, the Hive provider's %r is preferred)",
+        LEGACY_CONN_ID,
+        DEFAULT_CONN_ID,
+        LEGACY_CONN_ID,
+        DEFAULT_CONN_ID,
+    )
     return conn
 
 
@@ -251,12 +291,20 @@ def _settings(conn, conn_id: str | None) -> tuple[str, int, float, int, dict]:
         raise ValueError(f"Airflow connection {conn_id!r} has no host for the Hive Metastore")
     extra = conn.extra_dejson
     connect_timeout = extra.get("connect_timeout_seconds")
-    options = {"auth_mechanism": str(extra.get("auth_mechanism") or "NOSASL"),
-               "kerberos_service_name": str(extra.get("kerberos_service_name") or "hive"),
-               "username": conn.login or None, "password": conn.password or None,
-               "connect_timeout_seconds": None if connect_timeout is None else float(connect_timeout)}
-    return (conn.host, conn.port or DEFAULT_PORT, float(extra.get("timeout_seconds", 60)),
-            int(extra.get("batch_size", 500)), options)
+    options = {
+        "auth_mechanism": str(extra.get("auth_mechanism") or "NOSASL"),
+        "kerberos_service_name": str(extra.get("kerberos_service_name") or "hive"),
+        "username": conn.login or None,
+        "password": conn.password or None,
+        "connect_timeout_seconds": None if connect_timeout is None else float(connect_timeout),
+    }
+    return (
+        conn.host,
+        conn.port or DEFAULT_PORT,
+        float(extra.get("timeout_seconds", 60)),
+        int(extra.get("batch_size", 500)),
+        options,
+    )
 
 
 def _merged(parameters: dict | None, updates: Mapping[str, str | None]) -> dict[str, str]:

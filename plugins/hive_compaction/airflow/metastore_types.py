@@ -1,6 +1,7 @@
 """What the Metastore hook (``metastore_hook.Metastore``) hands out: tables, partitions, the
 package's own partition records, and Hive's partition names. Pure Python (no Airflow, no
 Thrift import), so planning and the backlog rules can use them without either."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -85,6 +86,7 @@ class PartitionInfo:
 @dataclass(frozen=True)
 class PartitionRecord:
     """A partition as the package's own tables keep it: values, parameters, creation time (s)."""
+
     values: tuple[str, ...]
     parameters: dict[str, str]
     create_time: int
@@ -114,7 +116,7 @@ def storage_format(input_format: str, parameters: dict[str, str]) -> str | None:
     return None
 
 
-_ESCAPE = set('"#%\'*/:=?\\\x7f{[]^')
+_ESCAPE = set("\"#%'*/:=?\\\x7f{[]^")
 
 
 def escape_path_name(value: str) -> str:
@@ -125,8 +127,8 @@ def escape_path_name(value: str) -> str:
 def unescape_path_name(text: str) -> str:
     out, i = [], 0
     while i < len(text):
-        if text[i] == "%" and i + 2 < len(text) + 0 and _is_hex(text[i + 1:i + 3]):
-            out.append(chr(int(text[i + 1:i + 3], 16)))
+        if text[i] == "%" and i + 2 < len(text) + 0 and _is_hex(text[i + 1 : i + 3]):
+            out.append(chr(int(text[i + 1 : i + 3], 16)))
             i += 3
         else:
             out.append(text[i])

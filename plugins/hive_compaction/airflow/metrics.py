@@ -14,6 +14,7 @@ rows whose content checksums matched); the gauge ``backlog_partitions`` (partiti
 runs by the fan-out caps); the timers ``merge_seconds`` (the merge jobs' time in the partitions)
 and, for the run, ``run_seconds`` (from the plan to the report).
 """
+
 from __future__ import annotations
 
 import logging
@@ -95,8 +96,15 @@ def send(dag_id: str, report: dict, planned_at: float | None = None) -> None:
     except Exception as e:  # noqa: BLE001 - the statistics are written; metrics are a by-product
         log.warning("the run's metrics were not all sent: %s: %s", type(e).__name__, e)
         return
-    log.info("metrics sent: %s.<figure>.%s (%d partition(s) merged, %d failed, %d deferred) and %d table(s)",
-             PREFIX, dag_id, total.partitions_merged, total.partitions_failed, total.partitions_deferred, len(tables))
+    log.info(
+        "metrics sent: %s.<figure>.%s (%d partition(s) merged, %d failed, %d deferred) and %d table(s)",
+        PREFIX,
+        dag_id,
+        total.partitions_merged,
+        total.partitions_failed,
+        total.partitions_deferred,
+        len(tables),
+    )
 
 
 def _send(stats, name: str, f: Figures, tags: dict[str, str]) -> None:

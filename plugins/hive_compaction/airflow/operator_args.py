@@ -1,5 +1,6 @@
 """The Airflow task arguments the settings give: every task's ``default_args`` and the merge (and rollback)
 tasks' SparkSubmitOperator arguments."""
+
 from __future__ import annotations
 
 import copy
@@ -24,10 +25,13 @@ def merge_operator_kwargs(settings: Settings) -> dict[str, Any]:
     routing = settings.airflow_tasks
     minutes = routing.merge_timeout_minutes
     kwargs: dict[str, Any] = {"conn_id": settings.spark_conn_id, "py_files": settings.py_files, "pool": settings.pool}
-    optional = {"max_active_tis_per_dagrun": settings.max_merges_per_run,
-                "queue": routing.merge_queue or routing.queue or None, "priority_weight": routing.merge_priority_weight,
-                "execution_timeout": None if minutes is None else timedelta(minutes=minutes),
-                "executor_config": copy.deepcopy(routing.merge_executor_config)}
+    optional = {
+        "max_active_tis_per_dagrun": settings.max_merges_per_run,
+        "queue": routing.merge_queue or routing.queue or None,
+        "priority_weight": routing.merge_priority_weight,
+        "execution_timeout": None if minutes is None else timedelta(minutes=minutes),
+        "executor_config": copy.deepcopy(routing.merge_executor_config),
+    }
     kwargs.update({k: v for k, v in optional.items() if v is not None})
     for f in fields(settings.spark_submit):
         value = getattr(settings.spark_submit, f.name)

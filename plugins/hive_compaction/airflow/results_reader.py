@@ -1,5 +1,6 @@
 """The Airflow side of the results table (``model.result_table``): create it, read a run's batches,
 drop old ones, through the Metastore hook's public methods."""
+
 from __future__ import annotations
 
 import logging
@@ -23,8 +24,14 @@ def ensure(hms: Metastore, name: str) -> None:
     db, table = split_name(name)
     if hms.table_exists(db, table):
         return
-    if hms.create_external_table(db, table, ["unused"], PARTITION_KEYS, (TEXT_INPUT, TEXT_OUTPUT, TEXT_SERDE),
-                                 {"comment": "hive_compaction: merge results per run and batch"}):
+    if hms.create_external_table(
+        db,
+        table,
+        ["unused"],
+        PARTITION_KEYS,
+        (TEXT_INPUT, TEXT_OUTPUT, TEXT_SERDE),
+        {"comment": "hive_compaction: merge results per run and batch"},
+    ):
         log.info("created the results table %s", name)
 
 
@@ -40,13 +47,16 @@ def read_run(hms: Metastore, name: str, run: str) -> dict[int, dict[str, str]]:
     db, table = split_name(name)
     prefix = f"run={run}/"
     names = [n for n in hms.partition_names_of(db, table) if n.startswith(prefix)]
-    return read(hms, name, run, [int(n[len(prefix) + len("batch="):]) for n in names])
+    return read(hms, name, run, [int(n[len(prefix) + len("batch=") :]) for n in names])
 
 
 def prune(hms: Metastore, name: str, now: float, keep_days: int = KEEP_DAYS) -> int:
     """Drop the batches recorded more than ``keep_days`` ago; returns how many."""
     db, table = split_name(name)
     cutoff = now - keep_days * 86400
-    old = [p for p in hms.partition_records(db, table, hms.partition_names_of(db, table))
-           if p.create_time and p.create_time < cutoff]
+    old = [
+        p
+        for p in hms.partition_records(db, table, hms.partition_names_of(db, table))
+        if p.create_time and p.create_time < cutoff
+    ]
     return sum(hms.drop_partition(db, table, p.values) for p in old)

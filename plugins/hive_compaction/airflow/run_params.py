@@ -11,6 +11,7 @@ without a key (made before the schedule carried keys) keep the older rule: sched
 date minus each table's lag; backfill, the run's date. Every value is checked here before
 anything reaches the Metastore or a path; errors name the field.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -39,32 +40,61 @@ def params_schema(table_names: list[str], patterns: Sequence[str] = ()) -> dict[
     table_items: dict[str, Any] = {"type": "string", "pattern": r"^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$"}
     tables: dict[str, Any] = {
         # null: the UI's pick list sends null when nothing is picked (= every table)
-        "type": ["null", "array"], "items": table_items, "uniqueItems": True,
-        "title": "Tables", "description": "Configured tables to compact; empty means all of them"}
+        "type": ["null", "array"],
+        "items": table_items,
+        "uniqueItems": True,
+        "title": "Tables",
+        "description": "Configured tables to compact; empty means all of them",
+    }
     if patterns:
         table_items["pattern"] = table_patterns.ENTRY_PATTERN
-        tables["description"] = ("Configured tables to compact, by name, glob (sales.*) or re:<regular expression>; "
-                                 "empty means all of them")
+        tables["description"] = (
+            "Configured tables to compact, by name, glob (sales.*) or re:<regular expression>; empty means all of them"
+        )
         tables["examples"] = sorted(table_names) + list(patterns)
     elif table_names:
         table_items["enum"] = sorted(table_names)
         tables["examples"] = sorted(table_names)  # the UI shows a pick list for an array with examples
     return {
         "tables": tables,
-        "partition_date": {"type": ["null", "string"], "format": "date", "title": "Partition date",
-                           "description": "Only partitions of this date (YYYY-MM-DD); empty: every partition"},
-        "partition_date_to": {"type": ["null", "string"], "format": "date", "title": "Up to partition date",
-                              "description": "With a partition date: compact the range up to this date too"},
+        "partition_date": {
+            "type": ["null", "string"],
+            "format": "date",
+            "title": "Partition date",
+            "description": "Only partitions of this date (YYYY-MM-DD); empty: every partition",
+        },
+        "partition_date_to": {
+            "type": ["null", "string"],
+            "format": "date",
+            "title": "Up to partition date",
+            "description": "With a partition date: compact the range up to this date too",
+        },
         "dry_run": {"type": "boolean", "title": "Dry run", "description": "Plan and report; change nothing"},
-        "target_file_size_mb": {"type": ["null", "integer"], "minimum": 1, "maximum": MAX_SIZE_MB,
-                                "title": "Target file size (MB)", "description": "Override the configured target"},
-        "small_file_limit_mb": {"type": ["null", "integer"], "minimum": 0, "maximum": MAX_SIZE_MB,
-                                "title": "Small-file limit (MB)", "description": "Override; 0 merges nothing"},
+        "target_file_size_mb": {
+            "type": ["null", "integer"],
+            "minimum": 1,
+            "maximum": MAX_SIZE_MB,
+            "title": "Target file size (MB)",
+            "description": "Override the configured target",
+        },
+        "small_file_limit_mb": {
+            "type": ["null", "integer"],
+            "minimum": 0,
+            "maximum": MAX_SIZE_MB,
+            "title": "Small-file limit (MB)",
+            "description": "Override; 0 merges nothing",
+        },
     }
 
 
-PARAM_DEFAULTS: dict[str, Any] = {"tables": [], "partition_date": None, "partition_date_to": None, "dry_run": False,
-                  "target_file_size_mb": None, "small_file_limit_mb": None}
+PARAM_DEFAULTS: dict[str, Any] = {
+    "tables": [],
+    "partition_date": None,
+    "partition_date_to": None,
+    "dry_run": False,
+    "target_file_size_mb": None,
+    "small_file_limit_mb": None,
+}
 
 
 @dataclass(frozen=True)
@@ -104,8 +134,9 @@ def key_date(partition_key: str) -> date:
     try:
         return datetime.strptime(partition_key, KEY_FORMAT).date()
     except (TypeError, ValueError):
-        raise ParamError(f"partition_key: expected a date YYYY-MM-DD (the schedule's key_format), "
-                         f"got {partition_key!r}") from None
+        raise ParamError(
+            f"partition_key: expected a date YYYY-MM-DD (the schedule's key_format), got {partition_key!r}"
+        ) from None
 
 
 def table_date(key: date, policy: TablePolicy, key_lag_days: int) -> date:
@@ -114,8 +145,14 @@ def table_date(key: date, policy: TablePolicy, key_lag_days: int) -> date:
     return key - timedelta(days=policy.partition_lag_days - key_lag_days)
 
 
-def select(settings: Settings, params: dict, run_type, logical_date: datetime | date | None,
-           partition_key: str | None = None, now: datetime | None = None) -> RunSelection:
+def select(
+    settings: Settings,
+    params: dict,
+    run_type,
+    logical_date: datetime | date | None,
+    partition_key: str | None = None,
+    now: datetime | None = None,
+) -> RunSelection:
     """``run_type`` is Airflow's DagRunType (an enum in the task SDK, whose str() is not its
     value) or its value: "scheduled", "backfill", "manual", ...; ``partition_key`` the run's key
     (None for runs without one); ``now`` the clock "today" is read from (default: the current
@@ -195,8 +232,10 @@ def _with_sizes(tables: list[TableConfig], p: dict) -> list[TableConfig]:
         if limit is not None:
             policy = replace(policy, small_file_limit=limit * 1024**2)
         if policy.small_file_limit > policy.target_file_size:
-            raise ParamError(f"small_file_limit_mb: {policy.small_file_limit // 1024**2} MB exceeds the target file "
-                             f"size of {t.name} ({policy.target_file_size // 1024**2} MB)")
+            raise ParamError(
+                f"small_file_limit_mb: {policy.small_file_limit // 1024**2} MB exceeds the target file "
+                f"size of {t.name} ({policy.target_file_size // 1024**2} MB)"
+            )
         overridden.append(replace(t, policy=policy))
     return overridden
 

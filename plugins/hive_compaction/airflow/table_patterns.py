@@ -4,6 +4,7 @@ fnmatch's ``*``, ``?``, ``[...]``); or a regular expression on the whole ``db.ta
 (``re:sales\\.events_\\d+``, matched in full, case-insensitively). Matching is done here on the names the
 Metastore lists, never by the Metastore's own pattern syntax (which differs between Hive 2.3, 3.1 and 4).
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -22,6 +23,7 @@ ENTRY_PATTERN = rf"^({_GLOB_PART}\.{_GLOB_PART}|{REGEX_PREFIX}.+)$"
 class NamePattern:
     """One entry's name, parsed. ``database``: the database it names literally (None: a database glob or a
     regular expression, which needs the Metastore's list of databases)."""
+
     text: str
     kind: str  # "exact", "glob" or "regex"
     database: str | None
@@ -45,10 +47,11 @@ def parse(text: object) -> NamePattern:
     """``text`` (as a file or form gives it) parsed; ValueError saying what is expected (or why the regular
     expression is wrong)."""
     if not isinstance(text, str):
-        raise ValueError(f"name must be 'database.table', a glob like 'sales.*' or 're:<regular expression>', "
-                         f"got {text!r}")
+        raise ValueError(
+            f"name must be 'database.table', a glob like 'sales.*' or 're:<regular expression>', got {text!r}"
+        )
     if text.startswith(REGEX_PREFIX):
-        body = text[len(REGEX_PREFIX):]
+        body = text[len(REGEX_PREFIX) :]
         try:
             compiled = re.compile(body, re.IGNORECASE)
         except re.error as e:
@@ -68,5 +71,4 @@ def parse(text: object) -> NamePattern:
         except re.error as e:  # an unbalanced [ ... ]
             raise ValueError(f"{text!r} is not a valid glob: {e}") from None
         return NamePattern(low, "glob", literal_db, compiled)
-    raise ValueError(f"name must be 'database.table', a glob like 'sales.*' or 're:<regular expression>', "
-                     f"got {text!r}")
+    raise ValueError(f"name must be 'database.table', a glob like 'sales.*' or 're:<regular expression>', got {text!r}")

@@ -8,6 +8,7 @@ match (an exact name that is excluded is refused by the config). The results tab
 Metastore calls: one for the databases (none when every pattern names its database), one per database
 a pattern may hold (its table names), then the matched tables' objects, ``batch_size`` names a call.
 """
+
 from __future__ import annotations
 
 import logging
@@ -36,6 +37,7 @@ class Catalog(Protocol):
 @dataclass(frozen=True)
 class EntryMatch:
     """What one pattern entry matched (its tables, and those ``exclude:`` left out)."""
+
     entry: str
     tables: tuple[str, ...]
     excluded: tuple[str, ...] = ()
@@ -97,12 +99,21 @@ def resolve(settings: Settings, catalog: Catalog) -> Resolution:
     kept = sorted(n for n in matched if n in infos)
     resolved = tuple(
         TableConfig(*n.split(".", 1), settings.patterns[matched[n]].policy(settings.policy_of(n.split(".", 1)[0])))  # type: ignore[call-arg, arg-type]  # database.table
-        for n in kept)
-    entries = tuple(EntryMatch(p.entry, tuple(n for n in kept if matched[n] == i), tuple(excluded.get(i, ())))
-                    for i, p in enumerate(settings.patterns))
+        for n in kept
+    )
+    entries = tuple(
+        EntryMatch(p.entry, tuple(n for n in kept if matched[n] == i), tuple(excluded.get(i, ())))
+        for i, p in enumerate(settings.patterns)
+    )
     for e in entries:
-        shown = ", ".join(e.tables[:LOGGED_NAMES]) + (f" and {len(e.tables) - LOGGED_NAMES} more"
-                                                      if len(e.tables) > LOGGED_NAMES else "")
-        log.info("tables %s: %d matched%s%s", e.entry, len(e.tables), f" ({shown})" if e.tables else "",
-                 f"; {len(e.excluded)} excluded ({', '.join(e.excluded[:LOGGED_NAMES])})" if e.excluded else "")
+        shown = ", ".join(e.tables[:LOGGED_NAMES]) + (
+            f" and {len(e.tables) - LOGGED_NAMES} more" if len(e.tables) > LOGGED_NAMES else ""
+        )
+        log.info(
+            "tables %s: %d matched%s%s",
+            e.entry,
+            len(e.tables),
+            f" ({shown})" if e.tables else "",
+            f"; {len(e.excluded)} excluded ({', '.join(e.excluded[:LOGGED_NAMES])})" if e.excluded else "",
+        )
     return Resolution(settings.tables + resolved, entries, {n: infos[n] for n in kept})

@@ -6,6 +6,7 @@ manifests are written and read only as ``CommitRecord`` (a purge's short hold of
 A record comes from the work area, which anyone who may write it could change: ``parse`` takes
 only a record whose every field has its type (``UnsafeRecord`` otherwise), and
 ``work_area.check_record`` checks its names and folders before any file moves."""
+
 from __future__ import annotations
 
 import json
@@ -27,6 +28,7 @@ class UnsafeRecord(RuntimeError):
 @dataclass(frozen=True)
 class StagedOutput:
     """A merged output waiting for the commit: where it is staged, its name in the partition, its size."""
+
     staged: str
     name: str
     size: int
@@ -40,6 +42,7 @@ class CommitRecord:
     """A decided merge of one partition: which inputs the outputs replace, where the outputs are
     staged, the statistics just before the commit (every key of ``STATISTICS_KEYS``, None where the
     partition had none; read under the Metastore lock)."""
+
     run: str
     pid: str
     table: str
@@ -108,6 +111,7 @@ def _entry_json(entry: RecordedFile | StagedOutput) -> dict[str, Any]:
 @dataclass
 class PurgeHold:
     """A purge holds the partition's journal for a moment while it deletes an expired run's files."""
+
     run: str
     pid: str
     at: float
@@ -118,13 +122,23 @@ class PurgeHold:
 
 
 _TYPES: dict[str, tuple[type, ...]] = {
-          "str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "list[RecordedFile]": (list,),
-          "list[StagedOutput]": (list,), "list[str]": (list,), "dict": (dict,), "str | None": (str, type(None)),
-          "float | None": (int, float, type(None)), "list[RecordedFile] | None": (list, type(None))}
+    "str": (str,),
+    "int": (int,),
+    "float": (int, float),
+    "bool": (bool,),
+    "list[RecordedFile]": (list,),
+    "list[StagedOutput]": (list,),
+    "list[str]": (list,),
+    "dict": (dict,),
+    "str | None": (str, type(None)),
+    "float | None": (int, float, type(None)),
+    "list[RecordedFile] | None": (list, type(None)),
+}
 # The typed entries of a record's file lists: each JSON object's fields and their types.
 _ENTRIES: dict[str, tuple[type, dict[str, tuple[type, ...]], dict[str, tuple[type, ...]]]] = {
-            "RecordedFile": (RecordedFile, {"name": (str,), "size": (int,)}, {"mtime": (int,), "version": (str,)}),
-            "StagedOutput": (StagedOutput, {"staged": (str,), "name": (str,), "size": (int,)}, {})}
+    "RecordedFile": (RecordedFile, {"name": (str,), "size": (int,)}, {"mtime": (int,), "version": (str,)}),
+    "StagedOutput": (StagedOutput, {"staged": (str,), "name": (str,), "size": (int,)}, {}),
+}
 
 
 def parse(text: str) -> CommitRecord | PurgeHold | None:
@@ -149,15 +163,18 @@ def parse(text: str) -> CommitRecord | PurgeHold | None:
             problems.append(f"{name} is {type(value).__name__}, not {declared}")
         elif _entry_kind(declared) and value:
             entry = _ENTRIES[_entry_kind(declared)]  # type: ignore[index]  # not None: the line above
-            if not all(isinstance(v, dict) for v in value):  # type: ignore[attr-defined]  # a list: its type said so
+            items: list[Any] = value  # type: ignore[assignment]  # a list: its declared type said so
+            if not all(isinstance(v, dict) for v in items):
                 problems.append(f"{name} holds items that are not objects")
             else:
-                problems += [f"{name}[{i}]: {p}" for i, v in enumerate(value)  # type: ignore[arg-type, var-annotated]  # a list
-                             for p in _entry_problems(v, entry)]
+                problems += [f"{name}[{i}]: {p}" for i, v in enumerate(items) for p in _entry_problems(v, entry)]
     if problems:
         table, partition = str(data.get("table", "")), str(data.get("partition", ""))
-        raise UnsafeRecord(f"the commit record of {table}/{partition} is refused, nothing was moved: "
-                           f"{'; '.join(problems)}", table, partition)
+        raise UnsafeRecord(
+            f"the commit record of {table}/{partition} is refused, nothing was moved: {'; '.join(problems)}",
+            table,
+            partition,
+        )
     values = {k: v for k, v in data.items() if k in known}
     for name, value in values.items():
         kind = _entry_kind(known[name])
@@ -169,7 +186,7 @@ def parse(text: str) -> CommitRecord | PurgeHold | None:
 
 def _entry_kind(declared: str) -> str | None:
     """The typed entry a field's declared type lists ("list[RecordedFile] | None" -> "RecordedFile")."""
-    kind = declared[len("list["):].split("]")[0] if declared.startswith("list[") else None
+    kind = declared[len("list[") :].split("]")[0] if declared.startswith("list[") else None
     return kind if kind in _ENTRIES else None
 
 
@@ -186,6 +203,9 @@ def _entry_problems(item: dict[str, Any], entry: tuple[Any, ...]) -> list[str]:
 
 # Each record class's fields (name -> declared type) and the names it cannot do without, read once.
 _SCHEMA: dict[type, tuple[dict[str, str], list[str]]] = {
-    cls: ({f.name: cast(str, f.type) for f in fields(cls)},  # annotations are text here (from __future__)
-          [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING])
-    for cls in (CommitRecord, PurgeHold)}
+    cls: (
+        {f.name: cast(str, f.type) for f in fields(cls)},  # annotations are text here (from __future__)
+        [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING],
+    )
+    for cls in (CommitRecord, PurgeHold)
+}

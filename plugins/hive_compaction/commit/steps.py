@@ -8,6 +8,7 @@ added here and reported by the code is timed, killable and traced without anothe
 
 ``INPUT_MOVED`` and ``OUTPUT_MOVED`` (after the first move of a batch) are the only steps inside
 one storage call (``HadoopFS.move_all``): the fault injection splits that batch to reach them."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -36,8 +37,16 @@ class Step(str, Enum):
 
 
 # The steps a commit passes, in order, by mode.
-IN_PLACE_STEPS = (Step.STAGED, Step.JOURNALED, Step.INPUT_MOVED, Step.INPUTS_MOVED, Step.OUTPUTS_MOVING,
-                  Step.OUTPUT_MOVED, Step.OUTPUTS_MOVED, Step.MANIFEST_WRITTEN)
+IN_PLACE_STEPS = (
+    Step.STAGED,
+    Step.JOURNALED,
+    Step.INPUT_MOVED,
+    Step.INPUTS_MOVED,
+    Step.OUTPUTS_MOVING,
+    Step.OUTPUT_MOVED,
+    Step.OUTPUTS_MOVED,
+    Step.MANIFEST_WRITTEN,
+)
 SWITCH_STEPS = (Step.STAGED, Step.JOURNALED, Step.FOLDER_BUILT, Step.SWITCHED, Step.MANIFEST_WRITTEN)
 # Reached inside one batch of moves, not by a call of the commit code.
 WITHIN_A_BATCH = (Step.INPUT_MOVED, Step.OUTPUT_MOVED)

@@ -19,6 +19,7 @@ Every operation goes through the Spark job's Hadoop FileSystem (``fs``: ``hadoop
 or anything with its ``list``, ``read_text``, ``read_text_if_exists``, ``exists``,
 ``create_exclusive`` and ``delete``), so the Airflow workers never touch it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -72,8 +73,9 @@ class WorkArea:
         return f"{self.root}/manifests/{run}"
 
     def manifest(self, run: str, pid: str, attempt: str = "") -> str:
-        return (f"{self.partition_manifests(run, pid)}/{attempt}.json" if attempt
-                else f"{self.manifests(run)}/{pid}.json")
+        return (
+            f"{self.partition_manifests(run, pid)}/{attempt}.json" if attempt else f"{self.manifests(run)}/{pid}.json"
+        )
 
     def partition_manifests(self, run: str, pid: str) -> str:
         """The folder of a partition's manifests, one per attempt that committed it."""
@@ -102,8 +104,9 @@ class WorkArea:
 _SEGMENT = re.compile(r"^(?!\.{1,2}$)[^/\\\x00]+$")
 
 
-def check_record(record: CommitRecord, area: WorkArea, pid: str, location: str | None = None,
-                 table_location: str | None = None) -> None:
+def check_record(
+    record: CommitRecord, area: WorkArea, pid: str, location: str | None = None, table_location: str | None = None
+) -> None:
     """Before a journal or manifest decides any move: its names are plain file names, its
     partition id is the one its file is named by and its table and partition hash to, its
     staged files lie in this work area's staging folder, and its folder is the partition's
@@ -130,8 +133,11 @@ def check_record(record: CommitRecord, area: WorkArea, pid: str, location: str |
     if location is not None and canonical(where) != canonical(location):
         problems.append(f"folder {where} is not the partition's ({location})")
     elif location is None:
-        why = location_problem(where, table_location or "", bool(record.partition)) if table_location \
+        why = (
+            location_problem(where, table_location or "", bool(record.partition))
+            if table_location
             else "no table location to check it against"
+        )
         if why:
             problems.append(f"folder: {why}")
     if record.switched:  # its new folder lies in the table's VERSIONS_FOLDER
@@ -145,8 +151,11 @@ def check_record(record: CommitRecord, area: WorkArea, pid: str, location: str |
     if is_within(where, area.root) or canonical(where) == canonical(area.root):
         problems.append(f"folder {where} lies in the work area")
     if problems:
-        raise UnsafeRecord(f"{record.label}: the commit record in {area.root} is refused, nothing was moved: "
-                           + "; ".join(problems), record.table, record.partition)
+        raise UnsafeRecord(
+            f"{record.label}: the commit record in {area.root} is refused, nothing was moved: " + "; ".join(problems),
+            record.table,
+            record.partition,
+        )
 
 
 def read_journal(fs: HadoopFS, uri: str) -> CommitRecord | PurgeHold | None:
@@ -225,8 +234,14 @@ def journal_holder(fs: HadoopFS, area: WorkArea, pid: str) -> str | None:
         return None
 
 
-def purge_expired(fs: HadoopFS, area: WorkArea, retention_days: int, keep_runs: set[str], now: float | None = None,
-                  retire: Callable[[CommitRecord], bool] | None = None) -> list[str]:
+def purge_expired(
+    fs: HadoopFS,
+    area: WorkArea,
+    retention_days: int,
+    keep_runs: set[str],
+    now: float | None = None,
+    retire: Callable[[CommitRecord], bool] | None = None,
+) -> list[str]:
     """Delete the per-run folders (trash, manifests, staging) of runs older than the retention.
 
     A run's age is the newest change in any of its folders (on an object store, the time in its
@@ -241,8 +256,11 @@ def purge_expired(fs: HadoopFS, area: WorkArea, retention_days: int, keep_runs: 
     newest: dict[str, int] = {}
     for folder in RUN_FOLDERS:
         for run_dir in fs.list(f"{area.root}/{folder}"):
-            changed = max([run_dir.modification_time] + [c.modification_time for c in fs.list(run_dir.path)]
-                          if run_dir.is_dir else [run_dir.modification_time])
+            changed = max(
+                [run_dir.modification_time] + [c.modification_time for c in fs.list(run_dir.path)]
+                if run_dir.is_dir
+                else [run_dir.modification_time]
+            )
             newest[run_dir.name] = max(newest.get(run_dir.name, 0), changed)
     if _on_object_store(area):
         newest = {run: _record_age(fs, area, run) for run in newest}
@@ -265,8 +283,13 @@ def purge_expired(fs: HadoopFS, area: WorkArea, retention_days: int, keep_runs: 
             if fs.delete(target, recursive=True):
                 deleted.append(target)
     if deleted:
-        log.info("%s: purged %d expired folder(s) of %d run(s) older than %d day(s)", area.root, len(deleted),
-                 len({d.rsplit('/', 1)[-1] for d in deleted}), retention_days)
+        log.info(
+            "%s: purged %d expired folder(s) of %d run(s) older than %d day(s)",
+            area.root,
+            len(deleted),
+            len({d.rsplit("/", 1)[-1] for d in deleted}),
+            retention_days,
+        )
     return deleted
 
 
@@ -281,8 +304,11 @@ def _record_age(fs: HadoopFS, area: WorkArea, run: str) -> int:
     (S3A reports the time of the call: a run would never expire) and a copied object takes a new
     one: its commit records' newest time (a manifest's committed_at or rolled_back_at); for a run
     without one (an attempt's staged outputs), its files' own times, three folders deep."""
-    times = [max(m.committed_at or 0, m.rolled_back_at or 0)
-             for m in map(lambda p: read_manifest(fs, p), area.manifests_of(fs, run)) if m]
+    times = [
+        max(m.committed_at or 0, m.rolled_back_at or 0)
+        for m in map(lambda p: read_manifest(fs, p), area.manifests_of(fs, run))
+        if m
+    ]
     if times:
         return int(max(times) * 1000)
     files, folders = [], [f"{area.root}/{folder}/{run}" for folder in RUN_FOLDERS]
@@ -295,12 +321,17 @@ def _record_age(fs: HadoopFS, area: WorkArea, run: str) -> int:
 
 def _partitions_of(fs: HadoopFS, area: WorkArea, run: str) -> set[str]:
     """The partition ids a run's folders hold something of (hidden temporary files aside)."""
-    return {e.name[:-len(".json")] if e.name.endswith(".json") else e.name
-            for folder in RUN_FOLDERS for e in fs.list(f"{area.root}/{folder}/{run}") if not e.name.startswith(".")}
+    return {
+        e.name[: -len(".json")] if e.name.endswith(".json") else e.name
+        for folder in RUN_FOLDERS
+        for e in fs.list(f"{area.root}/{folder}/{run}")
+        if not e.name.startswith(".")
+    }
 
 
-def _purge_partition(fs: HadoopFS, area: WorkArea, run: str, pid: str,
-                     retire: Callable[[CommitRecord], bool] | None) -> bool:
+def _purge_partition(
+    fs: HadoopFS, area: WorkArea, run: str, pid: str, retire: Callable[[CommitRecord], bool] | None
+) -> bool:
     """Delete one partition's trash, manifest and staging of an expired run while holding its
     journal, as a commit does: a rollback holds it while it moves files out of this trash and
     back (deleting the trash then would lose the rows that were in it), a commit or replay while
@@ -317,8 +348,12 @@ def _purge_partition(fs: HadoopFS, area: WorkArea, run: str, pid: str,
             manifest = read_manifest(fs, path)
             if manifest and manifest.switched and (retire is None or not retire(manifest)):
                 return False
-        for path in (area.trash(run, pid), area.manifest(run, pid), area.partition_manifests(run, pid),
-                     area.staging(run, pid)):
+        for path in (
+            area.trash(run, pid),
+            area.manifest(run, pid),
+            area.partition_manifests(run, pid),
+            area.staging(run, pid),
+        ):
             fs.delete(path, recursive=True)
         return True
     finally:

@@ -13,6 +13,7 @@ touched either).
 The driver needs the ``hive_compaction`` package (standard library and pyspark only): installed
 where the driver runs, or shipped with ``--py-files dist/hive_compaction.zip`` (``make dist``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,14 +49,19 @@ def driver_memory(spark) -> str:
     Not the heap pools' peaks added up: each peaks at its own time, and their sum overstated the
     heap (1,469 MB "of" a 1,024 MB heap in a 2,000-partition run)."""
     jvm = spark._jvm
-    pools = [p for p in jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans()
-             if str(p.getType()) == "Heap memory"]
+    pools = [
+        p
+        for p in jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans()
+        if str(p.getType()) == "Heap memory"
+    ]
     # "G1 Old Gen", "PS Old Gen", "Tenured Gen", "ZGC Old Generation"; a one-pool heap is its own.
     old = [p for p in pools if "Old Gen" in p.getName() or "Tenured" in p.getName()] or pools
     peak = sum(p.getPeakUsage().getUsed() for p in old)
     heap = jvm.java.lang.Runtime.getRuntime().maxMemory()
-    parts = [f"JVM old generation peak {peak / 2**20:.0f} MB of a {heap / 2**20:.0f} MB heap",
-             f"Python peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB"]
+    parts = [
+        f"JVM old generation peak {peak / 2**20:.0f} MB of a {heap / 2**20:.0f} MB heap",
+        f"Python peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB",
+    ]
     try:  # the JVM's own process (the Python driver's parent, on its host); /proc is Linux's
         status = Path(f"/proc/{jvm.java.lang.ProcessHandle.current().pid()}/status").read_text()
         rss = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:"))
@@ -70,8 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", required=True, help="the encoded batch the planning task made")
     parser.add_argument("--dry-run", action="store_true", help="list and group, change nothing")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stdout,
-                        format="%(asctime)s %(levelname)s hive_compaction: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(levelname)s hive_compaction: %(message)s"
+    )
     # py4j logs every driver thread's connection closing at INFO: noise between our progress lines.
     logging.getLogger("py4j").setLevel(logging.WARNING)
     payload = decode_batch(args.batch)
@@ -89,12 +96,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not logged_in(spark):
             return 3
-        runner = BatchRunner(spark, payload["run"], str(payload["batch"]),
-                             dry_run=args.dry_run or payload.get("dry_run", False),
-                             metastore_uris=payload.get("metastore_uris"))
+        runner = BatchRunner(
+            spark,
+            payload["run"],
+            str(payload["batch"]),
+            dry_run=args.dry_run or payload.get("dry_run", False),
+            metastore_uris=payload.get("metastore_uris"),
+        )
         results = runner.maintain(payload.get("maintain", []), tasks) + runner.run_batch(tasks)
-        results_writer.publish(spark, payload["results_table"], payload["run"], payload["batch"],
-                             encode_results(results), payload.get("metastore_uris"))
+        results_writer.publish(
+            spark,
+            payload["results_table"],
+            payload["run"],
+            payload["batch"],
+            encode_results(results),
+            payload.get("metastore_uris"),
+        )
         log.info("driver memory: %s", driver_memory(spark))
     finally:
         if runner is not None:

@@ -2,6 +2,7 @@
 before anything is read, whether its commits may share one Metastore lock (a chunk), and the
 commit itself, from a partition's staged work and its decided record (``commit.record``) to where
 the partition now reads. ``merge.finish`` and ``merge.prepare`` ask the committer, never the mode."""
+
 from __future__ import annotations
 
 import time
@@ -21,6 +22,7 @@ from hive_compaction.storage.metastore_client import JobMetastore
 
 class Job(Protocol):
     """What a committer uses of the merge job that commits (``merge.finish.Finisher``)."""
+
     spark: JobSpark
     fs: HadoopFS
     metastore: JobMetastore
@@ -48,6 +50,7 @@ class Committer(Protocol):
 
 class InPlace:
     """The journaled in-place protocol (``commit.in_place``): the partition keeps its folder."""
+
     mode, chunked = IN_PLACE, True
 
     def refusal(self, task: PartitionTask) -> str | None:
@@ -61,6 +64,7 @@ class InPlace:
 class LocationSwitch:
     """A new folder and one ``alter_partition`` (``commit.location_switch``): alone under its own
     lock, since its commit point is the Metastore call."""
+
     mode, chunked = LOCATION_SWITCH, False
 
     def refusal(self, task: PartitionTask) -> str | None:
@@ -74,20 +78,23 @@ class LocationSwitch:
         fmt = task.storage_format
         old_footers, new_footers = footers_by_name(work)
         record = record.but(
-            mode=LOCATION_SWITCH, values=list(task.values), table_location=task.table_location,
+            mode=LOCATION_SWITCH,
+            values=list(task.values),
+            table_location=task.table_location,
             new_location=location_switch.new_folder(task.table_location, task.partition, job.run, job.attempt),
             files=[f.identity() for f in work.files],
             descriptor=descriptor,  # compared with the partition's when it is switched
             decided_at=time.time(),
             copies=[f.name for f in work.files if f.name not in merged],
-            rows=partition_rows(job.spark, fmt, work.files, old_footers))
+            rows=partition_rows(job.spark, fmt, work.files, old_footers),
+        )
         # Where the old files move at the finish: made before the journal, renamed by a takeover.
         record = record.but(moving_trash=f"{work.area.trash_of(record)}{in_place.MOVING_TRASH}")
         job.fs.make_folders(record.moving_trash)
         in_place.hold(job.fs, work.area, record)
         manifest = location_switch.build_and_switch(
-            job.fs, work.area, job.metastore, record,
-            lambda files: partition_rows(job.spark, fmt, files, new_footers))
+            job.fs, work.area, job.metastore, record, lambda files: partition_rows(job.spark, fmt, files, new_footers)
+        )
         return Committed(manifest.new_location, 0.0)
 
 

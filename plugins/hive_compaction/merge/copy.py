@@ -12,6 +12,7 @@ writer (``Writer.appendStripe``, as ``OrcFile.mergeFiles`` uses them) and parque
 ``ParquetRewriter``. All file I/O goes through the Hadoop FileSystem API, so
 paths are Hadoop URIs (``hdfs://``, ``s3a://``, ``file:``) and no byte of data passes through Python.
 """
+
 from __future__ import annotations
 
 import time
@@ -36,6 +37,7 @@ class _Unit:
     column chunk. ``what`` describes it (compared between input and output besides the bytes);
     ``stats``: SHA-256 of its statistics (ORC stripe statistics, Parquet chunk statistics) when
     they were read, else None."""
+
     what: tuple
     offset: int
     length: int
@@ -45,6 +47,7 @@ class _Unit:
 class Read(NamedTuple):
     """One file's footer as a copy sees it: the facts, the copy units, and (ORC, statistics read)
     "" when its file-level column statistics are the merge of its stripes', else what is wrong."""
+
     footer: FileFooter
     units: list[_Unit]
     file_stats: str | None = None
@@ -64,12 +67,21 @@ def _check_fmt(fmt: str) -> str:
 
 
 def _footer(fmt: str, doc: dict) -> Read:
-    footer = FileFooter(rows=int(doc["rows"]), block_rows=tuple(doc["block_rows"]), schema=doc["schema"],
-                        compression=doc["compression"], version=doc["version"],
-                        block_bytes=tuple(doc["block_bytes"]), extra=tuple(tuple(kv) for kv in doc["extra"]),
-                        no_copy=doc.get("no_copy") or "")
-    return Read(footer, [_Unit(tuple(u[0]), u[1], u[2], u[3] if len(u) > 3 else None) for u in doc["units"]],
-                doc.get("file_stats"))
+    footer = FileFooter(
+        rows=int(doc["rows"]),
+        block_rows=tuple(doc["block_rows"]),
+        schema=doc["schema"],
+        compression=doc["compression"],
+        version=doc["version"],
+        block_bytes=tuple(doc["block_bytes"]),
+        extra=tuple(tuple(kv) for kv in doc["extra"]),
+        no_copy=doc.get("no_copy") or "",
+    )
+    return Read(
+        footer,
+        [_Unit(tuple(u[0]), u[1], u[2], u[3] if len(u) > 3 else None) for u in doc["units"]],
+        doc.get("file_stats"),
+    )
 
 
 def read_many(spark, fmt: str, paths: list[str], statistics: bool = False) -> list[Read | CopyMergeError]:
@@ -84,8 +96,11 @@ def read_many(spark, fmt: str, paths: list[str], statistics: bool = False) -> li
         return []
     out = []
     for path, doc in zip(paths, jvm_helper.call(spark, "footers", fmt, list(paths), bool(statistics))):
-        out.append(CopyMergeError(f"cannot read the {fmt} footer of {path}: {doc['error']}") if "error" in doc
-                   else _footer(fmt, doc))
+        out.append(
+            CopyMergeError(f"cannot read the {fmt} footer of {path}: {doc['error']}")
+            if "error" in doc
+            else _footer(fmt, doc)
+        )
     return out
 
 
@@ -170,8 +185,15 @@ def stage(spark, fmt: str, group: Group, staging: str, name: str) -> float:
     return verified
 
 
-def _compare(fmt: str, inputs: list[str], read: list[Read], output: str, out: Read,
-             in_digests: list[list[str]], out_digests: list[str]) -> None:
+def _compare(
+    fmt: str,
+    inputs: list[str],
+    read: list[Read],
+    output: str,
+    out: Read,
+    in_digests: list[list[str]],
+    out_digests: list[str],
+) -> None:
     """Whether ``output`` is exactly the blocks of ``inputs`` in order, under the footer metadata
     they share, from their footers and the digest of every copied byte range (the JVM's
     ``Digests.RangeHash``: CRC-32C and CRC-32).
@@ -186,6 +208,7 @@ def _compare(fmt: str, inputs: list[str], read: list[Read], output: str, out: Re
     startingPos/totalSize) plus its column path, codec and value count; the rewriter copies chunk
     bytes verbatim, so no statistics fallback is needed.
     """
+
     def fail(what: str):
         raise CopyMergeError(f"{fmt} copy {output} does not match its inputs: {what}")
 
@@ -228,5 +251,8 @@ def describe_extra_difference(want: tuple, got: tuple) -> str:
     """Which keys of two ``FileFooter.extra`` differ, with both values (cut short)."""
     a, b = dict(want), dict(got)
     cut = lambda v: "absent" if v is None else '""' if v == "" else v if len(v) <= 60 else v[:57] + "..."
-    return ", ".join(f"{k} ({cut(a.get(k))} in the input, {cut(b.get(k))} in the output)"
-                     for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
+    return ", ".join(
+        f"{k} ({cut(a.get(k))} in the input, {cut(b.get(k))} in the output)"
+        for k in sorted(set(a) | set(b))
+        if a.get(k) != b.get(k)
+    )

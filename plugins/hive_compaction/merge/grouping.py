@@ -18,6 +18,7 @@ The rules, in the order the merge job applies them:
    ``copy_min_block_size``; else rewrite. Why small files were not copied together (and why
    auto rewrote) is the partition's ``copy_notes``; why files were rewritten apart, ``layout_notes``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -52,12 +53,23 @@ READING_KEYS = {
 }
 
 # Footer codec names -> the writer's "compression" option.
-CODECS = {"NONE": "none", "UNCOMPRESSED": "none", "ZLIB": "zlib", "SNAPPY": "snappy", "LZO": "lzo",
-          "LZ4": "lz4", "ZSTD": "zstd", "GZIP": "gzip", "BROTLI": "brotli", "LZ4_RAW": "lz4_raw"}
+CODECS = {
+    "NONE": "none",
+    "UNCOMPRESSED": "none",
+    "ZLIB": "zlib",
+    "SNAPPY": "snappy",
+    "LZO": "lzo",
+    "LZ4": "lz4",
+    "ZSTD": "zstd",
+    "GZIP": "gzip",
+    "BROTLI": "brotli",
+    "LZ4_RAW": "lz4_raw",
+}
 
 
 class Engine(str, Enum):
     """How a group's files become one: their blocks copied, or their rows rewritten."""
+
     COPY = "copy"
     REWRITE = "rewrite"
 
@@ -98,6 +110,7 @@ class Group:
 @dataclass
 class Work:
     """One partition on its way through the merge job's phases (prepare, stage, commit)."""
+
     task: PartitionTask
     pid: str
     area: WorkArea
@@ -140,8 +153,9 @@ def tiny_blocks(ft: FileFooter, min_avg_block_bytes: int = 0, min_block_rows: in
     return bool(n) and (sum(ft.block_bytes) / n < min_avg_block_bytes or ft.rows / n < min_block_rows)
 
 
-def group(task: PartitionTask, files: list[DataFile], small: list[DataFile],
-          footers: dict[str, FileFooter]) -> list[Group]:
+def group(
+    task: PartitionTask, files: list[DataFile], small: list[DataFile], footers: dict[str, FileFooter]
+) -> list[Group]:
     """The partition's merge groups (Hudi-style packing), by ``merge_mode``.
 
     copy: the small files that may be copied, packed per copy key (the rest stay); rewrite, or a
@@ -157,13 +171,15 @@ def group(task: PartitionTask, files: list[DataFile], small: list[DataFile],
 @dataclass(frozen=True)
 class AutoChoice:
     """``merge_mode: auto``'s decision for one partition: one engine for all its small files."""
+
     engine: Engine
     groups: list[Group]
     why: str  # why this engine, for the partition's reason when it is not the cheaper copy ("" for copy)
 
 
-def auto_choice(task: PartitionTask, files: list[DataFile], small: list[DataFile],
-                footers: dict[str, FileFooter]) -> AutoChoice:
+def auto_choice(
+    task: PartitionTask, files: list[DataFile], small: list[DataFile], footers: dict[str, FileFooter]
+) -> AutoChoice:
     """Copy every small file or rewrite every one: a partition is never split across engines.
 
     Copy (no decoding, far cheaper) when all three hold, else rewrite:
@@ -181,22 +197,32 @@ def auto_choice(task: PartitionTask, files: list[DataFile], small: list[DataFile
     copy = _copy_groups(task, small, footers)
     # Against the same files packed as one kind (the copy's own packing, not the rewrite's predicted
     # size): a copy is turned down for more files only where disagreeing footers cause them.
-    one_kind = pack_small_files(small, target_file_size=task.target_file_size,
-                                small_file_limit=task.small_file_limit, min_small_files=2)
+    one_kind = pack_small_files(
+        small, target_file_size=task.target_file_size, small_file_limit=task.small_file_limit, min_small_files=2
+    )
     after_copy, after_rewrite = _files_after(small, copy), _files_after(small, rewrite)
     if after_copy > _files_after(small, [Group(Engine.COPY, g) for g in one_kind]):
-        return AutoChoice(Engine.REWRITE, rewrite, f"copying would make {after_copy} file(s) of the small ones "
-                                                   f"(their footers differ), a rewrite {after_rewrite}")
+        return AutoChoice(
+            Engine.REWRITE,
+            rewrite,
+            f"copying would make {after_copy} file(s) of the small ones "
+            f"(their footers differ), a rewrite {after_rewrite}",
+        )
     if not copy:  # no two files fit in one copy: a rewrite, predicted to shrink, may still pack them
-        return AutoChoice(Engine.REWRITE, rewrite, "no two small files fit in one copy of target_file_size"
-                          if rewrite else "")
+        return AutoChoice(
+            Engine.REWRITE, rewrite, "no two small files fit in one copy of target_file_size" if rewrite else ""
+        )
     copied = [footers[f.path] for g in copy for f in g.files]
     blocks = sum(len(ft.block_bytes) for ft in copied)
     average = sum(sum(ft.block_bytes) for ft in copied) / blocks if blocks else 0
     if average < task.copy_min_block_size:
-        return AutoChoice(Engine.REWRITE, rewrite, f"copying would keep stripes / row groups averaging "
-                                                   f"{average / 1024:.1f} KB, under copy_min_block_size "
-                                                   f"{task.copy_min_block_size / 1024:.1f} KB")
+        return AutoChoice(
+            Engine.REWRITE,
+            rewrite,
+            f"copying would keep stripes / row groups averaging "
+            f"{average / 1024:.1f} KB, under copy_min_block_size "
+            f"{task.copy_min_block_size / 1024:.1f} KB",
+        )
     return AutoChoice(Engine.COPY, copy, "")
 
 
@@ -210,25 +236,35 @@ def _copy_groups(task: PartitionTask, candidates: list[DataFile], footers: dict[
     compatible: dict[tuple, list[DataFile]] = {}
     for f in candidates:
         compatible.setdefault(footers[f.path].copy_key, []).append(f)
-    return [Group(Engine.COPY, g) for same in compatible.values()
-            for g in pack_small_files(same, target_file_size=task.target_file_size,
-                                      small_file_limit=task.small_file_limit, min_small_files=2)]
+    return [
+        Group(Engine.COPY, g)
+        for same in compatible.values()
+        for g in pack_small_files(
+            same, target_file_size=task.target_file_size, small_file_limit=task.small_file_limit, min_small_files=2
+        )
+    ]
 
 
-def _rewrite_groups(task: PartitionTask, files: list[DataFile], rest: list[DataFile],
-                    footers: dict[str, FileFooter]) -> list[Group]:
+def _rewrite_groups(
+    task: PartitionTask, files: list[DataFile], rest: list[DataFile], footers: dict[str, FileFooter]
+) -> list[Group]:
     """Rewrite groups, packed by the output size predicted from bytes per row (re-encoding changes
     the size)."""
     if not rest:
         return []
     capacity = int(task.target_file_size / expansion(files, rest, footers))
-    return [Group(Engine.REWRITE, g) for _, same in rewrite_layouts(task, rest, footers)
-            for g in pack_small_files(same, target_file_size=capacity, small_file_limit=task.small_file_limit,
-                                      min_small_files=2)]
+    return [
+        Group(Engine.REWRITE, g)
+        for _, same in rewrite_layouts(task, rest, footers)
+        for g in pack_small_files(
+            same, target_file_size=capacity, small_file_limit=task.small_file_limit, min_small_files=2
+        )
+    ]
 
 
-def rewrite_layouts(task: PartitionTask, files: list[DataFile],
-                    footers: dict[str, FileFooter]) -> list[tuple[ParquetLayout | None, list[DataFile]]]:
+def rewrite_layouts(
+    task: PartitionTask, files: list[DataFile], footers: dict[str, FileFooter]
+) -> list[tuple[ParquetLayout | None, list[DataFile]]]:
     """Files one rewrite output may hold together, with the layout it keeps: Parquet files whose
     layouts differ (``parquet_layout``: legacy decimals and lists, the timestamps' type) are never
     mixed, as a copy never mixes footers that differ; ORC (None) is written one way."""
@@ -253,8 +289,9 @@ def _copyable(ft: FileFooter) -> bool:
     return bool(ft.block_rows) and not ft.no_copy
 
 
-def copy_notes(task: PartitionTask, small: list[DataFile], footers: dict[str, FileFooter],
-               files: list[DataFile] | None = None) -> str:
+def copy_notes(
+    task: PartitionTask, small: list[DataFile], footers: dict[str, FileFooter], files: list[DataFile] | None = None
+) -> str:
     """Why some small files may not be copied together, for the partition's reason ("" when
     nothing keeps them apart): files that must not be copied at all, what the footers of the
     copyable ones disagree on (those go to separate copy groups, or to a rewrite), and (auto)
@@ -281,6 +318,7 @@ def copy_notes(task: PartitionTask, small: list[DataFile], footers: dict[str, Fi
 def footer_differences(footers: list[FileFooter]) -> list[str]:
     """What ``footers`` disagree on in their copy keys, each with its values and how many files
     have each, those that change how values read (``READING_KEYS``) first and marked so."""
+
     def counted(values: list[str]) -> str:
         seen: dict[str, int] = {}
         for v in values:
@@ -294,7 +332,8 @@ def footer_differences(footers: list[FileFooter]) -> list[str]:
         values = [getattr(ft, name) for ft in footers]
         if len(set(values)) > 1:
             (reading if name == "schema" else other).append(
-                f"{name} ({len(set(values))} kinds" + (", changes how values read)" if name == "schema" else ")"))
+                f"{name} ({len(set(values))} kinds" + (", changes how values read)" if name == "schema" else ")")
+            )
     keys = sorted({k for ft in footers for k, _ in ft.extra})
     for key in keys:
         values = [dict(ft.extra).get(key, "absent") for ft in footers]

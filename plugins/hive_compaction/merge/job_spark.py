@@ -7,6 +7,7 @@ SparkContext's JVM and Hadoop configuration. Making the SparkSession costs a dri
 copies never makes one, and a job that rewrites starts making it, on a thread of its own, as soon
 as its first partition to rewrite is prepared.
 """
+
 from __future__ import annotations
 
 import logging
@@ -24,8 +25,10 @@ def runtime(spark) -> str:
     """What the job runs on, for its log: "Spark 3.5.9, Scala 2.12.18, Java 17.0.15, Python 3.8.18"
     (``spark``: a SparkSession, a JobSpark or anything with ``sparkContext``)."""
     jvm = spark.sparkContext._jvm
-    return (f"Spark {spark.sparkContext.version}, Scala {jvm.scala.util.Properties.versionNumberString()}, "
-            f"Java {jvm.java.lang.System.getProperty('java.version')}, Python {platform.python_version()}")
+    return (
+        f"Spark {spark.sparkContext.version}, Scala {jvm.scala.util.Properties.versionNumberString()}, "
+        f"Java {jvm.java.lang.System.getProperty('java.version')}, Python {platform.python_version()}"
+    )
 
 
 class JobSpark:

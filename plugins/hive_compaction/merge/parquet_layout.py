@@ -14,6 +14,7 @@ A file says which it was written with by its decimals, else its lists and maps, 
 timestamps (``TIMESTAMP_NTZ`` is INT64 whatever the setting, so it says nothing). Text only: the
 footers' schemas are already read (``grouping.FileFooter.schema``, parquet-java's MessageType).
 """
+
 from __future__ import annotations
 
 import re
@@ -40,22 +41,27 @@ T = TypeVar("T")
 class ParquetLayout:
     """What of Spark's writer settings a Parquet file's schema shows; None where it shows nothing
     (no decimal, list or map; no timestamp)."""
+
     legacy: bool | None = None  # spark.sql.parquet.writeLegacyFormat
     timestamps: str | None = None  # spark.sql.parquet.outputTimestampType
 
     def agrees(self, other: ParquetLayout) -> bool:
         """Whether one output can keep both (each says nothing, or the same)."""
-        return all(a is None or b is None or a == b
-                   for a, b in ((self.legacy, other.legacy), (self.timestamps, other.timestamps)))
+        return all(
+            a is None or b is None or a == b
+            for a, b in ((self.legacy, other.legacy), (self.timestamps, other.timestamps))
+        )
 
     def kept_by(self, written: ParquetLayout) -> bool:
         """Whether a file written with ``written`` keeps all this layout shows."""
-        return (self.legacy is None or self.legacy == written.legacy) and \
-            (self.timestamps is None or self.timestamps == written.timestamps)
+        return (self.legacy is None or self.legacy == written.legacy) and (
+            self.timestamps is None or self.timestamps == written.timestamps
+        )
 
     def merged(self, other: ParquetLayout) -> ParquetLayout:
-        return ParquetLayout(self.legacy if self.legacy is not None else other.legacy,
-                             self.timestamps or other.timestamps)
+        return ParquetLayout(
+            self.legacy if self.legacy is not None else other.legacy, self.timestamps or other.timestamps
+        )
 
     def writer_options(self) -> dict[str, str]:
         """The write options that lay rows out so (Spark 4.2 lets a write's own options win over the

@@ -2,6 +2,7 @@
 files, refuse what its storage or modes cannot merge, read their footers (a corrupt or foreign
 file skips the partition), and decide what to merge (``grouping``: skip rules, copy and rewrite
 groups)."""
+
 from __future__ import annotations
 
 import logging
@@ -34,8 +35,9 @@ class Preparer:
     """Prepares the partitions of one merge job (``BatchRunner``): ``run``, ``attempt`` and
     ``owner`` name the job as its journals and staging folders do."""
 
-    def __init__(self, spark: JobSpark, fs: HadoopFS, metastore: JobMetastore, run: str, attempt: str,
-                 owner: str, dry_run: bool):
+    def __init__(
+        self, spark: JobSpark, fs: HadoopFS, metastore: JobMetastore, run: str, attempt: str, owner: str, dry_run: bool
+    ):
         self.spark, self.fs, self.metastore = spark, fs, metastore
         self.run, self.attempt, self.owner, self.dry_run = run, attempt, owner, dry_run
         self._private_areas: set[str] = set()
@@ -50,11 +52,20 @@ class Preparer:
             return manifest
         recovered = manifest is not None
         files, folders = listing.data_files(self.fs.list(task.location))
-        result = PartitionResult(task.table_name, task.partition, task.location, Status.NOTHING_TO_DO,
-                                 files_before=len(files), bytes_before=sum(f.size for f in files),
-                                 files_after=len(files), bytes_after=sum(f.size for f in files),
-                                 recovered=recovered, listed=True, stats_files=task.num_files,
-                                 stats_bytes=task.total_size)
+        result = PartitionResult(
+            task.table_name,
+            task.partition,
+            task.location,
+            Status.NOTHING_TO_DO,
+            files_before=len(files),
+            bytes_before=sum(f.size for f in files),
+            files_after=len(files),
+            bytes_after=sum(f.size for f in files),
+            recovered=recovered,
+            listed=True,
+            stats_files=task.num_files,
+            stats_bytes=task.total_size,
+        )
         result.sizes_before = result.sizes_after = histogram(task, files)
         decided = self._decide(task, files, folders, result)
         if isinstance(decided, PartitionResult):
@@ -62,8 +73,18 @@ class Preparer:
         groups, footers = decided
         self._private_area(area)
         codec = grouping.output_codec(footers[groups[0].files[0].path])
-        return Work(task, pid, area, result, files, footers, groups, codec, started,
-                    staging=f"{area.staging(self.run, pid)}/{self.attempt}")
+        return Work(
+            task,
+            pid,
+            area,
+            result,
+            files,
+            footers,
+            groups,
+            codec,
+            started,
+            staging=f"{area.staging(self.run, pid)}/{self.attempt}",
+        )
 
     def _recover(self, task: PartitionTask, area: WorkArea, pid: str) -> CommitRecord | PartitionResult | None:
         """Finish a commit of the partition another run left behind (under the Metastore's lock):
@@ -73,40 +94,70 @@ class Preparer:
         try:
             manifest = None
             if not self.dry_run and self.fs.exists(area.journal(pid)):
-                with self.metastore.lock(task.table_name, task.partition, task.lock_wait_seconds,
-                                         task.require_locks):
-                    manifest = recover(self.fs, area, pid, self.owner, location=task.location, switch=lambda record:
-                                       location_switch.recover_switch(self.fs, area, self.metastore, record,
-                                                                      task.table_location, self.owner))
+                with self.metastore.lock(task.table_name, task.partition, task.lock_wait_seconds, task.require_locks):
+                    manifest = recover(
+                        self.fs,
+                        area,
+                        pid,
+                        self.owner,
+                        location=task.location,
+                        switch=lambda record: location_switch.recover_switch(
+                            self.fs, area, self.metastore, record, task.table_location, self.owner
+                        ),
+                    )
         except (CommitHeld, InputsChanged, UnsafeRecord, *LOCK_FAILURES) as e:
             # Left mid-commit (readers may miss rows), a replay that stopped with files it cannot
             # account for, or a journal naming another folder (the partition was moved since it was
             # written): never a success; the task fails and says what is where.
             log.error("%s", e)
             why = "a commit of it is unfinished: " if isinstance(e, LOCK_FAILURES) else ""
-            return PartitionResult(task.table_name, task.partition, task.location, Status.FAILED,
-                                   reason=f"{why}{e}", listed=False, stats_files=task.num_files,
-                                   stats_bytes=task.total_size)
+            return PartitionResult(
+                task.table_name,
+                task.partition,
+                task.location,
+                Status.FAILED,
+                reason=f"{why}{e}",
+                listed=False,
+                stats_files=task.num_files,
+                stats_bytes=task.total_size,
+            )
         except (CommitConflict, CommitStopped) as e:  # nothing of the commit is in: the partition is as it was
-            return PartitionResult(task.table_name, task.partition, task.location, Status.SKIPPED, reason=str(e),
-                                   listed=False, stats_files=task.num_files, stats_bytes=task.total_size)
+            return PartitionResult(
+                task.table_name,
+                task.partition,
+                task.location,
+                Status.SKIPPED,
+                reason=str(e),
+                listed=False,
+                stats_files=task.num_files,
+                stats_bytes=task.total_size,
+            )
         if manifest is not None and manifest.switched:
-            return PartitionResult(task.table_name, task.partition, manifest.new_location, Status.SKIPPED,
-                                   reason=f"finished the location switch run {manifest.run} left behind "
-                                          f"(the partition reads {manifest.new_location})",
-                                   listed=False, recovered=True)
+            return PartitionResult(
+                task.table_name,
+                task.partition,
+                manifest.new_location,
+                Status.SKIPPED,
+                reason=f"finished the location switch run {manifest.run} left behind "
+                f"(the partition reads {manifest.new_location})",
+                listed=False,
+                recovered=True,
+            )
         return manifest
 
-    def _decide(self, task: PartitionTask, files: list[DataFile], folders: list[str],
-                result: PartitionResult) -> tuple[list[Group], dict] | PartitionResult:
+    def _decide(
+        self, task: PartitionTask, files: list[DataFile], folders: list[str], result: PartitionResult
+    ) -> tuple[list[Group], dict] | PartitionResult:
         """The groups to stage and the files' footers, or the listed partition's ``result`` when
         it is skipped, has nothing to merge, or is a dry run's."""
+
         def skip(reason: str) -> PartitionResult:
             result.status, result.reason = Status.SKIPPED, reason
             return result
 
-        reason = (grouping.skip_reason(task, files, folders, time.time() * 1000)
-                  or (self._refusal(task) if files else None))
+        reason = grouping.skip_reason(task, files, folders, time.time() * 1000) or (
+            self._refusal(task) if files else None
+        )
         if reason:
             return skip(reason)
         small = small_files(files, task.small_file_limit)
@@ -143,10 +194,15 @@ class Preparer:
     def _refusal(self, task: PartitionTask) -> str | None:
         """Why the partition's storage or configured modes cannot merge it, known before a footer
         is read (a dry run says so too)."""
-        return committers.for_mode(task.commit_mode).refusal(task) \
-            or storage.commit_refusal(self.fs.resolved_scheme(task.location), task.commit_mode,
-                                      mounted=storage.scheme(task.location) in storage.MOUNT_SCHEMES) \
+        return (
+            committers.for_mode(task.commit_mode).refusal(task)
+            or storage.commit_refusal(
+                self.fs.resolved_scheme(task.location),
+                task.commit_mode,
+                mounted=storage.scheme(task.location) in storage.MOUNT_SCHEMES,
+            )
             or grouping.copy_refused(task)
+        )
 
     def _private_area(self, area: WorkArea) -> None:
         """The work area is created readable by its owner only; one that exists wider is
@@ -159,5 +215,9 @@ class Preparer:
             mode = self.fs.permission(area.root)
             # (S3A reports made-up modes: there the bucket's policies decide who may write)
             if mode & 0o022 and not storage.is_object_store(self.fs.resolved_scheme(area.root)):
-                log.warning("work area %s is writable by others (mode %o): its journals decide which files move; "
-                            "restrict it to the account that runs the merges (chmod 700)", area.root, mode)
+                log.warning(
+                    "work area %s is writable by others (mode %o): its journals decide which files move; "
+                    "restrict it to the account that runs the merges (chmod 700)",
+                    area.root,
+                    mode,
+                )

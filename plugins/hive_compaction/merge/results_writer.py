@@ -1,5 +1,6 @@
 """The merge job's side of the results table (``model.result_table``): record a batch's results
 through the Metastore client in Spark's JVM (``storage.metastore_client.jvm_client``)."""
+
 from __future__ import annotations
 
 from hive_compaction.model.result_table import TEXT_INPUT, TEXT_OUTPUT, TEXT_SERDE, split_name

@@ -4,6 +4,7 @@ A file below ``small_file_limit`` is small; small files are bin-packed into grou
 ``target_file_size`` bytes; files at or above the limit are never rewritten; a partition with
 fewer than ``min_small_files`` small files is left alone; ``small_file_limit = 0`` turns it off.
 """
+
 from __future__ import annotations
 
 from hive_compaction.storage.listing import DataFile

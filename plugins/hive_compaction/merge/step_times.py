@@ -5,6 +5,7 @@ reads the line), and when its first merge began: the end of the job's fixed star
 commit, the protocol's steps (``commit.steps``) are timed too, each from the step before it
 (``laps``): "journaled" is the time from the staged outputs to the published journal (the lock,
 the state read, the listing), "inputs_moved" the moves of the inputs, and so on."""
+
 from __future__ import annotations
 
 import logging
@@ -57,10 +58,11 @@ class StepTimes:
             if last:
                 self.add(step.value, now - last[0], partition)
             last[:] = [now]
+
         return lap
 
     def summary(self) -> str | None:
-        """"prepare 20.1, copy 15.0, ... ms per partition (of N)", the steps in the order first
+        """ "prepare 20.1, copy 15.0, ... ms per partition (of N)", the steps in the order first
         timed; None when nothing was timed."""
         with self._lock:
             n = len(self._partitions)

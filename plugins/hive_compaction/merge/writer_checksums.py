@@ -13,6 +13,7 @@ finds the format class through the thread's context class loader, set for the wr
 Anything that keeps this from working (a Spark whose internal writer API differs, a jar that
 cannot be added) makes the rewrite fall back to scanning its inputs, and says so once.
 """
+
 from __future__ import annotations
 
 import logging
@@ -27,8 +28,13 @@ from hive_compaction.storage import jvm_helper
 
 log = logging.getLogger(__name__)
 
-SOURCES = ("HiveCompactionChecksums", "HiveCompactionChecksumOrc", "HiveCompactionChecksumParquet",
-           "HiveCompactionChecksumWriterFactory", "HiveCompactionChecksumWriter")
+SOURCES = (
+    "HiveCompactionChecksums",
+    "HiveCompactionChecksumOrc",
+    "HiveCompactionChecksumParquet",
+    "HiveCompactionChecksumWriterFactory",
+    "HiveCompactionChecksumWriter",
+)
 JAR = "hive-compaction-checksums.jar"
 FORMATS = {"orc": "HiveCompactionChecksumOrc", "parquet": "HiveCompactionChecksumParquet"}
 _lock = threading.Lock()
@@ -52,15 +58,19 @@ def _loader(spark):
                         z.writestr(name, data)
                 spark.sparkContext._jsc.sc().addJar(str(jar))
             except Exception as e:  # noqa: BLE001 - the rewrite then checksums its inputs by a scan
-                log.warning("the write tasks cannot take the rewrite's checksums here (%s): the inputs are "
-                            "checksummed by a second scan instead", str(e).splitlines()[0][:300])
+                log.warning(
+                    "the write tasks cannot take the rewrite's checksums here (%s): the inputs are "
+                    "checksummed by a second scan instead",
+                    str(e).splitlines()[0][:300],
+                )
                 loader = None
             _loaders[key] = (client, loader)
         return _loaders[key][1]
 
 
-def write(spark, df: DataFrame, fmt: str, options: dict[str, str], path: str, probe: DataFrame,
-          schema: T.StructType) -> dict[str, tuple[int, int, int]] | None:
+def write(
+    spark, df: DataFrame, fmt: str, options: dict[str, str], path: str, probe: DataFrame, schema: T.StructType
+) -> dict[str, tuple[int, int, int]] | None:
     """Write ``df`` as ``fmt`` to ``path``; the rows and content checksums (``checksum.content``)
     of each file written, by file name, taken by the write tasks. ``probe`` is a read of files
     with ``schema``, the written columns (only its plan is used). None when the write tasks could
@@ -75,8 +85,10 @@ def write(spark, df: DataFrame, fmt: str, options: dict[str, str], path: str, pr
     checksums = loader.loadClass("HiveCompactionChecksums").newInstance()
     reg = checksums.register(plan, sums)
     if reg is None:
-        log.warning("the write tasks cannot take the checksums of this plan: the inputs are checksummed by a "
-                    "second scan instead")
+        log.warning(
+            "the write tasks cannot take the checksums of this plan: the inputs are checksummed by a "
+            "second scan instead"
+        )
         df.write.format(fmt).options(**options).save(path)
         return None
     writer = df.write.format(FORMATS[fmt]).options(**options)  # found by the class loader save() sets
