@@ -6,6 +6,7 @@ providers' notifiers) with the task's context plus ``failure``: a dict with ``me
 ``tables``, ``partitions``, ``reason``, ``task`` and ``run_id``, so the notifiers' templated
 arguments can say ``{{ failure.message }}``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -23,8 +24,10 @@ REASON_CHARS = 1000
 # What the Spark provider's "Cannot execute: <command>. Error code is: N." means when N is one the
 # merge and rollback jobs give for a cause of their own (their docstrings: jobs/compact_partitions.py,
 # jobs/rollback.py); said before the command line, which the length limit may cut.
-JOB_EXIT_CODES = {3: "the Spark driver's Kerberos login failed (the task log's `error: Kerberos login failed` line "
-                     "names the principal and keytab, or the ticket cache, and why); nothing was touched"}
+JOB_EXIT_CODES = {
+    3: "the Spark driver's Kerberos login failed (the task log's `error: Kerberos login failed` line "
+    "names the principal and keytab, or the ticket cache, and why); nothing was touched"
+}
 
 
 # The DAG's per-table asset event tasks: "compacted.<db>.<table>" (this TaskGroup, the table).
@@ -34,10 +37,19 @@ ASSET_EVENT_TASKS = f"{ASSET_EVENT_GROUP}."
 PATTERN_EVENTS_TASK = "by_pattern"
 
 
-def failure(task_id: str, run_id: str, *, map_index: int = -1, label: str | None = None, plan: dict | None = None,
-            exception: BaseException | str | None = None, results: list[dict] | None = None,
-            tables: list[str] | None = None, try_number: int | None = None,
-            asked: list[tuple[str, str]] | None = None) -> dict:
+def failure(
+    task_id: str,
+    run_id: str,
+    *,
+    map_index: int = -1,
+    label: str | None = None,
+    plan: dict | None = None,
+    exception: BaseException | str | None = None,
+    results: list[dict] | None = None,
+    tables: list[str] | None = None,
+    try_number: int | None = None,
+    asked: list[tuple[str, str]] | None = None,
+) -> dict:
     """What a failed task held and why.
 
     ``plan``: the plan task's XCom (batches of [table, partition]); a merge task holds the batch of
@@ -45,26 +57,14 @@ def failure(task_id: str, run_id: str, *, map_index: int = -1, label: str | None
     got that far (its failed partitions' reasons beat the exception's "spark-submit returned 1").
     ``tables``: for a failure before there is a plan (the tables the run was asked to compact).
     ``asked``: (table, partition)s the run's form named, where there is no plan (a rollback)."""
-    pairs: list[tuple[str, str]] = []
-    if plan:
-        batches = plan.get("batches") or []
-        only = None
-        if task_id == "merge":
-            batches = [b for b in batches if b.get("batch") == map_index]
-        elif task_id == ASSET_EVENT_TASKS + PATTERN_EVENTS_TASK:  # the pattern-matched tables' partitions
-            only = set(plan.get("matched_by") or {})
-        elif task_id.startswith(ASSET_EVENT_TASKS):  # a table's asset event: that table's partitions
-            only = {task_id[len(ASSET_EVENT_TASKS):]}
-        elif task_id != "refresh_metastore":
-            batches = []
-        pairs = [(t, p) for b in batches for t, p in b.get("partitions", []) if only is None or t in only]
-    pairs = pairs or list(asked or [])
+    pairs = _planned(task_id, map_index, plan) or list(asked or [])
     failed = [r for r in results or [] if r.get("status") == "failed"]
     if failed:  # the job says which partitions failed: name those first
         reasons = [f"{r['table']}/{r['partition'] or '(table)'}: {r.get('reason') or 'failed'}" for r in failed]
         reason = "; ".join(reasons)
-        pairs = [(r["table"], r["partition"]) for r in failed] + \
-                [x for x in pairs if x not in {(r["table"], r["partition"]) for r in failed}]
+        pairs = [(r["table"], r["partition"]) for r in failed] + [
+            x for x in pairs if x not in {(r["table"], r["partition"]) for r in failed}
+        ]
     else:
         reason = _reason(exception)
     table_names = sorted({t for t, _ in pairs} or set(tables or []))
@@ -72,14 +72,40 @@ def failure(task_id: str, run_id: str, *, map_index: int = -1, label: str | None
     where = f"{task_id}[{map_index}]" if map_index is not None and map_index >= 0 else task_id
     if label:
         where += f" ({label})"
-    named = ", ".join(partitions[:MAX_LISTED]) + (f" and {len(partitions) - MAX_LISTED} more"
-                                                  if len(partitions) > MAX_LISTED else "")
+    named = ", ".join(partitions[:MAX_LISTED]) + (
+        f" and {len(partitions) - MAX_LISTED} more" if len(partitions) > MAX_LISTED else ""
+    )
     tries = f", try {try_number}" if try_number else ""
-    message = (f"hive_compaction: {where} failed in run {run_id}{tries}. "
-               f"Tables: {', '.join(table_names) or 'none planned'}. "
-               f"Partitions: {named or 'none planned yet'}. Reason: {reason}")
-    return {"message": message, "task": where, "run_id": run_id, "tables": table_names,
-            "partitions": partitions, "reason": reason}
+    message = (
+        f"hive_compaction: {where} failed in run {run_id}{tries}. "
+        f"Tables: {', '.join(table_names) or 'none planned'}. "
+        f"Partitions: {named or 'none planned yet'}. Reason: {reason}"
+    )
+    return {
+        "message": message,
+        "task": where,
+        "run_id": run_id,
+        "tables": table_names,
+        "partitions": partitions,
+        "reason": reason,
+    }
+
+
+def _planned(task_id: str, map_index: int, plan: dict | None) -> list[tuple[str, str]]:
+    """The (table, partition)s of ``plan`` that the task ``task_id`` (of ``map_index``) held."""
+    if not plan:
+        return []
+    batches = plan.get("batches") or []
+    only = None
+    if task_id == "merge":
+        batches = [b for b in batches if b.get("batch") == map_index]
+    elif task_id == ASSET_EVENT_TASKS + PATTERN_EVENTS_TASK:  # the pattern-matched tables' partitions
+        only = set(plan.get("matched_by") or {})
+    elif task_id.startswith(ASSET_EVENT_TASKS):  # a table's asset event: that table's partitions
+        only = {task_id[len(ASSET_EVENT_TASKS) :]}
+    elif task_id != "refresh_metastore":
+        batches = []
+    return [(t, p) for b in batches for t, p in b.get("partitions", []) if only is None or t in only]
 
 
 def _reason(exception: BaseException | str | None) -> str:
@@ -99,8 +125,10 @@ def build(spec: config_mod.AlertSpec):
     try:
         return cls(**spec.kwargs)
     except Exception as e:
-        raise config_mod.ConfigError(f"alerts: notifier {spec.notifier!r} cannot be created with kwargs "
-                                     f"{sorted(spec.kwargs)}: {type(e).__name__}: {e}") from e
+        raise config_mod.ConfigError(
+            f"alerts: notifier {spec.notifier!r} cannot be created with kwargs "
+            f"{sorted(spec.kwargs)}: {type(e).__name__}: {e}"
+        ) from e
 
 
 def check(settings: config_mod.Settings) -> None:
@@ -140,8 +168,7 @@ class FailureAlert:
             info = describe(context, self.config_path)
         except Exception as e:  # noqa: BLE001 - an alert must still go out
             ti = context.get("ti")
-            info = failure(getattr(ti, "task_id", "?"), context.get("run_id", "?"),
-                           exception=context.get("exception"))
+            info = failure(getattr(ti, "task_id", "?"), context.get("run_id", "?"), exception=context.get("exception"))
             log.warning("could not look up what the failed task held: %s", e)
         log.error("%s", info["message"])
         context["failure"] = info
@@ -168,14 +195,25 @@ def describe(context: dict, config_path: str | Path | None = None) -> dict:
     if plan is None:
         params = context.get("params") or {}
         # the merge form's tables, the rollback form's table (and partitions), else every configured table
-        tables = list(params.get("tables") or []) or ([params["table"]] if isinstance(params.get("table"), str) else
-                                                      [t.name for t in config_mod.load_lenient(config_path)[0].tables])
+        tables = list(params.get("tables") or []) or (
+            [params["table"]]
+            if isinstance(params.get("table"), str)
+            else [t.name for t in config_mod.load_lenient(config_path)[0].tables]
+        )
         if isinstance(params.get("table"), str) and isinstance(params.get("partitions"), list):
             asked = [(params["table"], p) for p in params["partitions"] if isinstance(p, str) and p.strip()]
-    return failure(task_id, context.get("run_id") or getattr(ti, "run_id", "?"), map_index=map_index,  # type: ignore[arg-type]  # a run id, or "?"
-                   label=getattr(ti, "rendered_map_index", None) if task_id == "merge" else None,
-                   plan=plan, exception=context.get("exception"), results=results, tables=tables,
-                   try_number=getattr(ti, "try_number", None), asked=asked)
+    return failure(
+        task_id,
+        context.get("run_id") or getattr(ti, "run_id", "?"),  # type: ignore[arg-type]  # a run id, or "?"
+        map_index=map_index,
+        label=getattr(ti, "rendered_map_index", None) if task_id == "merge" else None,
+        plan=plan,
+        exception=context.get("exception"),
+        results=results,
+        tables=tables,
+        try_number=getattr(ti, "try_number", None),
+        asked=asked,
+    )
 
 
 def _recorded(plan: dict, batch: int, config_path: str | Path | None) -> list[dict] | None:
@@ -184,6 +222,7 @@ def _recorded(plan: dict, batch: int, config_path: str | Path | None) -> list[di
     from hive_compaction.airflow import results_reader
     from hive_compaction.airflow.metastore_hook import Metastore
     from hive_compaction.model.results import decode_results
+
     try:
         settings = config_mod.load(config_path)
         with Metastore(metastore_conn_id=settings.metastore_conn_id) as hms:

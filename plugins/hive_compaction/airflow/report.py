@@ -1,4 +1,5 @@
 """The run report: per table and partition, what changed, what was skipped and why."""
+
 from __future__ import annotations
 
 from hive_compaction.model.results import BUCKETS, bucket_edges, statistics_were_stale
@@ -20,21 +21,28 @@ def reader_gap_note(retries: int, retry_delay_seconds: float, lease_seconds: flo
     task's retry takes the dead job's lock, once silent for ``lease_seconds``, and finishes the
     commit. Airflow's exponential backoff waits up to twice the retry delay for the first retry."""
     if retries < 1:
-        return ("if a merge job dies in the middle of an in-place commit, readers of that partition miss rows until "
-                "the next run finishes the commit (retries: 0)")
+        return (
+            "if a merge job dies in the middle of an in-place commit, readers of that partition miss rows until "
+            "the next run finishes the commit (retries: 0)"
+        )
     wait = 2 * retry_delay_seconds
-    return (f"if a merge job dies in the middle of an in-place commit, readers of that partition miss rows until its "
-            f"retry finishes the commit: at most {wait + lease_seconds:.0f} s and the retry's start (the retry waits "
-            f"up to {wait:.0f} s, retry_delay {retry_delay_seconds:.0f} s with exponential backoff, and takes the "
-            f"dead job's lock once it has been silent {lease_seconds:.0f} s, its lease)")
+    return (
+        f"if a merge job dies in the middle of an in-place commit, readers of that partition miss rows until its "
+        f"retry finishes the commit: at most {wait + lease_seconds:.0f} s and the retry's start (the retry waits "
+        f"up to {wait:.0f} s, retry_delay {retry_delay_seconds:.0f} s with exponential backoff, and takes the "
+        f"dead job's lock once it has been silent {lease_seconds:.0f} s, its lease)"
+    )
 
 
 def stale_note(r: dict) -> str:
-    """"statistics said 1 file(s), the disk had 31" where the Metastore was wrong, else ""."""
+    """ "statistics said 1 file(s), the disk had 31" where the Metastore was wrong, else ""."""
     if not statistics_were_stale(r):
         return ""
-    said = "no statistics" if r.get("stats_files") is None else \
-        f"statistics said {r['stats_files']} file(s) ({_size(r.get('stats_bytes'))})"
+    said = (
+        "no statistics"
+        if r.get("stats_files") is None
+        else f"statistics said {r['stats_files']} file(s) ({_size(r.get('stats_bytes'))})"
+    )
     return f"{said}, the disk had {r['files_before']} ({_size(r['bytes_before'])})"
 
 
@@ -69,8 +77,14 @@ def summarize(results: list[dict], skipped: list[dict], deferred: list[dict]) ->
 
 def unlocked_note(summary: dict) -> str:
     n = summary.get("unlocked", 0)
-    return (f"{n} partition(s) committed WITHOUT the Metastore's lock (require_locks: false): a Hive writer "
-            "could not be told to wait") if n else ""
+    return (
+        (
+            f"{n} partition(s) committed WITHOUT the Metastore's lock (require_locks: false): a Hive writer "
+            "could not be told to wait"
+        )
+        if n
+        else ""
+    )
 
 
 def render(results: list[dict], skipped: list[dict], deferred: list[dict]) -> str:
@@ -78,15 +92,33 @@ def render(results: list[dict], skipped: list[dict], deferred: list[dict]) -> st
     header = ("table", "partition", "status", "files", "bytes", "rows", "mode", "secs", "reason")
     rows = [header]
     for r in sorted(results, key=lambda r: (r["table"], r["partition"])):
-        rows.append((r["table"], r["partition"] or "-", r["status"],
-                     f"{r['files_before']} -> {r['files_after']}",
-                     f"{_size(r['bytes_before'])} -> {_size(r['bytes_after'])}",
-                     "-" if r.get("rows") is None else str(r["rows"]),
-                     r.get("mode") or "-", f"{r.get('seconds', 0):.1f}",
-                     "; ".join(x for x in (r.get("reason"), stale_note(r), r.get("again")) if x)))
+        rows.append(
+            (
+                r["table"],
+                r["partition"] or "-",
+                r["status"],
+                f"{r['files_before']} -> {r['files_after']}",
+                f"{_size(r['bytes_before'])} -> {_size(r['bytes_after'])}",
+                "-" if r.get("rows") is None else str(r["rows"]),
+                r.get("mode") or "-",
+                f"{r.get('seconds', 0):.1f}",
+                "; ".join(x for x in (r.get("reason"), stale_note(r), r.get("again")) if x),
+            )
+        )
     for s in skipped:
-        rows.append((s["table"], s["partition"] or "-", "skipped", "", "", "", "", "",
-                     "; ".join(x for x in (s["reason"], s.get("again")) if x)))
+        rows.append(
+            (
+                s["table"],
+                s["partition"] or "-",
+                "skipped",
+                "",
+                "",
+                "",
+                "",
+                "",
+                "; ".join(x for x in (s["reason"], s.get("again")) if x),
+            )
+        )
     for d in deferred:
         rows.append((d["table"], d["partition"] or "-", "deferred", "", "", "", "", "", deferred_reason(d)))
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
@@ -94,14 +126,18 @@ def render(results: list[dict], skipped: list[dict], deferred: list[dict]) -> st
     lines.insert(1, "  ".join("-" * w for w in widths))
     s = summarize(results, skipped, deferred)
     lines.append("")
-    lines.append(f"{s['partitions_merged']} of {s['partitions_examined']} partitions merged: "
-                 f"{s['files_before']} -> {s['files_after']} files, "
-                 f"{_size(s['bytes_before'])} -> {_size(s['bytes_after'])}, {s['rows_merged']} rows verified; "
-                 f"{s['skipped']} skipped, {s['deferred']} deferred, {s['failed']} failed; "
-                 f"{s['listed']} listed, {s['stale_statistics']} with statistics that disagreed with the disk")
+    lines.append(
+        f"{s['partitions_merged']} of {s['partitions_examined']} partitions merged: "
+        f"{s['files_before']} -> {s['files_after']} files, "
+        f"{_size(s['bytes_before'])} -> {_size(s['bytes_after'])}, {s['rows_merged']} rows verified; "
+        f"{s['skipped']} skipped, {s['deferred']} deferred, {s['failed']} failed; "
+        f"{s['listed']} listed, {s['stale_statistics']} with statistics that disagreed with the disk"
+    )
     if s["recovered"]:
-        lines.append(f"{s['recovered']} interrupted commit(s) left by earlier runs or attempts finished (their "
-                     "partitions read every row again; see the rows above)")
+        lines.append(
+            f"{s['recovered']} interrupted commit(s) left by earlier runs or attempts finished (their "
+            "partitions read every row again; see the rows above)"
+        )
     unlocked = unlocked_note(s)
     if unlocked:
         lines.append(unlocked)
@@ -130,14 +166,36 @@ def _left_reason(r: dict, small: int | None = None) -> str:
     if r["status"] == "merged" and small is not None and small <= (r.get("groups") or 0):
         reason = LITTLE_DATA
     else:
-        reason = r.get("reason") or {"merged": LITTLE_DATA, "would_merge": "dry run",
-                                     "nothing_to_do": "fewer small files than min_small_files"}.get(r["status"],
-                                                                                                    r["status"])
+        reason = r.get("reason") or {
+            "merged": LITTLE_DATA,
+            "would_merge": "dry run",
+            "nothing_to_do": "fewer small files than min_small_files",
+        }.get(r["status"], r["status"])
     return "; ".join(x for x in (reason, r.get("again")) if x)
 
 
-def distribution(results: list[dict], skipped: list[dict], deferred: list[dict],
-                 policies: dict[str, dict]) -> dict[str, dict]:
+def _no_partitions_yet(policy: dict) -> dict:
+    """A table's entry of ``distribution`` before its partitions are counted (``policy``: its limits)."""
+    limit, target = policy.get("small_file_limit"), policy.get("target_file_size")
+    known = limit is not None and target is not None
+    return {
+        "small_file_limit": limit,
+        "target_file_size": target,
+        "buckets": bucket_labels(limit, target) if known else None,  # type: ignore[arg-type]  # known: both set
+        "before": [0] * BUCKETS if known else None,
+        "after": [0] * BUCKETS if known else None,
+        "partitions": 0,
+        "files_before": 0,
+        "files_after": 0,
+        "merged_inputs": 0,
+        "outputs": 0,
+        "small_files_left": [],
+    }
+
+
+def distribution(
+    results: list[dict], skipped: list[dict], deferred: list[dict], policies: dict[str, dict]
+) -> dict[str, dict]:
     """Per table: the file-size buckets before and after (summed over the partitions listed), and
     the partitions where small files are left, with the reason. ``policies``: per table the
     ``small_file_limit`` and ``target_file_size`` the run used. Buckets are exact where the merge
@@ -146,17 +204,7 @@ def distribution(results: list[dict], skipped: list[dict], deferred: list[dict],
     tables: dict[str, dict] = {}
 
     def entry(name: str) -> dict:
-        if name not in tables:
-            p = policies.get(name) or {}
-            limit, target = p.get("small_file_limit"), p.get("target_file_size")
-            known = limit is not None and target is not None
-            tables[name] = {"small_file_limit": limit, "target_file_size": target,
-                            "buckets": bucket_labels(limit, target) if known else None,  # type: ignore[arg-type]  # known: both set
-                            "before": [0] * BUCKETS if known else None,
-                            "after": [0] * BUCKETS if known else None,
-                            "partitions": 0, "files_before": 0, "files_after": 0,
-                            "merged_inputs": 0, "outputs": 0, "small_files_left": []}
-        return tables[name]
+        return tables.setdefault(name, _no_partitions_yet(policies.get(name) or {}))
 
     for r in sorted(results, key=lambda r: (r["table"], r["partition"])):
         e = entry(r["table"])
@@ -172,18 +220,23 @@ def distribution(results: list[dict], skipped: list[dict], deferred: list[dict],
         if isinstance(after, (list, tuple)) and len(after) == BUCKETS:
             small = after[0] + after[1]
             if small:
-                e["small_files_left"].append({"partition": r["partition"], "small_files": small,
-                                              "reason": _left_reason(r, small)})
+                e["small_files_left"].append(
+                    {"partition": r["partition"], "small_files": small, "reason": _left_reason(r, small)}
+                )
         elif r["status"] != "merged" and r["files_after"] > 1:  # sizes unknown: they may be small
-            e["small_files_left"].append({"partition": r["partition"], "small_files": None,
-                                          "reason": _left_reason(r)})
+            e["small_files_left"].append({"partition": r["partition"], "small_files": None, "reason": _left_reason(r)})
     for s in skipped:
-        entry(s["table"])["small_files_left"].append({"partition": s["partition"], "small_files": None,
-                                                      "reason": "; ".join(x for x in (s["reason"], s.get("again"))
-                                                                          if x)})
+        entry(s["table"])["small_files_left"].append(
+            {
+                "partition": s["partition"],
+                "small_files": None,
+                "reason": "; ".join(x for x in (s["reason"], s.get("again")) if x),
+            }
+        )
     for d in deferred:
-        entry(d["table"])["small_files_left"].append({"partition": d["partition"], "small_files": None,
-                                                      "reason": deferred_reason(d)})
+        entry(d["table"])["small_files_left"].append(
+            {"partition": d["partition"], "small_files": None, "reason": deferred_reason(d)}
+        )
     return tables
 
 
@@ -198,8 +251,10 @@ def render_distribution(tables: dict[str, dict]) -> str:
             for label, b, a in zip(e["buckets"], e["before"], e["after"]):
                 lines.append(f"  {label.ljust(width)}  {b:>6}  {a:>5}")
         else:
-            lines.append(f"  sizes per file not recorded by the merge job: {e['merged_inputs']} small file(s) "
-                         f"merged into {e['outputs']}")
+            lines.append(
+                f"  sizes per file not recorded by the merge job: {e['merged_inputs']} small file(s) "
+                f"merged into {e['outputs']}"
+            )
         for s in e["small_files_left"][:20]:
             count = "small files" if s["small_files"] is None else f"{s['small_files']} small file(s)"
             lines.append(f"  left: {s['partition'] or '(table)'}: {count}: {s['reason']}")
@@ -215,12 +270,16 @@ def note(results: list[dict], summary: dict, tables: dict[str, dict], dry_run: b
     merged = sum(1 for r in results if r["status"] == ("would_merge" if dry_run else "merged"))
     if dry_run:  # the summary's figures count merged partitions only
         would = [r for r in results if r["status"] == "would_merge"]
-        summary = {**summary, **{k: sum(r[k] for r in would)
-                                 for k in ("files_before", "files_after", "bytes_before", "bytes_after")}}
+        summary = {
+            **summary,
+            **{k: sum(r[k] for r in would) for k in ("files_before", "files_after", "bytes_before", "bytes_after")},
+        }
     unlocked = unlocked_note(summary)
-    return (f"{verb} {merged} of {summary['partitions_examined']} partition(s) "
-            f"in {len(tables)} table(s): {summary['files_before']} -> {summary['files_after']} files, "
-            f"{_size(summary['bytes_before'])} -> {_size(summary['bytes_after'])}; "
-            f"{left} partition(s) with small files left; "
-            f"{summary['skipped']} skipped, {summary['deferred']} deferred, {summary['failed']} failed"
-            + (f"; {unlocked}" if unlocked else ""))
+    return (
+        f"{verb} {merged} of {summary['partitions_examined']} partition(s) "
+        f"in {len(tables)} table(s): {summary['files_before']} -> {summary['files_after']} files, "
+        f"{_size(summary['bytes_before'])} -> {_size(summary['bytes_after'])}; "
+        f"{left} partition(s) with small files left; "
+        f"{summary['skipped']} skipped, {summary['deferred']} deferred, {summary['failed']} failed"
+        + (f"; {unlocked}" if unlocked else "")
+    )

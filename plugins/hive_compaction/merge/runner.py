@@ -18,6 +18,7 @@ File listings, footers and renames go through ``jvm_helper``: one py4j round tri
 or group, not several per file. A failing partition never stops the others; its files stay as
 they were.
 """
+
 from __future__ import annotations
 
 import logging
@@ -57,7 +58,7 @@ def commit_chunks(works: list[tuple[int, Work]], ways: int) -> list[list[tuple[i
     by_table: dict[str, list[tuple[int, Work]]] = {}
     for i, work in works:
         by_table.setdefault(work.task.table_name, []).append((i, work))
-    return [ws[k:k + size] for ws in by_table.values() for k in range(0, len(ws), size)]
+    return [ws[k : k + size] for ws in by_table.values() for k in range(0, len(ws), size)]
 
 
 class ReadyCommits:
@@ -107,8 +108,9 @@ class ReadyCommits:
 
 
 class BatchRunner:
-    def __init__(self, spark: JobSpark, run: str, batch_id: str, dry_run: bool = False,
-                 metastore_uris: str | None = None):
+    def __init__(
+        self, spark: JobSpark, run: str, batch_id: str, dry_run: bool = False, metastore_uris: str | None = None
+    ):
         self.spark = spark
         # The Metastore's lock and partition locations (location_switch), through Spark's Metastore client.
         self.metastore = JobMetastore(spark, metastore_uris)
@@ -134,8 +136,7 @@ class BatchRunner:
 
     def maintain(self, areas: list[dict], tasks: list[PartitionTask]) -> list[PartitionResult]:
         """Look after the work areas this job owns (``maintenance.maintain``); not in a dry run."""
-        return [] if self.dry_run else maintenance.maintain(self.fs, self.run, self.owner, areas, tasks,
-                                                            self.metastore)
+        return [] if self.dry_run else maintenance.maintain(self.fs, self.run, self.owner, areas, tasks, self.metastore)
 
     # --- the batch --------------------------------------------------------------------------
     def run_batch(self, tasks: list[PartitionTask]) -> list[PartitionResult]:
@@ -154,18 +155,9 @@ class BatchRunner:
                 self._progress(len(results), len(tasks), result)
 
         def prepare(i: int, task: PartitionTask) -> Work | None:
-            started = time.monotonic()
-            try:
-                with self.steps.step("prepare", task):
-                    prepared = self.preparer.prepare(task, started)
-            except Exception as e:  # one bad partition must not stop the others
-                log.exception("%s: failed while preparing", task.label)
-                prepared = failed(task, e)
+            prepared = self._prepare(task)
             if isinstance(prepared, Work):
-                if any(g.engine is Engine.REWRITE for g in prepared.groups):
-                    self.spark.make_session_soon()
                 return prepared
-            prepared.seconds = round(time.monotonic() - started, 3)
             done(i, prepared)
             return None
 
@@ -184,9 +176,14 @@ class BatchRunner:
             began = time.monotonic()
             prepared = list(pool.map(prepare, range(len(tasks)), tasks))
             works = [(i, w) for i, w in enumerate(prepared) if w is not None]
-            log.info("prepared %d partition(s) in %.1fs: %d with files to merge (%d files in %d groups)",
-                     len(tasks), time.monotonic() - began, len(works),
-                     sum(len(g.files) for _, w in works for g in w.groups), sum(len(w.groups) for _, w in works))
+            log.info(
+                "prepared %d partition(s) in %.1fs: %d with files to merge (%d files in %d groups)",
+                len(tasks),
+                time.monotonic() - began,
+                len(works),
+                sum(len(g.files) for _, w in works for g in w.groups),
+                sum(len(w.groups) for _, w in works),
+            )
             commits = ReadyCommits(works, lambda chunk: pool.submit(copy_and_commit, chunk), self.cores)
             self.rewrites.stage([w for _, w in works], commits.staged)
             commits.fail_unreported()
@@ -196,11 +193,40 @@ class BatchRunner:
             log.info("driver time by step: %s", summary)
         return [results[i] for i in range(len(tasks))]
 
+    def _prepare(self, task: PartitionTask) -> Work | PartitionResult:
+        """The partition's work (a rewrite's Spark session then starts soon), or its result: nothing to merge, or
+        failed while preparing."""
+        started = time.monotonic()
+        try:
+            with self.steps.step("prepare", task):
+                prepared = self.preparer.prepare(task, started)
+        except Exception as e:  # one bad partition must not stop the others
+            log.exception("%s: failed while preparing", task.label)
+            prepared = failed(task, e)
+        if not isinstance(prepared, Work):
+            prepared.seconds = round(time.monotonic() - started, 3)
+        elif any(g.engine is Engine.REWRITE for g in prepared.groups):
+            self.spark.make_session_soon()
+        return prepared
+
     def _progress(self, done: int, total: int, r: PartitionResult) -> None:
         window = "" if r.reader_window_ms is None else f", reader window {r.reader_window_ms:.0f} ms"
-        log.info("[%d/%d] %s %s: %s %s(%d -> %d files, %d -> %d bytes, %s%s) in %.1fs", done, total, r.table,
-                 r.partition or "(table)", r.status, f"{r.reason} " if r.reason else "", r.files_before,
-                 r.files_after, r.bytes_before, r.bytes_after, r.mode or "-", window, r.seconds)
+        log.info(
+            "[%d/%d] %s %s: %s %s(%d -> %d files, %d -> %d bytes, %s%s) in %.1fs",
+            done,
+            total,
+            r.table,
+            r.partition or "(table)",
+            r.status,
+            f"{r.reason} " if r.reason else "",
+            r.files_before,
+            r.files_after,
+            r.bytes_before,
+            r.bytes_after,
+            r.mode or "-",
+            window,
+            r.seconds,
+        )
 
     # --- phase 2: stage (rewrites: rewrite.RewriteEngine) -----------------------------------
     def stage_copies(self, work: Work) -> None:
@@ -217,6 +243,11 @@ class BatchRunner:
             except CopyMergeError as e:
                 work.error = str(e)[:500]
         if copied:
-            log.info("%s: copy-merged %d group(s) (%d files) in %.3fs, of which verifying %.3fs", work.task.label,
-                     len(copied), sum(len(g.files) for g in copied), time.monotonic() - began, verified)
-
+            log.info(
+                "%s: copy-merged %d group(s) (%d files) in %.3fs, of which verifying %.3fs",
+                work.task.label,
+                len(copied),
+                sum(len(g.files) for g in copied),
+                time.monotonic() - began,
+                verified,
+            )
