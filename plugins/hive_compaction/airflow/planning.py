@@ -3,6 +3,7 @@
 Pure logic: the Metastore is read by ``metastore_hook``; the files of a partition are listed again by
 the Spark job at merge time (``sizing``), so stale statistics can never cause a wrong merge.
 """
+
 from __future__ import annotations
 
 import math
@@ -58,24 +59,38 @@ def audit_due(partition: PartitionInfo, policy: TablePolicy, now: float) -> bool
     if listed is None:
         return True
     ddl, planned = partition.stat(DDL_TIME), partition.stat(PLANNED_AT)
-    return (listed < now - policy.audit_days * 86400 or (ddl is not None and ddl > listed)
-            or (planned is not None and planned > listed))
+    return (
+        listed < now - policy.audit_days * 86400
+        or (ddl is not None and ddl > listed)
+        or (planned is not None and planned > listed)
+    )
 
 
 def priority(task: PartitionTask) -> tuple:
     """Which partitions come first when the fan-out caps defer some: those whose statistics
     show small files (most files first), then the ones listed longest ago (never: first)."""
     flagged = task.reason == "statistics"
-    return (0 if flagged else 1, -(task.num_files or 0) if flagged else (task.listed_at or 0),
-            task.table_name, task.partition)
+    return (
+        0 if flagged else 1,
+        -(task.num_files or 0) if flagged else (task.listed_at or 0),
+        task.table_name,
+        task.partition,
+    )
 
 
 def table_work_dir(table: TableInfo, policy: TablePolicy, work_root: str | None = None) -> str:
     return default_work_dir(table.location, table.database, table.table, policy.work_dir or work_root)
 
 
-def plan_table(table: TableInfo, policy: TablePolicy, partitions, work_root: str | None = None,
-               list_all: bool = False, now: float | None = None, pick=None):
+def plan_table(
+    table: TableInfo,
+    policy: TablePolicy,
+    partitions,
+    work_root: str | None = None,
+    list_all: bool = False,
+    now: float | None = None,
+    pick=None,
+):
     """(tasks, skipped) for one table's partitions (an iterable of PartitionInfo).
 
     The statistics never decide alone that a partition needs nothing: with ``list_all`` (a run
@@ -88,25 +103,18 @@ def plan_table(table: TableInfo, policy: TablePolicy, partitions, work_root: str
     refusal = table_refusal(table, policy.commit_mode)
     work_dir = table_work_dir(table, policy, work_root)
     if not refusal and file_system(work_dir) != file_system(table.location):
-        refusal = (f"its work_dir {work_dir} is on another file system than the table ({file_system(table.location)}): "
-                   "a commit moves files between them by renames, which cannot cross file systems; set work_dir on "
-                   "the table's file system, or leave it unset (a folder beside the table)")
+        refusal = (
+            f"its work_dir {work_dir} is on another file system than the table ({file_system(table.location)}): "
+            "a commit moves files between them by renames, which cannot cross file systems; set work_dir on "
+            "the table's file system, or leave it unset (a folder beside the table)"
+        )
     if refusal:
         return tasks, [Skipped(table.name, "", refusal)]
     now = time.time() if now is None else now
     folders: dict[str, str] = {}
     for p in partitions:
-        if pick is not None:
-            if not pick(p, policy):
-                continue
-            reason = "backlog"
-        elif candidate(p, policy):
-            reason = "statistics"
-        elif policy.small_file_limit > 0 and list_all:
-            reason = "selected"
-        elif audit_due(p, policy, now):
-            reason = "audit"
-        else:
+        reason = _why_planned(p, policy, list_all, now, pick)
+        if reason is None:
             continue
         problem = location_problem(p.location, table.location, bool(table.partition_keys))
         if not problem and canonical(p.location) in folders:
@@ -115,24 +123,50 @@ def plan_table(table: TableInfo, policy: TablePolicy, partitions, work_root: str
         folders.setdefault(canonical(p.location), p.name)
         if problem:
             skipped.append(Skipped(table.name, p.name, problem))
-            continue
-        tasks.append(PartitionTask(
-            database=table.database, table=table.table, partition=p.name, values=p.values,
-            location=p.location, table_location=table.location,
-            storage_format=table.storage_format, work_dir=work_dir,  # type: ignore[arg-type]  # None: refused above
-            target_file_size=policy.target_file_size, small_file_limit=policy.small_file_limit,
-            min_small_files=policy.min_small_files, merge_mode=policy.merge_mode, commit_mode=policy.commit_mode,
-            lock_wait_seconds=policy.lock_wait_seconds, require_locks=policy.require_locks,
-            quiet_period_minutes=policy.quiet_period_minutes,
-            copy_min_block_size=policy.copy_min_block_size,
-            sort_columns=tuple(c for c, _ in table.sort_columns),
-            num_files=p.stat(NUM_FILES), total_size=p.stat(TOTAL_SIZE), num_rows=p.stat(NUM_ROWS),
-            table_parameters={k: v for k, v in table.parameters.items()
-                              if k in ("orc.compress", "parquet.compression")},
-            reason=reason, listed_at=p.stat(LISTED_AT),
-            statistics={k: p.parameters[k] for k in STATISTICS_KEYS if k in p.parameters},
-        ))
+        else:
+            tasks.append(_task(table, policy, p, work_dir, reason))
     return tasks, skipped
+
+
+def _why_planned(p: PartitionInfo, policy: TablePolicy, list_all: bool, now: float, pick) -> str | None:
+    """Why ``p`` is planned (plan_table's reasons), or None: it is not."""
+    if pick is not None:
+        return "backlog" if pick(p, policy) else None
+    if candidate(p, policy):
+        return "statistics"
+    if policy.small_file_limit > 0 and list_all:
+        return "selected"
+    return "audit" if audit_due(p, policy, now) else None
+
+
+def _task(table: TableInfo, policy: TablePolicy, p: PartitionInfo, work_dir: str, reason: str) -> PartitionTask:
+    return PartitionTask(
+        database=table.database,
+        table=table.table,
+        partition=p.name,
+        values=p.values,
+        location=p.location,
+        table_location=table.location,
+        storage_format=table.storage_format,  # type: ignore[arg-type]  # None: plan_table refused the table
+        work_dir=work_dir,
+        target_file_size=policy.target_file_size,
+        small_file_limit=policy.small_file_limit,
+        min_small_files=policy.min_small_files,
+        merge_mode=policy.merge_mode,
+        commit_mode=policy.commit_mode,
+        lock_wait_seconds=policy.lock_wait_seconds,
+        require_locks=policy.require_locks,
+        quiet_period_minutes=policy.quiet_period_minutes,
+        copy_min_block_size=policy.copy_min_block_size,
+        sort_columns=tuple(c for c, _ in table.sort_columns),
+        num_files=p.stat(NUM_FILES),
+        total_size=p.stat(TOTAL_SIZE),
+        num_rows=p.stat(NUM_ROWS),
+        table_parameters={k: v for k, v in table.parameters.items() if k in ("orc.compress", "parquet.compression")},
+        reason=reason,
+        listed_at=p.stat(LISTED_AT),
+        statistics={k: p.parameters[k] for k in STATISTICS_KEYS if k in p.parameters},
+    )
 
 
 def one_task_per_folder(tasks: list[PartitionTask]) -> tuple[list[PartitionTask], list[Skipped]]:
@@ -146,8 +180,14 @@ def one_task_per_folder(tasks: list[PartitionTask]) -> tuple[list[PartitionTask]
         if other is t:
             kept.append(t)
         else:
-            skipped.append(Skipped(t.table_name, t.partition, f"shares its folder {t.location} with "
-                                   f"{other.table_name} {other.partition or '(table)'}, merged by this run instead"))
+            skipped.append(
+                Skipped(
+                    t.table_name,
+                    t.partition,
+                    f"shares its folder {t.location} with "
+                    f"{other.table_name} {other.partition or '(table)'}, merged by this run instead",
+                )
+            )
     return kept, skipped
 
 
@@ -163,8 +203,9 @@ def pack_batches(tasks: list[PartitionTask], fan_out: FanOut, max_map_length: in
         return [], []
     limit = max(1, min(fan_out.max_spark_jobs, max_map_length))
     total = sum(t.total_size or 0 for t in tasks)
-    wanted = max(math.ceil(total / fan_out.max_bytes_per_job),
-                 math.ceil(len(tasks) / fan_out.max_partitions_per_job), 1)
+    wanted = max(
+        math.ceil(total / fan_out.max_bytes_per_job), math.ceil(len(tasks) / fan_out.max_partitions_per_job), 1
+    )
     n = min(limit, wanted)
     batches: list[list[PartitionTask]] = [[] for _ in range(n)]
     load = [0] * n
@@ -199,7 +240,7 @@ def split_oversized(batches: list[list[PartitionTask]], encode) -> list[list[Par
     while stack:
         b = stack.pop()
         if len(b) > 1 and len(encode(b)) > MAX_ENCODED_BATCH:
-            stack.extend([b[len(b) // 2:], b[:len(b) // 2]])
+            stack.extend([b[len(b) // 2 :], b[: len(b) // 2]])
         else:
             out.append(b)
     return out

@@ -1,4 +1,5 @@
 """What the DAG's Python tasks do, kept out of the DAG file so it can be tested on its own."""
+
 from __future__ import annotations
 
 import logging
@@ -40,8 +41,9 @@ from hive_compaction.storage.paths import run_tag
 log = logging.getLogger(__name__)
 
 
-def partitions_in_dates(hms: Metastore, table: TableInfo, tc: config_mod.TableConfig,
-                        dates: tuple | None, skipped: list[Skipped]):
+def partitions_in_dates(
+    hms: Metastore, table: TableInfo, tc: config_mod.TableConfig, dates: tuple | None, skipped: list[Skipped]
+):
     """The table's partitions (of the date range, when there is one), fetched in batches.
 
     Dates are matched against partition names client-side, so no user input ever becomes part
@@ -49,13 +51,22 @@ def partitions_in_dates(hms: Metastore, table: TableInfo, tc: config_mod.TableCo
     if dates is None or not table.partition_keys:
         return hms.partitions(table, filter_expr=tc.policy.partition_filter)
     if tc.policy.date_column not in [k for k, _ in table.partition_keys]:
-        skipped.append(Skipped(tc.name, "", f"has no partition column {tc.policy.date_column!r} to select "
-                                            "dates by (set date_column for it in the config)"))
+        skipped.append(
+            Skipped(
+                tc.name,
+                "",
+                f"has no partition column {tc.policy.date_column!r} to select "
+                "dates by (set date_column for it in the config)",
+            )
+        )
         return []
     first, last = dates
     if tc.policy.partition_filter:
-        return [p for p in hms.partitions(table, filter_expr=tc.policy.partition_filter)
-                if _in_range(dict(zip([k for k, _ in table.partition_keys], p.values)), tc, first, last)]
+        return [
+            p
+            for p in hms.partitions(table, filter_expr=tc.policy.partition_filter)
+            if _in_range(dict(zip([k for k, _ in table.partition_keys], p.values)), tc, first, last)
+        ]
     names = [n for n in hms.partition_names(table) if _in_range(name_values(n), tc, first, last)]
     return hms.partitions(table, names=names) if names else []
 
@@ -79,6 +90,7 @@ class Candidates:
     """What the Metastore offers a run: the partitions to list (own dates first), those left
     alone, the tables read, their work areas, and the planned partitions the backlog would not
     pick as the Metastore stands (for a dry run's report)."""
+
     tasks: list[PartitionTask] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
     tables: dict[str, TableInfo] = field(default_factory=dict)
@@ -87,8 +99,15 @@ class Candidates:
     unpicked: list[tuple[str, str]] = field(default_factory=list)
 
 
-def plan(settings: config_mod.Settings, hms: Metastore, run_id: str, selection: RunSelection,
-         max_map_length: int = 1024, now: float | None = None, resolution: Resolution | None = None) -> dict:
+def plan(
+    settings: config_mod.Settings,
+    hms: Metastore,
+    run_id: str,
+    selection: RunSelection,
+    max_map_length: int = 1024,
+    now: float | None = None,
+    resolution: Resolution | None = None,
+) -> dict:
     """Partitions from the Metastore, packed into Spark jobs. Returns the mapped tasks' kwargs
     (``spark_args``) and the plan the refresh task reads (``plan``). Touches no table storage:
     listing, recovery of interrupted commits and purges are the Spark jobs' work. Outside a dry
@@ -103,13 +122,23 @@ def plan(settings: config_mod.Settings, hms: Metastore, run_id: str, selection: 
         results_reader.ensure(hms, settings.results_table)
         pruned = results_reader.prune(hms, settings.results_table, now)
         if pruned:
-            log.info("dropped %d batch record(s) older than %d days from %s", pruned, result_table.KEEP_DAYS,
-                     settings.results_table)
+            log.info(
+                "dropped %d batch record(s) older than %d days from %s",
+                pruned,
+                result_table.KEEP_DAYS,
+                settings.results_table,
+            )
     if not dry_run:
         _mark_planned(hms, {(t.table_name, t.partition) for t in deferred}, now, found.tables)
     spark_args, described = job_arguments(settings, hms, found, batches, run, dry_run)
-    log.info("planned %d partition(s) in %d Spark job(s); %d skipped, %d deferred; %d Metastore calls",
-             len(found.tasks) - len(deferred), len(batches), len(found.skipped), len(deferred), hms.calls)
+    log.info(
+        "planned %d partition(s) in %d Spark job(s); %d skipped, %d deferred; %d Metastore calls",
+        len(found.tasks) - len(deferred),
+        len(batches),
+        len(found.skipped),
+        len(deferred),
+        hms.calls,
+    )
     if any(t.commit_mode == IN_PLACE for batch in batches for t in batch):
         log.info("%s", reader_gap_note(settings.retries, config_mod.MERGE_RETRY_DELAY_SECONDS, LOCK_LEASE_SECONDS))
     planned = describe(settings, selection, found, described, deferred, run, now)
@@ -120,8 +149,9 @@ def plan(settings: config_mod.Settings, hms: Metastore, run_id: str, selection: 
     return {"spark_args": spark_args, "plan": planned}
 
 
-def candidates(hms: Metastore, selection: RunSelection, now: float,
-               known: dict[str, TableInfo] | None = None) -> Candidates:
+def candidates(
+    hms: Metastore, selection: RunSelection, now: float, known: dict[str, TableInfo] | None = None
+) -> Candidates:
     """Each selected table's partitions of the run's dates and of its lookback window, planned
     by the table's policy (one task per folder). ``known``: tables already read (by name)."""
     found = Candidates()
@@ -138,33 +168,52 @@ def candidates(hms: Metastore, selection: RunSelection, now: float,
         t, s = plan_table(table, tc.policy, own, list_all=dates is not None, now=now)
         b, s2 = plan_table(table, tc.policy, back, now=now, pick=backlog.pending)
         by_name = {p.name: p for p in own}
-        found.unpicked += [(x.table_name, x.partition) for x in t
-                           if x.partition in by_name and not backlog.pending(by_name[x.partition], tc.policy)]
-        log.info("%s: %d partition(s) to list (%d by statistics, %d selected by date, %d audited, %d from the "
-                 "backlog of %s), %d skipped", tc.name, len(t) + len(b),
-                 *(sum(1 for x in t if x.reason == r) for r in ("statistics", "selected", "audit")), len(b),
-                 f"{window[0]} to {window[1]}" if window else "no lookback", len(s) + len(s2))
+        found.unpicked += [
+            (x.table_name, x.partition)
+            for x in t
+            if x.partition in by_name and not backlog.pending(by_name[x.partition], tc.policy)
+        ]
+        log.info(
+            "%s: %d partition(s) to list (%d by statistics, %d selected by date, %d audited, %d from the "
+            "backlog of %s), %d skipped",
+            tc.name,
+            len(t) + len(b),
+            *(sum(1 for x in t if x.reason == r) for r in ("statistics", "selected", "audit")),
+            len(b),
+            f"{window[0]} to {window[1]}" if window else "no lookback",
+            len(s) + len(s2),
+        )
         found.own_date.update(id(x) for x in t)
         found.tasks += t + b
         found.skipped += s + s2
         if not table_refusal(table, tc.policy.commit_mode):
-            found.areas[tc.name] = {"table": tc.name, "table_location": table.location,
-                                    "work_dir": table_work_dir(table, tc.policy),
-                                    "trash_retention_days": tc.policy.trash_retention_days}
+            found.areas[tc.name] = {
+                "table": tc.name,
+                "table_location": table.location,
+                "work_dir": table_work_dir(table, tc.policy),
+                "trash_retention_days": tc.policy.trash_retention_days,
+            }
     found.tasks, shared = one_task_per_folder(found.tasks)
     found.skipped += shared
     return found
 
 
-def pack(settings: config_mod.Settings, found: Candidates, selection: RunSelection, run: str,
-         max_map_length: int) -> tuple[list[list[PartitionTask]], list[PartitionTask]]:
+def pack(
+    settings: config_mod.Settings, found: Candidates, selection: RunSelection, run: str, max_map_length: int
+) -> tuple[list[list[PartitionTask]], list[PartitionTask]]:
     """(batches, deferred) within the fan-out caps and the command line's size. When the caps
     defer some: the run's own dates go first (the likeliest small files first, by statistics),
     then the backlog, oldest date first."""
     policies = {tc.name: tc.policy for tc in selection.tables}
     limit = max(1, min(settings.fan_out.max_spark_jobs, max_map_length))
-    tasks = sorted(found.tasks, key=lambda x: (0, (), priority(x)) if id(x) in found.own_date else
-                   (1, _task_date(found.tables, policies, x) or date.max, priority(x)))
+    tasks = sorted(
+        found.tasks,
+        key=lambda x: (
+            (0, (), priority(x))
+            if id(x) in found.own_date
+            else (1, _task_date(found.tables, policies, x) or date.max, priority(x))
+        ),
+    )
     capacity = limit * settings.fan_out.max_partitions_per_job
     batches, deferred = pack_batches(tasks[:capacity], settings.fan_out, max_map_length)
     deferred += tasks[capacity:]
@@ -174,8 +223,14 @@ def pack(settings: config_mod.Settings, found: Candidates, selection: RunSelecti
     return batches[:limit], deferred
 
 
-def job_arguments(settings: config_mod.Settings, hms: Metastore, found: Candidates,
-                  batches: list[list[PartitionTask]], run: str, dry_run: bool) -> tuple[list[dict], list[dict]]:
+def job_arguments(
+    settings: config_mod.Settings,
+    hms: Metastore,
+    found: Candidates,
+    batches: list[list[PartitionTask]],
+    run: str,
+    dry_run: bool,
+) -> tuple[list[dict], list[dict]]:
     """Each merge task's arguments (its encoded batch, its application name) and its line in
     the plan. Each table's work area is looked after (old journals, expired runs) by one job:
     the first that lists its partitions, else the first job."""
@@ -189,19 +244,29 @@ def job_arguments(settings: config_mod.Settings, hms: Metastore, found: Candidat
         payload["results_table"] = settings.results_table
         payload["metastore_uris"] = hms.uris  # for a Spark without hive-site.xml
         label = batch_label(batch)
-        spark_args.append({"application_args": ["--batch", encode_batch(payload)],
-                           "name": f"hive-compaction {label}"[:200]})
-        described.append({"batch": i, "label": label,
-                          "partitions": [[t.table_name, t.partition] for t in batch]})
+        spark_args.append(
+            {"application_args": ["--batch", encode_batch(payload)], "name": f"hive-compaction {label}"[:200]}
+        )
+        described.append({"batch": i, "label": label, "partitions": [[t.table_name, t.partition] for t in batch]})
     return spark_args, described
 
 
-def describe(settings: config_mod.Settings, selection: RunSelection, found: Candidates, described: list[dict],
-             deferred: list[PartitionTask], run: str, planned_at: float) -> dict:
+def describe(
+    settings: config_mod.Settings,
+    selection: RunSelection,
+    found: Candidates,
+    described: list[dict],
+    deferred: list[PartitionTask],
+    run: str,
+    planned_at: float,
+) -> dict:
     """The plan the refresh task and the report read."""
     dry_run = selection.dry_run
     plan = {
-        "run": run, "dry_run": dry_run, "batches": described, "results_table": settings.results_table,
+        "run": run,
+        "dry_run": dry_run,
+        "batches": described,
+        "results_table": settings.results_table,
         "planned_at": planned_at,
         "dates": {k: [str(v[0]), str(v[1])] if v else None for k, v in selection.dates.items()},
         "lookback": {k: [str(v[0]), str(v[1])] for k, v in selection.lookback.items()},
@@ -217,10 +282,15 @@ def describe(settings: config_mod.Settings, selection: RunSelection, found: Cand
     # Deferred partitions were marked planned (outside a dry run): the backlog picks them.
     unpicked = set(found.unpicked)
     plan["deferred"] = [
-        {"table": t.table_name, "partition": t.partition,
-         "again": revisit_text(plan, t.table_name, t.partition,
-                               not dry_run or (t.table_name, t.partition) not in unpicked)}
-        for t in deferred]
+        {
+            "table": t.table_name,
+            "partition": t.partition,
+            "again": revisit_text(
+                plan, t.table_name, t.partition, not dry_run or (t.table_name, t.partition) not in unpicked
+            ),
+        }
+        for t in deferred
+    ]
     return plan
 
 
@@ -232,8 +302,7 @@ def add_revisits(plan: dict, results: list[dict]) -> list[dict]:
     for d in results:
         if d["status"] in ("skipped", "failed") or (dry_run and d["status"] == "would_merge"):
             policy = config_mod.TablePolicy(**plan["policies"][d["table"]])
-            will_pend = ((d["table"], d["partition"]) not in unpicked if dry_run
-                         else backlog.pending_after(d, policy))
+            will_pend = (d["table"], d["partition"]) not in unpicked if dry_run else backlog.pending_after(d, policy)
             d["again"] = revisit_text(plan, d["table"], d["partition"], will_pend)
     return results
 
@@ -243,14 +312,26 @@ def revisit_text(plan: dict, table: str, partition: str, will_pend: bool) -> str
     from what the plan recorded."""
     policy = config_mod.TablePolicy(**plan["policies"][table])
     day = partition_date(name_values(partition), policy.date_column, policy.date_format) if partition else None
-    return backlog.revisit(day, policy, plan["revisit"]["key_lag_days"],
-                           date.fromisoformat(plan["revisit"]["next_key"]), will_pend,
-                           partitioned=plan["partitioned"].get(table, True))
+    return backlog.revisit(
+        day,
+        policy,
+        plan["revisit"]["key_lag_days"],
+        date.fromisoformat(plan["revisit"]["next_key"]),
+        will_pend,
+        partitioned=plan["partitioned"].get(table, True),
+    )
 
 
 # What plan() keeps of each table's policy for the refresh task's report.
-_REPORTED_POLICY = ("small_file_limit", "target_file_size", "min_small_files", "partition_lag_days",
-                    "lookback_days", "date_column", "date_format")
+_REPORTED_POLICY = (
+    "small_file_limit",
+    "target_file_size",
+    "min_small_files",
+    "partition_lag_days",
+    "lookback_days",
+    "date_column",
+    "date_format",
+)
 
 
 def _policy_fields(policy: config_mod.TablePolicy) -> dict:
@@ -271,8 +352,9 @@ def _task_date(tables: dict[str, TableInfo], policies: dict, t) -> date | None:
 SKIPPED_AGAIN = "skipped again by every run that selects it while this holds"
 
 
-def _mark_planned(hms: Metastore, partitions: set[tuple[str, str]], now: float,
-                  tables: dict[str, TableInfo] | None = None) -> None:
+def _mark_planned(
+    hms: Metastore, partitions: set[tuple[str, str]], now: float, tables: dict[str, TableInfo] | None = None
+) -> None:
     """Write ``PLANNED_AT`` to (table, partition)s a run meant to list and did not (the backlog
     reads it)."""
     by_table: dict[str, dict[str, dict]] = {}
@@ -291,8 +373,10 @@ def read_results(hms: Metastore, plan: dict) -> list[PartitionResult]:
     results = []
     for b in plan["batches"]:
         if b["batch"] not in recorded:
-            raise RuntimeError(f"batch {b['batch']} ({b['label']}) recorded no results in {plan['results_table']}: "
-                               "did its merge task really succeed?")
+            raise RuntimeError(
+                f"batch {b['batch']} ({b['label']}) recorded no results in {plan['results_table']}: "
+                "did its merge task really succeed?"
+            )
         try:
             results += decode_results(recorded[b["batch"]])
         except ValueError as e:
@@ -304,10 +388,42 @@ def changed_since_planned(r: PartitionResult, parameters: dict[str, str]) -> boo
     """Whether a partition's file count or size in the Metastore differs from what the plan read
     (``stats_files`` / ``stats_bytes``): someone wrote statistics since, perhaps after files the
     merge job's listing did not see."""
+
     def planned(v: int | None) -> str | None:
         return None if v is None else str(v)
-    return (parameters.get(NUM_FILES) != planned(r.stats_files)
-            or parameters.get(TOTAL_SIZE) != planned(r.stats_bytes))
+
+    return parameters.get(NUM_FILES) != planned(r.stats_files) or parameters.get(TOTAL_SIZE) != planned(r.stats_bytes)
+
+
+def _refresh_table(hms: Metastore, name: str, rs: list[PartitionResult], now: float) -> list[PartitionResult]:
+    """Write the disk's statistics to the partitions ``rs`` of the table ``name``; return those whose statistics
+    changed since they were planned (left for the next run)."""
+    db, tbl = name.split(".", 1)
+    table = hms.table(db, tbl)
+    current = {p.name: p.parameters for p in hms.partitions(table, names=[r.partition for r in rs])}
+    moved_on, updates = [], {}
+    for r in (r for r in rs if r.partition in current):
+        if changed_since_planned(r, current[r.partition]):
+            moved_on.append(r)
+        elif update := statistics_update(r, current[r.partition], now):
+            updates[r.partition] = update
+    written = hms.update_statistics(table, updates)
+    stale = sum(1 for r in rs if r.stale_statistics)
+    log.info(
+        "%s: statistics refreshed for %d partition(s) (%d had statistics that disagreed with the disk)",
+        name,
+        written,
+        stale,
+    )
+    if moved_on:
+        log.warning(
+            "%s: statistics of %d partition(s) changed since they were planned (another writer?), "
+            "left for the next run rather than overwritten with an older listing: %s",
+            name,
+            len(moved_on),
+            ", ".join(r.partition for r in moved_on[:10]),
+        )
+    return moved_on
 
 
 def refresh(settings: config_mod.Settings, hms: Metastore, plan: dict, now: float | None = None) -> dict:
@@ -325,27 +441,11 @@ def refresh(settings: config_mod.Settings, hms: Metastore, plan: dict, now: floa
             if r.listed and r.status is not Status.FAILED and not r.statistics_written:
                 by_table.setdefault(r.table, []).append(r)
         for name, rs in by_table.items():
-            db, tbl = name.split(".", 1)
-            table = hms.table(db, tbl)
-            current = {p.name: p.parameters for p in hms.partitions(table, names=[r.partition for r in rs])}
-            moved_on, updates = [], {}
-            for r in (r for r in rs if r.partition in current):
-                if changed_since_planned(r, current[r.partition]):
-                    moved_on.append(r)
-                elif update := statistics_update(r, current[r.partition], now):
-                    updates[r.partition] = update
-            written = hms.update_statistics(table, updates)
-            stale = sum(1 for r in rs if r.stale_statistics)
-            log.info("%s: statistics refreshed for %d partition(s) (%d had statistics that disagreed with the disk)",
-                     name, written, stale)
-            if moved_on:
-                log.warning("%s: statistics of %d partition(s) changed since they were planned (another writer?), "
-                            "left for the next run rather than overwritten with an older listing: %s", name,
-                            len(moved_on), ", ".join(r.partition for r in moved_on[:10]))
-            revisit |= {(r.table, r.partition) for r in moved_on}
+            revisit |= {(r.table, r.partition) for r in _refresh_table(hms, name, rs, now)}
         # failed, never listed, or changed since: the backlog looks at them again
-        _mark_planned(hms, revisit | {(r.table, r.partition) for r in results
-                                      if r.status is Status.FAILED or not r.listed}, now)
+        _mark_planned(
+            hms, revisit | {(r.table, r.partition) for r in results if r.status is Status.FAILED or not r.listed}, now
+        )
     dicts = add_revisits(plan, [r.to_dict() for r in results])
     summary = summarize(dicts, plan["skipped"], plan["deferred"])
     tables = distribution(dicts, plan["skipped"], plan["deferred"], plan.get("policies") or {})
@@ -354,10 +454,22 @@ def refresh(settings: config_mod.Settings, hms: Metastore, plan: dict, now: floa
     if plan.get("by_pattern"):  # what the config's patterns matched when the run planned
         text += "\n\ntables by pattern\n" + "\n".join(
             f"{e['entry']}: {len(e['tables'])} table(s) {', '.join(e['tables'])}"
-            + (f"; excluded {', '.join(e['excluded'])}" if e["excluded"] else "") for e in plan["by_pattern"])
+            + (f"; excluded {', '.join(e['excluded'])}" if e["excluded"] else "")
+            for e in plan["by_pattern"]
+        )
     log.info("run report\n%s\n\nfile sizes per table\n%s\n\nrun note: %s", text, render_distribution(tables), line)
-    return {"summary": summary, "note": line, "tables": tables, "partitions": dicts,
-            "skipped": plan["skipped"], "deferred": plan["deferred"], "dry_run": plan.get("dry_run", False),
-            "dates": plan.get("dates", {}), "lookback": plan.get("lookback", {}), "run": plan["run"],
-            "planned_at": plan.get("planned_at"), "by_pattern": plan.get("by_pattern", []),
-            "matched_by": plan.get("matched_by", {})}
+    return {
+        "summary": summary,
+        "note": line,
+        "tables": tables,
+        "partitions": dicts,
+        "skipped": plan["skipped"],
+        "deferred": plan["deferred"],
+        "dry_run": plan.get("dry_run", False),
+        "dates": plan.get("dates", {}),
+        "lookback": plan.get("lookback", {}),
+        "run": plan["run"],
+        "planned_at": plan.get("planned_at"),
+        "by_pattern": plan.get("by_pattern", []),
+        "matched_by": plan.get("matched_by", {}),
+    }
