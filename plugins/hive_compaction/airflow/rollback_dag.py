@@ -6,6 +6,7 @@ The job is submitted like the merges (``operator_args.merge_operator_kwargs``: t
 queue, pool, executor_config, Kerberos principal and keytab, py_files, conf), so it runs where
 and as they run.
 """
+
 from __future__ import annotations
 
 from datetime import datetime, timedelta
@@ -34,10 +35,16 @@ def rollback_dag(config_path: Path, settings: config.Settings, on_failure, dag_i
     with DAG(
         dag_id=dag_id,
         description="Roll back a hive_compaction run's merges in one table (originals and statistics back)",
-        schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
+        schedule=None,
+        start_date=datetime(2026, 1, 1),
+        catchup=False,
         max_active_runs=1,  # two rollbacks of one partition would wait on each other's lock
-        default_args={"retries": settings.retries, "retry_delay": timedelta(minutes=1),
-                      "on_failure_callback": on_failure, **operator_args.task_defaults(settings)},
+        default_args={
+            "retries": settings.retries,
+            "retry_delay": timedelta(minutes=1),
+            "on_failure_callback": on_failure,
+            **operator_args.task_defaults(settings),
+        },
         params=_form(settings),
         tags=["maintenance", "hive", "spark"],
         doc_md=DOC,
@@ -45,38 +52,12 @@ def rollback_dag(config_path: Path, settings: config.Settings, on_failure, dag_i
 
         @task(multiple_outputs=True)  # retried when the Metastore is unreachable, never for a wrong value
         def check(params=None, run_id=None):
-            from airflow.sdk.exceptions import AirflowFailException
-
-            from hive_compaction.airflow.metastore_hook import Metastore
-            from hive_compaction.airflow.run_params import ParamError
-            try:
-                current = config.load(config_path)
-                with Metastore(metastore_conn_id=current.metastore_conn_id) as hms:
-                    request = rollback.check(current, hms, dict(params))
-                    uris = hms.uris
-            except (config.ConfigError, ParamError) as e:
-                raise AirflowFailException(str(e)) from e
-            return {"request": request.to_dict(),
-                    "application_args": rollback.job_arguments(current, request, uris, run_id)}
+            return _check(config_path, dict(params), run_id)
 
         # Ran after the job, also when it failed: what it restored before stopping is reported.
         @task(trigger_rule="all_done_min_one_success", retries=2, retry_delay=timedelta(seconds=5))
         def report(request: dict, run_id=None):
-            from airflow.sdk.exceptions import AirflowFailException
-
-            from hive_compaction.airflow.metastore_hook import Metastore
-            current = config.load(config_path)
-            with Metastore(metastore_conn_id=current.metastore_conn_id) as hms:
-                record = rollback.read_record(hms, current.results_table, run_id)
-            if record is None:
-                raise AirflowFailException(f"the rollback job recorded nothing in {current.results_table} for "
-                                           f"{request['table']} run {request['run']}: see the rollback task's log")
-            rep = rollback.report(record)
-            rollback.log.info("rollback report\n%s", rollback.render(rep))
-            if rep["error"] or not record["complete"]:
-                raise AirflowFailException(f"{request['table']} run {request['run']}: "
-                                           f"{rep['error'] or 'the record is incomplete'}; {rep['note']}")
-            return rep
+            return _report(config_path, request, run_id)
 
         checked = check()
         job = SparkSubmitOperator(
@@ -90,8 +71,50 @@ def rollback_dag(config_path: Path, settings: config.Settings, on_failure, dag_i
     return dag
 
 
+def _check(config_path: Path, params: dict, run_id: str) -> dict:
+    """The check task: the form's request, checked against the config and the Metastore, and the job's arguments."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from hive_compaction.airflow.metastore_hook import Metastore
+    from hive_compaction.airflow.run_params import ParamError
+
+    try:
+        current = config.load(config_path)
+        with Metastore(metastore_conn_id=current.metastore_conn_id) as hms:
+            request = rollback.check(current, hms, params)
+            uris = hms.uris
+    except (config.ConfigError, ParamError) as e:
+        raise AirflowFailException(str(e)) from e
+    return {"request": request.to_dict(), "application_args": rollback.job_arguments(current, request, uris, run_id)}
+
+
+def _report(config_path: Path, request: dict, run_id: str) -> dict:
+    """The report task: what the rollback job recorded; fails the run when it restored not all it was asked to."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from hive_compaction.airflow.metastore_hook import Metastore
+
+    current = config.load(config_path)
+    with Metastore(metastore_conn_id=current.metastore_conn_id) as hms:
+        record = rollback.read_record(hms, current.results_table, run_id)
+    if record is None:
+        raise AirflowFailException(
+            f"the rollback job recorded nothing in {current.results_table} for "
+            f"{request['table']} run {request['run']}: see the rollback task's log"
+        )
+    rep = rollback.report(record)
+    rollback.log.info("rollback report\n%s", rollback.render(rep))
+    if rep["error"] or not record["complete"]:
+        raise AirflowFailException(
+            f"{request['table']} run {request['run']}: {rep['error'] or 'the record is incomplete'}; {rep['note']}"
+        )
+    return rep
+
+
 def _form(settings: config.Settings) -> dict[str, Param]:
     """The trigger form: the table (the configured ones offered), the run, some partitions, a dry run."""
     schemas = rollback.params_schema([t.name for t in settings.tables])
-    return {name: Param(rollback.PARAM_DEFAULTS[name], **schema) if name in rollback.PARAM_DEFAULTS
-            else Param(**schema) for name, schema in schemas.items()}
+    return {
+        name: Param(rollback.PARAM_DEFAULTS[name], **schema) if name in rollback.PARAM_DEFAULTS else Param(**schema)
+        for name, schema in schemas.items()
+    }
