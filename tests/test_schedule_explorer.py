@@ -317,6 +317,47 @@ def test_a_stop_mark_landing_late_is_replaced_by_the_holders_own():
     assert world.partition_rows() == world.intent and sum(world.intent.values()) == 0, trace
 
 
+def test_a_zombie_takeover_taking_the_trash_away_is_not_taken_for_a_writers_delete():
+    """Found in the 1,000,000 of 2796cac (``--replay 20261264862692``): A switched, moved the old
+    files to the run's trash and paused before its manifest; B took the switch over, renamed the
+    staging folder and paused before taking the trash; C took it over from B, finished up to its
+    last look at the old folder and paused; B resumed and, taking the trash (the run's trash C's
+    finish had just renamed its moving trash back to), renamed it away. C found the old files
+    neither in the old folder nor in the trash, took them for a writer's delete and switched the
+    partition back to the empty old folder: the next run read no rows and purged the merged copy.
+    C now looks at the old folder again while the old files are in its own generation of the moving
+    trash, which no earlier holder's takeover renames; the run's trash B takes later holds only
+    superseded copies (a rollback of the run then refuses: not in the trash)."""
+    outcome, trace = scripted(
+        "location_switch",
+        ("merge run1/1", "merge run1/2", "merge run2/1"),
+        [
+            Rule("merge run1/1", waiting_at("merge run1/1", "write ", "/manifests/"), "pause:30"),
+            Rule(
+                "merge run1/2",
+                lambda w: (
+                    did("merge run1/2", "renamed folder work/staging")(w)
+                    and waiting_at("merge run1/2", "statuses of 2")(w)
+                ),
+                "pause:30",
+            ),
+            Rule(  # C renamed its moving trash to the run's trash and is about to look at something again
+                "merge run2/1",
+                lambda w: did("merge run2/1", ".moving~2 -> ")(w) and waiting_at("merge run2/1", "statuses of")(w),
+                "pause:700",
+            ),
+            Rule("merge run1/1", did("merge run2/1", "paused 700")),
+        ],
+        {"merge run1/2": paused_or_gone("merge run1/1"), "merge run2/1": paused_or_gone("merge run1/2")},
+    )
+    world = outcome.world
+    assert "merge run2/1: paused 700 s" in trace, trace
+    assert "merge run1/2: renamed folder work/trash/" in trace, trace  # B took the run's trash while C paused
+    assert not outcome.violations, trace
+    assert world.partition_rows() == world.intent and sum(world.intent.values()) == 8, trace
+    assert world.location().endswith("/_compacted/dt=1/run1-1"), trace
+
+
 def test_an_in_place_commit_rereads_the_location_under_its_lock():
     """Finding 5: ALTER TABLE ... SET LOCATION between the plan and the commit."""
     outcome, trace = scripted(

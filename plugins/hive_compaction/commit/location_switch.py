@@ -290,10 +290,13 @@ def _finish(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: CommitRecor
     if seen.late and seen.kept:
         adopted = adopt_late_files(fs, record.location, record.new_location, record.files, label,
                                    moved_out=set(seen.moved))
-    trash = old_files_to_trash(fs, area, record)
+    moving = old_files_to_moving_trash(fs, area, record)
+    # Looked at again while the old files are in this holder's own generation of the moving trash: an
+    # earlier holder resuming its takeover may still rename the run's trash away, never that folder.
     after = look_at_old_folder(fs, area, record)
     if after.overwritten:
-        _back_to_the_writer(fs, area, hms, record, after, trash)
+        _back_to_the_writer(fs, area, hms, record, after, moving)
+    trash = to_run_trash(fs, area, record, moving)
     check_owner(fs, area, record)
     manifest = record.but(committed_at=time.time(), adopted=adopted, trash=trash)
     fs.write_text_atomic(area.manifest_of(record), manifest.to_json())
@@ -351,12 +354,17 @@ def _back_to_the_writer(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record:
 
 
 def old_files_to_trash(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> str:
-    """Move the old folder's files the journal names into the run's trash; returns that folder.
-    They move into the holder's moving trash first (``moving_trash``: the switch's own, made before
-    its journal, or a takeover's generation of it), which is then renamed to the run's trash. A
-    replay that takes the switch over renames the moving trash, or takes back the run's trash a
-    finish had renamed it to (``in_place.take_over``), so from then on every move of an earlier
-    holder into it fails. A journal older than the moving trash moves them there directly."""
+    """Move the old folder's files the journal names into the run's trash; returns that folder."""
+    return to_run_trash(fs, area, record, old_files_to_moving_trash(fs, area, record))
+
+
+def old_files_to_moving_trash(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> str:
+    """Move the old folder's files the journal names into the holder's moving trash (``moving_trash``:
+    the switch's own, made before its journal, or a takeover's generation of it); returns it. It is
+    renamed to the run's trash then (``to_run_trash``). A replay that takes the switch over renames
+    the moving trash, or takes back the run's trash a finish had renamed it to (``in_place.take_over``),
+    so from then on every move of an earlier holder into it fails. A journal older than the moving
+    trash moves them into the run's trash directly."""
     old, final = record.location.rstrip("/"), area.trash_of(record)
     trash = record.moving_trash or final
     try:
@@ -364,7 +372,7 @@ def old_files_to_trash(fs: HadoopFS, area: WorkArea, record: CommitRecord) -> st
     except FolderGone:
         raise CommitConflict(f"{record.label}: this job's trash {trash} is gone (a replay took the switch over); "
                              "it stopped before moving more") from None
-    return to_run_trash(fs, area, record, trash)
+    return trash
 
 
 def recover_switch(fs: HadoopFS, area: WorkArea, hms: JobMetastore, record: CommitRecord,
