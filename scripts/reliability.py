@@ -674,7 +674,8 @@ def _check_cases(
             figures["rows_lost"] += lost
             figures["rows_duplicated"] += dup
             if lost or dup:
-                problems.append(f"{lost} row(s) lost, {dup} duplicated")
+                said = f"{reported.get('status')}: {reported.get('reason') or ''}".rstrip(": ")
+                problems.append(f"{lost} row(s) lost, {dup} duplicated (the job said {said[:400]})")
             if table in readers:  # listed at the step, read now: exactly the rows before, or (its files gone
                 # to the trash after a switch) a query that fails and is retried: never a mix
                 listed = json.loads(readers[table].read_text()) if readers[table].exists() else []
