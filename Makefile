@@ -97,7 +97,7 @@ test-exhaustive: venv
 	python scripts/reliability.py --installed --adversaries && \
 	python scripts/reliability.py --installed --adversaries --every-call 34 --actors all && \
 	python scripts/reliability.py --installed --adversaries --commit-mode location_switch && \
-	python scripts/reliability.py --installed --adversaries --every-call 26 --actors all --commit-mode location_switch
+	python scripts/reliability.py --installed --adversaries --every-call 34 --actors all --commit-mode location_switch
 
 # The schedule explorer at length (about an hour on 2 cores): 1,000,000 schedules of the real commit
 # code against the in-memory file system and Metastore (scripts/explorer, docs/safety.md), in two
