@@ -204,7 +204,9 @@ def distribution(
     tables: dict[str, dict] = {}
 
     def entry(name: str) -> dict:
-        return tables.setdefault(name, _no_partitions_yet(policies.get(name) or {}))
+        if name not in tables:
+            tables[name] = _no_partitions_yet(policies.get(name) or {})
+        return tables[name]
 
     for r in sorted(results, key=lambda r: (r["table"], r["partition"])):
         e = entry(r["table"])
