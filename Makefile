@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-kerberos.txt pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: venv demo lint test test-exhaustive test-full test-simulate test-stacks jars stack-start stack-stop stack-up stack-down clean dist
+.PHONY: engine venv demo lint test test-exhaustive test-full test-simulate test-stacks jars stack-start stack-stop stack-up stack-down clean dist
 
 $(STAMP): requirements.txt requirements-kerberos.txt pyproject.toml
 	@date +%s > .venv-build-started
@@ -22,7 +22,13 @@ $(STAMP): requirements.txt requirements-kerberos.txt pyproject.toml
 
 venv: $(STAMP)
 
-demo: venv
+# The merge engine's jar (plugins/hive_compaction/merge/engine, Maven) into plugins/hive_compaction/jobs/,
+# where the wheel ships it; rebuilt only when a source changed (scripts/build_engine.py; the wheel's
+# build, setup.py, runs the same).
+engine: venv
+	@source scripts/env.sh && python scripts/build_engine.py >/dev/null
+
+demo: venv engine
 	@source scripts/env.sh && python scripts/demo.py
 
 # The linter, the formatter's check and the type checker, as tests/test_lint.py runs them in make test
@@ -37,7 +43,7 @@ lint: venv
 # (tests/stacks: HDFS, YARN, Hive Metastores 3.1 and 4.0) need `make jars` (Maven Central, outside
 # the budget, like pip); one variant of each, without the tests marked stacks_only (test-stacks).
 TEST_WORKERS ?= 2
-test: venv
+test: venv engine
 	@$(MAKE) -s -k jars || echo "note: the real stacks' jars were not fetched from Maven Central: tests/stacks will skip"
 	@source scripts/env.sh && python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not stacks_only" tests
 
@@ -74,12 +80,12 @@ $(SPARK35)/.installed: requirements-spark35.txt
 jars: $(JARS) $(S3_SERVER)/.installed $(SPARK35)/.installed
 
 # The tests on the real stacks (tests/stacks/), every variant (make test draws one of each).
-test-stacks: venv jars
+test-stacks: venv jars engine
 	@source scripts/env.sh && SUITE_STACKS=all python -m pytest -q -p no:xdist tests/stacks
 
 # Every test and every variant: the stacks' (test-stacks) and the parametrized tests' that make
 # test samples one of a day (tests/matrix_sampling.py), the tests marked stacks_only too. No budget.
-test-full: venv jars
+test-full: venv jars engine
 	@source scripts/env.sh && SUITE_VARIANTS=all SUITE_STACKS=all SUITE_BUDGET_MINUTES=600 \
 	  python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
 
@@ -88,7 +94,7 @@ test-full: venv jars
 # built wheel, installed unmodified into .state/sweep-wheel/site (scripts/wheel_sweeps.py: its
 # environment makes the script, its DAG runs and every spark-submit import that copy, not plugins/;
 # --installed checks they did).
-test-exhaustive: venv
+test-exhaustive: venv engine
 	@source scripts/env.sh && set -e && \
 	exports=$$(python scripts/wheel_sweeps.py) && eval "$$exports" && \
 	python scripts/reliability.py --installed && \
@@ -103,7 +109,7 @@ test-exhaustive: venv
 # code against the in-memory file system and Metastore (scripts/explorer, docs/safety.md), in two
 # processes of half a million each (seeds SIMULATE_SEED and SIMULATE_SEED+1; SIMULATE_SEED=<n> replays them).
 SIMULATE_SEED ?= $(shell date +%s)
-test-simulate: venv
+test-simulate: venv engine
 	@mkdir -p .state && source scripts/env.sh && echo "schedule explorer: seeds $(SIMULATE_SEED) and $$(( $(SIMULATE_SEED) + 1 ))" && \
 	python scripts/explorer/explore.py --schedules 500000 --seed $(SIMULATE_SEED) > .state/simulate-1.log 2>&1 & p1=$$!; \
 	source scripts/env.sh && python scripts/explorer/explore.py --schedules 500000 --seed $$(( $(SIMULATE_SEED) + 1 )) \

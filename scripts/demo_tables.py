@@ -14,6 +14,8 @@ import os
 import sys
 from pathlib import Path
 
+from build_engine import JAR as ENGINE_JAR
+
 ROOT = Path(__file__).resolve().parents[1]
 
 DEMO_DB = "demo"
@@ -32,8 +34,11 @@ def spark_session(
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
+    conf = dict(conf or {})
+    if ENGINE_JAR.exists():  # the merge engine's jar, as the merge tasks' spark-submit passes it
+        conf["spark.jars"] = ",".join(j for j in (str(ENGINE_JAR), conf.get("spark.jars")) if j)
     builder = SparkSession.builder
-    for key, value in (conf or {}).items():
+    for key, value in conf.items():
         builder = builder.config(key, value)
     return (
         builder.master("local[2]")

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "plugins"), str(ROOT / "scripts")]
 
 import postgres
+from build_engine import JAR as ENGINE_JAR
 from harness import Stack, quick_submit_opts
 from matrix_sampling import deselect_undrawn
 from suite_budget import SuiteBudget, started
@@ -183,6 +184,7 @@ def spark(request):
             .config("spark.ui.enabled", "false")
             .config("spark.driver.host", "127.0.0.1")
             .config("spark.sql.shuffle.partitions", "4")
+            .config("spark.jars", str(ENGINE_JAR) if ENGINE_JAR.exists() else "")
             .getOrCreate()
         )
     s.sparkContext.setLogLevel("ERROR")

@@ -131,7 +131,7 @@ def test_dag_on_a_standalone_cluster_keeps_every_row(stack, cluster, data_sets, 
     cfg, run, apps_before = cluster_run
     assert_compacted(stack, db, content_before, run)
     assert cluster.master_url in run.log  # spark-submit --master spark://127.0.0.1:<port>
-    assert "the inputs' checksums taken by the write tasks" in run.log
+    assert "with the columnar engine" in run.log  # the engine's jar ran in the cluster's executors
 
     by_batch = results_by_batch(stack, cfg, run.run_id)
     results = [r for rs in by_batch.values() for r in rs]
@@ -166,8 +166,8 @@ def test_dag_on_a_standalone_cluster_keeps_every_row(stack, cluster, data_sets, 
             assert re.search(r"Started daemon with process name: \d+@", text), text[-3000:]
             assert re.search(r"Executor: Running task \d+\.\d+ in stage", text), text[-3000:]
             assert re.search(r"Executor: Finished task \d+\.\d+ in stage", text), text[-3000:]
-            # the write tasks' checksum classes came to the executor's JVM in the jar the driver added
-            assert re.search(r"Fetching spark://\S+/hive-compaction-checksums\.jar", text), text[-3000:]
+            # the merge tasks' classes came to the executor's JVM in the engine's jar (spark-submit --jars)
+            assert re.search(r"Fetching spark://\S+/hive-compaction-engine\.jar", text), text[-3000:]
     for app_id, a in sorted(apps.items()):
         logs = executor_logs(cluster, app_id)
         tasks = sum(len(re.findall(r"Executor: Running task", p.read_text(errors="replace"))) for p in logs)

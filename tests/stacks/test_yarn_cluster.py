@@ -162,11 +162,11 @@ def test_the_dag_merges_in_yarn_cluster_mode_from_the_zip(cluster, tmp_path):
     assert len(after["files"]) == 1 and after["hms"] == ("1", str(sum(after["files"].values()))), after
     assert "1 of 1 partitions merged" in run.log
     # The driver ran in the ApplicationMaster's container (its log is the container's stdout): its
-    # rewrite took the checksums in the executors' write tasks, from the jar it added.
+    # groups were merged in the executors' tasks by the engine's jar, which --jars shipped to YARN.
     driver = [
         c.read_text(errors="replace") for c in yarn.state.glob(f"target/**/{report['id']}/container_*_000001/stdout")
     ]
-    assert any("the inputs' checksums taken by the write tasks" in text for text in driver), driver
+    assert any("with the columnar engine" in text for text in driver), driver
 
 
 @pytest.mark.stacks_only

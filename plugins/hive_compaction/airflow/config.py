@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from hive_compaction.airflow import config_schema, table_patterns
 from hive_compaction.airflow.config_schema import AirflowTasks, AlertSpec, FanOut, SparkSubmitOptions, TablePolicy
-from hive_compaction.jobs import MERGE_JOB
+from hive_compaction.jobs import ENGINE_JAR_NAME, MERGE_JOB
 
 # The file's name in the dags folder: the DAG passes the one beside itself (``dag_config_path``).
 CONFIG_NAME = "hive_compaction.yaml"
@@ -96,6 +96,12 @@ class Settings:
         """The rollback job spark-submit gets: ``rollback_job``, else ``rollback.py`` beside ``merge_job`` (both
         ship in the package's ``jobs/`` folder: copy them together)."""
         return self.rollback_job or f"{self.merge_job.rsplit('/', 1)[0]}/rollback.py"
+
+    @property
+    def engine_jar(self) -> str | None:
+        """The merge engine's jar beside ``merge_job`` (copy them together); None for a local path without it."""
+        jar = f"{self.merge_job.rsplit('/', 1)[0]}/{ENGINE_JAR_NAME}"
+        return None if jar.startswith("/") and not os.path.exists(jar) else jar
 
     @property
     def key_lag_days(self) -> int:

@@ -42,5 +42,7 @@ def merge_operator_kwargs(settings: Settings) -> dict[str, Any]:
         elif value is not None:  # the operator takes a list; its queue is Airflow's executor queue
             arg = "yarn_queue" if f.name == "queue" else f.name
             kwargs[arg] = list(value) if isinstance(value, tuple) else copy.copy(value)
+    if settings.engine_jar:  # the merge engine's jar first, then the config's own jars
+        kwargs["jars"] = ",".join([settings.engine_jar, *([kwargs["jars"]] if kwargs.get("jars") else [])])
     kwargs["conf"] = conf
     return kwargs

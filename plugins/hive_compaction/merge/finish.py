@@ -99,6 +99,10 @@ class Finisher:
         try:
             if work.error:
                 raise RuntimeError(work.error)
+            unstaged = [n for n, g in enumerate(work.groups) if not g.staged]
+            if unstaged:  # never move inputs out without the output that holds their rows
+                raise RuntimeError(
+                    f"group(s) {unstaged} of {len(work.groups)} have no staged output; nothing was committed")
             inputs = [f for g in work.groups for f in g.files]
             outputs = [o for g in work.groups for o in g.staged]
             record = CommitRecord(

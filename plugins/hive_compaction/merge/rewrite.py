@@ -1,8 +1,10 @@
-"""The rewrite engine: groups' rows read and written again by Spark, verified by content.
+"""The rewrite engine: groups' rows read and written again, verified by content.
 
-All rewrite groups of a batch go through a few Spark jobs: a table's groups in jobs of up to
-``GROUPS_PER_JOB`` groups (``job_chunks``), each group one task streaming its files into one output
-(``coalesce(1)``, no shuffle). The write tasks take each group's rows and order-independent
+Groups the columnar engine takes (``columnar``: one footer schema, no SORTED BY) are merged by
+it in executor tasks; the rest are rewritten by Spark SQL, as follows. Those groups of a batch
+go through a few Spark jobs: a table's groups in jobs of up to ``GROUPS_PER_JOB`` groups
+(``job_chunks``), each group one task streaming its files into one output (``coalesce(1)``, no
+shuffle). The write tasks take each group's rows and order-independent
 content checksum (``checksum``: sums of two 64-bit hashes of every row) as they write them
 (``writer_checksums``; where they cannot, one scan of the inputs takes them), and one scan of
 the outputs takes the same of what the files hold (one aggregate grouped by file); a group whose
@@ -26,6 +28,7 @@ from pyspark.sql import DataFrame, types as T
 from hive_compaction.commit.record import StagedOutput
 from hive_compaction.merge import parquet_layout, writer_checksums
 from hive_compaction.merge.checksum import content, content_metrics
+from hive_compaction.merge.columnar import ColumnarEngine
 from hive_compaction.merge.copy import error_text, read_many
 from hive_compaction.merge.grouping import Engine, Group, Work, staged_suffix
 from hive_compaction.merge.job_spark import JobSpark
@@ -43,15 +46,16 @@ _TASK_FILE = re.compile(r"part-(\d{5})-")
 class RewriteEngine:
     def __init__(self, spark: JobSpark, fs: HadoopFS, run: str, threads: int, steps: StepTimes):
         self.spark, self.fs, self.run, self.threads, self.steps = spark, fs, run, threads, steps
+        self.columnar = ColumnarEngine(spark, threads, steps, job_chunks)
 
     def stage(self, works: list[Work], done: Callable[[list[tuple[Work, Group]]], None] = lambda items: None) -> None:
-        """Every rewrite group of the batch in a few Spark jobs: a table's groups in jobs of up to
-        ``GROUPS_PER_JOB`` (``job_chunks``), in which each group is one task streaming its files
-        into one output file, so every executor core is busy, with no shuffle and no job per
-        group. The table's jobs run side by side from driver threads. A failing group fails only
-        its partition. ``done`` hears of each group once it is staged and verified, or has failed
-        (its Work's ``error``): a job's groups together, as soon as that job is over."""
+        """Every rewrite group of the batch: the columnar engine's first, the rest in a few Spark SQL
+        jobs: a table's groups in jobs of up to ``GROUPS_PER_JOB`` (``job_chunks``), each group one
+        task streaming its files into one output, so every executor core is busy, with no shuffle.
+        The jobs run side by side from driver threads; a failing group fails only its partition.
+        ``done`` hears of each group once staged and verified, or failed (its Work's ``error``)."""
         items = [(w, g) for w in works for g in w.groups if g.engine is Engine.REWRITE]
+        items = self.columnar.stage(items, done)  # the groups it does not take are left
         if not items:
             return
         try:
@@ -94,9 +98,8 @@ class RewriteEngine:
             list(pool.map(rewrite, chunks))
 
     def _rewrite_or_isolate(self, chunk: list[tuple[Work, Group]], schema: T.StructType) -> None:
-        """Run one rewrite job; if it fails (say a file whose footer reads fine but whose data
-        does not), run each of its groups in a job of its own, so the failure stays with the
-        partition that caused it."""
+        """Run one rewrite job; if it fails (say a file whose footer reads fine but whose data does
+        not), each of its groups in a job of its own, so the failure stays with its partition."""
         try:
             self._rewrite_job(chunk, schema)
             return

@@ -29,7 +29,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 from hive_compaction.commit import recovery as maintenance
-from hive_compaction.merge import copy as copy_merge
+from hive_compaction.merge import columnar, copy as copy_merge, executor_merges
 from hive_compaction.merge.copy import CopyMergeError
 from hive_compaction.merge.finish import Finisher
 from hive_compaction.merge.grouping import Engine, Group, Work, staged_suffix
@@ -205,9 +205,13 @@ class BatchRunner:
             prepared = failed(task, e)
         if not isinstance(prepared, Work):
             prepared.seconds = round(time.monotonic() - started, 3)
-        elif any(g.engine is Engine.REWRITE for g in prepared.groups):
+        elif any(g.engine is Engine.REWRITE and self._spark_sql_rewrite(prepared, g) for g in prepared.groups):
             self.spark.make_session_soon()
         return prepared
+
+    def _spark_sql_rewrite(self, work: Work, group: Group) -> bool:
+        """Whether the group's rewrite may need Spark SQL's session (the columnar engine does not)."""
+        return executor_merges.engine(self.spark) is None or columnar.why_not(work, group) is not None
 
     def _progress(self, done: int, total: int, r: PartitionResult) -> None:
         window = "" if r.reader_window_ms is None else f", reader window {r.reader_window_ms:.0f} ms"
