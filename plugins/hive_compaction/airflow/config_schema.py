@@ -154,6 +154,7 @@ class TablePolicy:
     partition_lag_days: Whole = 1
     partition_filter: String | None = None
     merge_mode: _one_of("auto", "copy", "rewrite") = "auto"
+    rewrite_engine: _one_of("columnar", "spark_sql") = "columnar"  # spark_sql: never the engine's jar (merge.columnar)
     # A bare path is the Spark driver's local disk (paths.split_uri): renames to the table's file system would fail.
     work_dir: Annotated[str, Field(strict=True, pattern=URI), _says(
         "expected a URI on the table's file system, with its scheme (hdfs://nameservice/user/etl/hive_compaction, "

@@ -153,6 +153,7 @@ def _task(table: TableInfo, policy: TablePolicy, p: PartitionInfo, work_dir: str
         small_file_limit=policy.small_file_limit,
         min_small_files=policy.min_small_files,
         merge_mode=policy.merge_mode,
+        rewrite_engine=policy.rewrite_engine,
         commit_mode=policy.commit_mode,
         lock_wait_seconds=policy.lock_wait_seconds,
         require_locks=policy.require_locks,

@@ -39,6 +39,8 @@ Item = Tuple[Work, Group]
 def why_not(w: Work, g: Group) -> str | None:
     """Why the columnar engine does not take this group, from what the driver knows; else None
     (the task may still find a reason in the files' footers)."""
+    if w.task.rewrite_engine == "spark_sql":
+        return "the table's rewrite_engine is spark_sql"
     if w.task.storage_format not in ("orc", "parquet"):
         return f"the columnar engine merges ORC and Parquet, not {w.task.storage_format}"
     if w.task.sort_columns:

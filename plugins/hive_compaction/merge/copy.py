@@ -157,7 +157,13 @@ def copy_and_verify(spark, fmt: str, inputs: list[str], output: str) -> tuple[Fi
     fmt = _check_fmt(fmt)
     if not inputs:
         raise CopyMergeError("copy_merge needs at least one input")
-    got = jvm_helper.call(spark, "copyMerge", fmt, list(inputs), output)
+    return checked_copy(spark, fmt, inputs, output, jvm_helper.call(spark, "copyMerge", fmt, list(inputs), output))
+
+
+def checked_copy(spark, fmt: str, inputs: list[str], output: str, got: dict) -> tuple[FileFooter, int, float]:
+    """``copy_and_verify``'s verdict on what the copy merge reported (``got``: the JVM helper's
+    ``copyMerge`` result, in the driver or in an executor's task): the output's footer, size and
+    verification seconds, or CopyMergeError with the output deleted."""
     if "error" in got:
         if got["refused"]:
             raise CopyMergeError(f"{fmt} copy-merge into {output} refused: {got['error']}")
@@ -174,12 +180,16 @@ def copy_and_verify(spark, fmt: str, inputs: list[str], output: str) -> tuple[Fi
     return out.footer, int(got["output"]["size"]), verified
 
 
-def stage(spark, fmt: str, group: Group, staging: str, name: str) -> float:
+def stage(spark, fmt: str, group: Group, staging: str, name: str, copied: dict | None = None) -> float:
     """The copy engine: ``group``'s files copy-merged into ``staging/name``, verified
     (``copy_merge``); the group records its staged output, rows and footer. Returns the seconds
-    spent verifying."""
-    staged = f"{staging}/{name}"
-    footer, size, verified = copy_and_verify(spark, fmt, [f.path for f in group.files], staged)
+    spent verifying. ``copied``: what an executor's task that made the copy reported (its JVM
+    helper's result), checked here instead of copying in the driver."""
+    staged, inputs = f"{staging}/{name}", [f.path for f in group.files]
+    if copied is None:
+        footer, size, verified = copy_and_verify(spark, fmt, inputs, staged)
+    else:
+        footer, size, verified = checked_copy(spark, fmt, inputs, staged, copied)
     group.staged = [StagedOutput(staged, name, size)]
     group.rows, group.footers = footer.rows, [footer]
     return verified

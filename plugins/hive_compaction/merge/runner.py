@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from hive_compaction.commit import recovery as maintenance
 from hive_compaction.merge import columnar, copy as copy_merge, executor_merges
 from hive_compaction.merge.copy import CopyMergeError
+from hive_compaction.merge.executor_merges import MergeRequest
 from hive_compaction.merge.finish import Finisher
 from hive_compaction.merge.grouping import Engine, Group, Work, staged_suffix
 from hive_compaction.merge.job_spark import JobSpark
@@ -162,10 +163,11 @@ class BatchRunner:
             return None
 
         def copy_and_commit(chunk: list[tuple[int, Work]]) -> None:
+            copied = self.copy_in_tasks([w for _, w in chunk])
             for _, work in chunk:
                 try:
                     with self._copies, self.steps.step("copy", work.task):
-                        self.stage_copies(work)
+                        self.stage_copies(work, copied)
                 except Exception as e:
                     log.exception("%s: copy failed", work.task.label)
                     work.error = work.error or f"{type(e).__name__}: {e}".splitlines()[0][:500]
@@ -233,25 +235,58 @@ class BatchRunner:
         )
 
     # --- phase 2: stage (rewrites: rewrite.RewriteEngine) -----------------------------------
-    def stage_copies(self, work: Work) -> None:
-        """The partition's copy groups, each copy-merged and verified in the driver's JVM."""
-        began, verified, copied = time.monotonic(), 0.0, []
+    def copy_in_tasks(self, works: list[Work]) -> dict[int, tuple[str, dict]]:
+        """The copy groups of ``works`` copied in one Spark job on the executors (the engine's jar:
+        ``executor_merges``), by id(group): the output's name and what its task reported. Empty
+        without the jar: ``stage_copies`` then copies in the driver."""
+        groups = [(w, n, g) for w in works if not w.error for n, g in enumerate(w.groups) if g.engine is Engine.COPY]
+        if not groups or executor_merges.engine(self.spark) is None:
+            return {}
+        self.steps.first_merge("copy")
+        names = [
+            f"{listing.MERGED_PREFIX}{uuid.uuid4().hex[:12]}-c{n:04d}{staged_suffix(g.files[0].name)}"
+            for _, n, g in groups
+        ]
+        requests = [
+            MergeRequest("copy", w.task.storage_format, [f.path for f in g.files], f"{w.staging}/{name}")
+            for (w, _, g), name in zip(groups, names)
+        ]
+        try:
+            docs = executor_merges.run(
+                self.spark,
+                requests,
+                f"hive-compaction: copy merge of {len(groups)} group(s) of {works[0].task.table_name}",
+            )
+        except Exception as e:  # noqa: BLE001 - the job failed: its partitions fail, files untouched
+            docs = [{"error": copy_merge.error_text(e)} for _ in requests]
+        return {id(g): (name, doc) for (_, _, g), name, doc in zip(groups, names, docs)}
+
+    def stage_copies(self, work: Work, copied: dict[int, tuple[str, dict]] | None = None) -> None:
+        """The partition's copy groups, each copy-merged and verified: checked from what the
+        executors' tasks reported (``copied``: ``copy_in_tasks``), else made in the driver's JVM."""
+        began, verified, done = time.monotonic(), 0.0, []
         for n, g in enumerate(work.groups):
             if work.error or g.engine is not Engine.COPY:
                 continue
             self.steps.first_merge("copy")
-            name = f"{listing.MERGED_PREFIX}{uuid.uuid4().hex[:12]}-c{n:04d}{staged_suffix(g.files[0].name)}"
+            name, doc = (copied or {}).get(id(g), (None, None))
+            name = name or f"{listing.MERGED_PREFIX}{uuid.uuid4().hex[:12]}-c{n:04d}{staged_suffix(g.files[0].name)}"
             try:
-                verified += copy_merge.stage(self.spark, work.task.storage_format, g, work.staging, name)
-                copied.append(g)
+                if doc is not None and "copy" not in doc:
+                    raise CopyMergeError(f"the copy task failed: {doc.get('error')}")
+                verified += copy_merge.stage(
+                    self.spark, work.task.storage_format, g, work.staging, name, None if doc is None else doc["copy"]
+                )
+                done.append(g)
             except CopyMergeError as e:
                 work.error = str(e)[:500]
-        if copied:
+        if done:
             log.info(
-                "%s: copy-merged %d group(s) (%d files) in %.3fs, of which verifying %.3fs",
+                "%s: copy-merged %d group(s) (%d files%s) in %.3fs, of which verifying %.3fs",
                 work.task.label,
-                len(copied),
-                sum(len(g.files) for g in copied),
+                len(done),
+                sum(len(g.files) for g in done),
+                ", in executor tasks" if copied else "",
                 time.monotonic() - began,
                 verified,
             )

@@ -63,6 +63,7 @@ class PartitionTask:
     min_small_files: int
     merge_mode: str
     commit_mode: str = "in_place"
+    rewrite_engine: str = "columnar"
     lock_wait_seconds: int = 60
     require_locks: bool = True
     quiet_period_minutes: int = 0
