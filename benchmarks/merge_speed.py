@@ -187,7 +187,9 @@ DRIVER_MEMORY = re.compile(
 )
 # "driver time by step: prepare 20.1, copy 15.0, lock 8.2 ms per partition (of 200)"
 STEP_TIMES = re.compile(r"driver time by step: (.*) ms per partition \(of (\d+)\)")
-COPY_VERIFIED = re.compile(r"copy-merged \d+ group\(s\) \(\d+ files[^)]*\) in ([0-9.]+)s, of which verifying ([0-9.]+)s")
+COPY_VERIFIED = re.compile(
+    r"copy-merged \d+ group\(s\) \(\d+ files[^)]*\) in ([0-9.]+)s, of which verifying ([0-9.]+)s"
+)
 # The DAG's start, from `airflow dags test`'s own lines ("2026-11-27T05:34:31.840697Z [info     ] ...") and
 # the merge job's "Spark ready" line.
 _AIRFLOW_AT = r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z \[info\s*\] "

@@ -35,6 +35,7 @@ if wheel_sweeps.installed() is None and str(ROOT / "plugins") not in sys.path:
 
 import postgres
 from airflow_services import migrate
+from hive_compaction.jobs import ENGINE_JAR_NAME
 from local_stack import VIEWFS_MOUNT, Metastore, free_port
 from suite_budget import record, started
 
@@ -497,6 +498,7 @@ class Stack:
             "--conf",
             "spark.driver.host=127.0.0.1",
             *[a for k, v in (conf or {}).items() for a in ("--conf", f"{k}={v}")],
+            *(["--jars", str(jar)] if (jar := wheel_sweeps.package_dir() / "jobs" / ENGINE_JAR_NAME).exists() else []),
             str(wheel_sweeps.package_dir() / "jobs" / "compact_partitions.py"),
             "--batch",
             batch_arg,

@@ -213,8 +213,9 @@ def test_unsafe_or_unsupported_inputs_are_skipped_with_a_reason_and_left_byte_fo
 
 
 def test_a_rewrite_whose_output_does_not_match_its_inputs_is_not_committed(stack, tmp_path):
-    """The read-back check has teeth: a staged output swapped (after the write, before the check)
-    for a valid file with other rows fails the partition and leaves it byte for byte."""
+    """The Spark SQL rewrite's read-back check has teeth: a staged output swapped (after the write,
+    before the check) for a valid file with other rows fails the partition and leaves it byte for
+    byte. (The columnar engine reads its output back inside the task that wrote it.)"""
     db, table = "writers", "tampered"
     stack.make_table(db, table, "ORC", ["2026-04-05"], files=4, rows=400)
     folder = stack.partition_location(db, table, "dt=2026-04-05")
@@ -225,7 +226,9 @@ def test_a_rewrite_whose_output_does_not_match_its_inputs_is_not_committed(stack
         f'for f in "{staging}"/*/rewrite-*/part-*; do cp "{one_input}" "$f"; '
         f'rm -f "$(dirname "$f")/.$(basename "$f").crc"; done'
     )
-    cfg = stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}", "merge_mode": "rewrite"}])
+    cfg = stack.write_config(
+        tmp_path / "c.yaml", [{"name": f"{db}.{table}", "merge_mode": "rewrite", "rewrite_engine": "spark_sql"}]
+    )
     job = stack.spark_submit(
         stack.plan_batches(cfg, run_id="tampered")["spark_args"][0]["application_args"][1],
         config_path=cfg,

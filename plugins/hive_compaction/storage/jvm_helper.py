@@ -255,6 +255,20 @@ def load_classes(spark: Any, names: tuple[str, ...], package: str) -> tuple[obje
     return _class_loader(spark, _sources(names, package), files), files
 
 
+def _from_engine_jar(spark: Any) -> Any:
+    """The helper's class compiled into the merge engine's jar (``merge.executor_merges``, the same
+    sources by javac), when that jar is on the driver's classpath: nothing to compile or load."""
+    from py4j.java_gateway import JavaClass
+
+    loader = JavaClass("org.apache.spark.util.Utils", spark._jvm._gateway_client).getContextOrSparkClassLoader()
+    try:
+        found = loader.loadClass(_CLASS)
+    except Exception:  # noqa: BLE001 - not there (ClassNotFoundException): Janino's, as without the jar
+        return None
+    log.info("JVM helper: the merge engine jar's")
+    return found
+
+
 def helper(spark: Any) -> Any:
     """The helper instance of this Spark application's JVM (compiled on first use)."""
     client = spark._jvm._gateway_client
@@ -262,7 +276,7 @@ def helper(spark: Any) -> Any:
     with _lock:
         # Compared by identity too: a stopped application's client may leave its id to a new one.
         if key not in _helpers or _helpers[key][0] is not client:
-            instance = _class_loader(spark).loadClass(_CLASS).newInstance()
+            instance = (_from_engine_jar(spark) or _class_loader(spark).loadClass(_CLASS)).newInstance()
             instance.setConf(spark._jsc.hadoopConfiguration())
             _helpers[key] = (client, instance)
         return _helpers[key][1]
