@@ -103,6 +103,7 @@ CONTESTANTS = {
     "copy_half": "our merge job, copy mode, half the partitions",
     "copy_wide": "our merge job, copy mode, half the partitions x twice the files",
     "rewrite": "our merge job, rewrite mode",
+    "rewrite_sql": "our merge job, rewrite mode, rewrite_engine spark_sql",
     "auto": "our merge job, auto mode",
     "loop": "naive: 1 app, loop of coalesce(1)",
     "per_partition": "naive: 1 spark-submit/partition",
@@ -114,7 +115,14 @@ METASTORES = {
     "3.1.3": "Hive 3.1.3 on PostgreSQL",
     "4.0.1": "Hive 4.0.1 on PostgreSQL",
 }
-OPT_IN = {"auto", "lakekeeper", "copy_half", "copy_wide", "dag_scheduled"}  # run only when --only names them
+OPT_IN = {
+    "auto",
+    "rewrite_sql",
+    "lakekeeper",
+    "copy_half",
+    "copy_wide",
+    "dag_scheduled",
+}  # run only when --only names them
 # The targets of this machine (2 vCPUs: two Spark tasks do ~1.35x the work of one), as ratios of
 # one run: name -> (bound, "min" or "max", what it compares). Full verification stays on.
 TARGETS = {
@@ -125,6 +133,11 @@ TARGETS = {
         "max",
         "rewrite: checksum scans after the write / rewrite jobs' time (the "
         "write tasks' own hashing not counted: checksum_cost.py)",
+    ),
+    "columnar_vs_spark_sql_cpu": (
+        0.34,
+        "max",
+        "rewrite: the columnar engine's machine CPU / the Spark SQL rewrite's (rewrite_sql), same files",
     ),
     "copy_verification_share": (0.25, "max", "copy: read-back, second read and comparison / copy-merge time"),
     "copy_ms_per_file": (2.0, "max", "copy: in-app ms per input file beyond its bytes at 0.25x the floor's rate"),
@@ -178,6 +191,10 @@ SQL_SESSION = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO hive_comp
 REWRITE_VERIFIED = re.compile(
     r"rewrote \d+ group\(s\) \(\d+ files\) in ([0-9.]+)s, "
     r"read back and verified in ([0-9.]+)s"
+)
+# "... with the columnar engine in 2.1s (its tasks: 2.9s writing, 0.6s reading back)": the tasks' own times
+COLUMNAR_VERIFIED = re.compile(
+    r"with the columnar engine in [0-9.]+s \(its tasks: ([0-9.]+)s writing, ([0-9.]+)s reading back\)"
 )
 # "driver memory: JVM peak RSS 612 MB, JVM old generation peak 210 MB of a 1024 MB heap, Python peak RSS 95 MB"
 # (each job's last line)
@@ -405,7 +422,9 @@ def phases(log_text: str, started_at: float) -> dict:
     spent on rewrites and copies and, of those, on verifying them; the drivers' peak memory
     (the largest job's)."""
     merging = [job_time(m.group(1)) for m in FIRST_MERGE.finditer(log_text)]
-    rewrite = [(float(a), float(b)) for a, b in REWRITE_VERIFIED.findall(log_text)]
+    rewrite = [
+        (float(a), float(b)) for a, b in REWRITE_VERIFIED.findall(log_text) + COLUMNAR_VERIFIED.findall(log_text)
+    ]
     copy = [(float(a), float(b)) for a, b in COPY_VERIFIED.findall(log_text)]
     memory = DRIVER_MEMORY.findall(log_text)  # the largest of the run's jobs
     steps: dict[str, float] = {}  # ms per partition, weighted over the run's jobs
@@ -676,7 +695,9 @@ def scheduled_start_phases(tis: list[dict], merge_records: list[dict]) -> dict:
     )
 
 
-def run_job(stack: Stack, work: Path, table: str, mode: str, partition_filter: str | None = None) -> dict:
+def run_job(
+    stack: Stack, work: Path, table: str, mode: str, partition_filter: str | None = None, engine: str = "columnar"
+) -> dict:
     # auto: the product's default floor unless --auto-floor; the others: none
     floor = (
         ({} if AUTO_FLOOR is None else {"copy_min_block_size": AUTO_FLOOR})
@@ -686,7 +707,7 @@ def run_job(stack: Stack, work: Path, table: str, mode: str, partition_filter: s
     only = {"partition_filter": partition_filter} if partition_filter else {}
     cfg = stack.write_config(
         work / f"{table}.yaml",
-        [{"name": f"{DB}.{table}", "merge_mode": mode, **floor, **only, **ONE_OUTPUT}],
+        [{"name": f"{DB}.{table}", "merge_mode": mode, "rewrite_engine": engine, **floor, **only, **ONE_OUTPUT}],
         spark_conf=SPARK_CONF,
     )
     t_plan = time.monotonic()
@@ -1063,6 +1084,8 @@ def bench_format(
                 rec = run_dag_scheduled(stack, work, table)
             elif key in ("copy", "rewrite", "auto", "copy_wide"):
                 rec = run_job(stack, work, table, key.removesuffix("_wide"))
+            elif key == "rewrite_sql":
+                rec = run_job(stack, work, table, "rewrite", engine="spark_sql")
             elif key == "copy_half":  # the first half of the dates: the rest stays as it was
                 rec = run_job(stack, work, table, "copy", partition_filter=f'dt <= "{half_last}"')
             elif key == "lakekeeper":
@@ -1197,6 +1220,9 @@ def ratios(c: dict, total_bytes: int, total_files: int, partitions: int | None =
         # Over the rewrite jobs' own time: jobs of one batch run side by side, so their phases
         # overlap the in-application span (as the copy's share is over the copy merges' time).
         "rewrite_verification_share": _div(get("rewrite", "rewrite_verify_seconds"), get("rewrite", "rewrite_seconds")),
+        "columnar_vs_spark_sql_cpu": _div(
+            get("rewrite", "machine_cpu_seconds"), get("rewrite_sql", "machine_cpu_seconds")
+        ),
         "copy_verification_share": _div(get("copy", "copy_verify_seconds"), get("copy", "copy_seconds")),
         "copy_ms_per_file": per_file,
         "copy_ms_per_file_marginal": marginal,

@@ -105,8 +105,9 @@ def test_merge_speed_scale_mode_smoke(stack, tmp_path, capsys):
     assert 0 < f["contestants"]["copy"]["copy_verify_seconds"] < f["contestants"]["copy"]["copy_seconds"]
     targets = f["ratios"]["targets"]
     assert targets, f["ratios"]
-    # copy_half, copy_wide, dag_scheduled run by --only only
+    # copy_half, copy_wide, dag_scheduled, rewrite_sql run by --only only
     by_opt_in = {
+        "columnar_vs_spark_sql_cpu",
         "copy_ms_per_file_marginal",
         "copy_ms_per_file_added",
         "scheduled_fixed_start_seconds",
