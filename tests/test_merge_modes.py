@@ -239,3 +239,42 @@ def test_parquet_files_of_two_layouts_are_rewritten_apart_each_keeping_its_own(s
     assert len(outputs) == 2 and all(f.name.startswith("part-compacted-") for f in outputs), outputs
     assert Counter(_physical(f.schema) for f in footers(stack, "parquet", outputs)) == Counter(set(before))
     assert stack.content(db, table) == content
+
+
+def test_a_columnar_merge_of_an_orc_table_reads_the_same_through_hives_serde_arrow_and_spark(stack, tmp_path):
+    """ORC written by Spark into a Hive table (decimal, timestamp, array, map, nulls), merged by the
+    default auto mode's columnar engine: Hive's own ORC SerDe (``convertMetastoreOrc`` off), Arrow's
+    ORC reader and Spark's read the same rows after as before."""
+    import hashlib
+
+    import pyarrow.orc as po
+
+    from demo_tables import create_table, fill
+
+    db, table, day = "modes", "orc_readers", "2026-10-08"
+    spark = stack.spark
+    create_table(spark, db, table, "ORC")
+    fill(spark, db, table, [day], 5, 900)
+    folder = stack.partition_location(db, table, f"dt={day}")
+
+    def arrow() -> tuple[int, str]:
+        rows = sorted(
+            repr(tuple(r.values())) for f in data_files(folder) for r in po.ORCFile(str(f)).read().to_pylist()
+        )
+        return len(rows), hashlib.sha256("\n".join(rows).encode()).hexdigest()
+
+    def hive_content():  # Hive's OrcSerde, not Spark's own ORC reader
+        spark.conf.set("spark.sql.hive.convertMetastoreOrc", "false")
+        try:
+            return stack.content(db, table)
+        finally:
+            spark.conf.unset("spark.sql.hive.convertMetastoreOrc")
+
+    content, hive, arrow_before = stack.content(db, table), hive_content(), arrow()
+    assert content[f"dt={day}"][0] == hive[f"dt={day}"][0] == arrow_before[0] == 900
+
+    run = stack.run_dag(stack.write_config(tmp_path / "c.yaml", [{"name": f"{db}.{table}"}]))
+    assert run.state == "success", run.log[-4000:]
+    assert "with the columnar engine" in run.log
+    assert len(data_files(folder)) == 1
+    assert (stack.content(db, table), hive_content(), arrow()) == (content, hive, arrow_before)
