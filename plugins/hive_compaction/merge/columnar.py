@@ -29,6 +29,7 @@ from hive_compaction.merge.copy import error_text
 from hive_compaction.merge.executor_merges import ColumnarResult, MergeRequest
 from hive_compaction.merge.grouping import Group, Work, staged_suffix
 from hive_compaction.merge.step_times import StepTimes
+from hive_compaction.storage.hadoop_fs import HadoopFS
 from hive_compaction.storage.listing import MERGED_PREFIX
 
 log = logging.getLogger(__name__)
@@ -121,6 +122,8 @@ class ColumnarEngine:
             else:
                 writing, verifying = writing + result.write_seconds, verifying + result.verify_seconds
                 _accept(w, g, request, result)
+                if not g.staged:  # not verified: never left where a commit or a person could take it
+                    HadoopFS(self.spark).delete(request.output)
         log.info(
             "%s: merged %d group(s) (%d files) with the columnar engine in %.1fs (its tasks: %.1fs writing, "
             "%.1fs reading back); %d left to Spark SQL",

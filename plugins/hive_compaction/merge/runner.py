@@ -243,10 +243,7 @@ class BatchRunner:
         if not groups or executor_merges.engine(self.spark) is None:
             return {}
         self.steps.first_merge("copy")
-        names = [
-            f"{listing.MERGED_PREFIX}{uuid.uuid4().hex[:12]}-c{n:04d}{staged_suffix(g.files[0].name)}"
-            for _, n, g in groups
-        ]
+        names = [_copy_name(n, g) for _, n, g in groups]
         requests = [
             MergeRequest("copy", w.task.storage_format, [f.path for f in g.files], f"{w.staging}/{name}")
             for (w, _, g), name in zip(groups, names)
@@ -270,7 +267,7 @@ class BatchRunner:
                 continue
             self.steps.first_merge("copy")
             name, doc = (copied or {}).get(id(g), (None, None))
-            name = name or f"{listing.MERGED_PREFIX}{uuid.uuid4().hex[:12]}-c{n:04d}{staged_suffix(g.files[0].name)}"
+            name = name or _copy_name(n, g)
             try:
                 if doc is not None and "copy" not in doc:
                     raise CopyMergeError(f"the copy task failed: {doc.get('error')}")
@@ -291,3 +288,8 @@ class BatchRunner:
                 time.monotonic() - began + in_tasks,
                 verified,
             )
+
+
+def _copy_name(n: int, g: Group) -> str:
+    """The name of a partition's n-th group's copied output (its staged name and its name in the partition)."""
+    return f"{listing.MERGED_PREFIX}{uuid.uuid4().hex[:12]}-c{n:04d}{staged_suffix(g.files[0].name)}"
