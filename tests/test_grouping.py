@@ -325,12 +325,16 @@ def test_each_partition_commits_once_its_rewrite_groups_are_staged():
     assert len(started) == 5
 
 
-def test_without_spark_sql_the_partitions_to_rewrite_fail_and_are_reported():
-    """RewriteEngine.stage: when Spark SQL's session cannot be made, each partition to rewrite fails
-    with why (its files untouched) and is reported to its commit, so the copies of the batch go on."""
+def test_without_spark_sql_the_partitions_to_rewrite_fail_and_are_reported(monkeypatch):
+    """RewriteEngine.stage: when Spark SQL's session cannot be made (and the columnar engine's jar
+    is not there to take the groups), each partition to rewrite fails with why (its files
+    untouched) and is reported to its commit, so the copies of the batch go on."""
     from types import SimpleNamespace as NS
 
+    from hive_compaction.merge import executor_merges
     from hive_compaction.merge.rewrite import RewriteEngine
+
+    monkeypatch.setattr(executor_merges, "engine", lambda spark: None)
 
     class NoSession:
         def session(self):

@@ -15,7 +15,10 @@ import yaml
 from hive_compaction.airflow import config
 from hive_compaction.airflow.config import ConfigError, SparkSubmitOptions, parse
 from hive_compaction.airflow.operator_args import merge_operator_kwargs
+from hive_compaction.jobs import ENGINE_JAR_NAME, MERGE_JOB
 
+# The merge engine's jar beside the default merge job (make engine built it): the merge tasks' --jars.
+ENGINE_JAR = str(MERGE_JOB.parent / ENGINE_JAR_NAME)
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -44,12 +47,14 @@ def test_unset_section_keeps_todays_operator_arguments():
             "conn_id": "spark_yarn",
             "py_files": "hdfs:///lib.zip",
             "pool": "compaction",
+            "jars": ENGINE_JAR,  # the merge engine's jar beside the default merge job
             "conf": {"spark.ui.enabled": "False"},
         }
     assert merge_operator_kwargs(config.Settings()) == {
         "conn_id": "spark_default",
         "py_files": None,
         "pool": "default_pool",
+        "jars": ENGINE_JAR,
         "conf": {},
     }
 
@@ -112,7 +117,7 @@ spark_submit:
         "keytab": "/etc/security/keytabs/compaction.keytab",
         "proxy_user": "hive",
         "archives": "hdfs:///envs/py.tar.gz#env,hdfs:///x.zip",
-        "jars": "hdfs:///jars/a.jar,hdfs:///jars/b.jar",
+        "jars": f"{ENGINE_JAR},hdfs:///jars/a.jar,hdfs:///jars/b.jar",
         "properties_file": "/etc/spark/compaction.conf",
         "env_vars": {"PYSPARK_PYTHON": "./env/bin/python", "RETRIES": "3"},
         "verbose": False,
@@ -376,7 +381,7 @@ CLUSTERS = {
             "--driver-memory 1g",
             "--executor-memory 2g",
             "--executor-cores 1",
-            "--jars /opt/jars/a.jar,/opt/jars/b.jar",
+            f"--jars {ENGINE_JAR},/opt/jars/a.jar,/opt/jars/b.jar",
             "--verbose",
         ],
     ),

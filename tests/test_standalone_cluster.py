@@ -132,6 +132,7 @@ def test_dag_on_a_standalone_cluster_keeps_every_row(stack, cluster, data_sets, 
     assert_compacted(stack, db, content_before, run)
     assert cluster.master_url in run.log  # spark-submit --master spark://127.0.0.1:<port>
     assert "with the columnar engine" in run.log  # the engine's jar ran in the cluster's executors
+    assert "files, in executor tasks) in" in run.log  # and the copies too, on a cluster
 
     by_batch = results_by_batch(stack, cfg, run.run_id)
     results = [r for rs in by_batch.values() for r in rs]

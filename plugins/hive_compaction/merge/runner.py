@@ -238,9 +238,14 @@ class BatchRunner:
     def copy_in_tasks(self, works: list[Work]) -> dict[int, tuple[str, dict]]:
         """The copy groups of ``works`` copied in one Spark job on the executors (the engine's jar:
         ``executor_merges``), by id(group): the output's name and what its task reported. Empty
-        without the jar: ``stage_copies`` then copies in the driver."""
+        without the jar or executors (local mode): ``stage_copies`` then copies in the driver."""
         groups = [(w, n, g) for w in works if not w.error for n, g in enumerate(w.groups) if g.engine is Engine.COPY]
-        if not groups or executor_merges.engine(self.spark) is None:
+        # Spark local mode has no executor but the driver: the same JVM, without a Spark job's start.
+        if (
+            not groups
+            or self.spark.sparkContext.master.startswith("local")
+            or executor_merges.engine(self.spark) is None
+        ):
             return {}
         self.steps.first_merge("copy")
         names = [_copy_name(n, g) for _, n, g in groups]
