@@ -243,7 +243,7 @@ class BatchRunner:
         # Spark local mode has no executor but the driver: the same JVM, without a Spark job's start.
         if (
             not groups
-            or self.spark.sparkContext.master.startswith("local")
+            or (self.spark.sparkContext.master or "").startswith("local")
             or executor_merges.engine(self.spark) is None
         ):
             return {}
