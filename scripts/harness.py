@@ -171,7 +171,7 @@ class Stack:
         self.postgres = postgres.Postgres(port=free_port()) if use_postgres else None
         db = self.postgres.metastore_args() if self.postgres else {}
         self.own_metastore = metastore is None  # the wheel's 2.3, its database set up by start()
-        self.metastore = Metastore(state / "hms", free_port(), **db) if metastore is None else metastore(self.postgres)
+        self.metastore = Metastore(state / "hms", None, **db) if metastore is None else metastore(self.postgres)
         self.airflow_home = state / "airflow"
         self.airflow_db_env: dict[str, str] = {}  # the session Airflow's database, set by start()
         self._spark = None

@@ -21,7 +21,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 import postgres
-from local_stack import CORE_SITE, VIEWFS_MOUNT, Metastore, StackError, answers, free_port, port_in_use
+from local_stack import CORE_SITE, VIEWFS_MOUNT, Metastore, StackError, answers
 from suite_budget import record
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,7 +147,7 @@ class HiveMetastoreServer(Metastore):
         settings: dict[str, str] | None = None,
         heap: str = "256m",
     ):
-        super().__init__(state, port or free_port())
+        super().__init__(state, port)
         self.release = RELEASES[version]
         self.pg = pg
         self.database = "hms_" + version.replace(".", "_")
@@ -235,8 +235,7 @@ class HiveMetastoreServer(Metastore):
     def start(self, timeout: float = 180) -> None:
         if self.pid() and answers(self.port):
             return
-        if port_in_use(self.port):
-            raise StackError(f"port {self.port} is in use by another program")
+        self.claim_port()
         t0 = time.monotonic()
         self.load_schema()
         conf = self.state / "conf"

@@ -135,7 +135,7 @@ class KerberosMetastore(Metastore):
     """The wheel's Hive Metastore 2.3, SASL only, as ``SERVICE`` (its keytab made in ``realm``)."""
 
     def __init__(self, realm: KerberosRealm, state: Path, **db):
-        super().__init__(state, free_port(), **db)
+        super().__init__(state, None, **db)
         keytab = self.state / "hive.keytab"
         self.state.mkdir(parents=True, exist_ok=True)
         realm.add_principal(SERVICE, keytab=keytab)

@@ -161,8 +161,15 @@ class Metastore:
     URL of it (``jdbc:postgresql://...``, schema created on first start) and its driver's jar."""
 
     def __init__(
-        self, state: Path, port: int = 9083, db_url: str | None = None, jdbc_jar: Path | None = None, db_user: str = ""
+        self,
+        state: Path,
+        port: int | None = 9083,
+        db_url: str | None = None,
+        jdbc_jar: Path | None = None,
+        db_user: str = "",
     ):
+        """``port=None``: a free loopback port, chosen again at start if another program took it
+        meanwhile (a test run starts several services, each on a port the kernel handed out)."""
         self.state = Path(state).resolve()
         # More jars and Hadoop settings for the service (the tests' s3like file system).
         self.extra_classpath: list[Path] = []
@@ -173,7 +180,8 @@ class Metastore:
         self.describe = "Hive Metastore 2.3 (pyspark wheel)"
         # More environment for the service (HADOOP_USER_NAME: who it is on HDFS).
         self.env: dict[str, str] = {}
-        self.port = port
+        self.chosen_port = port is None
+        self.port = free_port() if port is None else port
         self.db_url = db_url
         self.db_user = db_user
         self.jdbc_jar = jdbc_jar
@@ -198,6 +206,19 @@ class Metastore:
         """The Spark settings that mount it (the Metastore has them in its core-site.xml)."""
         return {f"spark.hadoop.fs.viewfs.mounttable.{VIEWFS_MOUNT}.link./data": f"file://{self.state}/viewfs-data"}
 
+    def claim_port(self) -> None:
+        """Before the service starts: a port of our choosing that is taken is chosen again; one the
+        caller fixed is an error."""
+        for _ in range(5):
+            if not port_in_use(self.port):
+                return
+            if not self.chosen_port:
+                raise StackError(
+                    f"port {self.port} is in use by another program: stop it or choose another port (--port)"
+                )
+            self.port = free_port()
+        raise StackError(f"no free loopback port found for {self.describe} (last tried {self.port})")
+
     def pid(self) -> int | None:
         try:
             pid = int(self.pid_file.read_text())
@@ -212,8 +233,7 @@ class Metastore:
             return
         if shutil.which("java") is None:
             raise StackError("java not found: install a Java 17 runtime (e.g. apt-get install openjdk-17-jre-headless)")
-        if port_in_use(self.port):
-            raise StackError(f"port {self.port} is in use by another program: stop it or choose another port (--port)")
+        self.claim_port()
         conf = self.state / "metastore-conf"
         conf.mkdir(parents=True, exist_ok=True)
         (self.state / "warehouse").mkdir(exist_ok=True)
